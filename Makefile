@@ -1,0 +1,42 @@
+# attn-mt: `make train` trains the default model, `make test` runs the tests (both set up .venv first).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+CONFIG ?= configs/d2l_bahdanau.yaml
+# A local copy of fra-eng.zip beside the clone is used when present; otherwise $ATTN_MT_DATA, the cache or a download.
+ATTN_MT_DATA ?= $(abspath $(wildcard ../shared/data/fra-eng.zip))
+ifneq ($(strip $(ATTN_MT_DATA)),)
+export ATTN_MT_DATA
+endif
+
+.PHONY: install train test lint check bench-train bench-translate clean
+
+$(BIN)/attn-mt: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(BIN)/attn-mt
+
+train: install
+	$(BIN)/attn-mt train $(CONFIG) $(ARGS)
+
+test: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check attn_mt tests scripts
+
+check: lint test
+
+bench-train: install
+	$(BIN)/python scripts/bench_train.py $(ARGS)
+
+bench-translate: install
+	$(BIN)/python scripts/bench_translate.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,185 @@
+"""The `attn-mt` command line: a thin layer over data, training, decoding and evaluation."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import typer
+
+from attn_mt.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Train and use attention-based English-French translation models (d2l.ai attention chapter).",
+)
+STATE = {"debug": False}
+
+SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
+DATA_HELP = "Path to fra-eng.zip or fra.txt (else data.path, $ATTN_MT_DATA, the cache, or a download)."
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors.")) -> None:
+    """Train and use attention-based English-French translation models."""
+    STATE["debug"] = debug
+
+
+def _echo_err(message: str) -> None:
+    """Print to stderr."""
+    typer.echo(message, err=True)
+
+
+@app.command()
+def validate(
+    config: Path = typer.Argument(..., help="YAML config to check."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Check a config; print the resolved config or every problem."""
+    from attn_mt.config import load_config
+
+    typer.echo(load_config(config, overrides).to_yaml(), nl=False)
+
+
+@app.command("data-report")
+def data_report(
+    config: Path | None = typer.Argument(None, help="YAML config (default: the book's Bahdanau run)."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    data: str | None = typer.Option(None, "--data", help=DATA_HELP),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
+) -> None:
+    """Load the corpus as the config says and print pairs, lengths, vocabularies and split overlap."""
+    import json
+    import time
+
+    from attn_mt.config import load_config
+    from attn_mt.data.dataset import load_data
+    from attn_mt.data.report import format_report
+
+    cfg = load_config(config, overrides)
+    start = time.perf_counter()
+    loaded = load_data(cfg.data, data)
+    typer.echo(format_report(loaded.report))
+    typer.echo(f"loaded in {time.perf_counter() - start:.1f} s")
+    if json_out is not None:
+        json_out.write_text(json.dumps(loaded.report, indent=2), encoding="utf-8")
+
+
+@app.command()
+def train(
+    config: Path | None = typer.Argument(None, help="YAML config (default: the book's Bahdanau run)."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="Run directory (default: runs/<config name>)."
+    ),
+    data: str | None = typer.Option(None, "--data", help=DATA_HELP),
+    device: str = typer.Option("auto", "--device", help="auto (cuda, then mps, then cpu), cpu, cuda or mps."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in --run-dir from checkpoints/last.pt."
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Delete an existing run directory and start again."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; warnings only."),
+) -> None:
+    """Train a model; writes config, vocabularies, checkpoints, metrics and curves into the run directory."""
+    from attn_mt.config import load_config
+    from attn_mt.training.trainer import train as run_training
+
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other; pick one")
+    cfg = None if (resume and config is None) else load_config(config, overrides)
+    if run_dir is None:
+        run_dir = Path("runs") / (config.stem if config is not None else "d2l_bahdanau")
+    result = run_training(
+        cfg,
+        run_dir,
+        overrides=overrides,
+        data_path=data,
+        device=device,
+        resume=resume,
+        overwrite=overwrite,
+        quiet=quiet,
+    )
+    if result.stopped_because == "interrupted":
+        _echo_err(
+            f"interrupted at step {result.step}; resume with: attn-mt train --resume --run-dir {run_dir}"
+        )
+        raise typer.Exit(130)
+
+
+@app.command()
+def translate(
+    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
+    input_file: str | None = typer.Option(
+        None, "--input", "-i", help="File with one sentence per line, or -."
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write translations here (default stdout)."
+    ),
+    beam: int | None = typer.Option(None, "--beam", help="Beam size (default: the run's decode.beam_size)."),
+    nbest: int = typer.Option(1, "--nbest", help="Print the N best translations with their scores."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
+    attention_dir: Path | None = typer.Option(
+        None, "--attention-dir", help="Dump attention maps and heatmaps here."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+) -> None:
+    """Translate English sentences with a trained run, one output line per input line."""
+    from attn_mt.decoding.cli_translate import run_translate
+
+    run_translate(run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device)
+
+
+@app.command("eval")
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    split: str = typer.Option(
+        "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
+    ),
+    beam: int | None = typer.Option(None, "--beam", help="Beam size (default: the run's decode.beam_size)."),
+    attention: int = typer.Option(0, "--attention", help="Dump attention for the first N sentences."),
+    compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
+    data: str | None = typer.Option(None, "--data", help=DATA_HELP),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+) -> None:
+    """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
+    from attn_mt.evaluation.evaluate import run_eval
+
+    run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device)
+
+
+@app.command()
+def demo(
+    name: str = typer.Argument(..., help="nadaraya-watson, scoring or positional-encoding."),
+    out: Path = typer.Option(Path("demos"), "--out", help="Folder for the figures and the JSON of numbers."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+) -> None:
+    """Run one of the attention chapter's demonstrations and write its figures."""
+    import json
+
+    from attn_mt.demos import DEMOS
+
+    if name not in DEMOS:
+        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+    target = out / name
+    target.mkdir(parents=True, exist_ok=True)
+    numbers = DEMOS[name](target, seed)
+    typer.echo(json.dumps(numbers, indent=2, default=str)[:2000])
+    typer.echo(f"figures written to {target}")
+
+
+def main() -> None:
+    """Entry point: user mistakes become one line on stderr and exit code 2 (tracebacks with --debug)."""
+    try:
+        app()
+    except UserError as exc:
+        if STATE["debug"]:
+            traceback.print_exc()
+        _echo_err(f"attn-mt: error: {exc}")
+        sys.exit(2)

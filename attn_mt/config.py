@@ -1,0 +1,367 @@
+"""One typed configuration for a run: a dataclass per section, validated on load.
+
+Every problem in a config file is collected and reported at once, each naming its key
+(`train.lr: expected a number, got 'fast'`), with the closest valid name for a typo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from attn_mt.errors import UserError
+
+DATA_MODES = ("book", "split")
+MODEL_TYPES = ("gru_bahdanau", "transformer")
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("constant", "inverse_sqrt", "plateau")
+LOSS_AVERAGES = ("book", "token")
+INITS = ("xavier", "default")
+AMP_MODES = ("none", "bf16", "fp16")
+BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
+
+
+@dataclass
+class DataConfig:
+    """Where the corpus comes from and how it becomes batches."""
+
+    mode: str = "book"
+    path: str | None = None
+    num_examples: int = 600
+    num_steps: int = 10
+    batch_size: int = 64
+    min_freq: int = 2
+    normalize_apostrophes: bool = False
+    split_seed: int = 0
+    valid_size: int = 1000
+    test_size: int = 2000
+    max_len: int = 30
+    max_tokens: int = 4096
+
+
+@dataclass
+class ModelConfig:
+    """Which encoder-decoder to build and its sizes."""
+
+    type: str = "gru_bahdanau"
+    embed_size: int = 32
+    num_hiddens: int = 32
+    num_layers: int = 2
+    num_heads: int = 4
+    ffn_num_hiddens: int = 64
+    dropout: float = 0.1
+    pack_padded: bool = False
+
+
+@dataclass
+class TrainConfig:
+    """The optimisation recipe; the defaults are the book's."""
+
+    epochs: int = 250
+    max_steps: int = 0
+    time_limit_minutes: float = 0.0
+    lr: float = 0.005
+    optimizer: str = "adam"
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.0
+    loss_average: str = "book"
+    init: str = "xavier"
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    plateau_factor: float = 0.5
+    plateau_patience: int = 2
+    accum_steps: int = 1
+    amp: str = "none"
+    compile: bool = False
+    seed: int = 0
+    threads: int = 0
+    log_every: int = 50
+    valid_every: int = 0
+    checkpoint_every: int = 0
+    valid_max_sentences: int = 1000
+    best_metric: str = "train_loss"
+    patience: int = 0
+
+
+@dataclass
+class DecodeConfig:
+    """Search settings used by validation, translate and eval."""
+
+    beam_size: int = 4
+    length_penalty: float = 1.0
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    nbest: int = 1
+    batch_size: int = 128
+
+
+@dataclass
+class Config:
+    """A whole run: data, model, training and decoding sections."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict, ready for YAML or JSON."""
+        return asdict(self)
+
+    def to_yaml(self) -> str:
+        """The resolved config as YAML text."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "data.mode": DATA_MODES,
+    "model.type": MODEL_TYPES,
+    "train.optimizer": OPTIMIZERS,
+    "train.schedule": SCHEDULES,
+    "train.loss_average": LOSS_AVERAGES,
+    "train.init": INITS,
+    "train.amp": AMP_MODES,
+    "train.best_metric": BEST_METRICS,
+}
+
+
+class ConfigError(UserError):
+    """All problems found in one config, one per line."""
+
+    def __init__(self, problems: list[str], source: str = "config"):
+        self.problems = problems
+        super().__init__(
+            f"{source} has {len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+
+
+def _type_name(tp: Any) -> str:
+    """A readable name for a field's annotation."""
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _check_value(key: str, value: Any, tp: Any, problems: list[str]) -> Any:
+    """Check one value against its annotation; return it (ints widened to float where asked)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _check_value(key, value, args[0], problems)
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            problems.append(f"{key}: expected a list, got {value!r}")
+            return value
+        return [_check_value(f"{key}[{i}]", v, item_tp, problems) for i, v in enumerate(value)]
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) and tp is not bool or not isinstance(value, tp):
+        problems.append(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    return value
+
+
+def _build_section(name: str, cls: type, raw: Any, problems: list[str]) -> Any:
+    """Build one section dataclass from its raw mapping, collecting problems."""
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        problems.append(f"{name}: expected a mapping of keys, got {raw!r}")
+        return cls()
+    hints = typing.get_type_hints(cls)
+    valid = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in hints:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {name}.{close[0]}?)" if close else f" (valid keys: {', '.join(valid)})"
+            problems.append(f"{name}.{key}: unknown key{hint}")
+            continue
+        kwargs[key] = _check_value(f"{name}.{key}", value, hints[key], problems)
+    return cls(**kwargs)
+
+
+def _check_semantics(cfg: Config, problems: list[str]) -> None:
+    """Bad choices, out-of-range numbers and impossible combinations."""
+    for dotted, choices in CHOICES.items():
+        section, key = dotted.split(".")
+        value = getattr(getattr(cfg, section), key)
+        if isinstance(value, str) and value not in choices:
+            close = difflib.get_close_matches(value, choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{dotted}: {value!r} is not one of {', '.join(choices)}{hint}")
+    positive = [
+        "data.num_steps",
+        "data.batch_size",
+        "data.max_len",
+        "data.max_tokens",
+        "model.embed_size",
+        "model.num_hiddens",
+        "model.num_layers",
+        "model.num_heads",
+        "model.ffn_num_hiddens",
+        "train.epochs",
+        "train.accum_steps",
+        "train.log_every",
+        "decode.beam_size",
+        "decode.nbest",
+        "decode.batch_size",
+        "train.lr",
+    ]
+    non_negative = [
+        "data.num_examples",
+        "data.min_freq",
+        "data.valid_size",
+        "data.test_size",
+        "train.max_steps",
+        "train.time_limit_minutes",
+        "train.weight_decay",
+        "train.grad_clip",
+        "train.warmup_steps",
+        "train.threads",
+        "train.valid_every",
+        "train.checkpoint_every",
+        "train.valid_max_sentences",
+        "train.patience",
+        "decode.max_len_a",
+        "decode.max_len_b",
+    ]
+    for dotted in positive + non_negative:
+        section, key = dotted.split(".")
+        value = getattr(getattr(cfg, section), key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if dotted in positive and value <= 0:
+                problems.append(f"{dotted}: must be > 0, got {value}")
+            elif dotted in non_negative and value < 0:
+                problems.append(f"{dotted}: must be >= 0, got {value}")
+    for dotted in ("model.dropout", "train.label_smoothing"):
+        section, key = dotted.split(".")
+        value = getattr(getattr(cfg, section), key)
+        if isinstance(value, float) and not 0.0 <= value < 1.0:
+            problems.append(f"{dotted}: must be in [0, 1), got {value}")
+    if isinstance(cfg.train.plateau_factor, float) and not 0.0 < cfg.train.plateau_factor < 1.0:
+        problems.append(f"train.plateau_factor: must be in (0, 1), got {cfg.train.plateau_factor}")
+    if isinstance(cfg.train.adam_betas, list) and len(cfg.train.adam_betas) != 2:
+        problems.append(f"train.adam_betas: expected two numbers, got {cfg.train.adam_betas!r}")
+    if problems:
+        return
+    if cfg.model.type == "transformer" and cfg.model.num_hiddens % cfg.model.num_heads:
+        problems.append(
+            f"model.num_hiddens: {cfg.model.num_hiddens} is not divisible by model.num_heads "
+            f"= {cfg.model.num_heads}"
+        )
+    if cfg.data.mode == "book" and cfg.train.best_metric != "train_loss":
+        problems.append(
+            f"train.best_metric: {cfg.train.best_metric!r} needs a valid split, but data.mode is 'book' "
+            "(use 'train_loss' or data.mode: split)"
+        )
+    if cfg.data.mode == "book" and cfg.train.patience:
+        problems.append("train.patience: early stopping needs a valid split, but data.mode is 'book'")
+    if cfg.decode.nbest > cfg.decode.beam_size:
+        problems.append(
+            f"decode.nbest: {cfg.decode.nbest} is larger than decode.beam_size = {cfg.decode.beam_size}"
+        )
+    if cfg.train.schedule == "inverse_sqrt" and cfg.train.warmup_steps == 0:
+        problems.append("train.warmup_steps: the inverse_sqrt schedule needs warmup_steps > 0")
+
+
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
+
+
+def config_from_dict(raw: Any, source: str = "config") -> Config:
+    """Validate a raw nested mapping and build the Config, or raise ConfigError listing every problem."""
+    problems: list[str] = []
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError([f"top level: expected a mapping of sections, got {type(raw).__name__}"], source)
+    sections = {}
+    for name, value in raw.items():
+        if name not in SECTIONS:
+            close = difflib.get_close_matches(str(name), list(SECTIONS), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (sections: {', '.join(SECTIONS)})"
+            problems.append(f"{name}: unknown section{hint}")
+            continue
+        sections[name] = _build_section(name, SECTIONS[name], value, problems)
+    cfg = Config(**sections)
+    _check_semantics(cfg, problems)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """Turn `section.key=value` strings into a nested dict; values are parsed as YAML scalars."""
+    nested: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or len(parts) != 2 or not all(parts):
+            raise UserError(f"--set {item!r}: expected section.key=value, e.g. train.lr=0.001")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise UserError(f"--set {item!r}: cannot parse the value: {exc}") from None
+        nested.setdefault(parts[0], {})
+        if not isinstance(nested[parts[0]], dict):
+            raise UserError(f"--set {item!r}: {parts[0]} is set twice in different ways")
+        nested[parts[0]][parts[1]] = value
+    return nested
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Overlay `extra` onto `base` one section deep."""
+    merged = dict(base)
+    for section, values in extra.items():
+        current = merged.get(section)
+        merged[section] = {**current, **values} if isinstance(current, dict) else values
+    return merged
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file with safe_load, turning every failure into a UserError."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"config file not found: {path}")
+    if path.is_dir():
+        raise UserError(f"config path is a directory, not a YAML file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config {path}: {exc}") from None
+    if not text.strip():
+        raise UserError(f"config file is empty: {path}")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(f"YAML syntax error in {path}{where}: {problem}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config (or the defaults when `path` is None), apply `--set` overrides, validate."""
+    raw = read_yaml(path) if path is not None else {}
+    source = str(path) if path is not None else "default config"
+    if overrides:
+        if raw is not None and not isinstance(raw, dict):
+            raise ConfigError(
+                [f"top level: expected a mapping of sections, got {type(raw).__name__}"], source
+            )
+        raw = _merge(raw or {}, parse_overrides(overrides))
+    return config_from_dict(raw, source)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML."""
+    Path(path).write_text(cfg.to_yaml(), encoding="utf-8")

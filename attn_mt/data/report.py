@@ -1,0 +1,119 @@
+"""The data report: pairs, English sentences, lengths, references, vocabulary sizes, cross-split overlap.
+
+Lengths count tokens plus the <eos> the model sees. The report is plain JSON-ready data;
+`format_report` renders it as a table for the log.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attn_mt.data.preprocess import tokenize
+from attn_mt.data.splits import EvalExample
+
+if TYPE_CHECKING:
+    from attn_mt.data.dataset import NMTData
+
+PERCENTILES = (50, 90, 99)
+SPLITS = ("train", "valid", "test")
+
+
+def length_stats(lengths: Sequence[int] | np.ndarray) -> dict[str, int]:
+    """Percentiles 50/90/99 (the next observed value up) and the maximum; zeros when empty."""
+    values = np.asarray(lengths)
+    if values.size == 0:
+        return {**{f"p{q}": 0 for q in PERCENTILES}, "max": 0}
+    points = np.percentile(values, PERCENTILES, method="higher")
+    return {**{f"p{q}": int(v) for q, v in zip(PERCENTILES, points, strict=True)}, "max": int(values.max())}
+
+
+def eval_split_stats(examples: Sequence[EvalExample]) -> dict[str, Any]:
+    """Pairs, sentences, lengths and references per sentence of a held-out split."""
+    refs = [len(ex.refs) for ex in examples]
+    return {
+        "pairs": sum(refs),
+        "english_sentences": len({ex.src for ex in examples}),
+        "src_len": length_stats([len(tokenize(ex.src)) + 1 for ex in examples]),
+        "tgt_len": length_stats([len(tokenize(r)) + 1 for ex in examples for r in ex.refs]),
+        "refs_per_sentence": {
+            "mean": round(float(np.mean(refs)), 3) if refs else 0.0,
+            "max": max(refs, default=0),
+        },
+    }
+
+
+def english_overlap(train_src: Iterable[str], valid: Sequence[EvalExample],
+                    test: Sequence[EvalExample]) -> dict[str, int]:
+    """How many English sentences two splits share (a correct split has 0 everywhere)."""
+    train_set = set(train_src)
+    valid_set, test_set = {ex.src for ex in valid}, {ex.src for ex in test}
+    return {
+        "train_valid": len(train_set & valid_set),
+        "train_test": len(train_set & test_set),
+        "valid_test": len(valid_set & test_set),
+    }
+
+
+def data_report(data: NMTData) -> dict[str, Any]:
+    """The full report: facts recorded while loading (corpus, train, overlap), held-out and vocab stats."""
+    report = dict(data.report)
+    splits = dict(report.get("splits", {}))
+    if data.valid or data.test:
+        splits["valid"] = eval_split_stats(data.valid)
+        splits["test"] = eval_split_stats(data.test)
+    report["splits"] = splits
+    report["vocab"] = {"src": len(data.src_vocab), "tgt": len(data.tgt_vocab)}
+    if data.valid or data.test:
+        overlap = dict(report.get("overlap", {}))
+        overlap["valid_test"] = english_overlap((), data.valid, data.test)["valid_test"]
+        report["overlap"] = overlap
+    return report
+
+
+def _lengths(stats: dict[str, int] | None) -> str:
+    """`p50/p90/p99/max` as one cell."""
+    if not stats:
+        return "-"
+    return "/".join(str(stats[k]) for k in (*(f"p{q}" for q in PERCENTILES), "max"))
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A human-readable table of the report."""
+    title = f"corpus {report.get('corpus', '?')}: {report.get('corpus_pairs', 0):,} pairs"
+    title += f", mode {report.get('mode', '?')}"
+    if "split_seed" in report:
+        title += f", split seed {report['split_seed']}"
+    if report.get("normalize_apostrophes"):
+        title += ", apostrophes normalised"
+    lines = [title]
+    header = f"{'split':<6} {'pairs':>9} {'english':>9} {'src len p50/90/99/max':>22} " \
+             f"{'tgt len p50/90/99/max':>22} {'refs mean/max':>14}"
+    lines.append(header)
+    for name in SPLITS:
+        stats = report.get("splits", {}).get(name)
+        if not stats:
+            continue
+        refs = stats.get("refs_per_sentence")
+        ref_cell = f"{refs['mean']:.2f}/{refs['max']}" if refs else "-"
+        src_cell, tgt_cell = _lengths(stats.get("src_len")), _lengths(stats.get("tgt_len"))
+        lines.append(f"{name:<6} {stats['pairs']:>9,} {stats['english_sentences']:>9,} "
+                     f"{src_cell:>22} {tgt_cell:>22} {ref_cell:>14}")
+    vocab = report.get("vocab", {})
+    lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens "
+                 f"(min_freq {report.get('min_freq', '?')}, built on train)")
+    train = report.get("splits", {}).get("train", {})
+    if "dropped_for_length" in train:
+        lines.append(f"train pairs dropped for length > {report.get('max_len')} tokens: "
+                     f"{train['dropped_for_length']:,}")
+    if "truncated_src" in train:
+        lines.append(f"pairs truncated to num_steps = {report.get('num_steps')}: "
+                     f"source {train['truncated_src']:,}, target {train['truncated_tgt']:,}")
+    overlap = report.get("overlap")
+    if overlap:
+        cells = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in overlap.items())
+        lines.append(f"English sentences shared across splits: {cells}")
+    if "seconds" in report:
+        lines.append(f"loaded in {report['seconds']:.2f} s")
+    return "\n".join(lines)

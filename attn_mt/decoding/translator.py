@@ -1,0 +1,104 @@
+"""From raw sentences to translations: preprocess, encode, batch by length, search, detokenise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from attn_mt.config import Config
+from attn_mt.data.dataset import encode_sources
+from attn_mt.data.preprocess import preprocess, tokenize
+from attn_mt.data.vocab import Vocab
+from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
+from attn_mt.models.base import EncoderDecoder
+
+
+@dataclass
+class Translation:
+    """One input sentence's n-best outputs (best first) and any warnings about its input."""
+
+    source: str
+    source_tokens: list[str]
+    outputs: list[str] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The best translation ('' for a blank input)."""
+        return self.outputs[0] if self.outputs else ""
+
+
+def max_source_tokens(cfg: Config) -> int:
+    """Longest source (tokens incl. <eos>) a run translates: the book's num_steps, else 4 x data.max_len."""
+    return cfg.data.num_steps if cfg.data.mode == "book" else 4 * cfg.data.max_len
+
+
+class Translator:
+    """Translates batches of sentences with one trained model, greedy or beam search."""
+
+    def __init__(
+        self,
+        model: EncoderDecoder,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        cfg: Config,
+        device: torch.device | str = "cpu",
+    ):
+        self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
+        self.device = torch.device(device)
+        self.max_src = max_source_tokens(cfg)
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Target ids -> text, tokens joined by spaces as in the preprocessed corpus."""
+        return " ".join(self.tgt_vocab.decode(ids))
+
+    def prepare(self, sentence: str) -> list[str]:
+        """Preprocess a user sentence exactly as the training data was."""
+        return tokenize(preprocess(sentence, self.cfg.data.normalize_apostrophes))
+
+    @torch.inference_mode()
+    def translate(
+        self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, need_attention: bool = False
+    ) -> list[Translation]:
+        """Translate every sentence (blank ones give blank outputs), longest-first in batches."""
+        dc = self.cfg.decode
+        beam = dc.beam_size if beam_size is None else beam_size
+        was_training = self.model.training
+        self.model.eval()
+        results = [Translation(s, self.prepare(s)) for s in sentences]
+        todo = [i for i, r in enumerate(results) if r.source_tokens]
+        todo.sort(key=lambda i: -len(results[i].source_tokens))
+        for start in range(0, len(todo), dc.batch_size):
+            chunk = todo[start : start + dc.batch_size]
+            encoded = encode_sources(
+                [results[i].source_tokens for i in chunk], self.src_vocab, max_len=self.max_src
+            )
+            for i, warning in zip(chunk, encoded.warnings, strict=True):
+                results[i].warnings.extend(warning)
+            src, src_lens = encoded.src.to(self.device), encoded.src_lens.to(self.device)
+            common = dict(
+                bos_id=self.tgt_vocab.bos_id,
+                eos_id=self.tgt_vocab.eos_id,
+                max_len_a=dc.max_len_a,
+                max_len_b=dc.max_len_b,
+                need_attention=need_attention,
+            )
+            if beam == 1 and nbest == 1:
+                per_sentence = [[h] for h in greedy_search(self.model, src, src_lens, **common)]
+            else:
+                per_sentence = beam_search(
+                    self.model,
+                    src,
+                    src_lens,
+                    beam_size=beam,
+                    nbest=nbest,
+                    length_penalty=dc.length_penalty,
+                    **common,
+                )
+            for i, hyps in zip(chunk, per_sentence, strict=True):
+                results[i].hypotheses = hyps
+                results[i].outputs = [self.detokenize(h.tokens) for h in hyps]
+        self.model.train(was_training)
+        return results

@@ -1,0 +1,60 @@
+"""The encoder-decoder contract that training and decoding code relies on.
+
+Shapes: B batch, S source steps, T target steps, V target vocabulary.
+Training calls `forward` (teacher forcing). Search calls `encode`, `init_state`, `step` and
+`reorder_state` only, so greedy and beam search never ask which model they hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+DecoderState = dict[str, Any]
+
+
+class EncoderDecoder(nn.Module):
+    """Base class: subclasses implement encode / decode / init_state / step / reorder_state."""
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
+        """Run the encoder; returns what the decoder needs (memory, masks, valid lengths)."""
+        raise NotImplementedError
+
+    def decode(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
+        """Teacher-forced decoding of `tgt_in` (B, T) -> logits (B, T, V)."""
+        raise NotImplementedError
+
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) for the decoder inputs `tgt_in` (B, T) given the source (B, S)."""
+        return self.decode(tgt_in, self.encode(src, src_lens))
+
+    def init_state(self, enc: DecoderState) -> DecoderState:
+        """The incremental decoder state before the first target step."""
+        raise NotImplementedError
+
+    def step(
+        self, tokens: torch.Tensor, state: DecoderState, need_attention: bool = False
+    ) -> tuple[torch.Tensor, DecoderState, dict[str, torch.Tensor]]:
+        """One decoder step: previous tokens (B,) -> logits (B, V), new state, attention maps.
+
+        The attention dict is empty unless `need_attention`; otherwise it maps a name to this
+        step's weights, e.g. Bahdanau "cross": (B, S); Transformer "cross": (B, L, h, S) and
+        "self": (B, L, h, t) where t is the number of target steps so far.
+        """
+        raise NotImplementedError
+
+    def attention_maps(
+        self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Every attention matrix of a teacher-forced pass, for dumps and heatmaps.
+
+        Bahdanau: {"cross": (B, T, S)}. Transformer: {"encoder_self": (B, L, h, S, S),
+        "decoder_self": (B, L, h, T, T), "cross": (B, L, h, T, S)}.
+        """
+        raise NotImplementedError
+
+    def reorder_state(self, state: DecoderState, index: torch.Tensor) -> DecoderState:
+        """Select (and repeat) batch rows of `state`: row i of the result is row index[i]."""
+        raise NotImplementedError

@@ -1,0 +1,147 @@
+"""The run directory: where a training run keeps everything, and how to load a trained run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from attn_mt.config import Config, config_from_dict, load_config
+from attn_mt.data.vocab import Vocab
+from attn_mt.errors import UserError
+from attn_mt.models.base import EncoderDecoder
+from attn_mt.models.build import build_model
+from attn_mt.training.checkpoint import load_checkpoint
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of one run directory."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        """The resolved config (YAML)."""
+        return self.root / "config.yaml"
+
+    @property
+    def src_vocab(self) -> Path:
+        """Source vocabulary (JSON)."""
+        return self.root / "src_vocab.json"
+
+    @property
+    def tgt_vocab(self) -> Path:
+        """Target vocabulary (JSON)."""
+        return self.root / "tgt_vocab.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        """Folder of last.pt and best.pt."""
+        return self.root / "checkpoints"
+
+    @property
+    def last(self) -> Path:
+        """The newest checkpoint."""
+        return self.checkpoints / "last.pt"
+
+    @property
+    def best(self) -> Path:
+        """The best checkpoint by train.best_metric."""
+        return self.checkpoints / "best.pt"
+
+    @property
+    def metrics(self) -> Path:
+        """One JSON object per log interval."""
+        return self.root / "metrics.jsonl"
+
+    @property
+    def log(self) -> Path:
+        """The human-readable training log."""
+        return self.root / "train.log"
+
+    @property
+    def curves(self) -> Path:
+        """Training-curve picture."""
+        return self.root / "curves.png"
+
+    @property
+    def data_report(self) -> Path:
+        """The data report (JSON)."""
+        return self.root / "data_report.json"
+
+    def eval_dir(self, split: str) -> Path:
+        """Where `attn-mt eval --split SPLIT` writes its files."""
+        return self.root / "eval" / split
+
+
+@dataclass
+class LoadedRun:
+    """A trained model with its config and vocabularies, ready to translate."""
+
+    config: Config
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    model: EncoderDecoder
+    checkpoint: Path
+    step: int
+
+
+def resolve_checkpoint(run_dir: Path, which: str) -> Path:
+    """`best` (falling back to `last`), `last`, or an explicit checkpoint path."""
+    paths = RunPaths(run_dir)
+    if which == "best":
+        return paths.best if paths.best.exists() else paths.last
+    if which == "last":
+        return paths.last
+    return Path(which)
+
+
+def check_run_dir(run_dir: str | Path) -> RunPaths:
+    """Fail with one clear message if `run_dir` is missing or lacks its config and vocabularies."""
+    paths = RunPaths(Path(run_dir))
+    if not paths.root.is_dir():
+        raise UserError(f"run directory not found: {paths.root}")
+    missing = [p.name for p in (paths.config, paths.src_vocab, paths.tgt_vocab) if not p.exists()]
+    if missing:
+        raise UserError(
+            f"run directory {paths.root} is incomplete: missing {', '.join(missing)} (was it trained?)"
+        )
+    return paths
+
+
+def load_run(run_dir: str | Path, which: str = "best", device: torch.device | str = "cpu") -> LoadedRun:
+    """Load config, vocabularies and model weights of a trained run; refuses checkpoints that do not fit."""
+    paths = check_run_dir(run_dir)
+    ckpt_path = resolve_checkpoint(paths.root, which)
+    if not ckpt_path.exists():
+        raise UserError(
+            f"run directory {paths.root} has no checkpoint {ckpt_path.name} (was training started?)"
+        )
+    cfg = load_config(paths.config)
+    src_vocab, tgt_vocab = Vocab.load(paths.src_vocab), Vocab.load(paths.tgt_vocab)
+    state = load_checkpoint(ckpt_path, map_location="cpu")
+    check_fits(state, cfg, len(src_vocab), len(tgt_vocab), ckpt_path)
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
+    model.load_state_dict(state["model"])
+    model.to(device).eval()
+    return LoadedRun(cfg, src_vocab, tgt_vocab, model, ckpt_path, int(state.get("step", 0)))
+
+
+def check_fits(state: dict, cfg: Config, src_size: int, tgt_size: int, where: Path) -> None:
+    """Refuse a checkpoint whose model or vocabularies differ from the run's, naming what differs."""
+    problems = []
+    saved = state.get("config")
+    if isinstance(saved, dict):
+        saved_cfg = config_from_dict(saved, f"config inside {where}")
+        for key, value in vars(cfg.model).items():
+            other = getattr(saved_cfg.model, key)
+            if other != value and key != "dropout":
+                problems.append(f"model.{key} is {other!r} in the checkpoint but {value!r} in the run")
+    for name, size in (("src_vocab", src_size), ("tgt_vocab", tgt_size)):
+        tokens = state.get(name)
+        if isinstance(tokens, list) and len(tokens) != size:
+            problems.append(f"{name} has {len(tokens)} tokens in the checkpoint but {size} in the run")
+    if problems:
+        raise UserError(f"checkpoint {where} does not fit this run: " + "; ".join(problems))

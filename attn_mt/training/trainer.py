@@ -1,0 +1,436 @@
+"""The training loop: teacher forcing, checkpoints, validation, exact resume and clean interruption.
+
+Shapes: B batch, S source steps, T target steps, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from attn_mt.config import Config, load_config, save_config
+from attn_mt.data.batch import Batch
+from attn_mt.data.dataset import NMTData, load_data
+from attn_mt.data.report import format_report
+from attn_mt.data.vocab import Vocab
+from attn_mt.errors import UserError
+from attn_mt.models.build import build_model
+from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.training.device import autocast_context, effective_amp, pick_device
+from attn_mt.training.logs import setup_logging
+from attn_mt.training.loss import masked_cross_entropy
+from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
+from attn_mt.training.run_dir import RunPaths, check_fits
+from attn_mt.training.validation import Validator
+
+log = logging.getLogger("attn_mt")
+HIGHER_IS_BETTER = {"valid_bleu": True, "valid_loss": False, "train_loss": False}
+
+
+class TrainingDivergedError(UserError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    best_value: float | None = None
+    bad_validations: int = 0
+    elapsed_s: float = 0.0
+    window_loss: float = 0.0
+    window_tokens: int = 0
+    epoch_loss: float = 0.0
+    epoch_tokens: int = 0
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) run reports back."""
+
+    run_dir: Path
+    step: int
+    epoch: int
+    final_loss: float
+    tokens_per_s: float
+    wall_s: float
+    stopped_because: str
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
+    """Create the run directory; never reuse an existing one without --resume or --overwrite."""
+    paths = RunPaths(run_dir)
+    if resume:
+        if not paths.last.exists():
+            raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
+        return paths
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise UserError(
+                f"run directory {run_dir} already exists; pass --resume to continue it, "
+                "--overwrite to start it again, or --run-dir for a new one"
+            )
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return paths
+
+
+def resolve_resume_config(paths: RunPaths, cfg: Config | None, overrides: list[str]) -> Config:
+    """On --resume the run's saved config rules; only train.* and decode.* may be changed by --set."""
+    saved = load_config(paths.config, overrides)
+    if cfg is not None:
+        for section in ("data", "model"):
+            if getattr(cfg, section) != getattr(saved, section):
+                raise UserError(
+                    f"--resume: the {section} section of the given config differs from the one saved in "
+                    f"{paths.config}; resume without a config (or with the same one)"
+                )
+    original = load_config(paths.config)
+    for section in ("data", "model"):
+        if getattr(original, section) != getattr(saved, section):
+            raise UserError(f"--resume: --set may not change the {section} section of an existing run")
+    return saved
+
+
+class Trainer:
+    """Trains one model on one dataset, writing everything into a run directory."""
+
+    def __init__(
+        self, cfg: Config, paths: RunPaths, data: NMTData, device: torch.device, quiet: bool = False
+    ):
+        self.cfg, self.paths, self.data, self.device, self.quiet = cfg, paths, data, device, quiet
+        tc = cfg.train
+        self.amp = effective_amp(device, tc.amp)
+        self.model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab)).to(device)
+        if tc.init == "xavier":
+            xavier_init_(self.model)
+        self.forward = torch.compile(self.model) if tc.compile else self.model
+        self.optimizer = build_optimizer(self.model, tc)
+        self.schedule = Schedule(self.optimizer, tc)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
+        self.progress = Progress()
+        self.validator = Validator(self.model, data, cfg, device) if data.valid else None
+        self.bos_id = data.tgt_vocab.bos_id
+        self._interrupted = False
+
+    # ----- checkpoints -----
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            "progress": vars(self.progress).copy(),
+            "step": self.progress.step,
+            "epoch": self.progress.epoch,
+            "config": self.cfg.to_dict(),
+            "src_vocab": list(self.data.src_vocab.idx_to_token),
+            "tgt_vocab": list(self.data.tgt_vocab.idx_to_token),
+        }
+
+    def restore(self, path: Path) -> None:
+        """Continue from a checkpoint written by `state`."""
+        state = load_checkpoint(path, map_location="cpu")
+        check_fits(state, self.cfg, len(self.data.src_vocab), len(self.data.tgt_vocab), path)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"]["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        self.progress = Progress(**state["progress"])
+
+    def save(self, *, best: bool = False) -> None:
+        """Write last.pt (and best.pt) atomically."""
+        state = self.state()
+        save_checkpoint(state, self.paths.last)
+        if best:
+            save_checkpoint(state, self.paths.best)
+
+    # ----- one optimiser step -----
+    def train_step(self, batches: list[Batch]) -> tuple[float, int]:
+        """Forward, backward and update over `batches` (gradient accumulation); returns (loss sum, tokens)."""
+        tc = self.cfg.train
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, tokens = 0.0, 0
+        for batch in batches:
+            batch = batch.to(self.device)
+            bos = torch.full((batch.tgt.shape[0], 1), self.bos_id, dtype=batch.tgt.dtype, device=self.device)
+            tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T)
+            with autocast_context(self.device, self.amp):
+                logits = self.forward(batch.src, batch.src_lens, tgt_in)  # (B, T, V)
+            objective, total = masked_cross_entropy(
+                logits, batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing
+            )
+            if tc.loss_average == "token":
+                objective = objective / len(batches)
+            self.scaler.scale(objective).backward()
+            reported = float(total) / batch.tgt.shape[1] if tc.loss_average == "book" else float(total)
+            if not math.isfinite(reported):
+                raise TrainingDivergedError(
+                    f"the loss became {reported} at step {self.progress.step + 1}; training stopped, "
+                    f"the last good checkpoint is kept at {self.paths.last}"
+                )
+            loss_sum += reported
+            tokens += batch.num_tgt_tokens
+        if tc.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.schedule.after_step()
+        return loss_sum, tokens
+
+    # ----- the loop -----
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """First Ctrl-C / SIGTERM: finish the current step, save, stop. Second: stop at once."""
+        if self._interrupted:
+            raise KeyboardInterrupt
+        self._interrupted = True
+
+    def _record(self, record: dict[str, Any]) -> None:
+        """Append one metrics line."""
+        with self.paths.metrics.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def _validate_and_checkpoint(self, train_loss: float) -> bool:
+        """Validate (split mode), save last/best, update early stopping; True when patience ran out."""
+        tc, pr = self.cfg.train, self.progress
+        scores: dict[str, float] = {"train_loss": train_loss}
+        if self.validator is not None:
+            scores.update(self.validator.run())
+            self.schedule.after_validation(scores["valid_loss"])
+            self._record(
+                {
+                    "step": pr.step,
+                    "epoch": pr.epoch,
+                    "lr": self.schedule.lr,
+                    "elapsed_s": round(pr.elapsed_s, 2),
+                    **{k: round(v, 4) for k, v in scores.items()},
+                }
+            )
+            log.info("step %d: %s", pr.step, ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+        elif self.schedule.kind == "plateau":
+            self.schedule.after_validation(train_loss)
+        value = scores[tc.best_metric]
+        better = pr.best_value is None or (
+            value > pr.best_value if HIGHER_IS_BETTER[tc.best_metric] else value < pr.best_value
+        )
+        if better:
+            pr.best_value, pr.bad_validations = value, 0
+        else:
+            pr.bad_validations += 1
+        self.save(best=better)
+        return bool(tc.patience) and pr.bad_validations >= tc.patience
+
+    def fit(self) -> TrainResult:
+        """Train until the epochs, step limit, time limit or patience run out, or the user interrupts."""
+        tc, pr = self.cfg.train, self.progress
+        seed = tc.seed
+        steps_per_epoch = math.ceil(len(self.data.train.plan(0, seed)) / tc.accum_steps)
+        total = tc.epochs * steps_per_epoch
+        if tc.max_steps:
+            total = min(total, tc.max_steps)
+        old_int = signal.signal(signal.SIGINT, self._on_signal)
+        old_term = signal.signal(signal.SIGTERM, self._on_signal)
+        bar = tqdm(
+            total=total,
+            initial=pr.step,
+            disable=self.quiet,
+            unit="step",
+            dynamic_ncols=True,
+            file=sys.stderr,
+            desc="train",
+        )
+        start = time.perf_counter() - pr.elapsed_s
+        win_start = time.perf_counter()
+        win_run_tokens = 0
+        run_tokens, run_start = 0, time.perf_counter()
+        stop = ""
+        last_loss = float("nan")
+        self.model.train()
+        try:
+            while not stop and pr.epoch < tc.epochs:
+                plan = self.data.train.plan(pr.epoch, seed)
+                while pr.batch_in_epoch < len(plan):
+                    group = plan[pr.batch_in_epoch : pr.batch_in_epoch + tc.accum_steps]
+                    loss_sum, tokens = self.train_step([self.data.train.collate(ix) for ix in group])
+                    pr.batch_in_epoch += len(group)
+                    pr.step += 1
+                    pr.elapsed_s = time.perf_counter() - start
+                    pr.window_loss, pr.window_tokens = pr.window_loss + loss_sum, pr.window_tokens + tokens
+                    pr.epoch_loss, pr.epoch_tokens = pr.epoch_loss + loss_sum, pr.epoch_tokens + tokens
+                    run_tokens += tokens
+                    win_run_tokens += tokens
+                    bar.update(1)
+                    if pr.step % tc.log_every == 0:
+                        now = time.perf_counter()
+                        last_loss = pr.window_loss / max(pr.window_tokens, 1)
+                        tps = win_run_tokens / max(now - win_start, 1e-9)
+                        self._record(
+                            {
+                                "step": pr.step,
+                                "epoch": pr.epoch,
+                                "loss": round(last_loss, 5),
+                                "tokens_per_s": round(tps, 1),
+                                "lr": self.schedule.lr,
+                                "elapsed_s": round(pr.elapsed_s, 2),
+                            }
+                        )
+                        bar.set_postfix(loss=f"{last_loss:.4f}", tok_s=f"{tps:.0f}")
+                        pr.window_loss, pr.window_tokens = 0.0, 0
+                        win_start, win_run_tokens = now, 0
+                    if tc.valid_every and pr.step % tc.valid_every == 0:
+                        if self._validate_and_checkpoint(pr.epoch_loss / max(pr.epoch_tokens, 1)):
+                            stop = "patience"
+                        self.model.train()
+                    elif tc.checkpoint_every and pr.step % tc.checkpoint_every == 0:
+                        self.save()
+                    if tc.max_steps and pr.step >= tc.max_steps:
+                        stop = stop or "max_steps"
+                    if tc.time_limit_minutes and pr.elapsed_s >= tc.time_limit_minutes * 60:
+                        stop = stop or "time_limit"
+                    if self._interrupted:
+                        stop = "interrupted"
+                    if stop:
+                        break
+                if pr.batch_in_epoch >= len(plan):
+                    epoch_loss = pr.epoch_loss / max(pr.epoch_tokens, 1)
+                    self._record(
+                        {
+                            "step": pr.step,
+                            "epoch": pr.epoch,
+                            "epoch_loss": round(epoch_loss, 5),
+                            "lr": self.schedule.lr,
+                            "elapsed_s": round(pr.elapsed_s, 2),
+                        }
+                    )
+                    pr.epoch, pr.batch_in_epoch = pr.epoch + 1, 0
+                    last_loss, pr.epoch_loss, pr.epoch_tokens = epoch_loss, 0.0, 0
+                    if not tc.valid_every:
+                        if self._validate_and_checkpoint(epoch_loss):
+                            stop = stop or "patience"
+                        self.model.train()
+                if self._interrupted:
+                    stop = "interrupted"
+            if not stop:
+                stop = "epochs"
+            if stop != "patience":
+                self.save()
+        finally:
+            bar.close()
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
+        wall = time.perf_counter() - run_start
+        self._plot()
+        return TrainResult(
+            self.paths.root, pr.step, pr.epoch, last_loss, run_tokens / max(wall, 1e-9), wall, stop
+        )
+
+    def _plot(self) -> None:
+        """Draw the training curves from the metrics history."""
+        from attn_mt.evaluation.plots import plot_training_curves
+
+        records = read_metrics(self.paths.metrics)
+        if records:
+            plot_training_curves(records, self.paths.curves)
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """All records of a metrics.jsonl file (none if it does not exist)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines written after `step` (work a crash lost and a resume will redo)."""
+    kept = [r for r in read_metrics(path) if r.get("step", 0) <= step]
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def train(
+    cfg: Config | None,
+    run_dir: Path,
+    *,
+    overrides: list[str] | None = None,
+    data_path: str | None = None,
+    device: str = "auto",
+    resume: bool = False,
+    overwrite: bool = False,
+    quiet: bool = False,
+) -> TrainResult:
+    """`attn-mt train`: prepare the run directory, load data, build the model, train, save."""
+    paths = prepare_run_dir(run_dir, resume, overwrite)
+    if resume:
+        cfg = resolve_resume_config(paths, cfg, overrides or [])
+    elif cfg is None:
+        cfg = load_config(None, overrides)
+    setup_logging(paths.log, quiet)
+    dev = pick_device(device)
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.train.seed)
+    log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
+    log.info("device %s, %d CPU threads", dev, torch.get_num_threads())
+    data = load_data(cfg.data, data_path)
+    if resume:
+        for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
+            saved = Vocab.load(getattr(paths, name))
+            if saved.idx_to_token != vocab.idx_to_token:
+                raise UserError(f"--resume: the corpus gives a different {name} than {getattr(paths, name)}")
+    else:
+        save_config(cfg, paths.config)
+        data.src_vocab.save(paths.src_vocab)
+        data.tgt_vocab.save(paths.tgt_vocab)
+        paths.data_report.write_text(json.dumps(data.report, indent=2), encoding="utf-8")
+    for line in format_report(data.report).splitlines():
+        log.info("%s", line)
+    trainer = Trainer(cfg, paths, data, dev, quiet)
+    if resume:
+        trainer.restore(paths.last)
+        truncate_metrics(paths.metrics, trainer.progress.step)
+        log.info("resumed at step %d (epoch %d)", trainer.progress.step, trainer.progress.epoch)
+    log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
+    result = trainer.fit()
+    if result.stopped_because == "interrupted":
+        log.warning(
+            "interrupted at step %d; last.pt saved. Resume with: attn-mt train --resume --run-dir %s",
+            result.step,
+            paths.root,
+        )
+    else:
+        log.info(
+            "done after %d steps (%s): loss %.4f, %.0f target tokens/s, %.1f s",
+            result.step,
+            result.stopped_because,
+            result.final_loss,
+            result.tokens_per_s,
+            result.wall_s,
+        )
+    return result
