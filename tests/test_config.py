@@ -1,0 +1,139 @@
+"""Config validation: every problem reported at once, naming its key; CLI errors are one line, exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attn_mt.config import Config, ConfigError, config_from_dict, load_config, parse_overrides
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+
+
+def test_defaults_are_the_books_bahdanau_run():
+    cfg = load_config(None)
+    assert (cfg.data.mode, cfg.data.num_examples, cfg.data.num_steps, cfg.data.batch_size) == (
+        "book",
+        600,
+        10,
+        64,
+    )
+    assert (cfg.model.type, cfg.model.embed_size, cfg.model.num_hiddens, cfg.model.num_layers) == (
+        "gru_bahdanau",
+        32,
+        32,
+        2,
+    )
+    assert (cfg.train.lr, cfg.train.epochs, cfg.train.grad_clip) == (0.005, 250, 1.0)
+
+
+def test_all_problems_reported_together_with_suggestions():
+    raw = {
+        "trian": {},
+        "train": {"lrr": 0.1, "lr": "fast", "epochs": True, "amp": "bf61"},
+        "model": {"num_hiddens": 3.5},
+    }
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(raw)
+    problems = info.value.problems
+    assert "trian: unknown section (did you mean train?)" in problems
+    assert "train.lrr: unknown key (did you mean train.lr?)" in problems
+    assert "train.lr: expected a number, got 'fast'" in problems
+    assert "train.epochs: expected an integer, got True" in problems
+    assert "train.amp: 'bf61' is not one of none, bf16, fp16 (did you mean 'bf16'?)" in problems
+    assert "model.num_hiddens: expected an integer, got 3.5" in problems
+    assert len(problems) == 6
+
+
+def test_impossible_combinations():
+    with pytest.raises(ConfigError, match="model.num_hiddens: 30 is not divisible by model.num_heads = 4"):
+        config_from_dict({"model": {"type": "transformer", "num_hiddens": 30, "num_heads": 4}})
+    with pytest.raises(ConfigError, match="needs a valid split"):
+        config_from_dict({"data": {"mode": "book"}, "train": {"best_metric": "valid_bleu"}})
+    with pytest.raises(ConfigError, match="decode.nbest: 5 is larger than decode.beam_size = 2"):
+        config_from_dict({"decode": {"beam_size": 2, "nbest": 5}})
+    with pytest.raises(ConfigError, match=r"model.dropout: must be in \[0, 1\)"):
+        config_from_dict({"model": {"dropout": 1.5}})
+
+
+def test_int_is_accepted_where_a_float_is_expected():
+    cfg = config_from_dict({"train": {"lr": 1}})
+    assert isinstance(cfg.train.lr, float) and cfg.train.lr == 1.0
+
+
+def test_overrides_are_parsed_as_yaml_and_validated(tmp_path):
+    assert parse_overrides(["train.lr=0.001", "data.path=x.zip", "data.path=", "train.compile=true"]) == {
+        "train": {"lr": 0.001, "compile": True},
+        "data": {"path": None},
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  lr: 0.1\n")
+    assert load_config(path, ["train.lr=0.002"]).train.lr == 0.002
+    with pytest.raises(ConfigError, match="train.lrr: unknown key"):
+        load_config(path, ["train.lrr=0.002"])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_validate_and_document_every_key(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, Config)
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("#") and any("attn-mt train" in line for line in lines[:4])
+    for line in lines:
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#") and not stripped.endswith(":"):
+            assert "#" in line, f"{path.name}: key without a comment: {line}"
+
+
+def test_resolved_config_round_trips(tmp_path):
+    cfg = load_config(None, ["model.type=transformer", "train.lr=0.0001"])
+    out = tmp_path / "resolved.yaml"
+    out.write_text(cfg.to_yaml())
+    assert load_config(out) == cfg
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "attn_mt", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("train:\n  lrr: 0.1\n", "train.lrr: unknown key (did you mean train.lr?)"),
+        ("train:\n  lr: [1\n", "YAML syntax error"),
+        ("", "config file is empty"),
+        ("model:\n  type: rnn\n", "model.type: 'rnn' is not one of gru_bahdanau, transformer"),
+    ],
+)
+def test_cli_validate_errors_are_one_clear_message(tmp_path, text, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    result = run_cli("validate", str(path))
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_validate_reports_yaml_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("train:\n  lr: 0.1\n lr2: : 3\n")
+    result = run_cli("validate", str(path))
+    assert result.returncode == 2
+    assert "at line 3, column 2" in result.stderr
+
+
+def test_cli_validate_prints_resolved_config(tmp_path):
+    result = run_cli("validate", str(CONFIGS[0]), "--set", "train.lr=0.001")
+    assert result.returncode == 0, result.stderr
+    assert "lr: 0.001" in result.stdout
+
+
+def test_cli_missing_config_file():
+    result = run_cli("validate", "no/such/config.yaml")
+    assert result.returncode == 2
+    assert "config file not found: no/such/config.yaml" in result.stderr
