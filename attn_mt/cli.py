@@ -154,6 +154,17 @@ def evaluate(
     run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device)
 
 
+def _scalars_only(tree: dict) -> dict:
+    """A nested dict without its lists: the headline numbers of a demo."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            value = _scalars_only(value)
+        if not isinstance(value, (list, tuple)) and value != {}:
+            out[key] = value
+    return out
+
+
 @app.command()
 def demo(
     name: str = typer.Argument(..., help="nadaraya-watson, scoring or positional-encoding."),
@@ -170,8 +181,8 @@ def demo(
     target = out / name
     target.mkdir(parents=True, exist_ok=True)
     numbers = DEMOS[name](target, seed)
-    typer.echo(json.dumps(numbers, indent=2, default=str)[:2000])
-    typer.echo(f"figures written to {target}")
+    typer.echo(json.dumps(_scalars_only(numbers), indent=2, default=str))
+    typer.echo(f"figures and the full JSON written to {target}")
 
 
 def main() -> None:

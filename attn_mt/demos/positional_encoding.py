@@ -1,0 +1,94 @@
+"""The sinusoidal positional encoding figures of the book section "Self-Attention and Positional Encoding".
+
+Shapes: S positions (rows), H encoding dimensions (columns).
+P[i, 2j] = sin(i / 10000^(2j/H)), P[i, 2j+1] = cos(i / 10000^(2j/H)) (Vaswani et al. 2017,
+section 3.5). Lower columns oscillate faster, as the lower bits of a binary number alternate
+more often than the higher ones.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attn_mt.demos.figures import draw_heatmap, new_figure, prepare_out_dir, save_figure, to_lists, write_json
+from attn_mt.models.positional import PositionalEncoding
+
+NAME = "positional-encoding"
+NUM_STEPS = 60
+ENCODING_DIM = 32
+PLOTTED_COLUMNS = (6, 7, 8, 9)
+BINARY_BITS = 3
+
+
+def encoding_matrix(num_steps: int = NUM_STEPS, num_hiddens: int = ENCODING_DIM) -> torch.Tensor:
+    """The (S, H) table the project's PositionalEncoding adds to an input of S steps."""
+    encoding = PositionalEncoding(num_hiddens, dropout=0.0, max_len=num_steps)
+    encoding.eval()
+    with torch.no_grad():
+        return encoding(torch.zeros(1, num_steps, num_hiddens))[0]  # (S, H): zeros in, table out
+
+
+def binary_codes(bits: int = BINARY_BITS) -> torch.Tensor:
+    """(2^bits, bits) 0/1 table: row i is i in binary, most significant bit first."""
+    numbers = torch.arange(2**bits).unsqueeze(1)  # (2^bits, 1)
+    shifts = torch.arange(bits - 1, -1, -1)  # (bits,)
+    return (numbers >> shifts) & 1  # (2^bits, bits)
+
+
+def _plot_columns(matrix: torch.Tensor, path: Path) -> str:
+    fig, (ax,) = new_figure(panel_size=(5.0, 2.6))
+    positions = torch.arange(matrix.shape[0])
+    for column in PLOTTED_COLUMNS:
+        ax.plot(positions, matrix[:, column], label=f"Col {column}")
+    ax.set(xlabel="Row (position)", ylabel="encoding value")
+    ax.legend(fontsize="small", loc="lower left")
+    return save_figure(fig, path)
+
+
+def _plot_matrix(matrix: torch.Tensor, path: Path) -> str:
+    fig, (ax,) = new_figure(panel_size=(4.0, 3.5))
+    draw_heatmap(fig, ax, matrix, xlabel="Column (encoding dimension)", ylabel="Row (position)")
+    return save_figure(fig, path)
+
+
+def _plot_binary(codes: torch.Tensor, path: Path) -> str:
+    fig, (ax,) = new_figure(panel_size=(3.0, 3.2))
+    title = "lower bits alternate faster"
+    draw_heatmap(fig, ax, codes, xlabel="bit (place value)", ylabel="number", title=title)
+    bits = codes.shape[1]
+    ax.set_xticks(range(bits), [str(2 ** (bits - 1 - b)) for b in range(bits)])
+    ax.set_yticks(range(codes.shape[0]))
+    for row, code in enumerate(codes.tolist()):
+        for col, bit in enumerate(code):
+            color = "white" if bit else "black"
+            ax.text(col, row, str(bit), ha="center", va="center", fontsize="small", color=color)
+    return save_figure(fig, path)
+
+
+def run(out_dir: Path, seed: int) -> dict[str, Any]:
+    """Write the column plot, matrix heatmap and binary table PNGs and positional_encoding.json.
+
+    The encoding is deterministic; `seed` is accepted for a uniform demo interface and recorded.
+    """
+    out_dir = prepare_out_dir(out_dir)
+    matrix = encoding_matrix()  # (S, H)
+    codes = binary_codes()  # (2^bits, bits)
+    figures = [
+        _plot_columns(matrix, out_dir / "positional_encoding_columns.png"),
+        _plot_matrix(matrix, out_dir / "positional_encoding_heatmap.png"),
+        _plot_binary(codes, out_dir / "positional_encoding_binary.png"),
+    ]
+    results = {
+        "demo": NAME,
+        "seed": seed,
+        "num_steps": NUM_STEPS,
+        "encoding_dim": ENCODING_DIM,
+        "plotted_columns": list(PLOTTED_COLUMNS),
+        "binary": [f"{number:0{BINARY_BITS}b}" for number in range(2**BINARY_BITS)],
+        "encoding": to_lists(matrix),
+        "figures": figures,
+    }
+    write_json(out_dir / "positional_encoding.json", results)
+    return results
