@@ -9,8 +9,9 @@ import torch
 from attn_mt.config import Config
 from attn_mt.data.dataset import encode_sources
 from attn_mt.data.preprocess import preprocess, tokenize
-from attn_mt.data.vocab import Vocab
+from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
+from attn_mt.evaluation.attention import SentenceAttention, collect_attention
 from attn_mt.models.base import EncoderDecoder
 
 
@@ -50,6 +51,32 @@ class Translator:
         self.device = torch.device(device)
         self.max_src = max_source_tokens(cfg)
 
+    def _pad(self, src: torch.Tensor) -> torch.Tensor:
+        """Book mode pads every source to num_steps like the book's predict_seq2seq (its GRU reads pads)."""
+        if self.cfg.data.mode != "book" or src.shape[1] >= self.max_src:
+            return src
+        fill = torch.full((src.shape[0], self.max_src - src.shape[1]), self.src_vocab.pad_id, dtype=src.dtype)
+        return torch.cat([src, fill], dim=1)  # (B, num_steps)
+
+    def source_ids(self, tokens: list[str]) -> list[int]:
+        """The ids the model reads for one prepared sentence (with <eos>, truncated as in translate)."""
+        encoded = encode_sources([tokens], self.src_vocab, max_len=self.max_src)
+        return encoded.src[0, : int(encoded.src_lens[0])].tolist()
+
+    def attention(self, translation: Translation) -> SentenceAttention:
+        """Every attention map of the model for one translated sentence and its best output."""
+        ids = self.source_ids(translation.source_tokens)
+        out = translation.hypotheses[0].tokens
+        return collect_attention(
+            self.model,
+            ids,
+            out,
+            bos_id=self.tgt_vocab.bos_id,
+            source_tokens=self.src_vocab.decode(ids),
+            output_tokens=[*self.tgt_vocab.decode(out), EOS],
+            bos_token=BOS,
+        )
+
     def detokenize(self, ids: list[int]) -> str:
         """Target ids -> text, tokens joined by spaces as in the preprocessed corpus."""
         return " ".join(self.tgt_vocab.decode(ids))
@@ -77,7 +104,7 @@ class Translator:
             )
             for i, warning in zip(chunk, encoded.warnings, strict=True):
                 results[i].warnings.extend(warning)
-            src, src_lens = encoded.src.to(self.device), encoded.src_lens.to(self.device)
+            src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
             common = dict(
                 bos_id=self.tgt_vocab.bos_id,
                 eos_id=self.tgt_vocab.eos_id,

@@ -185,7 +185,7 @@ class Trainer:
             if tc.loss_average == "token":
                 objective = objective / len(batches)
             self.scaler.scale(objective).backward()
-            reported = float(total) / batch.tgt.shape[1] if tc.loss_average == "book" else float(total)
+            reported = float(total.detach()) / (batch.tgt.shape[1] if tc.loss_average == "book" else 1)
             if not math.isfinite(reported):
                 raise TrainingDivergedError(
                     f"the loss became {reported} at step {self.progress.step + 1}; training stopped, "

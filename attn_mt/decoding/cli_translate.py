@@ -1,0 +1,95 @@
+"""`attn-mt translate`: sentences in, one line out per input line, warnings on stderr."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from attn_mt.decoding.translator import Translation, Translator
+from attn_mt.errors import UserError
+from attn_mt.training.device import pick_device
+from attn_mt.training.run_dir import load_run
+
+
+def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
+    """Sentences from the arguments, a file, or stdin ("-" or piped), one per line."""
+    if texts and input_file:
+        raise UserError("give sentences as arguments or --input, not both")
+    if texts:
+        return [t.replace("\n", " ") for t in texts]
+    if input_file is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UserError(
+                "nothing to translate: give sentences as arguments, --input FILE, or pipe text in"
+            )
+        input_file = "-"
+    if input_file == "-":
+        data = sys.stdin.buffer.read()
+        name = "standard input"
+    else:
+        path = Path(input_file)
+        if not path.is_file():
+            raise UserError(f"--input {input_file}: no such file")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise UserError(f"--input {input_file}: cannot read it: {exc.strerror}") from None
+        name = input_file
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(f"{name}: line {line} is not UTF-8 (byte 0x{data[exc.start]:02x})") from None
+    return text.splitlines()
+
+
+def format_nbest(index: int, translation: Translation, nbest: int) -> list[str]:
+    """Moses-style n-best lines `index ||| text ||| score`; blank inputs give empty texts."""
+    pairs = [(o, h.norm_score) for o, h in zip(translation.outputs, translation.hypotheses, strict=True)]
+    pairs += [("", 0.0)] * (nbest - len(pairs))
+    return [f"{index} ||| {text} ||| {score:.4f}" for text, score in pairs]
+
+
+def run_translate(
+    run_dir: Path,
+    texts: list[str],
+    input_file: str | None,
+    output: Path | None,
+    beam: int | None,
+    nbest: int,
+    checkpoint: str,
+    attention_dir: Path | None,
+    device: str,
+) -> None:
+    """Translate every input line and write one output line (or `nbest` lines) per input line."""
+    if beam is not None and beam < 1:
+        raise UserError(f"--beam must be at least 1, got {beam}")
+    if nbest < 1:
+        raise UserError(f"--nbest must be at least 1, got {nbest}")
+    lines = read_input_lines(input_file, texts)
+    dev = pick_device(device)
+    run = load_run(run_dir, checkpoint, dev)
+    beam_size = run.config.decode.beam_size if beam is None else beam
+    if nbest > beam_size:
+        raise UserError(f"--nbest {nbest} needs a beam at least as large (the beam size is {beam_size})")
+    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, dev)
+    results = translator.translate(lines, beam_size=beam_size, nbest=nbest)
+    for number, result in enumerate(results, start=1):
+        for warning in result.warnings:
+            print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
+    if nbest > 1:
+        out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, nbest)]
+    else:
+        out_lines = [r.text for r in results]
+    if output is None:
+        sys.stdout.write("".join(line + "\n" for line in out_lines))
+        sys.stdout.flush()
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
+    if attention_dir is not None:
+        from attn_mt.evaluation.attention import save_attention
+
+        for i, result in enumerate(results):
+            if result.hypotheses:
+                save_attention(translator.attention(result), attention_dir, f"{i:04d}")

@@ -1,0 +1,272 @@
+"""Greedy and beam search over the models' incremental step interface, batched over sentences.
+
+Shapes: B sentences, K beam size, S source steps, V target vocabulary, t output steps so far;
+N rows the decoder runs: greedy, one per unfinished sentence; beam, n unfinished sentences times
+w beams (w = 1 at step 0, then K).
+
+Both searches only call `encode`, `init_state`, `step` and `reorder_state` (see
+`attn_mt.models.base`), so they never ask which model they hold.
+
+Conventions shared by both searches:
+* A sentence may emit at most `max_len = floor(max_len_a * src_len + max_len_b)` target tokens,
+  counting the closing <eos> (`src_len` counts the source <eos>, as `Batch.src_lens` does). At
+  step `max_len` only <eos> is allowed, so every output ends with <eos> and holds at most
+  `max_len - 1` real tokens.
+* `Hypothesis.score` is the sum of the log-probabilities of its tokens and of the <eos>.
+* The length penalty is GNMT's (Wu et al. 2016, sec. 7): `lp(n) = ((5 + n) / 6) ** alpha` with
+  `n = len(tokens) + 1` (the <eos> counts), and `norm_score = score / lp(n)`; beam search's
+  `length_penalty` argument is alpha. `alpha = 0` ranks by the raw log-probability sum; a larger
+  alpha divides long outputs' (negative) scores by more, so it favours longer outputs. Greedy
+  search has no ranking to make, so its `norm_score` equals its `score`.
+
+Beam search (the book's section 10.8; Sutskever et al. 2014 sec. 3.2; the variant fairseq uses):
+each sentence keeps K live hypotheses, ranked by raw score. At every step all K*V extensions are
+ranked by raw score and the best 2K kept. An extension ending in <eos> that ranks among the best K
+is finished (eos extensions ranked lower are dropped); the best K extensions not ending in <eos>
+become the next live hypotheses. A sentence stops as soon as K hypotheses have finished (when more
+finish in the same step, the better-ranked ones are kept) or at its maximum length. The finished
+hypotheses are then sorted by `norm_score` and the best `nbest` returned. With K = 1 this is
+exactly greedy search. Finished sentences leave the batch, so they cost no further compute, and
+step 0 runs one row per sentence (its K beams would be identical); the first reorder makes K.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from attn_mt.errors import UserError
+from attn_mt.models.base import DecoderState, EncoderDecoder
+
+CROSS_ATTENTION = "cross"
+
+
+@dataclass
+class Hypothesis:
+    """One finished output: tokens without <bos>/<eos>, raw and length-normalised log-probability."""
+
+    tokens: list[int]
+    score: float
+    norm_score: float
+    attention: torch.Tensor | None = None  # (steps incl. <eos>, ..., src_len) cross-attention, on CPU
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """GNMT's length penalty ((5 + length) / 6) ** alpha; `length` counts the <eos>."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_output_lengths(src_lens: torch.Tensor, max_len_a: float, max_len_b: float) -> torch.Tensor:
+    """floor(max_len_a * src_len + max_len_b) per sentence: the target-token budget incl. <eos>."""
+    limits = torch.floor(src_lens.to(torch.float64) * max_len_a + max_len_b).long()  # (B,)
+    if limits.numel() and int(limits.min()) < 1:
+        raise UserError(
+            f"max_len_a = {max_len_a} and max_len_b = {max_len_b} allow no output token for a source of "
+            f"{int(src_lens[int(limits.argmin())])} tokens; raise decode.max_len_b"
+        )
+    return limits
+
+
+def _check_inputs(src: torch.Tensor, src_lens: torch.Tensor) -> None:
+    """Shape checks where the caller meets the search."""
+    if src.dim() != 2:
+        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+    if src_lens.shape != (src.shape[0],):
+        raise ValueError(f"src_lens must be ({src.shape[0]},) to match src, got {tuple(src_lens.shape)}")
+
+
+def _step_log_probs(
+    model: EncoderDecoder, tokens: torch.Tensor, state: DecoderState, need_attention: bool
+) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
+    """One decoder step -> log-probabilities (N, V) in float32, new state, cross-attention or None."""
+    logits, state, attention = model.step(tokens, state, need_attention)
+    if logits.dim() != 2 or logits.shape[0] != tokens.shape[0]:
+        raise ValueError(f"model.step must return logits ({tokens.shape[0]}, V), got {tuple(logits.shape)}")
+    cross = None
+    if need_attention:
+        if CROSS_ATTENTION not in attention:
+            raise ValueError(f"model.step(need_attention=True) returned no {CROSS_ATTENTION!r} attention")
+        cross = attention[CROSS_ATTENTION].float()  # (N, ..., S)
+    return torch.log_softmax(logits.float(), dim=-1), state, cross
+
+
+def _only_eos(log_probs: torch.Tensor, at_limit: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """Set every non-<eos> log-probability to -inf in the rows (N, V) or groups (n, w, V) at their limit."""
+    not_eos = torch.ones(log_probs.shape[-1], dtype=torch.bool, device=log_probs.device)  # (V,)
+    not_eos[eos_id] = False
+    rows = at_limit.view(-1, *([1] * (log_probs.dim() - 1)))  # (N, 1) or (n, 1, 1)
+    return log_probs.masked_fill(rows & not_eos, -math.inf)
+
+
+def _at_limit(limits: list[int], t: int, device: torch.device) -> torch.Tensor:
+    """(n,) bool: which live sentences emit their last allowed token at step t."""
+    return torch.tensor([limit == t + 1 for limit in limits], device=device)
+
+
+def _attention_buffer(cross: torch.Tensor, max_steps: int) -> torch.Tensor:
+    """An empty (N, max_steps, ..., S) store for per-step cross-attention."""
+    return cross.new_zeros(cross.shape[0], max_steps, *cross.shape[1:])
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: EncoderDecoder,
+    src: torch.Tensor,
+    src_lens: torch.Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+    need_attention: bool = False,
+) -> list[Hypothesis]:
+    """Pick the most probable token at every step; one Hypothesis per sentence, in input order."""
+    _check_inputs(src, src_lens)
+    batch, device = src.shape[0], src.device
+    if batch == 0:
+        return []
+    limits = max_output_lengths(src_lens, max_len_a, max_len_b).tolist()  # per live row
+    src_len_list = src_lens.tolist()
+    max_steps = max(limits)
+    state = model.init_state(model.encode(src, src_lens))
+    sentence = torch.arange(batch, device=device)  # (N,) which sentence each live row holds
+    tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)  # (N,)
+    scores = torch.zeros(batch, device=device)  # (N,)
+    history = torch.full((batch, max_steps), eos_id, dtype=torch.long, device=device)  # (N, max_steps)
+    attention_store: torch.Tensor | None = None
+    results: list[Hypothesis | None] = [None] * batch
+    for t in range(max_steps):
+        log_probs, state, cross = _step_log_probs(model, tokens, state, need_attention)  # (N, V)
+        if t + 1 == min(limits):
+            log_probs = _only_eos(log_probs, _at_limit(limits, t, device), eos_id)
+        best, tokens = log_probs.max(dim=-1)  # (N,), (N,)
+        scores = scores + best
+        history[:, t] = tokens
+        if cross is not None:
+            if attention_store is None:
+                attention_store = _attention_buffer(cross, max_steps)  # (N, max_steps, ..., S)
+            attention_store[:, t] = cross
+        ended = tokens == eos_id  # (N,)
+        ended_rows = ended.nonzero().squeeze(1)  # (E,)
+        if ended_rows.numel() == 0:
+            continue
+        ids, row_scores = sentence[ended_rows].tolist(), scores[ended_rows].tolist()
+        row_tokens = history[ended_rows, :t].tolist()
+        for row, sid, score, toks in zip(ended_rows.tolist(), ids, row_scores, row_tokens, strict=True):
+            attention = None
+            if attention_store is not None:
+                attention = attention_store[row, : t + 1, ..., : src_len_list[sid]].cpu()
+            results[sid] = Hypothesis(toks, score, score, attention)
+        keep = (~ended).nonzero().squeeze(1)  # (N',)
+        if keep.numel() == 0:
+            break
+        limits = [limits[i] for i in keep.tolist()]
+        state = model.reorder_state(state, keep)
+        sentence, tokens, scores, history = sentence[keep], tokens[keep], scores[keep], history[keep]
+        if attention_store is not None:
+            attention_store = attention_store[keep]
+    if any(r is None for r in results):
+        raise RuntimeError("greedy search ended with unfinished sentences")
+    return results  # type: ignore[return-value]
+
+
+@torch.inference_mode()
+def beam_search(
+    model: EncoderDecoder,
+    src: torch.Tensor,
+    src_lens: torch.Tensor,
+    *,
+    beam_size: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+    nbest: int = 1,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+    need_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """Vectorised beam search over (sentences x beam); per sentence its `nbest` outputs, best first."""
+    if beam_size < 1:
+        raise UserError(f"beam size must be at least 1, got {beam_size}")
+    if not 1 <= nbest <= beam_size:
+        raise UserError(f"nbest must be between 1 and the beam size {beam_size}, got {nbest}")
+    _check_inputs(src, src_lens)
+    batch, device, K = src.shape[0], src.device, beam_size
+    if batch == 0:
+        return []
+    limits = max_output_lengths(src_lens, max_len_a, max_len_b).tolist()  # per live sentence
+    src_len_list = src_lens.tolist()
+    max_steps = max(limits)
+    state = model.init_state(model.encode(src, src_lens))
+    sentence = torch.arange(batch, device=device)  # (n,) which sentence each live group of rows holds
+    tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)  # (n*w,), w = 1 at step 0, then K
+    scores = torch.zeros(batch, 1, device=device)  # (n, w)
+    history = torch.full((batch, max_steps), eos_id, dtype=torch.long, device=device)  # (n*w, max_steps)
+    num_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (n,)
+    attention_store: torch.Tensor | None = None
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    ranks = torch.arange(2 * K, device=device)  # (2K,)
+    for t in range(max_steps):
+        n, width = scores.shape
+        log_probs, state, cross = _step_log_probs(model, tokens, state, need_attention)  # (n*w, V)
+        vocab = log_probs.shape[-1]
+        if vocab < 2 * K:
+            raise UserError(f"beam size {K} needs at least {2 * K} target vocabulary entries, got {vocab}")
+        log_probs = log_probs.view(n, width, vocab)  # (n, w, V)
+        at_limit = None
+        if t + 1 == min(limits):
+            at_limit = _at_limit(limits, t, device)  # (n,)
+            log_probs = _only_eos(log_probs, at_limit, eos_id)
+        candidates = (scores.unsqueeze(2) + log_probs).view(n, width * vocab)  # (n, w*V)
+        top_scores, top_ids = candidates.topk(2 * K, dim=1)  # (n, 2K), best first
+        origin = top_ids // vocab + (torch.arange(n, device=device) * width).unsqueeze(1)  # (n, 2K) row ids
+        top_tokens = top_ids % vocab  # (n, 2K)
+        ends = (top_tokens == eos_id) & torch.isfinite(top_scores)  # (n, 2K)
+        if cross is not None:
+            if attention_store is None:
+                attention_store = _attention_buffer(cross, max_steps)  # (n*w, max_steps, ..., S)
+            attention_store[:, t] = cross
+        finishing = ends[:, :K]  # (n, K) eos extensions among the best K
+        fin_group, fin_rank = finishing.nonzero(as_tuple=True)  # (F,), (F,) ordered by group, then rank
+        if fin_group.numel():
+            fin_rows = origin[fin_group, fin_rank]  # (F,)
+            fin_scores = top_scores[fin_group, fin_rank].tolist()
+            fin_tokens = history[fin_rows, :t].tolist()
+            fin_ids = sentence[fin_group].tolist()
+            for row, sid, score, toks in zip(fin_rows.tolist(), fin_ids, fin_scores, fin_tokens, strict=True):
+                if len(finished[sid]) == K:
+                    continue
+                attention = None
+                if attention_store is not None:
+                    attention = attention_store[row, : t + 1, ..., : src_len_list[sid]].cpu()
+                norm = score / gnmt_length_penalty(len(toks) + 1, length_penalty)
+                finished[sid].append(Hypothesis(toks, score, norm, attention))
+            num_finished = torch.clamp(num_finished + finishing.sum(dim=1), max=K)
+        order = ends.long() * ranks.numel() + ranks  # (n, 2K): candidates not ending first, by rank
+        live_pos = order.topk(K, dim=1, largest=False).indices  # (n, K)
+        live_scores = top_scores.gather(1, live_pos)  # (n, K)
+        live_rows = origin.gather(1, live_pos)  # (n, K)
+        live_tokens = top_tokens.gather(1, live_pos)  # (n, K)
+        done = num_finished >= K  # (n,)
+        if at_limit is not None:
+            done |= at_limit
+        num_done = int(done.sum())
+        if num_done == n:
+            break
+        if num_done:
+            keep = (~done).nonzero().squeeze(1)  # (n',)
+            limits = [limits[i] for i in keep.tolist()]
+            live_scores, live_rows, live_tokens = live_scores[keep], live_rows[keep], live_tokens[keep]
+            sentence, num_finished = sentence[keep], num_finished[keep]
+        index = live_rows.reshape(-1)  # (n'*K,)
+        state = model.reorder_state(state, index)
+        history = history[index]
+        tokens = live_tokens.reshape(-1)  # (n'*K,)
+        history[:, t] = tokens
+        scores = live_scores
+        if attention_store is not None:
+            attention_store = attention_store[index]
+    if any(not hyps for hyps in finished):
+        raise RuntimeError("beam search ended a sentence without a finished hypothesis")
+    return [sorted(hyps, key=lambda h: -h.norm_score)[:nbest] for hyps in finished]

@@ -1,0 +1,176 @@
+"""Attention dumps: every attention matrix of one translated sentence, trimmed, with summary numbers.
+
+Shapes: B batch, L layers, h heads, S source positions (incl. the source <eos>), T target
+positions (the output tokens and the closing <eos>).
+
+The maps come from the model's teacher-forced `attention_maps` pass over the output, fed as
+decoder input `<bos> y1 .. yn`. Target position j reads decoder input j and predicts output j
+(`y1 .. yn <eos>`). After trimming padding, each sentence has
+  Bahdanau (Bahdanau et al. 2014; d2l.ai section 11.4): "cross" (T, S);
+  Transformer (Vaswani et al. 2017; d2l.ai section 11.7): "encoder_self" (L, h, S, S),
+  "decoder_self" (L, h, T, T) and "cross" (L, h, T, S).
+Rows are query positions, columns key positions. Labels: source positions by their source token,
+target query rows by the token they predict, decoder-self key columns by their input token (so
+row y_j shows what was visible when y_j was chosen: <bos> .. y_j-1, itself included).
+
+Per map: the entropy (nats) of each query row over its keys, averaged over rows, and for maps
+whose keys are the source, the share of weight on the source <eos> averaged over rows; both are
+also given per layer and head.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attn_mt.evaluation.plots import plot_attention
+from attn_mt.models.base import EncoderDecoder
+
+SOURCE, TARGET = "source", "target"
+SIDES = {  # map name -> (query side, key side)
+    "encoder_self": (SOURCE, SOURCE),
+    "decoder_self": (TARGET, TARGET),
+    "cross": (TARGET, SOURCE),
+}
+TITLES = {
+    "encoder_self": "encoder self-attention",
+    "decoder_self": "decoder self-attention",
+    "cross": "encoder-decoder attention",
+}
+
+
+def trim_maps(maps: dict[str, torch.Tensor], index: int, src_len: int, tgt_len: int) -> dict[str, np.ndarray]:
+    """Sentence `index` of a batch of attention maps, cut to its `src_len` and `tgt_len` positions."""
+    sizes = {SOURCE: src_len, TARGET: tgt_len}
+    trimmed = {}
+    for name, batch in maps.items():
+        if name not in SIDES:
+            raise ValueError(f"unknown attention map {name!r}; expected one of {', '.join(SIDES)}")
+        shape = tuple(batch.shape)
+        if batch.dim() not in (3, 5):
+            raise ValueError(f"attention map {name!r} must be (B, Q, K) or (B, L, h, Q, K), got {shape}")
+        queries, keys = (sizes[side] for side in SIDES[name])
+        if shape[-2] < queries or shape[-1] < keys:
+            raise ValueError(f"attention map {name!r} of shape {shape} is smaller than {queries} x {keys}")
+        trimmed[name] = batch[index, ..., :queries, :keys].detach().float().cpu().numpy()
+    return trimmed
+
+
+def attention_entropy(weights: np.ndarray) -> np.ndarray:
+    """Mean over query rows of -sum_k p log p (nats); one value per leading index ((L, h) or ())."""
+    p = np.asarray(weights, dtype=np.float64)
+    plogp = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    return -plogp.sum(axis=-1).mean(axis=-1)
+
+
+def key_share(weights: np.ndarray, key: int) -> np.ndarray:
+    """Mean over query rows of the weight on key position `key`; one value per leading index."""
+    return np.asarray(weights, dtype=np.float64)[..., key].mean(axis=-1)
+
+
+def _number(values: np.ndarray) -> Any:
+    """A scalar or nested list of floats for JSON."""
+    return values.tolist() if values.ndim else float(values)
+
+
+def attention_stats(maps: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """Per map: mean entropy and (for source keys) mean share on the source <eos>, also per layer and head."""
+    stats = {}
+    for name, weights in maps.items():
+        entropy = attention_entropy(weights)
+        entry: dict[str, Any] = {"entropy": float(entropy.mean()), "entropy_per_head": _number(entropy)}
+        if SIDES[name][1] == SOURCE:
+            share = key_share(weights, weights.shape[-1] - 1)  # the source <eos> is the last source position
+            entry.update(eos_share=float(share.mean()), eos_share_per_head=_number(share))
+        stats[name] = entry
+    return stats
+
+
+@dataclass
+class SentenceAttention:
+    """Every trimmed attention map of one sentence with the token labels of both sides."""
+
+    maps: dict[str, np.ndarray]
+    source_tokens: list[str]  # S labels, ending with the source <eos>
+    output_tokens: list[str]  # T labels: the output tokens and <eos> (what each target position predicts)
+    decoder_input_tokens: list[str]  # T labels: <bos> and the output tokens (what each position reads)
+
+    def __post_init__(self) -> None:
+        if len(self.output_tokens) != len(self.decoder_input_tokens):
+            raise ValueError(f"{len(self.output_tokens)} output but {len(self.decoder_input_tokens)} "
+                             "decoder input labels")
+        for name, weights in self.maps.items():
+            rows, cols = self.labels(name)
+            if weights.shape[-2:] != (len(rows), len(cols)):
+                raise ValueError(f"attention map {name!r} has shape {weights.shape}, "
+                                 f"but there are {len(rows)} query and {len(cols)} key labels")
+
+    def labels(self, name: str) -> tuple[list[str], list[str]]:
+        """(row labels, column labels) of map `name`."""
+        query_side, key_side = SIDES[name]
+        rows = self.source_tokens if query_side == SOURCE else self.output_tokens
+        cols = self.source_tokens if key_side == SOURCE else self.decoder_input_tokens
+        return rows, cols
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON description: tokens, shapes, axes and statistics."""
+        stats = attention_stats(self.maps)
+        return {
+            "source_tokens": self.source_tokens,
+            "output_tokens": self.output_tokens,
+            "decoder_input_tokens": self.decoder_input_tokens,
+            "shapes": {name: list(w.shape) for name, w in self.maps.items()},
+            "axes": {name: (["layer", "head"] if w.ndim == 4 else []) + [f"query ({SIDES[name][0]})",
+                                                                          f"key ({SIDES[name][1]})"]
+                     for name, w in self.maps.items()},
+            "entropy": stats["cross"]["entropy"] if "cross" in stats else None,
+            "eos_share": stats["cross"]["eos_share"] if "cross" in stats else None,
+            "stats": stats,
+        }
+
+
+@torch.inference_mode()
+def collect_attention(model: EncoderDecoder, src_ids: Sequence[int], out_ids: Sequence[int], *, bos_id: int,
+                      source_tokens: Sequence[str], output_tokens: Sequence[str],
+                      bos_token: str) -> SentenceAttention:
+    """Run the model's teacher-forced attention pass on one sentence and its output.
+
+    `src_ids` ends with the source <eos>; `out_ids` is the output without <bos>/<eos>.
+    `source_tokens` labels `src_ids`; `output_tokens` labels `out_ids` followed by <eos>.
+    """
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
+    src_lens = torch.tensor([len(src_ids)], device=device)  # (1,)
+    tgt_in = torch.tensor([[bos_id, *out_ids]], dtype=torch.long, device=device)  # (1, T)
+    was_training = model.training
+    model.eval()
+    try:
+        maps = model.attention_maps(src, src_lens, tgt_in)
+    finally:
+        model.train(was_training)
+    trimmed = trim_maps(maps, 0, len(src_ids), len(out_ids) + 1)
+    outputs = list(output_tokens)
+    return SentenceAttention(trimmed, list(source_tokens), outputs, [bos_token, *outputs[:-1]])
+
+
+def save_attention(attention: SentenceAttention, out_dir: Path, stem: str,
+                   heatmaps: bool = True) -> list[Path]:
+    """Write `<stem>.npz` (every map), `<stem>.json` (tokens, shapes, stats) and one heatmap PNG per map."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / f"{stem}.npz"]
+    np.savez_compressed(written[0], **{name: w.astype(np.float32) for name, w in attention.maps.items()})
+    summary = attention.summary()
+    if heatmaps:
+        for name, weights in attention.maps.items():
+            rows, cols = attention.labels(name)
+            written.append(plot_attention(weights, rows, cols, out_dir / f"{stem}_{name}.png", TITLES[name]))
+    summary["files"] = [p.name for p in written]
+    json_path = out_dir / f"{stem}.json"
+    json_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return [*written, json_path]

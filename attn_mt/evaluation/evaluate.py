@@ -1,0 +1,120 @@
+"""`attn-mt eval`: translate a split, write the files sacreBLEU reads, score them, dump attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from attn_mt.decoding.translator import Translator
+from attn_mt.errors import UserError
+from attn_mt.evaluation.attention import save_attention
+from attn_mt.evaluation.scores import (
+    BOOK_SENTENCES,
+    book_bleu_rows,
+    compare_eval_dirs,
+    corpus_scores,
+    write_eval_files,
+    write_scores,
+)
+from attn_mt.training.device import pick_device
+from attn_mt.training.run_dir import LoadedRun, RunPaths, load_run
+
+SPLITS = ("test", "valid", "book")
+
+
+def split_examples(run: LoadedRun, split: str, data_path: str | None) -> tuple[list[str], list[list[str]]]:
+    """Sources and reference lists of `split` (held-out splits are rebuilt from the corpus)."""
+    if split == "book":
+        return [en for en, _ in BOOK_SENTENCES], [[fr] for _, fr in BOOK_SENTENCES]
+    if run.config.data.mode == "book":
+        raise UserError(
+            f"--split {split}: this run was trained in book mode, which holds nothing out; use --split book"
+        )
+    from attn_mt.data.dataset import load_data
+
+    data = load_data(run.config.data, data_path)
+    for name, vocab in (("source", data.src_vocab), ("target", data.tgt_vocab)):
+        saved = run.src_vocab if name == "source" else run.tgt_vocab
+        if vocab.idx_to_token != saved.idx_to_token:
+            raise UserError(
+                f"the corpus gives a different {name} vocabulary than the run's: "
+                "it is not the corpus this run was trained on, so its splits would differ"
+            )
+    examples = data.test if split == "test" else data.valid
+    return [ex.src for ex in examples], [list(ex.refs) for ex in examples]
+
+
+def format_table(scores: dict[str, Any]) -> str:
+    """A short human-readable table of the scores."""
+    lines = [
+        f"split {scores['split']}: {scores['num_sentences']} sentences, beam {scores['beam_size']}, "
+        f"checkpoint {scores['checkpoint']} (step {scores['step']})",
+        f"  BLEU {scores['bleu']:6.2f}   {scores['bleu_signature']}",
+        f"  chrF {scores['chrf']:6.2f}   {scores['chrf_signature']}",
+        f"  TER  {scores['ter']:6.2f}   {scores['ter_signature']}",
+    ]
+    for row in scores.get("book_bleu2", []):
+        lines.append(f"  {row['source']!r:16} => {row['output']!r:26} BLEU-2 {row['bleu2']:.3f}")
+    if "compare" in scores:
+        bleu, name = scores["compare"]["bleu"], scores["compare"]["baseline_name"]
+        lines.append(
+            f"  paired bootstrap vs {name}: BLEU {bleu['baseline']['score']:.2f} -> "
+            f"{bleu['system']['score']:.2f}, p = {bleu['system']['p_value']:.4f}"
+        )
+    return "\n".join(lines)
+
+
+def run_eval(
+    run_dir: Path,
+    split: str,
+    beam: int | None,
+    attention: int,
+    compare: Path | None,
+    checkpoint: str,
+    data_path: str | None,
+    device: str,
+) -> dict[str, Any]:
+    """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}."""
+    if split not in SPLITS:
+        raise UserError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
+    if beam is not None and beam < 1:
+        raise UserError(f"--beam must be at least 1, got {beam}")
+    if attention < 0:
+        raise UserError(f"--attention must be 0 or more, got {attention}")
+    dev = pick_device(device)
+    run = load_run(run_dir, checkpoint, dev)
+    sources, refs = split_examples(run, split, data_path)
+    beam_size = run.config.decode.beam_size if beam is None else beam
+    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, dev)
+    results = translator.translate(sources, beam_size=beam_size)
+    hyps = [r.text for r in results]
+    out_dir = RunPaths(Path(run_dir)).eval_dir(split)
+    write_eval_files(out_dir, sources, hyps, refs)
+    scores: dict[str, Any] = {
+        "split": split,
+        "beam_size": beam_size,
+        "checkpoint": run.checkpoint.name,
+        "step": run.step,
+        **corpus_scores(hyps, refs),
+    }
+    if split == "book":
+        scores["book_bleu2"] = book_bleu_rows(sources, hyps, [r[0] for r in refs])
+        scores["book_bleu2_mean"] = sum(r["bleu2"] for r in scores["book_bleu2"]) / len(refs)
+    if attention:
+        for i, result in enumerate(results[:attention]):
+            if result.hypotheses:
+                save_attention(translator.attention(result), out_dir / "attention", f"{i:04d}")
+    if compare is not None:
+        other = RunPaths(Path(compare)).eval_dir(split)
+        if not other.is_dir():
+            raise UserError(
+                f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
+            )
+        scores["compare"] = compare_eval_dirs(other, out_dir)
+        scores["compare"]["baseline_name"] = str(compare)
+    write_scores(out_dir, scores)
+    typer.echo(format_table(scores))
+    typer.echo(f"files in {out_dir}")
+    return scores

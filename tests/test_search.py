@@ -1,0 +1,322 @@
+"""Greedy and beam search: hand-computed results on table models, invariants on a toy attention model."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from search_fakes import BOS, EOS, PAD, TableModel, ToyAttentionModel
+
+from attn_mt.config import ModelConfig
+from attn_mt.decoding.search import beam_search, gnmt_length_penalty, greedy_search, max_output_lengths
+from attn_mt.errors import UserError
+from attn_mt.models.build import build_model
+
+A, B, C = 3, 4, 5  # target tokens of the table models
+VOCAB = 6
+KEY_GREEDY_FAILS, KEY_LENGTH_PENALTY, KEY_LONG, KEY_FULL = 3, 4, 5, 6  # first source id selects a table
+
+TABLES = {
+    # Greedy takes A (0.5) then <eos> (0.4): 0.20. Beam 2 also reaches B <eos>: 0.4 * 0.9 = 0.36.
+    KEY_GREEDY_FAILS: {
+        (): {A: 0.5, B: 0.4, EOS: 0.1},
+        (A,): {A: 0.35, B: 0.25, EOS: 0.4},
+        (B,): {EOS: 0.9, A: 0.06, C: 0.04},
+    },
+    # Beam 2 finishes [A] (0.5 * 0.7) at step 2 and [B B] (0.45 * 0.85 * 0.9) at step 3.
+    KEY_LENGTH_PENALTY: {
+        (): {A: 0.5, B: 0.45, EOS: 0.05},
+        (A,): {EOS: 0.7, A: 0.2, B: 0.1},
+        (B,): {B: 0.85, EOS: 0.1, A: 0.05},
+        (A, A): {EOS: 0.9, A: 0.06, B: 0.04},
+        (B, B): {EOS: 0.9, A: 0.06, B: 0.04},
+    },
+    # Beam 2 finishes [A] at step 2; at step 3 both [B B] and [A A] end, but only one slot is left.
+    KEY_FULL: {
+        (): {A: 0.5, B: 0.45, EOS: 0.05},
+        (A,): {EOS: 0.65, A: 0.28, B: 0.07},
+        (B,): {B: 0.85, EOS: 0.1, A: 0.05},
+        (A, A): {EOS: 0.9, A: 0.06, B: 0.04},
+        (B, B): {EOS: 0.9, A: 0.06, B: 0.04},
+    },
+    # <eos> is never likely: outputs end only at the length limit.
+    KEY_LONG: {prefix: {A: 0.9, EOS: 0.1} for prefix in [(), (A,), (A, A), (A, A, A), (A, A, A, A)]},
+}
+log = math.log
+
+
+def table_model() -> TableModel:
+    return TableModel(TABLES, VOCAB)
+
+
+def sources(*keys_and_lens: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded (B, S) sources whose first id is the table key, with the given valid lengths (incl. <eos>)."""
+    width = max(n for _, n in keys_and_lens)
+    src = torch.full((len(keys_and_lens), width), PAD)
+    for i, (key, n) in enumerate(keys_and_lens):
+        src[i, : n - 1] = key
+        src[i, n - 1] = EOS
+    return src, torch.tensor([n for _, n in keys_and_lens])
+
+
+def summary(hyps):
+    return [(h.tokens, round(h.score, 6), round(h.norm_score, 6)) for h in hyps]
+
+
+def test_length_penalty_definition():
+    assert gnmt_length_penalty(4, 0.0) == 1.0
+    assert gnmt_length_penalty(1, 1.0) == 1.0
+    assert gnmt_length_penalty(7, 2.0) == pytest.approx(4.0)
+
+
+def test_max_output_lengths_floor_and_errors():
+    assert max_output_lengths(torch.tensor([1, 3, 4]), 1.5, 1).tolist() == [2, 5, 7]
+    with pytest.raises(UserError, match="max_len_b"):
+        max_output_lengths(torch.tensor([3]), 0.0, 0)
+
+
+def test_greedy_hand_computed():
+    src, lens = sources((KEY_GREEDY_FAILS, 2), (KEY_LENGTH_PENALTY, 2))
+    out = greedy_search(table_model(), src, lens, bos_id=BOS, eos_id=EOS)
+    assert summary(out) == [
+        ([A], round(log(0.5) + log(0.4), 6), round(log(0.5) + log(0.4), 6)),
+        ([A], round(log(0.5) + log(0.7), 6), round(log(0.5) + log(0.7), 6)),
+    ]
+
+
+def test_beam_finds_better_hypothesis_and_nbest():
+    src, lens = sources((KEY_GREEDY_FAILS, 2))
+    (two,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0,
+                         bos_id=BOS, eos_id=EOS)
+    # Step 1 keeps A, B (<eos> ranks 3rd); step 2's best two candidates are B<eos>, A<eos>: done.
+    assert summary(two) == [
+        ([B], round(log(0.4) + log(0.9), 6), round(log(0.4) + log(0.9), 6)),
+        ([A], round(log(0.5) + log(0.4), 6), round(log(0.5) + log(0.4), 6)),
+    ]
+    (three,) = beam_search(table_model(), src, lens, beam_size=3, nbest=3, length_penalty=1.0,
+                           bos_id=BOS, eos_id=EOS)
+    # Beam 3: the empty output (<eos> first, 0.1) ranks 3rd at step 1 and is finished too.
+    assert summary(three) == [
+        ([B], round(log(0.4) + log(0.9), 6), round((log(0.4) + log(0.9)) / (7 / 6), 6)),
+        ([A], round(log(0.5) + log(0.4), 6), round((log(0.5) + log(0.4)) / (7 / 6), 6)),
+        ([], round(log(0.1), 6), round(log(0.1), 6)),
+    ]
+
+
+def test_length_penalty_changes_ranking():
+    src, lens = sources((KEY_LENGTH_PENALTY, 2))
+    short = log(0.5) + log(0.7)  # [A]: -1.0498, length 2 with <eos>
+    long = log(0.45) + log(0.85) + log(0.9)  # [B B]: -1.0664, length 3
+    assert short > long
+    (raw,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0,
+                         bos_id=BOS, eos_id=EOS)
+    assert summary(raw) == [([A], round(short, 6), round(short, 6)), ([B, B], round(long, 6), round(long, 6))]
+    (penalised,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=1.0,
+                               bos_id=BOS, eos_id=EOS)
+    # alpha = 1: [A] -> -1.0498 / (7/6) = -0.900, [B B] -> -1.0664 / (8/6) = -0.800: the longer one wins.
+    assert summary(penalised) == [
+        ([B, B], round(long, 6), round(long / (8 / 6), 6)),
+        ([A], round(short, 6), round(short / (7 / 6), 6)),
+    ]
+    (best,) = beam_search(table_model(), src, lens, beam_size=2, nbest=1, length_penalty=1.0,
+                          bos_id=BOS, eos_id=EOS)
+    assert summary(best) == summary(penalised[:1])
+
+
+def test_a_full_beam_keeps_the_better_ranked_of_simultaneous_endings():
+    src, lens = sources((KEY_FULL, 2))
+    a = log(0.5) + log(0.65)  # [A] -1.124, finished at step 2
+    bb = log(0.45) + log(0.85) + log(0.9)  # [B B] -1.066, ranked first at step 3
+    aa = log(0.5) + log(0.28) + log(0.9)  # [A A] -2.072, ranked second at step 3: no slot left
+    alpha = 5.0  # strong enough that [A A] (norm -0.492) would outrank [A] (norm -0.520) if it were kept
+    assert aa / gnmt_length_penalty(3, alpha) > a / gnmt_length_penalty(2, alpha)
+    (hyps,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=alpha,
+                          bos_id=BOS, eos_id=EOS)
+    assert summary(hyps) == [
+        ([B, B], round(bb, 6), round(bb / gnmt_length_penalty(3, alpha), 6)),
+        ([A], round(a, 6), round(a / gnmt_length_penalty(2, alpha), 6)),
+    ]
+
+
+def test_length_limit_forces_eos_per_sentence():
+    # max_len = floor(1.0 * src_len + 0): 2 and 3 target tokens including the forced <eos>.
+    src, lens = sources((KEY_LONG, 2), (KEY_LONG, 3))
+    greedy = greedy_search(table_model(), src, lens, bos_id=BOS, eos_id=EOS, max_len_a=1.0, max_len_b=0)
+    assert summary(greedy) == [
+        ([A], round(log(0.9) + log(0.1), 6), round(log(0.9) + log(0.1), 6)),
+        ([A, A], round(2 * log(0.9) + log(0.1), 6), round(2 * log(0.9) + log(0.1), 6)),
+    ]
+    beam = beam_search(table_model(), src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS,
+                       max_len_a=1.0, max_len_b=0)
+    assert [summary(h) for h in beam] == [[s] for s in summary(greedy)]
+
+
+def test_finished_sentences_leave_the_batch_and_search_stops_early():
+    model = table_model()
+    src, lens = sources((KEY_GREEDY_FAILS, 2), (KEY_LONG, 2))
+    greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, max_len_a=0.0, max_len_b=3)
+    assert model.rows_per_step == [2, 2, 1]  # the first sentence ends at step 2, the second at 3
+    model = table_model()
+    src, lens = sources((KEY_GREEDY_FAILS, 2), (KEY_LENGTH_PENALTY, 2))
+    beam_search(model, src, lens, beam_size=2, bos_id=BOS, eos_id=EOS, max_len_a=0.0, max_len_b=50)
+    assert model.rows_per_step == [2, 4, 2]  # one row per sentence, 2 x 2 beams, then one sentence: stop
+    model = table_model()
+    greedy_search(model, *sources((KEY_GREEDY_FAILS, 2)), bos_id=BOS, eos_id=EOS, max_len_b=50)
+    assert model.rows_per_step == [1, 1]
+
+
+def test_argument_errors():
+    src, lens = sources((KEY_GREEDY_FAILS, 2))
+    with pytest.raises(UserError, match="nbest"):
+        beam_search(table_model(), src, lens, beam_size=2, nbest=3, bos_id=BOS, eos_id=EOS)
+    with pytest.raises(UserError, match="beam size"):
+        beam_search(table_model(), src, lens, beam_size=0, bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match="src_lens"):
+        greedy_search(table_model(), src, lens[:0], bos_id=BOS, eos_id=EOS)
+    assert greedy_search(table_model(), src[:0], lens[:0], bos_id=BOS, eos_id=EOS) == []
+
+
+# ----- invariants on a toy attention model -----
+
+TOY_SENTENCES = [[3, 4, 5, 6, 7, 8], [6, 7], [8, 9, 10], [4], [5, 5, 9, 3]]
+
+
+def toy_batch(sentences=TOY_SENTENCES):
+    width = max(len(s) for s in sentences) + 1
+    src = torch.full((len(sentences), width), PAD)
+    for i, s in enumerate(sentences):
+        src[i, : len(s) + 1] = torch.tensor([*s, EOS])
+    return src, torch.tensor([len(s) + 1 for s in sentences])
+
+
+TOY_MODELS = {"bahdanau_like": dict(heads=0), "transformer_like": dict(heads=2, layers=2)}
+
+
+@pytest.mark.parametrize("kind", TOY_MODELS)
+def test_beam_one_equals_greedy(kind):
+    model = ToyAttentionModel(**TOY_MODELS[kind])
+    src, lens = toy_batch()
+    greedy = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, need_attention=True)
+    beam = beam_search(model, src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS,
+                       need_attention=True)
+    assert len({len(h.tokens) for h in greedy}) > 2, "outputs should have varied lengths"
+    for g, (b,) in zip(greedy, beam, strict=True):
+        assert b.tokens == g.tokens
+        assert b.score == pytest.approx(g.score, abs=1e-6)
+        assert torch.allclose(b.attention, g.attention)
+
+
+@pytest.mark.parametrize("kind", TOY_MODELS)
+def test_batched_equals_one_at_a_time(kind):
+    model = ToyAttentionModel(**TOY_MODELS[kind])
+    src, lens = toy_batch()
+    greedy = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS)
+    beam = beam_search(model, src, lens, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS)
+    for i, sentence in enumerate(TOY_SENTENCES):
+        one_src, one_len = toy_batch([sentence])
+        (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS)
+        assert g.tokens == greedy[i].tokens
+        assert g.score == pytest.approx(greedy[i].score, abs=1e-5)
+        (b,) = beam_search(model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS)
+        assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
+        assert [h.norm_score for h in b] == pytest.approx([h.norm_score for h in beam[i]], abs=1e-5)
+
+
+@pytest.mark.parametrize("kind", TOY_MODELS)
+def test_search_attention_matches_teacher_forced_maps(kind):
+    model = ToyAttentionModel(**TOY_MODELS[kind])
+    src, lens = toy_batch()
+    beam = beam_search(model, src, lens, beam_size=2, nbest=2, bos_id=BOS, eos_id=EOS, need_attention=True)
+    for i, hyps in enumerate(beam):
+        n = int(lens[i])
+        for h in hyps:
+            tgt_in = torch.tensor([[BOS, *h.tokens]])
+            cross = model.attention_maps(src[i: i + 1, :n], lens[i: i + 1], tgt_in)["cross"][0]
+            if cross.dim() == 4:  # (L, h, T, S) -> the search's (T, L, h, S)
+                cross = cross.permute(2, 0, 1, 3)
+            assert h.attention.shape == cross.shape
+            assert h.attention.shape[0] == len(h.tokens) + 1 and h.attention.shape[-1] == n
+            assert torch.allclose(h.attention, cross, atol=1e-6)
+            assert torch.allclose(h.attention.sum(-1), torch.ones(h.attention.shape[:-1]), atol=1e-5)
+
+
+def test_beam_scores_are_sums_of_model_log_probs():
+    model = ToyAttentionModel(heads=0)
+    src, lens = toy_batch()
+    beam = beam_search(model, src, lens, beam_size=4, nbest=4, length_penalty=0.6, bos_id=BOS, eos_id=EOS)
+    for i, hyps in enumerate(beam):
+        assert [h.norm_score for h in hyps] == sorted((h.norm_score for h in hyps), reverse=True)
+        for h in hyps:
+            state = model.init_state(model.encode(src[i: i + 1], lens[i: i + 1]))
+            total = 0.0
+            for prev, nxt in zip([BOS, *h.tokens], [*h.tokens, EOS], strict=True):
+                logits, state, _ = model.step(torch.tensor([prev]), state)
+                total += float(torch.log_softmax(logits.detach(), -1)[0, nxt])
+            assert h.score == pytest.approx(total, abs=1e-5)
+            lp = gnmt_length_penalty(len(h.tokens) + 1, 0.6)
+            assert h.norm_score == pytest.approx(total / lp, abs=1e-5)
+
+
+# ----- the real models, tiny and untrained -----
+
+REAL_VOCAB = 24
+REAL_KINDS = ["gru_bahdanau", "transformer"]
+REAL_LIMITS = dict(max_len_a=1.0, max_len_b=2)  # varied per-sentence limits, so rows leave at different steps
+
+
+def tiny_real_model(kind: str):
+    torch.manual_seed(0)
+    # pack_padded: without it the GRU encoder reads <pad> steps (the book's behaviour), so padding
+    # changes a Bahdanau sentence's result and batched decoding could not equal one-at-a-time.
+    cfg = ModelConfig(type=kind, embed_size=8, num_hiddens=8, num_layers=2, num_heads=2, ffn_num_hiddens=16,
+                      dropout=0.0, pack_padded=True)
+    return build_model(cfg, REAL_VOCAB, REAL_VOCAB).eval()
+
+
+@pytest.mark.parametrize("kind", REAL_KINDS)
+def test_real_model_beam_one_equals_greedy(kind):
+    model = tiny_real_model(kind)
+    src, lens = toy_batch()
+    greedy = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, need_attention=True, **REAL_LIMITS)
+    beam = beam_search(model, src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS,
+                       need_attention=True, **REAL_LIMITS)
+    for g, (b,) in zip(greedy, beam, strict=True):
+        assert b.tokens == g.tokens
+        assert b.score == pytest.approx(g.score, abs=1e-5)
+        assert torch.allclose(b.attention, g.attention, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", REAL_KINDS)
+def test_real_model_batched_equals_one_at_a_time(kind):
+    model = tiny_real_model(kind)
+    src, lens = toy_batch()
+    greedy = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, **REAL_LIMITS)
+    beam = beam_search(model, src, lens, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS, **REAL_LIMITS)
+    assert len({len(h.tokens) for h in greedy}) > 2
+    for i, sentence in enumerate(TOY_SENTENCES):
+        one_src, one_len = toy_batch([sentence])
+        (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS, **REAL_LIMITS)
+        assert (g.tokens, g.score) == (greedy[i].tokens, pytest.approx(greedy[i].score, abs=1e-5))
+        (b,) = beam_search(model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS,
+                           **REAL_LIMITS)
+        assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
+        assert [h.score for h in b] == pytest.approx([h.score for h in beam[i]], abs=1e-5)
+
+
+@pytest.mark.parametrize("kind", REAL_KINDS)
+def test_real_model_search_attention_matches_teacher_forced_maps(kind):
+    model = tiny_real_model(kind)
+    src, lens = toy_batch()
+    beam = beam_search(model, src, lens, beam_size=2, nbest=2, bos_id=BOS, eos_id=EOS, need_attention=True,
+                       **REAL_LIMITS)
+    for i, hyps in enumerate(beam):
+        n = int(lens[i])
+        for h in hyps:
+            tgt_in = torch.tensor([[BOS, *h.tokens]])
+            with torch.no_grad():
+                maps = model.attention_maps(src[i: i + 1, :n], lens[i: i + 1], tgt_in)
+            cross = maps["cross"][0]
+            if cross.dim() == 4:  # (L, h, T, S) -> the search's (T, L, h, S)
+                cross = cross.permute(2, 0, 1, 3)
+            assert h.attention.shape == cross.shape
+            assert torch.allclose(h.attention, cross, atol=1e-5)
