@@ -1,0 +1,209 @@
+"""Training end to end: the CLI run, learning, checkpoints, metrics, exact resume and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from synthetic import write_corpus
+
+from attn_mt.config import load_config
+from attn_mt.errors import UserError
+from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.training.trainer import read_metrics, train
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "tiny.yaml"
+SYNTH = [
+    "data.valid_size=10",
+    "data.test_size=10",
+    "data.max_tokens=200",
+    "train.log_every=5",
+    "train.valid_max_sentences=10",
+]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "reverse.txt", n=300)
+
+
+def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "attn_mt", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        **kwargs,
+    )
+
+
+def losses(run_dir: Path) -> list[tuple]:
+    """Everything in metrics.jsonl except wall-clock figures."""
+    return [
+        tuple(sorted((k, v) for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")))
+        for r in read_metrics(run_dir / "metrics.jsonl")
+    ]
+
+
+def test_cli_trains_tiny_config_end_to_end(tmp_path, corpus):
+    run_dir = tmp_path / "run"
+    result = cli(
+        "train",
+        str(TINY),
+        "--data",
+        str(corpus),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        *sum((["--set", s] for s in SYNTH), []),
+    )
+    assert result.returncode == 0, result.stderr
+    for name in (
+        "config.yaml",
+        "src_vocab.json",
+        "tgt_vocab.json",
+        "metrics.jsonl",
+        "train.log",
+        "data_report.json",
+        "curves.png",
+        "checkpoints/last.pt",
+        "checkpoints/best.pt",
+    ):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records = read_metrics(run_dir / "metrics.jsonl")
+    train_records = [r for r in records if "loss" in r]
+    assert train_records, records
+    for r in train_records:
+        assert {"step", "epoch", "loss", "tokens_per_s", "lr", "elapsed_s"} <= set(r)
+        assert r["loss"] > 0 and r["tokens_per_s"] > 0
+    valid = [r for r in records if "valid_bleu" in r]
+    assert len(valid) == 3 and all(0 <= r["valid_bleu"] <= 100 and r["valid_loss"] > 0 for r in valid)
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert {
+        "model",
+        "optimizer",
+        "scheduler",
+        "rng",
+        "step",
+        "epoch",
+        "config",
+        "src_vocab",
+        "tgt_vocab",
+    } <= set(state)
+    assert state["epoch"] == 3 and state["config"]["model"]["type"] == "transformer"
+    assert state["tgt_vocab"][:4] == ["<unk>", "<pad>", "<bos>", "<eos>"]
+    assert "model transformer with" in (run_dir / "train.log").read_text()
+
+    again = cli("train", str(TINY), "--data", str(corpus), "--run-dir", str(run_dir))
+    assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.parametrize("model_type", ["gru_bahdanau", "transformer"])
+def test_loss_falls_on_reverse_task(tmp_path, corpus, model_type):
+    sizes = ["model.num_hiddens=32", "model.embed_size=32", "model.num_layers=2", "model.ffn_num_hiddens=64"]
+    rate = "train.lr=0.01" if model_type == "gru_bahdanau" else "train.lr=0.005"
+    cfg = load_config(TINY, [*SYNTH, f"model.type={model_type}", *sizes, rate, "train.epochs=15"])
+    result = train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    records = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "epoch_loss" in r]
+    assert records[-1]["epoch_loss"] < 0.4 * records[0]["epoch_loss"], records
+    valid = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "valid_bleu" in r]
+    assert valid[-1]["valid_bleu"] > valid[0]["valid_bleu"]
+    assert result.stopped_because == "epochs"
+
+
+def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus):
+    overrides = [*SYNTH, "train.epochs=2", "train.log_every=1", "model.dropout=0.2"]
+    straight = tmp_path / "straight"
+    train(load_config(TINY, overrides), straight, data_path=str(corpus), quiet=True, device="cpu")
+    resumed = tmp_path / "resumed"
+    first = train(
+        load_config(TINY, [*overrides, "train.max_steps=5"]),
+        resumed,
+        data_path=str(corpus),
+        quiet=True,
+        device="cpu",
+    )
+    assert first.stopped_because == "max_steps" and first.step == 5
+    second = train(
+        None,
+        resumed,
+        overrides=["train.max_steps=0"],
+        data_path=str(corpus),
+        resume=True,
+        quiet=True,
+        device="cpu",
+    )
+    assert second.stopped_because == "epochs"
+    assert losses(resumed) == losses(straight)
+    a = load_checkpoint(straight / "checkpoints" / "last.pt")["model"]
+    b = load_checkpoint(resumed / "checkpoints" / "last.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_model_changes(tmp_path, corpus):
+    run_dir = tmp_path / "run"
+    train(
+        load_config(TINY, [*SYNTH, "train.max_steps=2"]),
+        run_dir,
+        data_path=str(corpus),
+        quiet=True,
+        device="cpu",
+    )
+    with pytest.raises(UserError, match="may not change the model section"):
+        train(
+            None, run_dir, overrides=["model.num_hiddens=32"], data_path=str(corpus), resume=True, quiet=True
+        )
+
+
+def test_sigint_saves_last_checkpoint_and_resume_finishes(tmp_path, corpus):
+    run_dir = tmp_path / "run"
+    args = [
+        "train",
+        str(TINY),
+        "--data",
+        str(corpus),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        *sum((["--set", s] for s in SYNTH), []),
+        "--set",
+        "train.epochs=400",
+        "--set",
+        "train.log_every=1",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attn_mt", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert f"attn-mt train --resume --run-dir {run_dir}" in stderr
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert 0 < state["step"] < 400 * 20
+    done = cli(
+        "train",
+        "--resume",
+        "--run-dir",
+        str(run_dir),
+        "--data",
+        str(corpus),
+        "--quiet",
+        "--set",
+        "train.epochs=" + str(state["epoch"] + 1),
+    )
+    assert done.returncode == 0, done.stderr
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["epoch"] == state["epoch"] + 1
