@@ -1,0 +1,55 @@
+"""Build the encoder-decoder named by `model.type` from the config's sizes, via a plain mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attn_mt.config import ModelConfig
+from attn_mt.errors import UserError
+from attn_mt.models.bahdanau import GRUBahdanau
+from attn_mt.models.base import EncoderDecoder
+from attn_mt.models.transformer import Transformer
+
+
+def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> GRUBahdanau:
+    """GRU encoder + Bahdanau decoder with embed_size, num_hiddens, num_layers, dropout, pack_padded."""
+    return GRUBahdanau(
+        src_vocab_size,
+        tgt_vocab_size,
+        cfg.embed_size,
+        cfg.num_hiddens,
+        cfg.num_layers,
+        cfg.dropout,
+        cfg.pack_padded,
+    )
+
+
+def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
+    """Transformer with num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout (embed_size unused)."""
+    if cfg.num_hiddens % cfg.num_heads:
+        raise UserError(
+            f"model.num_hiddens: {cfg.num_hiddens} is not divisible by model.num_heads = {cfg.num_heads}"
+        )
+    return Transformer(
+        src_vocab_size,
+        tgt_vocab_size,
+        cfg.num_hiddens,
+        cfg.ffn_num_hiddens,
+        cfg.num_heads,
+        cfg.num_layers,
+        cfg.dropout,
+    )
+
+
+MODEL_BUILDERS: dict[str, Callable[[ModelConfig, int, int], EncoderDecoder]] = {
+    "gru_bahdanau": build_gru_bahdanau,
+    "transformer": build_transformer,
+}
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> EncoderDecoder:
+    """The model `cfg.type` names, sized by the config and vocabularies."""
+    builder = MODEL_BUILDERS.get(cfg.type)
+    if builder is None:
+        raise UserError(f"model.type: {cfg.type!r} is not one of {', '.join(MODEL_BUILDERS)}")
+    return builder(cfg, src_vocab_size, tgt_vocab_size)

@@ -1,0 +1,383 @@
+"""The GRU-Bahdanau and Transformer encoder-decoders: shapes, book math, invariants, incremental decoding.
+
+Shapes: B batch, S source steps, T target steps, V target vocabulary, L layers, h heads.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from book_math import bahdanau_logits, transformer_logits
+from torch.nn import functional as F
+
+from attn_mt.config import ModelConfig
+from attn_mt.errors import UserError
+from attn_mt.models import (
+    MODEL_BUILDERS,
+    AttentionMask,
+    GRUBahdanau,
+    Transformer,
+    TransformerDecoder,
+    TransformerEncoder,
+    build_model,
+)
+from attn_mt.models import attention as attention_module
+
+PAD = 1  # the book's <pad> id
+SRC_V, TGT_V = 13, 11
+LAYERS, HEADS = 2, 2
+
+
+def make(kind: str, dropout: float = 0.0, pack_padded: bool = True, seed: int = 0) -> torch.nn.Module:
+    """A tiny seeded model in eval mode with weights large enough to make every input matter."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        type=kind,
+        embed_size=6,
+        num_hiddens=8,
+        num_layers=LAYERS,
+        num_heads=HEADS,
+        ffn_num_hiddens=12,
+        dropout=dropout,
+        pack_padded=pack_padded,
+    )
+    model = build_model(cfg, SRC_V, TGT_V)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if not name.endswith("ln.weight"):
+                param.normal_(0.0, 0.5)
+    return model.eval()
+
+
+def batch(lens: list[int], width: int | None = None, tgt_steps: int = 5, seed: int = 0):
+    """Random source ids padded to `width` with <pad>, valid lengths, and random decoder inputs."""
+    gen = torch.Generator().manual_seed(seed)
+    width = width or max(lens)
+    src = torch.randint(4, SRC_V, (len(lens), width), generator=gen)
+    src_lens = torch.tensor(lens)
+    src[torch.arange(width).unsqueeze(0) >= src_lens.unsqueeze(1)] = PAD
+    tgt_in = torch.randint(2, TGT_V, (len(lens), tgt_steps), generator=gen)
+    return src, src_lens, tgt_in
+
+
+def widen(src: torch.Tensor, extra: int) -> torch.Tensor:
+    """Append `extra` <pad> columns."""
+    return torch.cat([src, torch.full((src.shape[0], extra), PAD)], dim=1)
+
+
+def run_steps(model, src, src_lens, tgt_in, need_attention=False):
+    """Incremental decoding of tgt_in one token at a time: logits (B, T, V) and per-step attention."""
+    state = model.init_state(model.encode(src, src_lens))
+    logits, maps = [], []
+    for t in range(tgt_in.shape[1]):
+        step_logits, state, attention = model.step(tgt_in[:, t], state, need_attention)
+        logits.append(step_logits)
+        maps.append(attention)
+    return torch.stack(logits, dim=1), maps
+
+
+KINDS = ["gru_bahdanau", "transformer"]
+
+
+# ----- building -----
+
+
+def test_builders_mapping_and_sizes():
+    assert set(MODEL_BUILDERS) == {"gru_bahdanau", "transformer"}
+    assert isinstance(make("gru_bahdanau"), GRUBahdanau)
+    model = make("transformer")
+    assert isinstance(model, Transformer)
+    assert model.encoder.embedding.weight.shape == (SRC_V, 8)
+    assert model.decoder.dense.weight.shape == (TGT_V, 8)
+    assert len(model.decoder.blks) == LAYERS
+    assert model.decoder.blks["block1"].ffn.dense1.weight.shape == (12, 8)
+    gru = make("gru_bahdanau")
+    assert gru.decoder.rnn.weight_ih_l0.shape == (24, 6 + 8)  # [context, embedding] -> 3 gates
+
+
+def test_build_model_rejects_unknown_type_and_bad_heads():
+    with pytest.raises(UserError, match="model.type: 'lstm'"):
+        build_model(ModelConfig(type="lstm"), 5, 5)
+    with pytest.raises(UserError, match="not divisible by model.num_heads"):
+        build_model(ModelConfig(type="transformer", num_hiddens=10, num_heads=4), 5, 5)
+
+
+# ----- the book's shape examples -----
+
+
+def test_bahdanau_book_shapes():
+    torch.manual_seed(0)
+    model = GRUBahdanau(
+        10, 10, embed_size=8, num_hiddens=16, num_layers=2, dropout=0.0, pack_padded=False
+    ).eval()
+    X = torch.zeros((4, 7), dtype=torch.long)
+    enc = model.encode(X, torch.full((4,), 7))
+    assert enc["memory"].shape == (4, 7, 16) and enc["hidden"].shape == (2, 4, 16)
+    assert model(X, torch.full((4,), 7), X).shape == (4, 7, 10)
+    assert model.attention_maps(X, torch.full((4,), 7), X)["cross"].shape == (4, 7, 7)
+
+
+def test_transformer_book_shapes():
+    torch.manual_seed(0)
+    encoder = TransformerEncoder(
+        200, num_hiddens=24, ffn_num_hiddens=48, num_heads=8, num_layers=2, dropout=0.5
+    ).eval()
+    lens = torch.tensor([3, 2])
+    mask = AttentionMask.from_valid_lens(lens, 1, 100).with_heads()
+    memory, _ = encoder(torch.ones((2, 100), dtype=torch.long), mask)
+    assert memory.shape == (2, 100, 24)
+    decoder = TransformerDecoder(200, 24, 48, 8, 2, 0.5).eval()
+    logits, caches, _, _ = decoder(
+        torch.ones((2, 100), dtype=torch.long), decoder.project_memory(memory), mask
+    )
+    assert logits.shape == (2, 100, 200)
+    assert caches[0][0].shape == (2, 8, 100, 3)
+
+
+# ----- the book's math, written out by hand -----
+
+
+def test_bahdanau_matches_hand_written_book_math():
+    model = make("gru_bahdanau", pack_padded=False)
+    src, src_lens, tgt_in = batch([5, 3, 1], tgt_steps=4)
+    expected = bahdanau_logits(model.state_dict(), src, src_lens, tgt_in, LAYERS)
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, src_lens, tgt_in), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_transformer_matches_hand_written_book_math():
+    model = make("transformer")
+    src, src_lens, tgt_in = batch([5, 3, 1], tgt_steps=4)
+    expected = transformer_logits(model.state_dict(), src, src_lens, tgt_in, LAYERS, HEADS)
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, src_lens, tgt_in), expected, atol=1e-5, rtol=1e-5)
+
+
+# ----- invariants -----
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_padding_invariance(kind):
+    model = make(kind, pack_padded=True)
+    src, src_lens, tgt_in = batch([4, 2, 3], tgt_steps=4)
+    with torch.no_grad():
+        logits = model(src, src_lens, tgt_in)
+        torch.testing.assert_close(model(widen(src, 3), src_lens, tgt_in), logits, atol=1e-6, rtol=1e-5)
+        longer = torch.cat([tgt_in, torch.full((3, 2), PAD)], dim=1)  # <pad> after the target
+        torch.testing.assert_close(model(src, src_lens, longer)[:, :4], logits, atol=1e-6, rtol=1e-5)
+        for row, length in enumerate(src_lens.tolist()):  # each sentence alone, without any padding
+            alone = model(src[row : row + 1, :length], src_lens[row : row + 1], tgt_in[row : row + 1])
+            torch.testing.assert_close(alone[0], logits[row], atol=1e-6, rtol=1e-5)
+
+
+def test_gru_without_packing_reads_pads_as_the_book():
+    model = make("gru_bahdanau", pack_padded=False)
+    src, src_lens, tgt_in = batch([4, 2, 3], tgt_steps=4)
+    with torch.no_grad():
+        logits, wider = model(src, src_lens, tgt_in), model(widen(src, 3), src_lens, tgt_in)
+    assert not torch.allclose(wider, logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_causality(kind):
+    model = make(kind)
+    src, src_lens, tgt_in = batch([4, 3], tgt_steps=6)
+    changed = tgt_in.clone()
+    changed[:, 3:] = (changed[:, 3:] - 1) % (TGT_V - 2) + 2  # every later token replaced
+    with torch.no_grad():
+        before, after = model(src, src_lens, tgt_in), model(src, src_lens, changed)
+    torch.testing.assert_close(after[:, :3], before[:, :3], atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(after[:, 3], before[:, 3], atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_incremental_decoding_equals_teacher_forcing(kind):
+    model = make(kind)
+    src, src_lens, tgt_in = batch([5, 2, 4], tgt_steps=6)
+    with torch.no_grad():
+        full = model(src, src_lens, tgt_in)
+        stepped, maps = run_steps(model, src, src_lens, tgt_in, need_attention=True)
+        quiet, quiet_maps = run_steps(model, src, src_lens, tgt_in)
+        all_maps = model.attention_maps(src, src_lens, tgt_in)
+    torch.testing.assert_close(stepped, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(quiet, full, atol=1e-5, rtol=1e-5)
+    assert all(m == {} for m in quiet_maps)
+    cross = torch.stack([m["cross"] for m in maps], dim=-2)  # (B, T, S) or (B, L, h, T, S)
+    torch.testing.assert_close(cross, all_maps["cross"], atol=1e-6, rtol=1e-5)
+    if kind == "transformer":
+        for t, m in enumerate(maps):
+            assert m["self"].shape == (3, LAYERS, HEADS, t + 1)
+            torch.testing.assert_close(
+                m["self"], all_maps["decoder_self"][..., t, : t + 1], atol=1e-6, rtol=1e-5
+            )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reorder_state_selects_and_repeats_rows(kind):
+    model = make(kind)
+    src, src_lens, tgt_in = batch([5, 2, 4], tgt_steps=3)
+    index = torch.tensor([2, 0, 0, 1])
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, src_lens))
+        _, state, _ = model.step(tgt_in[:, 0], state)
+        state = model.reorder_state(state, index)
+        logits = []
+        for t in (1, 2):
+            step_logits, state, _ = model.step(tgt_in[index, t], state)
+            logits.append(step_logits)
+        expected, _ = run_steps(model, src[index], src_lens[index], tgt_in[index])
+    torch.testing.assert_close(torch.stack(logits, dim=1), expected[:, 1:], atol=1e-6, rtol=1e-5)
+
+
+def test_transformer_fused_path_equals_explicit_path():
+    model = make("transformer")
+    src, src_lens, tgt_in = batch([5, 2, 4], tgt_steps=6)
+    with torch.no_grad():
+        fused = model(src, src_lens, tgt_in)
+        explicit, _ = model.forward_with_attention(src, src_lens, tgt_in)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_transformer_source_without_valid_token_gives_finite_logits_and_gradients():
+    model = make("transformer", dropout=0.1).train()
+    src, src_lens, tgt_in = batch([3, 2], tgt_steps=3)
+    src_lens[1] = 0
+    logits = model(src, src_lens, tgt_in)
+    assert torch.isfinite(logits).all()
+    logits.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    model.eval()
+    with torch.no_grad():
+        maps = model.attention_maps(src, src_lens, tgt_in)
+        torch.testing.assert_close(
+            model(src, src_lens, tgt_in), model.forward_with_attention(src, src_lens, tgt_in)[0]
+        )
+    assert (maps["cross"][1] == 0).all() and (maps["encoder_self"][1] == 0).all()
+
+
+# ----- attention maps -----
+
+
+def test_transformer_attention_maps_shapes_and_masks():
+    model = make("transformer")
+    src, src_lens, tgt_in = batch([5, 2], tgt_steps=4)
+    with torch.no_grad():
+        maps = model.attention_maps(src, src_lens, tgt_in)
+    assert maps["encoder_self"].shape == (2, LAYERS, HEADS, 5, 5)
+    assert maps["decoder_self"].shape == (2, LAYERS, HEADS, 4, 4)
+    assert maps["cross"].shape == (2, LAYERS, HEADS, 4, 5)
+    assert (maps["cross"][1, ..., 2:] == 0).all() and (maps["encoder_self"][1, ..., 2:] == 0).all()
+    assert (maps["decoder_self"].triu(diagonal=1) == 0).all()
+    for name in maps:
+        torch.testing.assert_close(maps[name].sum(-1), torch.ones(maps[name].shape[:-1]))
+
+
+def test_bahdanau_attention_maps_mask_padding():
+    model = make("gru_bahdanau")
+    src, src_lens, tgt_in = batch([5, 2], tgt_steps=4)
+    with torch.no_grad():
+        cross = model.attention_maps(src, src_lens, tgt_in)["cross"]
+    assert cross.shape == (2, 4, 5)
+    assert (cross[1, :, 2:] == 0).all()
+    torch.testing.assert_close(cross.sum(-1), torch.ones(2, 4))
+
+
+# ----- training mode -----
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_mode_backward_reaches_every_parameter(kind):
+    model = make(kind, dropout=0.2).train()
+    src, src_lens, tgt_in = batch([4, 3], tgt_steps=4)
+    logits = model(src, src_lens, tgt_in)
+    F.cross_entropy(logits.reshape(-1, TGT_V), tgt_in.reshape(-1)).backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and torch.isfinite(param.grad).all(), name
+        assert param.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bfloat16_autocast_trains_and_decodes(kind):
+    model = make(kind, dropout=0.1).train()
+    src, src_lens, tgt_in = batch([4, 3], tgt_steps=4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, src_lens, tgt_in)
+    logits.float().sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        stepped, _ = run_steps(model, src, src_lens, tgt_in, need_attention=True)
+    assert stepped.shape == (2, 4, TGT_V) and torch.isfinite(stepped).all()
+
+
+# ----- no repeated work -----
+
+
+def count_calls(module: torch.nn.Module) -> list[int]:
+    """A one-element counter incremented by every forward call of `module`."""
+    calls = [0]
+
+    def hook(*_):
+        calls[0] += 1
+
+    module.register_forward_hook(hook)
+    return calls
+
+
+def test_bahdanau_projects_keys_once_per_batch():
+    model = make("gru_bahdanau")
+    keys = count_calls(model.decoder.attention.W_k)
+    for steps in (3, 9):
+        src, src_lens, tgt_in = batch([4, 3], tgt_steps=steps)
+        with torch.no_grad():
+            model(src, src_lens, tgt_in)
+            run_steps(model, src, src_lens, tgt_in)
+    assert keys[0] == 4  # once per decode() and once per init_state(), whatever the number of steps
+
+
+def test_transformer_projects_memory_once_and_caches_steps():
+    model = make("transformer")
+    src, src_lens, tgt_in = batch([4, 3], tgt_steps=6)
+    cross_keys = count_calls(model.decoder.blks["block0"].attention2.W_k)
+    self_keys = count_calls(model.decoder.blks["block0"].attention1.W_k)
+    with torch.no_grad():
+        run_steps(model, src, src_lens, tgt_in)
+    assert cross_keys[0] == 1  # in init_state only
+    assert self_keys[0] == 6  # one new step at a time, earlier steps come from the cache
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_masks_built_once_per_batch(kind, monkeypatch):
+    built = []
+    original = AttentionMask.from_valid_lens.__func__
+
+    def counting(cls, *args):
+        built.append(args)
+        return original(cls, *args)
+
+    monkeypatch.setattr(AttentionMask, "from_valid_lens", classmethod(counting))
+    model = make(kind)
+    src, src_lens, tgt_in = batch([4, 3], tgt_steps=5)
+    with torch.no_grad():
+        model(src, src_lens, tgt_in)
+    assert len(built) == 1
+
+
+def test_transformer_uses_fused_attention_unless_weights_are_asked_for(monkeypatch):
+    calls = []
+    fused = attention_module.F.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", counting)
+    model = make("transformer")
+    src, src_lens, tgt_in = batch([4, 3], tgt_steps=5)
+    with torch.no_grad():
+        model(src, src_lens, tgt_in)
+        assert len(calls) == 3 * LAYERS  # encoder self, decoder self, cross
+        model.attention_maps(src, src_lens, tgt_in)
+        assert len(calls) == 3 * LAYERS  # every weight asked for: the explicit path only
+        run_steps(model, src, src_lens, tgt_in, need_attention=True)
+    assert len(calls) == 4 * LAYERS  # encode() needs no weights; the asked-for decoder steps are explicit
