@@ -86,7 +86,7 @@ class TrainConfig:
     threads: int = 0
     log_every: int = 50
     valid_every: int = 0
-    checkpoint_every: int = 0
+    checkpoint_minutes: float = 1.0
     valid_max_sentences: int = 1000
     best_metric: str = "train_loss"
     patience: int = 0
@@ -229,7 +229,7 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         "train.warmup_steps",
         "train.threads",
         "train.valid_every",
-        "train.checkpoint_every",
+        "train.checkpoint_minutes",
         "train.valid_max_sentences",
         "train.patience",
         "decode.max_len_a",

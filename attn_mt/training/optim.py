@@ -25,7 +25,7 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
     betas = (cfg.adam_betas[0], cfg.adam_betas[1])
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
-    return torch.optim.Adam(params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
+    return torch.optim.Adam(params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay, foreach=True)
 
 
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:

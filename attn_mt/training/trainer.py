@@ -5,6 +5,7 @@ Shapes: B batch, S source steps, T target steps, V target vocabulary.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -126,6 +127,8 @@ class Trainer:
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.bos_id = data.tgt_vocab.bos_id
         self._interrupted = False
+        self._best_state: dict[str, Any] | None = None
+        self._last_save = time.monotonic()
 
     # ----- checkpoints -----
     def state(self) -> dict[str, Any]:
@@ -160,12 +163,17 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         self.progress = Progress(**state["progress"])
 
-    def save(self, *, best: bool = False) -> None:
-        """Write last.pt (and best.pt) atomically."""
-        state = self.state()
-        save_checkpoint(state, self.paths.last)
-        if best:
-            save_checkpoint(state, self.paths.best)
+    def save(self, *, force: bool = True) -> None:
+        """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
+        now = time.monotonic()
+        minutes = self.cfg.train.checkpoint_minutes
+        if not force and minutes and now - self._last_save < minutes * 60:
+            return
+        save_checkpoint(self.state(), self.paths.last)
+        if self._best_state is not None:
+            save_checkpoint(self._best_state, self.paths.best)
+            self._best_state = None
+        self._last_save = now
 
     # ----- one optimiser step -----
     def train_step(self, batches: list[Batch]) -> tuple[float, int]:
@@ -238,9 +246,10 @@ class Trainer:
         )
         if better:
             pr.best_value, pr.bad_validations = value, 0
+            self._best_state = copy.deepcopy(self.state())
         else:
             pr.bad_validations += 1
-        self.save(best=better)
+        self.save(force=False)
         return bool(tc.patience) and pr.bad_validations >= tc.patience
 
     def fit(self) -> TrainResult:
@@ -304,8 +313,6 @@ class Trainer:
                         if self._validate_and_checkpoint(pr.epoch_loss / max(pr.epoch_tokens, 1)):
                             stop = "patience"
                         self.model.train()
-                    elif tc.checkpoint_every and pr.step % tc.checkpoint_every == 0:
-                        self.save()
                     if tc.max_steps and pr.step >= tc.max_steps:
                         stop = stop or "max_steps"
                     if tc.time_limit_minutes and pr.elapsed_s >= tc.time_limit_minutes * 60:
@@ -335,8 +342,7 @@ class Trainer:
                     stop = "interrupted"
             if not stop:
                 stop = "epochs"
-            if stop != "patience":
-                self.save()
+            self.save()
         finally:
             bar.close()
             signal.signal(signal.SIGINT, old_int)
