@@ -5,6 +5,7 @@ Shapes: B batch, S source steps, T target steps, V target vocabulary.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from attn_mt.config import Config, load_config, save_config
@@ -29,6 +31,7 @@ from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
 from attn_mt.training.device import autocast_context, effective_amp, pick_device
+from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
@@ -111,15 +114,26 @@ class Trainer:
     """Trains one model on one dataset, writing everything into a run directory."""
 
     def __init__(
-        self, cfg: Config, paths: RunPaths, data: NMTData, device: torch.device, quiet: bool = False
+        self,
+        cfg: Config,
+        paths: RunPaths,
+        data: NMTData,
+        device: torch.device,
+        quiet: bool = False,
+        dist_ctx: DistContext | None = None,
     ):
-        self.cfg, self.paths, self.data, self.device, self.quiet = cfg, paths, data, device, quiet
+        self.cfg, self.paths, self.data, self.device = cfg, paths, data, device
+        self.dist = dist_ctx or DistContext()
+        self.quiet = quiet or not self.dist.is_main
         tc = cfg.train
         self.amp = effective_amp(device, tc.amp)
         self.model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab)).to(device)
         if tc.init == "xavier":
             xavier_init_(self.model)
-        self.forward = torch.compile(self.model) if tc.compile else self.model
+        self.forward: torch.nn.Module = torch.compile(self.model) if tc.compile else self.model
+        if self.dist.enabled:
+            ids = [device.index] if device.type == "cuda" else None
+            self.forward = DistributedDataParallel(self.forward, device_ids=ids)
         self.optimizer = build_optimizer(self.model, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -167,6 +181,8 @@ class Trainer:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
         now = time.monotonic()
         minutes = self.cfg.train.checkpoint_minutes
+        if not self.dist.is_main:
+            return
         if not force and minutes and now - self._last_save < minutes * 60:
             return
         save_checkpoint(self.state(), self.paths.last)
@@ -176,38 +192,48 @@ class Trainer:
         self._last_save = now
 
     # ----- one optimiser step -----
-    def train_step(self, batches: list[Batch]) -> tuple[float, int]:
-        """Forward, backward and update over `batches` (gradient accumulation); returns (loss sum, tokens)."""
+    def train_step(self, batches: list[Batch], stop_flag: bool = False) -> tuple[float, int, bool]:
+        """Forward, backward and update over this rank's `batches` (gradient accumulation).
+
+        Returns the loss sum and target tokens of the step over all ranks, and whether any rank
+        asked to stop. Under DDP the gradients are averaged over ranks, so the book's summed loss is
+        scaled by the world size to match one process accumulating every rank's batches.
+        """
         tc = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, tokens = 0.0, 0
-        for batch in batches:
+        for i, batch in enumerate(batches):
             batch = batch.to(self.device)
+            sync = i == len(batches) - 1 or not self.dist.enabled
+            context = contextlib.nullcontext() if sync else self.forward.no_sync()
             bos = torch.full((batch.tgt.shape[0], 1), self.bos_id, dtype=batch.tgt.dtype, device=self.device)
             tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T)
-            with autocast_context(self.device, self.amp):
-                logits = self.forward(batch.src, batch.src_lens, tgt_in)  # (B, T, V)
-            objective, total = masked_cross_entropy(
-                logits, batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing
-            )
-            if tc.loss_average == "token":
-                objective = objective / len(batches)
-            self.scaler.scale(objective).backward()
-            reported = float(total.detach()) / (batch.tgt.shape[1] if tc.loss_average == "book" else 1)
-            if not math.isfinite(reported):
-                raise TrainingDivergedError(
-                    f"the loss became {reported} at step {self.progress.step + 1}; training stopped, "
-                    f"the last good checkpoint is kept at {self.paths.last}"
+            with context:
+                with autocast_context(self.device, self.amp):
+                    logits = self.forward(batch.src, batch.src_lens, tgt_in)  # (B, T, V)
+                objective, total = masked_cross_entropy(
+                    logits, batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing
                 )
-            loss_sum += reported
+                if tc.loss_average == "token":
+                    objective = objective / len(batches)
+                else:
+                    objective = objective * self.dist.world_size
+                self.scaler.scale(objective).backward()
+            loss_sum += float(total.detach()) / (batch.tgt.shape[1] if tc.loss_average == "book" else 1)
             tokens += batch.num_tgt_tokens
+        loss_sum, token_sum, stops = self.dist.sum([loss_sum, float(tokens), float(stop_flag)])
+        if not math.isfinite(loss_sum):
+            raise TrainingDivergedError(
+                f"the loss became {loss_sum} at step {self.progress.step + 1}; training stopped, "
+                f"the last good checkpoint is kept at {self.paths.last}"
+            )
         if tc.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.schedule.after_step()
-        return loss_sum, tokens
+        return loss_sum, int(token_sum), stops > 0
 
     # ----- the loop -----
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -217,7 +243,9 @@ class Trainer:
         self._interrupted = True
 
     def _record(self, record: dict[str, Any]) -> None:
-        """Append one metrics line."""
+        """Append one metrics line (rank 0 only)."""
+        if not self.dist.is_main:
+            return
         with self.paths.metrics.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
@@ -226,7 +254,7 @@ class Trainer:
         tc, pr = self.cfg.train, self.progress
         scores: dict[str, float] = {"train_loss": train_loss}
         if self.validator is not None:
-            scores.update(self.validator.run())
+            scores.update(self.dist.broadcast(self.validator.run() if self.dist.is_main else None))
             self.schedule.after_validation(scores["valid_loss"])
             self._record(
                 {
@@ -246,7 +274,8 @@ class Trainer:
         )
         if better:
             pr.best_value, pr.bad_validations = value, 0
-            self._best_state = copy.deepcopy(self.state())
+            if self.dist.is_main:
+                self._best_state = copy.deepcopy(self.state())
         else:
             pr.bad_validations += 1
         self.save(force=False)
@@ -256,7 +285,8 @@ class Trainer:
         """Train until the epochs, step limit, time limit or patience run out, or the user interrupts."""
         tc, pr = self.cfg.train, self.progress
         seed = tc.seed
-        steps_per_epoch = math.ceil(len(self.data.train.plan(0, seed)) / tc.accum_steps)
+        per_step = tc.accum_steps * self.dist.world_size
+        steps_per_epoch = math.ceil(len(self.data.train.plan(0, seed)) / per_step)
         total = tc.epochs * steps_per_epoch
         if tc.max_steps:
             total = min(total, tc.max_steps)
@@ -282,9 +312,14 @@ class Trainer:
             while not stop and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, seed)
                 while pr.batch_in_epoch < len(plan):
-                    group = plan[pr.batch_in_epoch : pr.batch_in_epoch + tc.accum_steps]
-                    loss_sum, tokens = self.train_step([self.data.train.collate(ix) for ix in group])
-                    pr.batch_in_epoch += len(group)
+                    mine = self.rank_batches(plan, pr.batch_in_epoch)
+                    stop_asked = self._interrupted or bool(
+                        tc.time_limit_minutes and time.perf_counter() - start >= tc.time_limit_minutes * 60
+                    )
+                    loss_sum, tokens, any_stop = self.train_step(
+                        [self.data.train.collate(ix) for ix in mine], stop_asked
+                    )
+                    pr.batch_in_epoch += per_step
                     pr.step += 1
                     pr.elapsed_s = time.perf_counter() - start
                     pr.window_loss, pr.window_tokens = pr.window_loss + loss_sum, pr.window_tokens + tokens
@@ -315,10 +350,10 @@ class Trainer:
                         self.model.train()
                     if tc.max_steps and pr.step >= tc.max_steps:
                         stop = stop or "max_steps"
-                    if tc.time_limit_minutes and pr.elapsed_s >= tc.time_limit_minutes * 60:
-                        stop = stop or "time_limit"
-                    if self._interrupted:
-                        stop = "interrupted"
+                    if any_stop:
+                        stop = (
+                            "interrupted" if self._interrupted or not tc.time_limit_minutes else "time_limit"
+                        )
                     if stop:
                         break
                 if pr.batch_in_epoch >= len(plan):
@@ -338,8 +373,6 @@ class Trainer:
                         if self._validate_and_checkpoint(epoch_loss):
                             stop = stop or "patience"
                         self.model.train()
-                if self._interrupted:
-                    stop = "interrupted"
             if not stop:
                 stop = "epochs"
             self.save()
@@ -348,10 +381,24 @@ class Trainer:
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old_term)
         wall = time.perf_counter() - run_start
-        self._plot()
+        if self.dist.is_main:
+            self._plot()
         return TrainResult(
             self.paths.root, pr.step, pr.epoch, last_loss, run_tokens / max(wall, 1e-9), wall, stop
         )
+
+    def rank_batches(self, plan: list[list[int]], position: int) -> list[list[int]]:
+        """This rank's batches of the step starting at `position` in the epoch's plan.
+
+        A step takes accum_steps x world_size consecutive batches (wrapping round to the start of
+        the plan at the end of an epoch, so every rank makes the same number of steps); rank r
+        takes its accum_steps-long slice, so N ranks see what one process accumulating them would.
+        """
+        per_rank = self.cfg.train.accum_steps
+        group = plan[position : position + per_rank * self.dist.world_size]
+        while len(group) < per_rank * self.dist.world_size:
+            group = group + plan[: per_rank * self.dist.world_size - len(group)]
+        return group[self.dist.rank * per_rank : (self.dist.rank + 1) * per_rank]
 
     def _plot(self) -> None:
         """Draw the training curves from the metrics history."""
@@ -391,37 +438,69 @@ def train(
     overwrite: bool = False,
     quiet: bool = False,
 ) -> TrainResult:
-    """`attn-mt train`: prepare the run directory, load data, build the model, train, save."""
-    paths = prepare_run_dir(run_dir, resume, overwrite)
+    """`attn-mt train`: prepare the run directory, load data, build the model, train, save.
+
+    Under torchrun every process calls this; rank 0 alone writes the run directory.
+    """
+    ctx = init_distributed(device)
+    try:
+        return _train(ctx, cfg, run_dir, overrides or [], data_path, device, resume, overwrite, quiet)
+    finally:
+        shutdown_distributed()
+
+
+def _train(
+    ctx: DistContext,
+    cfg: Config | None,
+    run_dir: Path,
+    overrides: list[str],
+    data_path: str | None,
+    device: str,
+    resume: bool,
+    overwrite: bool,
+    quiet: bool,
+) -> TrainResult:
+    """The body of `train` for one process of the job."""
+    paths = RunPaths(run_dir)
+    if ctx.is_main:
+        prepare_run_dir(run_dir, resume, overwrite)
+    ctx.barrier()
     if resume:
-        cfg = resolve_resume_config(paths, cfg, overrides or [])
+        cfg = resolve_resume_config(paths, cfg, overrides)
     elif cfg is None:
         cfg = load_config(None, overrides)
-    setup_logging(paths.log, quiet)
-    dev = pick_device(device)
+    setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
+    dev = (
+        torch.device("cuda", ctx.local_rank)
+        if ctx.enabled and torch.cuda.is_available()
+        else pick_device(device)
+    )
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
     log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
-    log.info("device %s, %d CPU threads", dev, torch.get_num_threads())
+    log.info("device %s, %d CPU threads, %d process(es)", dev, torch.get_num_threads(), ctx.world_size)
     data = load_data(cfg.data, data_path)
     if resume:
         for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
             saved = Vocab.load(getattr(paths, name))
             if saved.idx_to_token != vocab.idx_to_token:
                 raise UserError(f"--resume: the corpus gives a different {name} than {getattr(paths, name)}")
-    else:
+    elif ctx.is_main:
         save_config(cfg, paths.config)
         data.src_vocab.save(paths.src_vocab)
         data.tgt_vocab.save(paths.tgt_vocab)
         paths.data_report.write_text(json.dumps(data.report, indent=2), encoding="utf-8")
     for line in format_report(data.report).splitlines():
         log.info("%s", line)
-    trainer = Trainer(cfg, paths, data, dev, quiet)
+    trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
     if resume:
         trainer.restore(paths.last)
-        truncate_metrics(paths.metrics, trainer.progress.step)
+        if ctx.is_main:
+            truncate_metrics(paths.metrics, trainer.progress.step)
         log.info("resumed at step %d (epoch %d)", trainer.progress.step, trainer.progress.epoch)
+    if ctx.rank > 0:
+        torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
     log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
     result = trainer.fit()
     if result.stopped_because == "interrupted":

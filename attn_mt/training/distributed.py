@@ -1,0 +1,82 @@
+"""Multi-process training with torch.distributed, as launched by torchrun (NCCL on CUDA, Gloo on CPU).
+
+    torchrun --nproc_per_node 2 -m attn_mt train configs/transformer.yaml
+
+Every rank runs the same loop on its own share of each step's batches; rank 0 alone writes files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from attn_mt.errors import UserError
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """This process's place in the job (world_size 1 when not launched by torchrun)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 writes checkpoints, metrics, logs and progress bars."""
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        """True when there is more than one process."""
+        return self.world_size > 1
+
+    def barrier(self) -> None:
+        """Wait for every rank."""
+        if self.enabled:
+            dist.barrier()
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of `values` over all ranks (float64 on the CPU side)."""
+        if not self.enabled:
+            return values
+        device = (
+            torch.device("cuda", self.local_rank) if dist.get_backend() == "nccl" else torch.device("cpu")
+        )
+        tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor.cpu().tolist()
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank."""
+        if not self.enabled:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+def init_distributed(device_name: str) -> DistContext:
+    """Join the process group torchrun describes in the environment, if any."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return DistContext()
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = device_name in ("auto", "cuda") and torch.cuda.is_available()
+    if device_name == "mps":
+        raise UserError("distributed training supports cuda (NCCL) and cpu (Gloo), not mps")
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    return DistContext(rank, world_size, local_rank)
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

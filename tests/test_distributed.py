@@ -1,0 +1,124 @@
+"""DDP with Gloo on CPU: two processes follow one process's losses, write one set of files, resume."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from synthetic import write_corpus
+
+from attn_mt.config import load_config
+from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.training.trainer import read_metrics, train
+
+TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
+COMMON = [
+    "data.valid_size=10",
+    "data.test_size=10",
+    "data.max_tokens=200",
+    "train.log_every=1",
+    "train.valid_max_sentences=10",
+    "train.epochs=2",
+    "train.threads=1",
+]
+COMPARED = ("step", "epoch", "loss", "epoch_loss", "valid_loss", "valid_bleu", "train_loss", "lr")
+
+
+def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "attn_mt",
+        *args,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+
+
+def trajectory(run_dir: Path) -> list[dict]:
+    return [{k: r[k] for k in COMPARED if k in r} for r in read_metrics(run_dir / "metrics.jsonl")]
+
+
+def assert_same_trajectory(a: list[dict], b: list[dict]) -> None:
+    assert len(a) == len(b) and a
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for key in x:
+            assert math.isclose(x[key], y[key], rel_tol=1e-5, abs_tol=1e-5), (key, x, y)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("ddp") / "reverse.txt", n=300)
+
+
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory, corpus) -> Path:
+    run_dir = tmp_path_factory.mktemp("single") / "run"
+    cfg = load_config(TINY, [*COMMON, "train.accum_steps=2"])
+    train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
+    return run_dir
+
+
+def overrides(*extra: str) -> list[str]:
+    return [item for s in [*COMMON, *extra] for item in ("--set", s)]
+
+
+def test_two_gloo_processes_match_one_process(tmp_path, corpus, single_run):
+    run_dir = tmp_path / "ddp"
+    result = torchrun(
+        2,
+        "train",
+        str(TINY),
+        "--data",
+        str(corpus),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        "--device",
+        "cpu",
+        *overrides(),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_same_trajectory(trajectory(run_dir), trajectory(single_run))
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(p.name for p in single_run.iterdir())
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.pt", "last.pt"]
+    assert (run_dir / "train.log").read_text().count("model transformer with") == 1
+
+
+def test_ddp_run_resumes_with_another_process_count(tmp_path, corpus, single_run):
+    run_dir = tmp_path / "ddp"
+    first = torchrun(
+        2,
+        "train",
+        str(TINY),
+        "--data",
+        str(corpus),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        "--device",
+        "cpu",
+        *overrides("train.max_steps=4"),
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 4
+    second = train(
+        None,
+        run_dir,
+        overrides=["train.max_steps=0", "train.accum_steps=2"],
+        data_path=str(corpus),
+        resume=True,
+        quiet=True,
+        device="cpu",
+    )
+    assert second.stopped_because == "epochs"
+    assert_same_trajectory(trajectory(run_dir), trajectory(single_run))
