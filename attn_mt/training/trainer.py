@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,7 @@ class Trainer:
         self.bos_id = data.tgt_vocab.bos_id
         self._interrupted = False
         self._best_state: dict[str, Any] | None = None
+        self.on_validation: list[Callable[[Trainer], None]] = []
         self._last_save = time.monotonic()
 
     # ----- checkpoints -----
@@ -279,6 +281,8 @@ class Trainer:
         else:
             pr.bad_validations += 1
         self.save(force=False)
+        for callback in self.on_validation:
+            callback(self)
         return bool(tc.patience) and pr.bad_validations >= tc.patience
 
     def fit(self) -> TrainResult:
@@ -437,6 +441,7 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     quiet: bool = False,
+    on_validation: Callable[[Trainer], None] | None = None,
 ) -> TrainResult:
     """`attn-mt train`: prepare the run directory, load data, build the model, train, save.
 
@@ -444,7 +449,9 @@ def train(
     """
     ctx = init_distributed(device)
     try:
-        return _train(ctx, cfg, run_dir, overrides or [], data_path, device, resume, overwrite, quiet)
+        return _train(
+            ctx, cfg, run_dir, overrides or [], data_path, device, resume, overwrite, quiet, on_validation
+        )
     finally:
         shutdown_distributed()
 
@@ -459,6 +466,7 @@ def _train(
     resume: bool,
     overwrite: bool,
     quiet: bool,
+    on_validation: Callable[[Trainer], None] | None,
 ) -> TrainResult:
     """The body of `train` for one process of the job."""
     paths = RunPaths(run_dir)
@@ -494,6 +502,8 @@ def _train(
     for line in format_report(data.report).splitlines():
         log.info("%s", line)
     trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
+    if on_validation is not None:
+        trainer.on_validation.append(on_validation)
     if resume:
         trainer.restore(paths.last)
         if ctx.is_main:
