@@ -76,6 +76,15 @@ class TrainResult:
     stopped_because: str
 
 
+def refuse_existing(run_dir: Path, overwrite: bool) -> None:
+    """An existing, non-empty run directory is an error unless --overwrite."""
+    if not overwrite and run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(
+            f"run directory {run_dir} already exists; pass --resume to continue it, "
+            "--overwrite to start it again, or --run-dir for a new one"
+        )
+
+
 def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
     """Create the run directory; never reuse an existing one without --resume or --overwrite."""
     paths = RunPaths(run_dir)
@@ -83,12 +92,8 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
         if not paths.last.exists():
             raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
         return paths
+    refuse_existing(run_dir, overwrite)
     if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise UserError(
-                f"run directory {run_dir} already exists; pass --resume to continue it, "
-                "--overwrite to start it again, or --run-dir for a new one"
-            )
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     return paths
@@ -470,14 +475,13 @@ def _train(
 ) -> TrainResult:
     """The body of `train` for one process of the job."""
     paths = RunPaths(run_dir)
-    if ctx.is_main:
-        prepare_run_dir(run_dir, resume, overwrite)
-    ctx.barrier()
+    setup_logging(None, quiet or not ctx.is_main)
     if resume:
+        prepare_run_dir(run_dir, resume, overwrite)
         cfg = resolve_resume_config(paths, cfg, overrides)
-    elif cfg is None:
-        cfg = load_config(None, overrides)
-    setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
+    else:
+        refuse_existing(run_dir, overwrite)
+        cfg = cfg if cfg is not None else load_config(None, overrides)
     dev = (
         torch.device("cuda", ctx.local_rank)
         if ctx.enabled and torch.cuda.is_available()
@@ -486,9 +490,13 @@ def _train(
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
+    data = load_data(cfg.data, data_path)
+    if ctx.is_main and not resume:
+        prepare_run_dir(run_dir, resume, overwrite)
+    ctx.barrier()
+    setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
     log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
     log.info("device %s, %d CPU threads, %d process(es)", dev, torch.get_num_threads(), ctx.world_size)
-    data = load_data(cfg.data, data_path)
     if resume:
         for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
             saved = Vocab.load(getattr(paths, name))
