@@ -1,0 +1,121 @@
+"""Walk docs/errors.md: every listed mistake gives exit code 2 and its documented message, no traceback."""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from synthetic import write_corpus
+
+from attn_mt.cli import main
+from attn_mt.config import load_config
+from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.training.trainer import train
+
+ROOT = Path(__file__).resolve().parent.parent
+ERRORS_DOC = ROOT / "docs" / "errors.md"
+
+
+def documented_cases() -> dict[str, str]:
+    """id -> expected message fragment, from the table in docs/errors.md."""
+    cases = {}
+    for line in ERRORS_DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) == 4 and cells[0] not in ("id", "---"):
+            cases[cells[0]] = cells[3].strip("`")
+    return cases
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """Files every case needs, and one small book-mode run directory RUN."""
+    ws = tmp_path_factory.mktemp("errors")
+    (ws / "empty.yaml").write_text("")
+    (ws / "broken.yaml").write_text("train:\n  lr: 0.1\n lr2: : 3\n")
+    (ws / "typo.yaml").write_text("train:\n  lrr: 0.1\n")
+    (ws / "notzip.zip").write_text("hello\n")
+    with zipfile.ZipFile(ws / "nomember.zip", "w") as archive:
+        archive.writestr("other/readme.md", "x")
+    (ws / "empty.txt").write_text("")
+    (ws / "notab.txt").write_text("Go.\tVa !\nHi. Salut !\n")
+    (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
+    (ws / "incomplete").mkdir()
+    corpus = write_corpus(ws / "reverse.txt", n=120)
+    cfg = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"])
+    train(cfg, ws / "RUN", data_path=str(corpus), quiet=True, device="cpu")
+    train(cfg, ws / "NOCKPT", data_path=str(corpus), quiet=True, device="cpu")
+    for checkpoint in (ws / "NOCKPT" / "checkpoints").iterdir():
+        checkpoint.unlink()
+    state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
+    state["config"]["model"]["num_hiddens"] = 64
+    torch.save(state, ws / "other.pt")
+    torch.save({"model": {}, "payload": os.system}, ws / "evil.pt")
+    return ws
+
+
+CASES: dict[str, list[str]] = {
+    "missing-config": ["train", "missing.yaml"],
+    "empty-config": ["validate", "empty.yaml"],
+    "yaml-syntax": ["validate", "broken.yaml"],
+    "unknown-key": ["validate", "typo.yaml"],
+    "wrong-type": ["train", "--set", "train.lr=fast", "--run-dir", "new"],
+    "bad-choice": ["train", "--set", "model.type=lstm", "--run-dir", "new"],
+    "negative-size": ["train", "--set", "model.num_hiddens=-3", "--run-dir", "new"],
+    "impossible-combination": [
+        "train",
+        "--set",
+        "model.type=transformer",
+        "--set",
+        "model.num_heads=5",
+        "--run-dir",
+        "new",
+    ],
+    "bad-set": ["train", "--set", "train.lr", "--run-dir", "new"],
+    "missing-data": ["data-report", "--data", "missing.zip"],
+    "missing-env-data": ["data-report"],
+    "not-a-zip": ["data-report", "--data", "notzip.zip"],
+    "zip-without-member": ["data-report", "--data", "nomember.zip"],
+    "empty-corpus": ["data-report", "--data", "empty.txt"],
+    "no-tab": ["data-report", "--data", "notab.txt"],
+    "not-utf8": ["data-report", "--data", "latin1.txt"],
+    "existing-run-dir": ["train", "--run-dir", "RUN", "--data", "reverse.txt"],
+    "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
+    "missing-run-dir": ["translate", "missing-run", "go ."],
+    "incomplete-run-dir": ["eval", "incomplete"],
+    "no-checkpoint": ["translate", "NOCKPT", "go ."],
+    "beam-zero": ["translate", "RUN", "--beam", "0", "go ."],
+    "nbest-over-beam": ["translate", "RUN", "--beam", "2", "--nbest", "3", "go ."],
+    "missing-input": ["translate", "RUN", "--input", "missing.txt"],
+    "input-not-utf8": ["translate", "RUN", "--input", "latin1.txt"],
+    "bad-split": ["eval", "RUN", "--split", "dev"],
+    "book-run-test-split": ["eval", "RUN", "--split", "test"],
+    "unsafe-checkpoint": ["translate", "RUN", "--checkpoint", "evil.pt", "go ."],
+    "mismatched-checkpoint": ["translate", "RUN", "--checkpoint", "other.pt", "go ."],
+    "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
+    "unknown-demo": ["demo", "attention"],
+}
+
+
+def test_every_documented_case_is_tested():
+    assert set(documented_cases()) == set(CASES)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_documented_error(case, workspace, monkeypatch, capsys):
+    monkeypatch.chdir(workspace)
+    if case == "missing-env-data":
+        monkeypatch.setenv("ATTN_MT_DATA", "missing.zip")
+    if case == "missing-device":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["attn-mt", *CASES[case]])
+    with pytest.raises(SystemExit) as info:
+        main()
+    stderr = capsys.readouterr().err
+    assert info.value.code == 2, stderr
+    assert documented_cases()[case] in stderr
+    assert stderr.startswith("attn-mt: error:") and "Traceback" not in stderr
+    assert not (workspace / "new").exists(), "a failed train must not leave a run directory behind"
