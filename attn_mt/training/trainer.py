@@ -89,6 +89,8 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
     """Create the run directory; never reuse an existing one without --resume or --overwrite."""
     paths = RunPaths(run_dir)
     if resume:
+        for stale in paths.checkpoints.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)  # left by a process killed while writing
         if not paths.last.exists():
             raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
         return paths
@@ -422,7 +424,13 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     """All records of a metrics.jsonl file (none if it does not exist)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash
+    return records
 
 
 def truncate_metrics(path: Path, step: int) -> None:
