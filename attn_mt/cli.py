@@ -194,3 +194,18 @@ def main() -> None:
             traceback.print_exc()
         _echo_err(f"attn-mt: error: {exc}")
         sys.exit(2)
+
+
+@app.command()
+def report(
+    run_dirs: list[Path] = typer.Argument(
+        ..., help="One or more run directories (the first is the baseline)."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="HTML file (default: RUN_DIR/report.html; ./report.html for several runs)."
+    ),
+) -> None:
+    """Write one self-contained HTML report: config, data, curves, scores, comparisons, attention gallery."""
+    from attn_mt.report import run_report
+
+    typer.echo(f"report written to {run_report(run_dirs, out)}")

@@ -1,0 +1,386 @@
+"""What a report shows of a run, read from its directory: no model is loaded, so any run can be reported.
+
+Every reader is forgiving: a file that is absent or unreadable becomes a note in `RunInfo.missing`
+(and the part of the report that needs it is left out), never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sacrebleu.metrics import CHRF
+
+from attn_mt.errors import UserError
+from attn_mt.evaluation.scores import SCORES_FILE, compare_eval_dirs, read_eval_files
+from attn_mt.training.run_dir import RunPaths
+
+SPLIT_ORDER = ("test", "valid", "book")  # the splits `attn-mt eval` writes, in the report's order
+DUMP_STEM = re.compile(r"^\d+$")  # attention dumps are named by the sentence index: 0000.json, 0000_cross.png
+LOG_LINE = re.compile(r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ (?P<level>[A-Z]+) (?P<message>.*)$")
+DEVICE_MESSAGE = re.compile(r"^device (?P<device>.+)$")
+MODEL_MESSAGE = re.compile(r"^model (?P<type>\S+) with (?P<params>[\d,]+) parameters$")
+FINISH_MESSAGE = re.compile(r"^(done after \d+ steps .*|interrupted at step \d+.*)$")
+
+
+@dataclass
+class LogFacts:
+    """What train.log says about the hardware, the model size and how training ended."""
+
+    device: str | None = None
+    parameters: str | None = None
+    model_type: str | None = None
+    finish: str | None = None
+    first_time: str | None = None
+    last_time: str | None = None
+
+
+@dataclass
+class TrainingSummary:
+    """Steps, time and speed of training, from metrics.jsonl."""
+
+    last_step: int | None = None
+    epochs_completed: int = 0
+    elapsed_s: float | None = None
+    mean_tokens_per_s: float | None = None
+    last_tokens_per_s: float | None = None
+    best_valid_bleu: tuple[float, int] | None = None  # (value, step)
+    best_valid_loss: tuple[float, int] | None = None  # (value, step)
+
+
+@dataclass
+class AttentionDump:
+    """One sentence's attention dump: its JSON summary and the heatmap PNG of each map."""
+
+    index: int
+    summary: dict[str, Any]
+    heatmaps: dict[str, Path]  # map name -> PNG
+
+
+@dataclass
+class Sentence:
+    """One evaluated sentence with its sentence-level chrF."""
+
+    index: int
+    source: str
+    refs: list[str]
+    hyp: str
+    chrf: float
+
+
+@dataclass
+class SplitEval:
+    """Everything `attn-mt eval` left in eval/<split>."""
+
+    split: str
+    path: Path
+    scores: dict[str, Any] | None
+    sentences: list[Sentence]
+    attention: dict[int, AttentionDump]
+
+
+@dataclass
+class RunInfo:
+    """One run directory as the report sees it."""
+
+    root: Path
+    config_text: str | None = None
+    config: dict[str, Any] | None = None
+    data_report: dict[str, Any] | None = None
+    log: LogFacts = field(default_factory=LogFacts)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    training: TrainingSummary = field(default_factory=TrainingSummary)
+    evals: list[SplitEval] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The directory name (the report's label for the run)."""
+        return self.root.resolve().name or str(self.root)
+
+    def eval_for(self, split: str) -> SplitEval | None:
+        """The evaluation on `split`, if there is one."""
+        return next((e for e in self.evals if e.split == split), None)
+
+
+def _read_text(path: Path, what: str, missing: list[str]) -> str | None:
+    """The text of `path`, or None with a note naming `what` is lost."""
+    if not path.is_file():
+        missing.append(f"{path.name} not found (not shown: {what})")
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        missing.append(f"{path.name} could not be read: {exc} (not shown: {what})")
+        return None
+
+
+def _read_json(path: Path, what: str, missing: list[str]) -> Any:
+    """The parsed JSON of `path`, or None with a note."""
+    text = _read_text(path, what, missing)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        missing.append(f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno} (not shown: {what})")
+        return None
+
+
+def read_log(text: str) -> LogFacts:
+    """Device, parameter count, finish line and time span from the lines of a train.log."""
+    facts = LogFacts()
+    for line in text.splitlines():
+        match = LOG_LINE.match(line)
+        if match is None:
+            continue
+        facts.first_time = facts.first_time or match["time"]
+        facts.last_time = match["time"]
+        message = match["message"]
+        if device := DEVICE_MESSAGE.match(message):
+            facts.device = device["device"]
+        elif model := MODEL_MESSAGE.match(message):
+            facts.model_type, facts.parameters = model["type"], model["params"]
+        elif FINISH_MESSAGE.match(message):
+            facts.finish = message
+    return facts
+
+
+def read_metrics_lines(text: str, missing: list[str]) -> list[dict[str, Any]]:
+    """The JSON records of a metrics.jsonl text; bad lines (e.g. cut by a crash) are noted and skipped."""
+    records, bad = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(number)
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad.append(number)
+    if bad:
+        lines = ", ".join(map(str, bad))
+        missing.append(f"metrics.jsonl lines {lines} are not JSON records and were skipped")
+    return records
+
+
+def _numbers(records: list[dict[str, Any]], key: str) -> list[tuple[float, int]]:
+    """(value, step) of every record with a numeric `key`."""
+    return [
+        (float(r[key]), int(r.get("step", 0)))
+        for r in records
+        if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
+    ]
+
+
+def summarise_training(records: list[dict[str, Any]]) -> TrainingSummary:
+    """Last step and epoch, training time, throughput and the best validation numbers."""
+    summary = TrainingSummary()
+    steps = _numbers(records, "step")
+    if steps:
+        summary.last_step = int(max(v for v, _ in steps))
+    summary.epochs_completed = len(_numbers(records, "epoch_loss"))  # one record at the end of each epoch
+    elapsed = _numbers(records, "elapsed_s")
+    if elapsed:
+        summary.elapsed_s = max(v for v, _ in elapsed)
+    speeds = _numbers(records, "tokens_per_s")
+    if speeds:
+        summary.mean_tokens_per_s = sum(v for v, _ in speeds) / len(speeds)
+        summary.last_tokens_per_s = speeds[-1][0]
+    bleu, loss = _numbers(records, "valid_bleu"), _numbers(records, "valid_loss")
+    if bleu:
+        summary.best_valid_bleu = max(bleu, key=lambda p: (p[0], -p[1]))
+    if loss:
+        summary.best_valid_loss = min(loss, key=lambda p: (p[0], p[1]))
+    return summary
+
+
+def sentence_chrf(sources: list[str], hyps: list[str], refs: list[list[str]]) -> list[Sentence]:
+    """Every sentence with its sacreBLEU sentence-level chrF (default settings) against its references."""
+    metric = CHRF()
+    return [
+        Sentence(i, src, list(ref), hyp, float(metric.sentence_score(hyp, list(ref)).score))
+        for i, (src, hyp, ref) in enumerate(zip(sources, hyps, refs, strict=True))
+    ]
+
+
+def read_attention_dumps(folder: Path, missing: list[str]) -> dict[int, AttentionDump]:
+    """The dumps `attn-mt eval --attention N` wrote into `folder`, by sentence index."""
+    dumps = {}
+    for json_path in sorted(folder.glob("*.json")):
+        if not DUMP_STEM.match(json_path.stem):
+            continue
+        summary = _read_json(json_path, f"attention summary of sentence {int(json_path.stem)}", missing)
+        if not isinstance(summary, dict):
+            continue
+        heatmaps = {}
+        for name in summary.get("shapes", {}):
+            png = folder / f"{json_path.stem}_{name}.png"
+            if png.is_file():
+                heatmaps[name] = png
+            else:
+                missing.append(f"{png.name} not found (not shown: that heatmap)")
+        dumps[int(json_path.stem)] = AttentionDump(int(json_path.stem), summary, heatmaps)
+    return dumps
+
+
+def read_split(root: Path, folder: Path, missing: list[str]) -> SplitEval:
+    """The scores, sentences and attention dumps of one eval/<split> folder."""
+    split = folder.name
+    note: list[str] = []
+    scores = _read_json(folder / SCORES_FILE, f"the {split} scores", note)
+    sentences: list[Sentence] = []
+    try:
+        files = read_eval_files(folder)
+        sentences = sentence_chrf(files.sources, files.hyps, files.refs)
+    except UserError as exc:
+        note.append(f"{exc}: no sample translations for split {split}")
+    attention: dict[int, AttentionDump] = {}
+    if (folder / "attention").is_dir():
+        attention = read_attention_dumps(folder / "attention", note)
+    if not attention:
+        note.append(
+            f"no attention dumps for split {split}: `attn-mt eval {root} --split {split} --attention N` "
+            "writes them for the first N sentences"
+        )
+    missing.extend(f"eval/{split}: {line}" for line in note)
+    return SplitEval(split, folder, scores if isinstance(scores, dict) else None, sentences, attention)
+
+
+def _split_key(folder: Path) -> tuple[int, str]:
+    """Known splits first, in SPLIT_ORDER, then any other folder by name."""
+    name = folder.name
+    return (SPLIT_ORDER.index(name) if name in SPLIT_ORDER else len(SPLIT_ORDER), name)
+
+
+def read_run(root: Path) -> RunInfo:
+    """Everything the report shows of the run in `root`, with a note for each piece that is missing."""
+    paths = RunPaths(Path(root))
+    run = RunInfo(paths.root)
+    missing = run.missing
+    run.config_text = _read_text(paths.config, "the resolved config", missing)
+    if run.config_text is not None:
+        try:
+            parsed = yaml.safe_load(run.config_text)
+            run.config = parsed if isinstance(parsed, dict) else None
+        except yaml.YAMLError:
+            missing.append("config.yaml is not valid YAML: the model type is unknown")
+    report = _read_json(paths.data_report, "the data report", missing)
+    run.data_report = report if isinstance(report, dict) else None
+    log_text = _read_text(paths.log, "device, model size and how training ended", missing)
+    if log_text is not None:
+        run.log = read_log(log_text)
+    metrics_text = _read_text(paths.metrics, "training curves, wall time and throughput", missing)
+    if metrics_text is not None:
+        run.metrics = read_metrics_lines(metrics_text, missing)
+        run.training = summarise_training(run.metrics)
+    eval_root = paths.root / "eval"
+    folders = []
+    if eval_root.is_dir():
+        folders = sorted((p for p in eval_root.iterdir() if p.is_dir()), key=_split_key)
+    if not folders:
+        missing.append(f"never evaluated: `attn-mt eval {paths.root} --attention 5` writes scores, "
+                       "samples and attention")
+    run.evals = [read_split(paths.root, folder, missing) for folder in folders]
+    return run
+
+
+def select_gallery(
+    sentences: list[Sentence], attention: dict[int, AttentionDump], count: int
+) -> list[tuple[Sentence, list[str]]]:
+    """The sentences to show and why: the `count` worst by chrF, the `count` best, then attention dumps.
+
+    Worst come in rising chrF, best in falling chrF (ties by sentence order); a sentence is shown once,
+    with every reason it was picked.
+    """
+    by_chrf = sorted(sentences, key=lambda s: (s.chrf, s.index))
+    worst = by_chrf[:count]
+    worst_ids = {s.index for s in worst}
+    best = sorted((s for s in by_chrf if s.index not in worst_ids), key=lambda s: (-s.chrf, s.index))[:count]
+    reasons: dict[int, list[str]] = {}
+    order: list[Sentence] = []
+    for rank, sentence in enumerate(worst, start=1):
+        reasons[sentence.index] = [f"worst chrF #{rank}"]
+        order.append(sentence)
+    for rank, sentence in enumerate(best, start=1):
+        reasons[sentence.index] = [f"best chrF #{rank}"]
+        order.append(sentence)
+    for sentence in sentences:
+        if sentence.index in attention:
+            if sentence.index not in reasons:
+                order.append(sentence)
+                reasons[sentence.index] = []
+            reasons[sentence.index].append("attention dump")
+    return [(s, reasons[s.index]) for s in order]
+
+
+@dataclass
+class Comparison:
+    """A paired bootstrap result of two runs on one split, and where it comes from."""
+
+    split: str
+    baseline: RunInfo
+    system: RunInfo
+    result: dict[str, Any]  # as `attn_mt.evaluation.scores.paired_bootstrap` returns it
+    origin: str
+
+
+def _names_dir(name: Any, root: Path) -> bool:
+    """Whether the path string `name` (as written by `attn-mt eval --compare`) is the directory `root`."""
+    if not isinstance(name, str) or not name:
+        return False
+    try:
+        return Path(name).resolve() == root.resolve() or (Path(name).exists() and Path(name).samefile(root))
+    except OSError:
+        return False
+
+
+def _stored_comparison(holder: SplitEval, baseline: RunInfo) -> dict[str, Any] | None:
+    """The paired bootstrap stored in `holder`'s scores.json if its baseline is the run `baseline`."""
+    stored = (holder.scores or {}).get("compare")
+    if isinstance(stored, dict) and _names_dir(stored.get("baseline_name"), baseline.root):
+        return stored
+    return None
+
+
+def compare_runs(runs: list[RunInfo], notes: list[str]) -> list[Comparison]:
+    """Paired bootstrap of every run against the first, on every split both were evaluated on.
+
+    A result `attn-mt eval --compare` stored is used (in either direction); otherwise the report
+    computes it from the two eval folders, which must hold the same sources and references.
+    """
+    if len(runs) < 2:
+        return []
+    baseline, comparisons = runs[0], []
+    for system in runs[1:]:
+        for evaluation in system.evals:
+            split = evaluation.split
+            base_eval = baseline.eval_for(split)
+            if base_eval is None:
+                notes.append(f"{system.name} was evaluated on {split} but {baseline.name} was not: "
+                             f"no paired bootstrap on {split}")
+                continue
+            if stored := _stored_comparison(evaluation, baseline):
+                origin = f"stored by `attn-mt eval --compare` in {evaluation.path / SCORES_FILE}"
+                comparisons.append(Comparison(split, baseline, system, stored, origin))
+            elif stored := _stored_comparison(base_eval, system):
+                origin = f"stored by `attn-mt eval --compare` in {base_eval.path / SCORES_FILE}"
+                comparisons.append(Comparison(split, system, baseline, stored, origin))
+            elif base_eval.sentences and evaluation.sentences:
+                try:
+                    result = compare_eval_dirs(base_eval.path, evaluation.path)
+                except UserError as exc:
+                    notes.append(f"no paired bootstrap of {system.name} against {baseline.name}: {exc}")
+                    continue
+                comparisons.append(Comparison(split, baseline, system, result, "computed by this report"))
+            else:
+                notes.append(f"no paired bootstrap of {system.name} against {baseline.name} on {split}: "
+                             "the eval files of one of them are missing")
+    return comparisons

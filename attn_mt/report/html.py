@@ -1,0 +1,485 @@
+"""`attn-mt report`: one self-contained HTML page about one or more runs.
+
+The page needs nothing beside itself: pictures are PNG `data:` URIs, the style sheet is inline, there
+is no script and no external font. Every piece of text that comes from a run is escaped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from attn_mt.data.report import format_report
+from attn_mt.errors import UserError
+from attn_mt.evaluation.attention import TITLES
+from attn_mt.report.collect import (
+    AttentionDump,
+    Comparison,
+    RunInfo,
+    Sentence,
+    SplitEval,
+    compare_runs,
+    read_run,
+    select_gallery,
+)
+from attn_mt.report.figures import comparison_data_uri, curves_data_uri, file_data_uri
+
+GALLERY_PER_END = 3  # sentences shown from each end of the sentence-chrF ranking, per split
+SIGNIFICANCE = 0.05  # p-value below which the paired bootstrap calls a difference significant
+REPORT_NAME = "report.html"
+METRICS = (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER"))
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1150px;
+       padding: 1rem 1.5rem 3rem; color: #1d1d1f; background: #fff; line-height: 1.45; }
+h1 { border-bottom: 3px solid #b3261e; padding-bottom: .3rem; }
+h2 { border-bottom: 1px solid #ccc; margin-top: 2.5rem; }
+section.run > h2 { background: #f4ecec; padding: .3rem .5rem; border: none; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border: 1px solid #d0d0d0; padding: .25rem .55rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f7f7f7; border: 1px solid #e0e0e0; padding: .6rem; overflow-x: auto; font-size: .85rem; }
+code { font-size: .85rem; }
+td code { overflow-wrap: anywhere; }
+pre.config { columns: 3 18rem; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { display: inline-block; margin: .4rem .8rem .4rem 0; vertical-align: top; }
+figcaption { font-size: .85rem; color: #555; }
+article.sample { border: 1px solid #ddd; border-radius: 6px; padding: .2rem .9rem .6rem; margin: 1rem 0; }
+.tag { display: inline-block; background: #b3261e; color: #fff; border-radius: 3px; padding: 0 .4rem;
+       font-size: .8rem; margin-left: .3rem; }
+.tag.best { background: #1b6e3a; }
+.tag.dump { background: #44546a; }
+.note { color: #6b4e00; background: #fff8e1; border-left: 4px solid #e0a800; padding: .3rem .6rem; }
+nav ul { columns: 2; }
+"""
+
+
+def esc(value: Any) -> str:
+    """Text (or anything printable) made safe for HTML content and quoted attributes."""
+    return escape(str(value), quote=True)
+
+
+def number(value: Any, digits: int = 2) -> str:
+    """A float with `digits` decimals, or "n/a" when it is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as `12.3 s`, `4 min 05 s` or `2 h 03 min`."""
+    if seconds is None:
+        return "n/a"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    """A table of plain-text `header` cells and ready-HTML body cells; `numeric` columns right-aligned."""
+    head = "".join(f"<th>{esc(cell)}</th>" for cell in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>\n"
+        for row in rows
+    )
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
+
+
+def key_value_table(pairs: Iterable[tuple[str, str]]) -> str:
+    """A two-column table of (label, ready-HTML value) rows."""
+    rows = "".join(f"<tr><th>{esc(label)}</th><td>{value}</td></tr>\n" for label, value in pairs)
+    return f"<table>\n<tbody>\n{rows}</tbody>\n</table>\n"
+
+
+def signature_cell(signature: Any) -> str:
+    """A sacreBLEU signature as code, or "n/a"."""
+    return f"<code>{esc(signature)}</code>" if signature else "n/a"
+
+
+def note(text: str) -> str:
+    """A highlighted remark (e.g. something that is missing)."""
+    return f'<p class="note">{esc(text)}</p>\n'
+
+
+def image(uri: str, alt: str, caption: str | None = None) -> str:
+    """An inlined picture, with an optional caption."""
+    img = f'<img src="{uri}" alt="{esc(alt)}">'
+    if caption is None:
+        return f"<p>{img}</p>\n"
+    return f"<figure>{img}<figcaption>{esc(caption)}</figcaption></figure>\n"
+
+
+# ----- one run -----
+
+def model_type(run: RunInfo) -> str:
+    """model.type from the run's config (else from train.log), or "n/a"."""
+    section = (run.config or {}).get("model")
+    if isinstance(section, dict) and section.get("type"):
+        return str(section["type"])
+    return run.log.model_type or "n/a"
+
+
+def overview_section(run: RunInfo, anchor: str) -> str:
+    """Model, device, steps, wall time, throughput and best validation numbers."""
+    log, training = run.log, run.training
+    throughput = "n/a"
+    if training.mean_tokens_per_s is not None:
+        throughput = (f"{training.mean_tokens_per_s:,.0f} target tokens/s (mean over log intervals; "
+                      f"last {training.last_tokens_per_s:,.0f})")
+    best_bleu = training.best_valid_bleu
+    best_loss = training.best_valid_loss
+    pairs = [
+        ("run directory", f"<code>{esc(run.root)}</code>"),
+        ("model", esc(model_type(run))),
+        ("parameters", esc(log.parameters or "n/a")),
+        ("device", esc(log.device or "n/a")),
+        ("steps", esc(training.last_step if training.last_step is not None else "n/a")),
+        ("epochs completed", esc(training.epochs_completed)),
+        ("wall time (training loop)", esc(duration(training.elapsed_s))),
+        ("train.log span", esc(f"{log.first_time} to {log.last_time}" if log.first_time else "n/a")),
+        ("throughput", esc(throughput)),
+        ("best valid BLEU", esc(f"{best_bleu[0]:.2f} at step {best_bleu[1]}" if best_bleu else "n/a")),
+        ("best valid loss", esc(f"{best_loss[0]:.4f} at step {best_loss[1]}" if best_loss else "n/a")),
+        ("how training ended", esc(log.finish or "n/a")),
+    ]
+    return f'<section id="{anchor}">\n<h3>Overview</h3>\n{key_value_table(pairs)}</section>\n'
+
+
+def config_section(run: RunInfo, anchor: str) -> str:
+    """The resolved config.yaml."""
+    if run.config_text is None:
+        body = note("config.yaml missing")
+    else:
+        body = f'<pre class="config">{esc(run.config_text)}</pre>\n'
+    return f'<section id="{anchor}">\n<h3>Resolved config</h3>\n{body}</section>\n'
+
+
+def data_section(run: RunInfo, anchor: str) -> str:
+    """The data report as the training log prints it (raw JSON if it has an unexpected shape)."""
+    if run.data_report is None:
+        body = note("data_report.json missing")
+    else:
+        try:
+            text = format_report(run.data_report)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            text = json.dumps(run.data_report, indent=2, ensure_ascii=False)
+        body = f"<pre>{esc(text)}</pre>\n"
+    return f'<section id="{anchor}">\n<h3>Data</h3>\n{body}</section>\n'
+
+
+def curves_section(run: RunInfo, anchor: str) -> str:
+    """Training and validation curves drawn from metrics.jsonl."""
+    if run.metrics:
+        body = image(curves_data_uri(run.metrics), f"training curves of {run.name}")
+    else:
+        body = note("no metrics.jsonl records: no training curves")
+    return f'<section id="{anchor}">\n<h3>Training curves</h3>\n{body}</section>\n'
+
+
+def bootstrap_table(result: dict[str, Any]) -> str:
+    """Baseline and system score (bootstrap mean +- 95% CI) and p-value per metric."""
+    rows = []
+    for key, label in METRICS:
+        entry = result.get(key)
+        if not isinstance(entry, dict):
+            continue
+        base, system = entry.get("baseline", {}), entry.get("system", {})
+        p_value = system.get("p_value")
+        significant = "n/a"
+        if isinstance(p_value, (int, float)):
+            significant = "yes" if p_value < SIGNIFICANCE else "no"
+        rows.append([
+            esc(label),
+            esc(f"{number(base.get('score'))} ({number(base.get('mean'))} ± {number(base.get('ci'))})"),
+            esc(f"{number(system.get('score'))} ({number(system.get('mean'))} ± {number(system.get('ci'))})"),
+            esc(number(p_value, 4)),
+            esc(significant),
+            signature_cell(entry.get("signature")),
+        ])
+    header = ["metric", "baseline score (mean ± 95% CI)", "system score (mean ± 95% CI)", "p-value",
+              f"significant (p < {SIGNIFICANCE})", "signature"]
+    return table(header, rows, numeric=(3,))
+
+
+def scores_block(evaluation: SplitEval) -> str:
+    """One split's scores, each with its sacreBLEU signature, book BLEU-2 rows and any stored comparison."""
+    scores = evaluation.scores
+    if scores is None:
+        return note(f"eval/{evaluation.split} has no scores.json")
+    refs = scores.get("refs_per_sentence")
+    facts = (f"{scores.get('num_sentences', 'n/a')} sentences, references per sentence "
+             f"{number(refs.get('mean')) if isinstance(refs, dict) else 'n/a'}, "
+             f"beam {scores.get('beam_size', 'n/a')}, "
+             f"checkpoint {scores.get('checkpoint', 'n/a')} (step {scores.get('step', 'n/a')})")
+    rows = [
+        [esc(label), esc(number(scores.get(key))), signature_cell(scores.get(f"{key}_signature"))]
+        for key, label in METRICS
+    ]
+    parts = [f"<h4>Split {esc(evaluation.split)}</h4>\n<p>{esc(facts)}</p>\n",
+             table(["metric", "score", "sacreBLEU signature"], rows, numeric=(1,))]
+    book_rows = scores.get("book_bleu2")
+    if isinstance(book_rows, list) and book_rows:
+        mean = number(scores.get("book_bleu2_mean"), 3)
+        parts.append(f"<p>The book's BLEU-2 (d2l.ai section 10.7.6), mean {esc(mean)}:</p>\n")
+        parts.append(table(
+            ["source", "output", "reference", "BLEU-2"],
+            ([esc(r.get("source", "")), esc(r.get("output", "")), esc(r.get("reference", "")),
+              esc(number(r.get("bleu2"), 3))] for r in book_rows if isinstance(r, dict)),
+            numeric=(3,),
+        ))
+    stored = scores.get("compare")
+    if isinstance(stored, dict):
+        parts.append(f"<p>Paired bootstrap ({esc(stored.get('n_samples', 'n/a'))} samples) against baseline "
+                     f"<code>{esc(stored.get('baseline_name', 'n/a'))}</code>:</p>\n")
+        parts.append(bootstrap_table(stored))
+    return "".join(parts)
+
+
+def scores_section(run: RunInfo, anchor: str) -> str:
+    """Every split the run was evaluated on."""
+    if not run.evals:
+        body = note(f"{run.name} was never evaluated: run `attn-mt eval {run.root}`")
+    else:
+        body = "".join(scores_block(e) for e in run.evals)
+    return f'<section id="{anchor}">\n<h3>Evaluation scores</h3>\n{body}</section>\n'
+
+
+def per_head(values: Any) -> str:
+    """Per-layer, per-head numbers as `layer 1: 0.12, 0.40; layer 2: ...` (empty for a single map)."""
+    if not isinstance(values, list):
+        return ""
+    return "; ".join(
+        f"layer {i}: " + ", ".join(number(v) for v in (row if isinstance(row, list) else [row]))
+        for i, row in enumerate(values, start=1)
+    )
+
+
+def attention_block(dump: AttentionDump, sentence: Sentence, anchor: str) -> str:
+    """Summary numbers and heatmaps of one sentence's attention dump."""
+    stats = dump.summary.get("stats", {})
+    entries = {name: e for name, e in stats.items() if isinstance(e, dict)} if isinstance(stats, dict) else {}
+    heads = any(isinstance(e.get("entropy_per_head"), list) for e in entries.values())
+    rows = []
+    for name, entry in entries.items():
+        share = number(entry.get("eos_share"), 3) if "eos_share" in entry else "-"
+        row = [esc(TITLES.get(name, name)), esc(number(entry.get("entropy"), 3)), esc(share)]
+        if heads:
+            row += [esc(per_head(entry.get(key))) for key in ("entropy_per_head", "eos_share_per_head")]
+        rows.append(row)
+    header = ["attention", "entropy (nats, mean over queries)", "weight share on the source <eos>"]
+    if heads:
+        header += ["entropy per layer and head", "<eos> share per layer and head"]
+    parts = [table(header, rows, numeric=(1, 2))]
+    for name, png in dump.heatmaps.items():
+        title = TITLES.get(name, name)
+        try:
+            uri = file_data_uri(png)
+        except (OSError, ValueError) as exc:
+            parts.append(note(f"heatmap {png.name} could not be read: {exc}"))
+            continue
+        parts.append(image(uri, f"{title} of sentence {sentence.index}", f"{title} ({png.name})"))
+    return f'<div class="attention" id="{anchor}">\n' + "".join(parts) + "</div>\n"
+
+
+def tag_class(reason: str) -> str:
+    """CSS classes of a gallery tag: red for worst, green for best, grey for an attention dump."""
+    if reason.startswith("best"):
+        return "tag best"
+    return "tag dump" if reason.startswith("attention") else "tag"
+
+
+def sample_card(sentence: Sentence, reasons: list[str], dump: AttentionDump | None, run: RunInfo,
+                evaluation: SplitEval, anchor: str) -> str:
+    """One sentence: source, references, output, its chrF and (when dumped) its attention."""
+    tags = "".join(f'<span class="{tag_class(r)}">{esc(r)}</span>' for r in reasons)
+    rows = [("source", esc(sentence.source))]
+    rows += [(f"reference {i}" if len(sentence.refs) > 1 else "reference", esc(ref))
+             for i, ref in enumerate(sentence.refs, start=1)]
+    rows.append(("output", esc(sentence.hyp) if sentence.hyp else "<em>(empty)</em>"))
+    heading = f"<h5>Sentence {sentence.index} · sentence chrF {number(sentence.chrf, 1)}{tags}</h5>\n"
+    if dump is not None:
+        attention = attention_block(dump, sentence, f"{anchor}-attention")
+    else:
+        attention = note(
+            f"no attention dump for sentence {sentence.index}: `attn-mt eval {run.root} --split "
+            f"{evaluation.split} --attention {sentence.index + 1}` writes it"
+        )
+    return f'<article class="sample" id="{anchor}">\n{heading}{key_value_table(rows)}{attention}</article>\n'
+
+
+def samples_section(run: RunInfo, anchor: str) -> str:
+    """Per split: the worst and best sentences by sentence chrF and the sentences with attention dumps."""
+    parts = []
+    for split_number, evaluation in enumerate(run.evals, start=1):
+        parts.append(f"<h4>Split {esc(evaluation.split)}</h4>\n")
+        sentences = evaluation.sentences
+        if not sentences:
+            parts.append(note(f"no eval files in eval/{evaluation.split}: no sample translations"))
+            continue
+        values = [s.chrf for s in sentences]
+        spread = f"mean {number(sum(values) / len(values), 1)}, min {number(min(values), 1)}, " \
+                 f"max {number(max(values), 1)}"
+        parts.append(
+            f"<p>Sentence-level chrF (sacreBLEU defaults) over {len(sentences)} sentences: {spread}. "
+            f"Shown: the {GALLERY_PER_END} worst, the {GALLERY_PER_END} best and every sentence with an "
+            "attention dump.</p>\n"
+        )
+        for position, (sentence, reasons) in enumerate(
+            select_gallery(sentences, evaluation.attention, GALLERY_PER_END)
+        ):
+            card_anchor = f"{anchor}-{split_number}-{position}"
+            parts.append(sample_card(sentence, reasons, evaluation.attention.get(sentence.index), run,
+                                     evaluation, card_anchor))
+    if not run.evals:
+        parts.append(note("never evaluated: no sample translations"))
+    return f'<section id="{anchor}">\n<h3>Sample translations</h3>\n{"".join(parts)}</section>\n'
+
+
+def run_section(run: RunInfo, anchor: str) -> str:
+    """Everything about one run."""
+    parts = [
+        overview_section(run, f"{anchor}-overview"),
+        config_section(run, f"{anchor}-config"),
+        data_section(run, f"{anchor}-data"),
+        curves_section(run, f"{anchor}-curves"),
+        scores_section(run, f"{anchor}-scores"),
+        samples_section(run, f"{anchor}-samples"),
+    ]
+    return f'<section class="run" id="{anchor}">\n<h2>Run {esc(run.name)}</h2>\n{"".join(parts)}</section>\n'
+
+
+# ----- several runs -----
+
+def _splits(runs: Sequence[RunInfo]) -> list[str]:
+    """Every split any run was evaluated on, in the order the runs list them."""
+    seen: list[str] = []
+    for run in runs:
+        seen += [e.split for e in run.evals if e.split not in seen]
+    return seen
+
+
+def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison]) -> str:
+    """The runs side by side: training facts, scores per split, paired bootstrap tests and curves."""
+    splits = _splits(runs)
+    header = ["run", "model", "parameters", "steps", "wall time", "tokens/s"]
+    header += [f"{split} {label}" for split in splits for _, label in METRICS]
+    rows = []
+    for run in runs:
+        row = [
+            esc(run.name),
+            esc(model_type(run)),
+            esc(run.log.parameters or "n/a"),
+            esc(run.training.last_step if run.training.last_step is not None else "n/a"),
+            esc(duration(run.training.elapsed_s)),
+            esc(number(run.training.mean_tokens_per_s, 0)),
+        ]
+        for split in splits:
+            evaluation = run.eval_for(split)
+            scores = evaluation.scores if evaluation is not None and evaluation.scores else {}
+            row += [esc(number(scores.get(key))) for key, _ in METRICS]
+        rows.append(row)
+    parts = ["<h2>Runs side by side</h2>\n", table(header, rows, numeric=tuple(range(3, len(header))))]
+    for split in splits:
+        for key, label in METRICS:
+            signatures = {
+                str(e.scores.get(f"{key}_signature")) for run in runs
+                if (e := run.eval_for(split)) is not None and e.scores
+            }
+            if len(signatures) > 1:
+                parts.append(note(f"{split} {label}: the runs' sacreBLEU signatures differ "
+                                  f"({' / '.join(sorted(signatures))}); those scores are not comparable"))
+    parts.append(f"<h3>Paired bootstrap resampling (Koehn 2004), baseline {esc(runs[0].name)}</h3>\n")
+    if not comparisons:
+        parts.append(note("no paired bootstrap result: the runs share no evaluated split"))
+    for comparison in comparisons:
+        result = comparison.result
+        parts.append(
+            f"<h4>{esc(comparison.split)}: {esc(comparison.system.name)} against baseline "
+            f"{esc(comparison.baseline.name)}</h4>\n<p>{esc(result.get('n_samples', 'n/a'))} resamples, "
+            f"{esc(comparison.origin)}.</p>\n"
+        )
+        parts.append(bootstrap_table(result))
+    uri = comparison_data_uri({run.name: run.metrics for run in runs})
+    if uri is not None:
+        parts.append("<h3>Curves of all runs</h3>\n")
+        parts.append(image(uri, "validation and training curves of all runs"))
+    return '<section id="comparison">\n' + "".join(parts) + "</section>\n"
+
+
+def missing_section(runs: Sequence[RunInfo], notes: Sequence[str]) -> str:
+    """Everything the report could not show, run by run."""
+    parts = ["<h2>Missing</h2>\n"]
+    if not notes and not any(run.missing for run in runs):
+        parts.append("<p>Nothing is missing.</p>\n")
+    for run in runs:
+        if run.missing:
+            items = "".join(f"<li>{esc(line)}</li>\n" for line in run.missing)
+            parts.append(f"<h3>{esc(run.name)}</h3>\n<ul>\n{items}</ul>\n")
+    if notes:
+        items = "".join(f"<li>{esc(line)}</li>\n" for line in notes)
+        parts.append(f"<h3>Comparison</h3>\n<ul>\n{items}</ul>\n")
+    return '<section id="missing">\n' + "".join(parts) + "</section>\n"
+
+
+def render_report(runs: Sequence[RunInfo], generated: str | None = None) -> str:
+    """The whole HTML page for `runs` (the first is the baseline of any comparison)."""
+    if not runs:
+        raise ValueError("a report needs at least one run")
+    notes: list[str] = []
+    comparisons = compare_runs(list(runs), notes)
+    names = ", ".join(run.name for run in runs)
+    stamp = generated or datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    toc = []
+    if len(runs) > 1:
+        toc.append('<li><a href="#comparison">Runs side by side</a></li>')
+    toc += [f'<li><a href="#run-{i}">Run {esc(run.name)}</a></li>' for i, run in enumerate(runs, start=1)]
+    toc.append('<li><a href="#missing">Missing</a></li>')
+    body = [
+        f"<header>\n<h1>attn-mt report</h1>\n"
+        f"<p>{len(runs)} run(s): {esc(names)}. Generated {esc(stamp)}.</p>\n"
+        f"<nav>\n<ul>\n{''.join(toc)}\n</ul>\n</nav>\n</header>\n<main>\n"
+    ]
+    if len(runs) > 1:
+        body.append(comparison_section(runs, comparisons))
+    body += [run_section(run, f"run-{i}") for i, run in enumerate(runs, start=1)]
+    body.append(missing_section(runs, notes))
+    body.append("</main>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>attn-mt report: {esc(names)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        + "".join(body)
+        + "</body>\n</html>\n"
+    )
+
+
+def default_output(run_dirs: Sequence[Path]) -> Path:
+    """RUN_DIR/report.html for one run, ./report.html for several."""
+    return Path(run_dirs[0]) / REPORT_NAME if len(run_dirs) == 1 else Path(REPORT_NAME)
+
+
+def run_report(run_dirs: list[Path], out: Path | None) -> Path:
+    """`attn-mt report`: read the runs, write the HTML page (to `out` or the default), return its path."""
+    if not run_dirs:
+        raise UserError("give at least one run directory")
+    for run_dir in run_dirs:
+        if not Path(run_dir).is_dir():
+            raise UserError(f"run directory not found: {run_dir}")
+    target = Path(out) if out is not None else default_output(run_dirs)
+    if target.is_dir():
+        raise UserError(f"--out {target} is a directory; give a file name such as {target / REPORT_NAME}")
+    page = render_report([read_run(Path(d)) for d in run_dirs])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(page, encoding="utf-8")
+    return target

@@ -1,0 +1,309 @@
+"""`attn-mt report`: the HTML page of small trained runs, parsed, compared with the run files, and rendered
+in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+from sacrebleu.metrics import CHRF
+from synthetic import write_corpus
+
+from attn_mt.config import load_config
+from attn_mt.errors import UserError
+from attn_mt.evaluation.evaluate import run_eval
+from attn_mt.evaluation.scores import compare_eval_dirs
+from attn_mt.report import run_report
+from attn_mt.training.trainer import train
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "configs" / "tiny.yaml"
+SYNTH = [
+    "data.valid_size=10",
+    "data.test_size=10",
+    "data.max_tokens=200",
+    "train.log_every=5",
+    "train.valid_max_sentences=10",
+    "train.epochs=2",
+    "train.threads=1",  # on a busy 2-core machine one thread trains these tiny models many times faster
+]
+DUMPS = 3  # attention dumps written by the evaluation of each run
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+RUN_PARTS = ("overview", "config", "data", "curves", "scores", "samples")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+class PageParser(HTMLParser):
+    """Checks that tags nest properly and collects ids, images, links, headings and the text under each id."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, str | None]] = []
+        self.errors: list[str] = []
+        self.doctype = ""
+        self.ids: list[str] = []
+        self.images: list[dict[str, str]] = []
+        self.links: list[str] = []
+        self.text: dict[str, str] = {}
+        self.h5: list[str] = []
+
+    def handle_decl(self, decl: str) -> None:
+        self.doctype = decl
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {k: v or "" for k, v in attrs}
+        if "id" in attributes:
+            self.ids.append(attributes["id"])
+            self.text[attributes["id"]] = ""
+        if tag == "img":
+            self.images.append(attributes)
+        if "href" in attributes:
+            self.links.append(attributes["href"])
+        if tag == "h5":
+            self.h5.append("")
+        if tag not in VOID:
+            self.stack.append((tag, attributes.get("id")))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1][0] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1][0] if self.stack else 'nothing'}")
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        for _, element_id in self.stack:
+            if element_id is not None:
+                self.text[element_id] += data
+        if any(tag == "h5" for tag, _ in self.stack):
+            self.h5[-1] += data
+
+
+def parse_page(path: Path) -> tuple[PageParser, str]:
+    """Parse a report; fail on bad nesting, duplicate ids, outside resources or undecodable images."""
+    page = path.read_text(encoding="utf-8")
+    parser = PageParser()
+    parser.feed(page)
+    parser.close()
+    assert parser.doctype.lower() == "doctype html"
+    assert parser.errors == [] and parser.stack == [], (parser.errors, parser.stack)
+    assert len(parser.ids) == len(set(parser.ids)), "duplicate ids"
+    assert all(link.startswith("#") and link[1:] in parser.ids for link in parser.links), parser.links
+    for forbidden in ("http://", "https://", "file:", "<script", "<link", "url("):
+        assert forbidden not in page, forbidden
+    for img in parser.images:
+        assert img["src"].startswith("data:image/png;base64,") and img["alt"]
+        pixels = imread(io.BytesIO(base64.b64decode(img["src"].split(",", 1)[1])), format="png")
+        assert pixels.ndim == 3 and pixels.shape[0] > 50 and pixels.shape[1] > 50 and pixels.std() > 0
+    return parser, page
+
+
+def sentence_chrf(eval_dir: Path) -> list[float]:
+    """Sentence chrF of every line of an eval folder, computed here from its files."""
+    hyps = (eval_dir / "hyp.txt").read_text(encoding="utf-8").splitlines()
+    refs = [json.loads(line) for line in (eval_dir / "refs.jsonl").read_text(encoding="utf-8").splitlines()]
+    metric = CHRF()
+    return [metric.sentence_score(h, r).score for h, r in zip(hyps, refs, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A GRU-Bahdanau and a Transformer run on the reverse task, both evaluated on test with attention
+    dumps; the Transformer's evaluation holds a paired bootstrap against the GRU's."""
+    root = tmp_path_factory.mktemp("report_runs")
+    corpus = write_corpus(root / "reverse.txt", n=200)
+    dirs = {name: root / name for name in ("gru_bahdanau", "transformer")}
+    threads = torch.get_num_threads()
+    try:
+        for name, run_dir in dirs.items():
+            cfg = load_config(TINY, [*SYNTH, f"model.type={name}"])
+            train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
+        run_eval(dirs["gru_bahdanau"], "test", None, DUMPS, None, "best", str(corpus), "cpu")
+        run_eval(dirs["transformer"], "test", None, DUMPS, dirs["gru_bahdanau"], "best", str(corpus), "cpu")
+    finally:
+        torch.set_num_threads(threads)  # training set it for the whole process; leave other tests as found
+    return dirs
+
+
+def test_one_run_report_shows_config_training_scores_and_gallery(runs):
+    run_dir = runs["gru_bahdanau"]
+    out = run_report([run_dir], None)
+    assert out == run_dir / "report.html"
+    parser, page = parse_page(out)
+    assert {f"run-1-{part}" for part in RUN_PARTS} | {"run-1", "missing"} <= set(parser.ids)
+    assert "comparison" not in parser.ids
+    heatmaps = sorted((run_dir / "eval" / "test" / "attention").glob("*_cross.png"))
+    assert len(heatmaps) == DUMPS
+    assert len(parser.images) == 1 + DUMPS  # training curves + one cross-attention heatmap per dump
+    inlined = {base64.b64decode(img["src"].split(",", 1)[1]) for img in parser.images}
+    assert {png.read_bytes() for png in heatmaps} <= inlined
+
+    overview = parser.text["run-1-overview"]
+    assert "cpu, " in overview and "CPU threads" in overview and "gru_bahdanau" in overview
+    log_text = (run_dir / "train.log").read_text(encoding="utf-8")
+    parameters = log_text.split("model gru_bahdanau with ", 1)[1].split(" ", 1)[0]
+    assert parameters in overview
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert f"{max(r['elapsed_s'] for r in records):.1f} s" in overview
+    speeds = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    assert f"{sum(speeds) / len(speeds):,.0f} target tokens/s" in overview
+    assert "type: gru_bahdanau" in parser.text["run-1-config"]
+    assert "vocabulary: source" in parser.text["run-1-data"]
+
+    scores = json.loads((run_dir / "eval" / "test" / "scores.json").read_text())
+    for key in ("bleu", "chrf", "ter"):
+        assert f"{scores[key]:.2f}" in parser.text["run-1-scores"]
+        assert scores[f"{key}_signature"] in parser.text["run-1-scores"]
+
+    chrf = sentence_chrf(run_dir / "eval" / "test")
+    order = sorted(range(len(chrf)), key=lambda i: (chrf[i], i))
+    worst, best = order[0], sorted(range(len(chrf)), key=lambda i: (-chrf[i], i))[0]
+    assert parser.h5[0].startswith(f"Sentence {worst} · sentence chrF {chrf[worst]:.1f}")
+    assert "worst chrF #1" in parser.h5[0]
+    assert any(h.startswith(f"Sentence {best} ") and "best chrF #1" in h for h in parser.h5)
+    dumped = [h for h in parser.h5 if "attention dump" in h]
+    assert sorted(int(h.split()[1]) for h in dumped) == list(range(DUMPS))
+    summary = json.loads((run_dir / "eval" / "test" / "attention" / "0000.json").read_text())
+    card = next(text for key, text in parser.text.items() if key.endswith("-attention")
+                and f"{summary['entropy']:.3f}" in text)
+    assert f"{summary['eos_share']:.3f}" in card
+    assert "Nothing is missing." in parser.text["missing"]
+
+
+def test_two_runs_side_by_side_with_paired_bootstrap(runs, tmp_path):
+    gru, transformer = runs["gru_bahdanau"], runs["transformer"]
+    parser, _ = parse_page(run_report([gru, transformer], tmp_path / "both.html"))
+    assert {"comparison", "run-1", "run-2"} <= set(parser.ids)
+    side = parser.text["comparison"]
+    stored = json.loads((transformer / "eval" / "test" / "scores.json").read_text())
+    baseline = json.loads((gru / "eval" / "test" / "scores.json").read_text())
+    for scores in (stored, baseline):
+        assert f"{scores['bleu']:.2f}" in side and f"{scores['chrf']:.2f}" in side
+    assert "transformer against baseline gru_bahdanau" in side and "stored by" in side
+    for key in ("bleu", "chrf", "ter"):
+        assert f"{stored['compare'][key]['system']['p_value']:.4f}" in side
+    assert len(parser.images) == 1 + (1 + DUMPS) + (1 + 3 * DUMPS)  # all runs' curves, then each run's own
+
+    swapped, _ = parse_page(run_report([transformer, gru], tmp_path / "swapped.html"))
+    assert "transformer against baseline gru_bahdanau" in swapped.text["comparison"]
+    assert f"{stored['compare']['bleu']['system']['p_value']:.4f}" in swapped.text["comparison"]
+
+
+def test_bootstrap_is_computed_when_no_evaluation_stored_it(runs, tmp_path):
+    gru = runs["gru_bahdanau"]
+    again = tmp_path / "gru_again"
+    shutil.copytree(gru, again)
+    expected = compare_eval_dirs(gru / "eval" / "test", again / "eval" / "test")
+    parser, _ = parse_page(run_report([gru, again], tmp_path / "computed.html"))
+    side = parser.text["comparison"]
+    assert "gru_again against baseline gru_bahdanau" in side and "computed by this report" in side
+    assert f"{expected['chrf']['system']['p_value']:.4f}" in side
+
+
+def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
+    gru = runs["gru_bahdanau"]
+    unevaluated, no_dumps, empty = tmp_path / "unevaluated", tmp_path / "no_dumps", tmp_path / "empty"
+    shutil.copytree(gru, unevaluated, ignore=shutil.ignore_patterns("eval", "metrics.jsonl"))
+    shutil.copytree(gru, no_dumps, ignore=shutil.ignore_patterns("attention"))
+    empty.mkdir()
+    with (no_dumps / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write('{"step": 99, "loss\n')  # a line cut short by a crash
+    hyp_file = no_dumps / "eval" / "test" / "hyp.txt"
+    lines = hyp_file.read_text(encoding="utf-8").splitlines()
+    hyp_file.write_text("\n".join(['<script>alert("x")</script> & ça', *lines[1:]]) + "\n", encoding="utf-8")
+
+    parser, page = parse_page(run_report([no_dumps, unevaluated, empty], tmp_path / "partial.html"))
+    assert '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ça' in page
+    missing = parser.text["missing"]
+    assert "metrics.jsonl lines" in missing and "no attention dumps for split test" in missing
+    assert "--attention N" in missing
+    assert "never evaluated" in missing and "metrics.jsonl not found" in missing
+    assert "config.yaml not found" in missing and "train.log not found" in missing
+    assert "no metrics.jsonl records" in parser.text["run-2-curves"]
+    assert len(parser.images) == 2  # the comparison curves and no_dumps' own curves; no heatmaps anywhere
+    assert "no attention dump for sentence" in parser.text["run-1-samples"]
+
+    with pytest.raises(UserError, match="run directory not found"):
+        run_report([tmp_path / "nowhere"], None)
+
+
+def test_cli_writes_the_report(runs, tmp_path):
+    out = tmp_path / "sub" / "cli.html"
+    command = [sys.executable, "-m", "attn_mt", "report", str(runs["transformer"]), "--out", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert str(out) in result.stdout
+    parser, _ = parse_page(out)
+    assert len(parser.images) == 1 + 3 * DUMPS  # curves + encoder self, decoder self and cross per dump
+
+
+def chromium_binary() -> str:
+    """Debian's chromium, installed with apt-get when missing; the test fails (never skips) without it."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+            subprocess.run(command, check=True, capture_output=True, text=True, timeout=300, env=env)
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        pytest.fail(f"headless Chromium is needed; `apt-get install -y chromium` failed:\n{detail}")
+    found = shutil.which("chromium")
+    if not found:
+        pytest.fail("the browser test needs headless Chromium; no `chromium` on PATH after apt-get install")
+    return found
+
+
+def open_in_chromium(page: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Load a page in headless Chromium, print its DOM on stdout and log its console messages on stderr."""
+    profile = work / "chromium-profile"
+    command = [chromium_binary(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1200,2000",
+               "--enable-logging=stderr", "--v=0", "--dump-dom", *extra, page.resolve().as_uri()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=work)
+
+
+def console_lines(stderr: str) -> list[str]:
+    """The lines Chromium logs for the page's console (script errors, failed resources)."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def test_report_renders_in_headless_chromium(runs, tmp_path):
+    probe = tmp_path / "probe.html"
+    probe.write_text("<!DOCTYPE html><title>probe</title><script>notDefined();</script>", encoding="utf-8")
+    assert any("notDefined" in line for line in console_lines(open_in_chromium(probe, tmp_path).stderr))
+
+    report = run_report([runs["gru_bahdanau"], runs["transformer"]], tmp_path / "report.html")
+    shot = tmp_path / "shot.png"
+    result = open_in_chromium(report, tmp_path, f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
+    assert console_lines(result.stderr) == []
+    pixels = imread(shot)
+    assert pixels.shape[:2] == (2000, 1200)
+    assert pixels.std() > 0 and not np.all(pixels[..., :3] >= 1.0)
+    assert np.mean(pixels[..., :3].min(axis=-1) < 0.9) > 0.01  # a real share of the page is not white
+
+    dom = result.stdout
+    for section in ("comparison", "run-1-curves", "run-2-samples", "missing"):
+        assert f'id="{section}"' in dom
+    assert dom.count("<img ") == 1 + (1 + DUMPS) + (1 + 3 * DUMPS)  # GRU: 1 map per dump, Transformer: 3
