@@ -53,17 +53,14 @@ def data_report(
 ) -> None:
     """Load the corpus as the config says and print pairs, lengths, vocabularies and split overlap."""
     import json
-    import time
 
     from attn_mt.config import load_config
     from attn_mt.data.dataset import load_data
     from attn_mt.data.report import format_report
 
     cfg = load_config(config, overrides)
-    start = time.perf_counter()
     loaded = load_data(cfg.data, data)
     typer.echo(format_report(loaded.report))
-    typer.echo(f"loaded in {time.perf_counter() - start:.1f} s")
     if json_out is not None:
         json_out.write_text(json.dumps(loaded.report, indent=2), encoding="utf-8")
 
