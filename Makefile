@@ -10,7 +10,7 @@ ifneq ($(strip $(ATTN_MT_DATA)),)
 export ATTN_MT_DATA
 endif
 
-.PHONY: install train test lint check bench-train bench-translate clean
+.PHONY: install train test lint check bench-train bench-translate bench-full clean
 
 $(BIN)/attn-mt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench-train: install
 
 bench-translate: install
 	$(BIN)/python scripts/bench_translate.py $(ARGS)
+
+bench-full: install
+	$(BIN)/python scripts/bench_full_corpus.py configs/transformer.yaml --minutes 60 --out docs/bench/transformer $(ARGS)
+	$(BIN)/python scripts/bench_full_corpus.py configs/bahdanau.yaml --minutes 60 --out docs/bench/bahdanau $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -5,8 +5,8 @@
 Trains CONFIG (split mode) for a wall-clock budget. At every validation it also translates the
 test split greedily and records the elapsed training time, the test-split sacreBLEU (every
 reference) and the peak resident memory so far. At the end the best checkpoint is scored with the
-config's beam search through `attn-mt eval`. Writes `results.json`, `bleu_vs_minutes.png` and the
-run directory under --out; copy the table it prints into docs/benchmarks.md.
+config's beam search through `attn-mt eval`. Writes `results.json` and `bleu_vs_minutes.png`
+under --out (the run directory itself goes under runs/); copy the table into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("config", type=Path)
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--run-dir", type=Path, help="where the run goes (default runs/bench-<config name>)")
     parser.add_argument("--data", default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
@@ -67,7 +68,7 @@ def main() -> None:
         )
         print(json.dumps(points[-1]), flush=True)
 
-    run_dir = args.out / "run"
+    run_dir = args.run_dir or Path("runs") / f"bench-{args.config.stem}"
     result = train(cfg, run_dir, data_path=args.data, overwrite=True, quiet=True, on_validation=probe)
     final = run_eval(run_dir, "test", None, 0, None, "best", args.data, "auto")
     summary = {
