@@ -151,6 +151,7 @@ class Trainer:
         self._interrupted = False
         self._best_state: dict[str, Any] | None = None
         self.on_validation: list[Callable[[Trainer], None]] = []
+        self.hook_s = 0.0  # seconds spent in on_validation hooks, left out of the training clock
         self._last_save = time.monotonic()
 
     # ----- checkpoints -----
@@ -288,8 +289,10 @@ class Trainer:
         else:
             pr.bad_validations += 1
         self.save(force=False)
+        hooks_started = time.perf_counter()
         for callback in self.on_validation:
             callback(self)
+        self.hook_s += time.perf_counter() - hooks_started
         return bool(tc.patience) and pr.bad_validations >= tc.patience
 
     def fit(self) -> TrainResult:
@@ -312,7 +315,7 @@ class Trainer:
             file=sys.stderr,
             desc="train",
         )
-        start = time.perf_counter() - pr.elapsed_s
+        start = time.perf_counter() - pr.elapsed_s - self.hook_s
         win_start = time.perf_counter()
         win_run_tokens = 0
         run_tokens, run_start = 0, time.perf_counter()
@@ -325,14 +328,15 @@ class Trainer:
                 while pr.batch_in_epoch < len(plan):
                     mine = self.rank_batches(plan, pr.batch_in_epoch)
                     stop_asked = self._interrupted or bool(
-                        tc.time_limit_minutes and time.perf_counter() - start >= tc.time_limit_minutes * 60
+                        tc.time_limit_minutes
+                        and time.perf_counter() - start - self.hook_s >= tc.time_limit_minutes * 60
                     )
                     loss_sum, tokens, any_stop = self.train_step(
                         [self.data.train.collate(ix) for ix in mine], stop_asked
                     )
                     pr.batch_in_epoch += per_step
                     pr.step += 1
-                    pr.elapsed_s = time.perf_counter() - start
+                    pr.elapsed_s = time.perf_counter() - start - self.hook_s
                     pr.window_loss, pr.window_tokens = pr.window_loss + loss_sum, pr.window_tokens + tokens
                     pr.epoch_loss, pr.epoch_tokens = pr.epoch_loss + loss_sum, pr.epoch_tokens + tokens
                     run_tokens += tokens
