@@ -20,12 +20,17 @@ def xavier_init_(model: nn.Module) -> None:
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Adam (the book's) or AdamW over the trainable parameters."""
+    """Adam (the book's) or AdamW over the trainable parameters.
+
+    On CPU and CUDA the fused kernel updates every tensor in one call (a book-size model has ~60
+    small tensors, and a per-tensor update costs several times the fused one); elsewhere foreach.
+    """
     params = [p for p in model.parameters() if p.requires_grad]
     betas = (cfg.adam_betas[0], cfg.adam_betas[1])
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
-    return torch.optim.Adam(params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay, foreach=True)
+    device_type = params[0].device.type if params else "cpu"
+    kernel = {"fused": True} if device_type in ("cpu", "cuda") else {"foreach": True}
+    optimizer = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    return optimizer(params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay, **kernel)
 
 
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
