@@ -16,7 +16,8 @@ from synthetic import write_corpus
 from attn_mt.config import load_config
 from attn_mt.errors import UserError
 from attn_mt.training.checkpoint import load_checkpoint
-from attn_mt.training.trainer import read_metrics, train
+from attn_mt.training.optim import build_optimizer
+from attn_mt.training.trainer import read_metrics, snapshot, train
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -207,3 +208,35 @@ def test_sigint_saves_last_checkpoint_and_resume_finishes(tmp_path, corpus):
     )
     assert done.returncode == 0, done.stderr
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["epoch"] == state["epoch"] + 1
+
+
+def test_snapshot_is_not_changed_by_later_training():
+    """The best state kept in memory must not follow the live weights, optimiser state or lists."""
+    weight = torch.ones(3)
+    state = {"model": {"w": weight}, "betas": (0.9, 0.98), "vocab": ["<unk>", "va"], "step": 4}
+    kept = snapshot(state)
+    weight.add_(1.0)
+    state["vocab"].append("!")
+    assert torch.equal(kept["model"]["w"], torch.ones(3))
+    assert kept["vocab"] == ["<unk>", "va"]
+    assert kept["betas"] == (0.9, 0.98) and isinstance(kept["betas"], tuple)
+    assert kept["step"] == 4
+
+
+def test_optimizer_is_fused_on_cpu():
+    """CPU training uses the single-kernel Adam, and it updates like the per-tensor one."""
+    cfg = load_config(None, ["train.lr=0.1"]).train
+    torch.manual_seed(0)
+    fused_model, plain_model = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+    plain_model.load_state_dict(fused_model.state_dict())
+    fused = build_optimizer(fused_model, cfg)
+    plain = torch.optim.Adam(plain_model.parameters(), lr=0.1, foreach=False)
+    assert fused.defaults["fused"] is True
+    x = torch.randn(5, 4)
+    for model, optimizer in ((fused_model, fused), (plain_model, plain)):
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(x).pow(2).sum().backward()
+            optimizer.step()
+    for a, b in zip(fused_model.parameters(), plain_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
