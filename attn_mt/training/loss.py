@@ -1,17 +1,79 @@
-"""Masked softmax cross-entropy over padded targets.
+"""Masked softmax cross-entropy over padded targets, with optional label smoothing.
 
-Shapes: B batch, T target steps, V target vocabulary.
+Shapes: B batch, T target steps, V target vocabulary, N = B * T token positions.
+The per-token loss is one autograd function that reads the (N, V) logits once forward and once
+backward, chunk by chunk, where log_softmax + nll_loss + the smoothing term stream the whole tensor
+through memory about a dozen times. The logits are the largest tensor of a training step, so on a
+big vocabulary this is a large share of the step.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 def valid_mask(lengths: torch.Tensor, steps: int) -> torch.Tensor:
     """(B,) lengths -> (B, T) bool mask, True on the first lengths[b] steps."""
     return torch.arange(steps, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+
+
+class TokenCrossEntropy(torch.autograd.Function):
+    """Per-row cross-entropy of logits (N, V) against targets (N,), label-smoothed as torch's.
+
+    loss = (1 - eps) * (lse - x[target]) + eps * (lse - mean(x)), with lse = logsumexp(x); this
+    equals F.cross_entropy(x, target, reduction="none", label_smoothing=eps). Rows are processed
+    in chunks of about a megabyte, so each chunk's passes (cast, exponent, scale) run in cache
+    instead of streaming the whole (N, V) tensor through memory once per pass. Half-precision
+    logits are computed in float32; the gradient is returned in the logits' dtype.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:  # noqa: D102
+        dtype = torch.promote_types(logits.dtype, torch.float32)
+        rows = row_chunk(logits.shape[1])
+        lse = logits.new_empty(logits.shape[0], dtype=dtype)  # (N,)
+        mean = logits.new_empty(logits.shape[0], dtype=dtype) if smoothing else None  # (N,)
+        for start in range(0, logits.shape[0], rows):
+            chunk = logits[start : start + rows].to(dtype)  # (n, V)
+            torch.logsumexp(chunk, dim=1, out=lse[start : start + rows])
+            if mean is not None:
+                torch.mean(chunk, dim=1, out=mean[start : start + rows])
+        picked = logits.gather(1, target.unsqueeze(1)).squeeze(1).to(dtype)  # (N,)
+        loss = lse - picked
+        if mean is not None:
+            loss = loss + smoothing * (picked - mean)
+        ctx.save_for_backward(logits, lse, target)
+        ctx.smoothing = smoothing
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: D102
+        logits, lse, target = ctx.saved_tensors
+        eps, vocab = ctx.smoothing, logits.shape[1]
+        weight = grad.to(lse.dtype).unsqueeze(1)  # (N, 1)
+        grad_logits = torch.empty_like(logits)  # (N, V)
+        rows = row_chunk(vocab)
+        for start in range(0, logits.shape[0], rows):
+            part = slice(start, start + rows)
+            probs = torch.sub(logits[part].to(lse.dtype), lse[part].unsqueeze(1)).exp_()  # (n, V) softmax
+            if eps:
+                probs.sub_(eps / vocab)
+            probs.mul_(weight[part])
+            probs.scatter_add_(1, target[part].unsqueeze(1), weight[part] * -(1.0 - eps))
+            grad_logits[part] = probs
+        return grad_logits, None, None
+
+
+def row_chunk(vocab_size: int, chunk_bytes: int = 1 << 20) -> int:
+    """Rows of a (N, vocab_size) float32 tensor that fit in about `chunk_bytes`."""
+    return max(1, chunk_bytes // (4 * vocab_size))
+
+
+def token_cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0
+) -> torch.Tensor:
+    """Cross-entropy per row of `logits` (N, V) against `target` (N,): (N,), float32 or wider."""
+    return TokenCrossEntropy.apply(logits, target, float(label_smoothing))
 
 
 def masked_cross_entropy(
@@ -28,13 +90,8 @@ def masked_cross_entropy(
     the batch. `average="token"` is the mean over real target tokens.
     """
     B, T, V = logits.shape
-    per_token = F.cross_entropy(
-        logits.reshape(B * T, V).float(),
-        target.reshape(B * T),
-        reduction="none",
-        label_smoothing=label_smoothing,
-    ).reshape(B, T)  # (B, T)
-    per_token = per_token * valid_mask(target_lens, T)
+    per_token = token_cross_entropy(logits.reshape(B * T, V), target.reshape(B * T), label_smoothing)
+    per_token = per_token.reshape(B, T) * valid_mask(target_lens, T)  # (B, T)
     total = per_token.sum()
     if average == "book":
         return total / T, total

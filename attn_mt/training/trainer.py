@@ -30,7 +30,7 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
-from attn_mt.training.device import autocast_context, effective_amp, pick_device
+from attn_mt.training.device import autocast_context, effective_amp, keep_freed_memory, pick_device
 from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
@@ -515,6 +515,8 @@ def _train(
     )
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    if dev.type == "cpu":
+        keep_freed_memory()
     torch.manual_seed(cfg.train.seed)
     data = load_data(cfg.data, data_path)
     if ctx.is_main and not resume:

@@ -1,0 +1,92 @@
+"""The masked, label-smoothed cross-entropy: values and gradients against torch's, padding, dtypes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_mt.training.device import autocast_context, effective_amp, keep_freed_memory
+from attn_mt.training.loss import masked_cross_entropy, row_chunk, token_cross_entropy
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("rows", [1, 7, 300])
+def test_token_cross_entropy_equals_torch_values_and_gradients(smoothing: float, rows: int) -> None:
+    torch.manual_seed(rows)
+    vocab = 5000  # 52 rows a chunk: 300 rows take several chunks and a partial last one
+    logits = (torch.randn(rows, vocab, dtype=torch.float64) * 4).requires_grad_()
+    target = torch.randint(0, vocab, (rows,))
+    weights = torch.rand(rows, dtype=torch.float64)
+    ours = token_cross_entropy(logits, target, smoothing)
+    (ours * weights).sum().backward()
+    ours_grad, logits.grad = logits.grad, None
+    ref = F.cross_entropy(logits, target, reduction="none", label_smoothing=smoothing)
+    (ref * weights).sum().backward()
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-10)
+    torch.testing.assert_close(ours_grad, logits.grad, rtol=0, atol=1e-12)
+
+
+def test_token_cross_entropy_hand_computed() -> None:
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0]], requires_grad=True)
+    loss = token_cross_entropy(logits, torch.tensor([2, 3]), 0.0)
+    lse = torch.log(torch.exp(torch.tensor([1.0, 2.0, 3.0, 4.0])).sum())
+    torch.testing.assert_close(loss, torch.stack([torch.log(torch.tensor(4.0)), lse - 4.0]))
+    loss[0].backward()
+    torch.testing.assert_close(logits.grad[0], torch.tensor([0.25, 0.25, -0.75, 0.25]))
+    torch.testing.assert_close(logits.grad[1], torch.zeros(4))
+
+
+def test_bfloat16_logits_are_reduced_in_float32_and_get_bfloat16_gradients() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(64, 3000).bfloat16().requires_grad_()
+    target = torch.randint(0, 3000, (64,))
+    loss = token_cross_entropy(logits, target, 0.1)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(
+        loss, F.cross_entropy(logits.float(), target, reduction="none", label_smoothing=0.1)
+    )
+    loss.sum().backward()
+    assert logits.grad.dtype == torch.bfloat16
+
+
+def test_padding_positions_contribute_nothing() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 11, requires_grad=True)
+    target = torch.randint(0, 11, (2, 5))
+    lens = torch.tensor([5, 2])
+    objective, total = masked_cross_entropy(logits, target, lens, average="token", label_smoothing=0.1)
+    objective.backward()
+    assert torch.count_nonzero(logits.grad[1, 2:]) == 0
+    per_token = F.cross_entropy(
+        logits.reshape(10, 11), target.reshape(10), reduction="none", label_smoothing=0.1
+    )
+    expected = per_token.reshape(2, 5)[0].sum() + per_token.reshape(2, 5)[1, :2].sum()
+    torch.testing.assert_close(total, expected)
+    torch.testing.assert_close(objective, expected / 7)
+    book_objective, _ = masked_cross_entropy(logits, target, lens, average="book")
+    unsmoothed = F.cross_entropy(logits.reshape(10, 11), target.reshape(10), reduction="none").reshape(2, 5)
+    torch.testing.assert_close(book_objective, (unsmoothed[0].sum() + unsmoothed[1, :2].sum()) / 5)
+
+
+def test_row_chunk_fits_a_megabyte() -> None:
+    assert row_chunk(9268) == (1 << 20) // (4 * 9268)
+    assert row_chunk(10_000_000) == 1
+
+
+def test_bf16_autocast_applies_on_cpu_and_fp16_does_not() -> None:
+    cpu = torch.device("cpu")
+    assert effective_amp(cpu, "bf16") == "bf16"
+    assert effective_amp(cpu, "fp16") == "none"
+    assert effective_amp(cpu, "none") == "none"
+    layer = torch.nn.Linear(8, 8)
+    with autocast_context(cpu, "bf16"):
+        assert layer(torch.randn(2, 8)).dtype == torch.bfloat16
+    with autocast_context(cpu, "none"):
+        assert layer(torch.randn(2, 8)).dtype == torch.float32
+
+
+def test_keep_freed_memory_applies_on_linux() -> None:
+    import sys
+
+    assert keep_freed_memory() is sys.platform.startswith("linux")
