@@ -129,6 +129,8 @@ def translate(
     """Translate English sentences with a trained run, one output line per input line."""
     from attn_mt.decoding.cli_translate import run_translate
 
+    if output is not None and output.is_dir():
+        raise UserError(f"--output {output} is a directory; give a file path")
     run_translate(run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device)
 
 
@@ -183,13 +185,19 @@ def demo(
 
 
 def main() -> None:
-    """Entry point: user mistakes become one line on stderr and exit code 2 (tracebacks with --debug)."""
+    """Entry point: user mistakes and unusable paths become one message on stderr and exit code 2."""
     try:
         app()
     except UserError as exc:
         if STATE["debug"]:
             traceback.print_exc()
         _echo_err(f"attn-mt: error: {exc}")
+        sys.exit(2)
+    except OSError as exc:  # a path that cannot be read or written (a directory, permissions, a full disk)
+        if STATE["debug"]:
+            traceback.print_exc()
+        where = f": {exc.filename}" if exc.filename else ""
+        _echo_err(f"attn-mt: error: {exc.strerror or exc}{where}")
         sys.exit(2)
 
 

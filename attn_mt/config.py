@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field
@@ -190,8 +191,18 @@ def _build_section(name: str, cls: type, raw: Any, problems: list[str]) -> Any:
     return cls(**kwargs)
 
 
+def _sound(problems: list[str], *keys: str) -> bool:
+    """Whether none of `keys` has a problem yet: combinations are only checked on sound values."""
+    named = {p.split(":", 1)[0].split("[", 1)[0] for p in problems}
+    return named.isdisjoint(keys)
+
+
 def _check_semantics(cfg: Config, problems: list[str]) -> None:
-    """Bad choices, out-of-range numbers and impossible combinations."""
+    """Bad choices, non-finite or out-of-range numbers and impossible combinations."""
+    for section in SECTIONS:
+        for key, value in vars(getattr(cfg, section)).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                problems.append(f"{section}.{key}: must be a finite number, got {value}")
     for dotted, choices in CHOICES.items():
         section, key = dotted.split(".")
         value = getattr(getattr(cfg, section), key)
@@ -238,7 +249,7 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
     for dotted in positive + non_negative:
         section, key = dotted.split(".")
         value = getattr(getattr(cfg, section), key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             if dotted in positive and value <= 0:
                 problems.append(f"{dotted}: must be > 0, got {value}")
             elif dotted in non_negative and value < 0:
@@ -252,26 +263,49 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         problems.append(f"train.plateau_factor: must be in (0, 1), got {cfg.train.plateau_factor}")
     if isinstance(cfg.train.adam_betas, list) and len(cfg.train.adam_betas) != 2:
         problems.append(f"train.adam_betas: expected two numbers, got {cfg.train.adam_betas!r}")
-    if problems:
-        return
-    if cfg.model.type == "transformer" and cfg.model.num_hiddens % cfg.model.num_heads:
+    if _sound(problems, "train.adam_betas"):
+        for i, beta in enumerate(cfg.train.adam_betas):
+            if not 0.0 <= beta < 1.0:
+                problems.append(f"train.adam_betas[{i}]: must be in [0, 1), got {beta}")
+    _check_combinations(cfg, problems)
+
+
+def _check_combinations(cfg: Config, problems: list[str]) -> None:
+    """Settings that are fine alone but impossible together (checked on keys without other problems)."""
+    if _sound(problems, "model.type", "model.num_hiddens", "model.num_heads") and (
+        cfg.model.type == "transformer" and cfg.model.num_hiddens % cfg.model.num_heads
+    ):
         problems.append(
             f"model.num_hiddens: {cfg.model.num_hiddens} is not divisible by model.num_heads "
             f"= {cfg.model.num_heads}"
         )
-    if cfg.data.mode == "book" and cfg.train.best_metric != "train_loss":
+    if _sound(problems, "data.mode", "train.best_metric") and (
+        cfg.data.mode == "book" and cfg.train.best_metric != "train_loss"
+    ):
         problems.append(
             f"train.best_metric: {cfg.train.best_metric!r} needs a valid split, but data.mode is 'book' "
             "(use 'train_loss' or data.mode: split)"
         )
-    if cfg.data.mode == "book" and cfg.train.patience:
+    if _sound(problems, "data.mode", "train.patience") and cfg.data.mode == "book" and cfg.train.patience:
         problems.append("train.patience: early stopping needs a valid split, but data.mode is 'book'")
-    if cfg.decode.nbest > cfg.decode.beam_size:
+    if _sound(problems, "decode.nbest", "decode.beam_size") and cfg.decode.nbest > cfg.decode.beam_size:
         problems.append(
             f"decode.nbest: {cfg.decode.nbest} is larger than decode.beam_size = {cfg.decode.beam_size}"
         )
-    if cfg.train.schedule == "inverse_sqrt" and cfg.train.warmup_steps == 0:
+    if _sound(problems, "train.schedule", "train.warmup_steps") and (
+        cfg.train.schedule == "inverse_sqrt" and cfg.train.warmup_steps == 0
+    ):
         problems.append("train.warmup_steps: the inverse_sqrt schedule needs warmup_steps > 0")
+    if _sound(problems, "data.mode", "data.valid_size", "train.best_metric", "train.patience") and (
+        cfg.data.mode == "split" and cfg.data.valid_size == 0
+    ):
+        if cfg.train.best_metric != "train_loss":
+            problems.append(
+                f"train.best_metric: {cfg.train.best_metric!r} needs a valid split, but data.valid_size "
+                "is 0 (use 'train_loss' or hold sentences out)"
+            )
+        if cfg.train.patience:
+            problems.append("train.patience: early stopping needs a valid split, but data.valid_size is 0")
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
@@ -310,7 +344,8 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         try:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError as exc:
-            raise UserError(f"--set {item!r}: cannot parse the value: {exc}") from None
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise UserError(f"--set {item!r}: cannot parse the value as YAML: {problem}") from None
         nested.setdefault(parts[0], {})
         if not isinstance(nested[parts[0]], dict):
             raise UserError(f"--set {item!r}: {parts[0]} is set twice in different ways")
@@ -327,6 +362,21 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _duplicate_keys(node: yaml.Node, prefix: str = "") -> list[str]:
+    """A problem for every mapping key given twice (YAML would silently keep the last one)."""
+    problems: list[str] = []
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key, line = str(key_node.value), key_node.start_mark.line + 1
+            if key in first_line:
+                problems.append(f"{prefix}{key}: given twice (lines {first_line[key]} and {line}); keep one")
+            else:
+                first_line[key] = line
+            problems.extend(_duplicate_keys(value_node, f"{prefix}{key}."))
+    return problems
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with safe_load, turning every failure into a UserError."""
     path = Path(path)
@@ -341,12 +391,16 @@ def read_yaml(path: str | Path) -> Any:
     if not text.strip():
         raise UserError(f"config file is empty: {path}")
     try:
-        return yaml.safe_load(text)
+        raw = yaml.safe_load(text)
+        duplicates = _duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise UserError(f"YAML syntax error in {path}{where}: {problem}") from None
+    if duplicates:
+        raise ConfigError(duplicates, str(path))
+    return raw
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from attn_mt.config import Config, ConfigError, config_from_dict, load_config, parse_overrides
+from attn_mt.errors import UserError
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 
@@ -57,6 +58,59 @@ def test_impossible_combinations():
         config_from_dict({"decode": {"beam_size": 2, "nbest": 5}})
     with pytest.raises(ConfigError, match=r"model.dropout: must be in \[0, 1\)"):
         config_from_dict({"model": {"dropout": 1.5}})
+
+
+def test_combinations_are_checked_alongside_other_problems():
+    raw = {
+        "train": {"lr": "fast"},
+        "decode": {"beam_size": 2, "nbest": 3},
+        "model": {"type": "transformer", "num_heads": 0},
+    }
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(raw)
+    problems = info.value.problems
+    assert "train.lr: expected a number, got 'fast'" in problems
+    assert "decode.nbest: 3 is larger than decode.beam_size = 2" in problems
+    assert "model.num_heads: must be > 0, got 0" in problems
+    assert not any("divisible" in p for p in problems), "no combination on a key that is already wrong"
+
+
+def test_non_finite_numbers_and_betas_out_of_range():
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"train": {"lr": float("nan"), "adam_betas": [0.9, 1.0]},
+                          "decode": {"length_penalty": float("-inf")}})
+    assert sorted(info.value.problems) == [
+        "decode.length_penalty: must be a finite number, got -inf",
+        "train.adam_betas[1]: must be in [0, 1), got 1.0",
+        "train.lr: must be a finite number, got nan",
+    ]
+
+
+def test_validation_metrics_need_a_valid_split():
+    raw = {"data": {"mode": "split", "valid_size": 0}, "train": {"best_metric": "valid_bleu", "patience": 2}}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(raw)
+    assert len(info.value.problems) == 2
+    assert all("data.valid_size is 0" in p for p in info.value.problems)
+    assert config_from_dict({"data": {"mode": "split", "valid_size": 0}}).data.valid_size == 0
+
+
+def test_duplicate_keys_are_reported_with_their_lines(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("train:\n  lr: 0.1\nmodel:\n  type: transformer\ntrain:\n  lr: 0.2\n  lr: 0.3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.problems == [
+        "train: given twice (lines 1 and 5); keep one",
+        "train.lr: given twice (lines 6 and 7); keep one",
+    ]
+
+
+def test_unparsable_override_is_one_line():
+    with pytest.raises(UserError) as info:
+        parse_overrides(["train.adam_betas=[0.9"])
+    assert str(info.value).startswith("--set 'train.adam_betas=[0.9': cannot parse the value as YAML")
+    assert "\n" not in str(info.value)
 
 
 def test_int_is_accepted_where_a_float_is_expected():

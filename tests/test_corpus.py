@@ -250,6 +250,27 @@ def test_empty_corpus(tmp_path):
         read_pairs(_zip(tmp_path / "e.zip", {"fra-eng/fra.txt": b""}))
 
 
+def _patch_headers(path: Path, *, flags: int = 0, method: int | None = None) -> Path:
+    """Set flag bits and/or the compression method in a one-member zip's local and central headers."""
+    data = bytearray(path.read_bytes())
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.index(signature) + flags_at
+        data[at] |= flags
+        if method is not None:
+            data[at + 2: at + 4] = method.to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_encrypted_or_unreadable_compression_is_a_user_error(tmp_path):
+    encrypted = _patch_headers(_zip(tmp_path / "e.zip", {"fra-eng/fra.txt": b"go\tva\n"}), flags=0x1)
+    with pytest.raises(UserError, match=r"e\.zip: fra-eng/fra\.txt is encrypted"):
+        read_pairs(encrypted)
+    deflate64 = _patch_headers(_zip(tmp_path / "d.zip", {"fra-eng/fra.txt": b"go\tva\n"}), method=9)
+    with pytest.raises(UserError, match=r"d\.zip: cannot read fra-eng/fra\.txt: .*re-zip it"):
+        read_pairs(deflate64)
+
+
 def test_damaged_zip(tmp_path):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

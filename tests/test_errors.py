@@ -30,6 +30,16 @@ def documented_cases() -> dict[str, str]:
     return cases
 
 
+def write_encrypted_zip(path: Path, member: str, text: str) -> None:
+    """A zip whose one member is flagged as password-protected (zipfile cannot write real encryption)."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(member, text)
+    data = bytearray(path.read_bytes())
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        data[data.index(signature) + flags_at] |= 0x1
+    path.write_bytes(bytes(data))
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     """Files every case needs, and one small book-mode run directory RUN."""
@@ -37,9 +47,13 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "empty.yaml").write_text("")
     (ws / "broken.yaml").write_text("train:\n  lr: 0.1\n lr2: : 3\n")
     (ws / "typo.yaml").write_text("train:\n  lrr: 0.1\n")
+    (ws / "list.yaml").write_text("- train\n- model\n")
+    (ws / "dup.yaml").write_text("train:\n  lr: 0.1\n  lr: 0.2\n")
+    (ws / "somedir").mkdir()
     (ws / "notzip.zip").write_text("hello\n")
     with zipfile.ZipFile(ws / "nomember.zip", "w") as archive:
         archive.writestr("other/readme.md", "x")
+    write_encrypted_zip(ws / "encrypted.zip", "fra-eng/fra.txt", "Go.\tVa !\n")
     (ws / "empty.txt").write_text("")
     (ws / "notab.txt").write_text("Go.\tVa !\nHi. Salut !\n")
     (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
@@ -54,6 +68,10 @@ def workspace(tmp_path_factory) -> Path:
     state["config"]["model"]["num_hiddens"] = 64
     torch.save(state, ws / "other.pt")
     torch.save({"model": {}, "payload": os.system}, ws / "evil.pt")
+    (ws / "damaged.pt").write_bytes((ws / "RUN" / "checkpoints" / "last.pt").read_bytes()[:2000])
+    foreign = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
+    foreign = {"model": dict(list(foreign["model"].items())[:-1])}
+    torch.save(foreign, ws / "foreign.pt")
     return ws
 
 
@@ -61,10 +79,25 @@ CASES: dict[str, list[str]] = {
     "missing-config": ["train", "missing.yaml"],
     "empty-config": ["validate", "empty.yaml"],
     "yaml-syntax": ["validate", "broken.yaml"],
+    "config-not-mapping": ["validate", "list.yaml"],
+    "config-is-directory": ["validate", "somedir"],
+    "duplicate-key": ["validate", "dup.yaml"],
     "unknown-key": ["validate", "typo.yaml"],
     "wrong-type": ["train", "--set", "train.lr=fast", "--run-dir", "new"],
     "bad-choice": ["train", "--set", "model.type=lstm", "--run-dir", "new"],
     "negative-size": ["train", "--set", "model.num_hiddens=-3", "--run-dir", "new"],
+    "not-finite": ["train", "--set", "train.lr=.nan", "--run-dir", "new"],
+    "no-valid-split": [
+        "train",
+        "--set",
+        "data.mode=split",
+        "--set",
+        "data.valid_size=0",
+        "--set",
+        "train.best_metric=valid_loss",
+        "--run-dir",
+        "new",
+    ],
     "impossible-combination": [
         "train",
         "--set",
@@ -75,10 +108,13 @@ CASES: dict[str, list[str]] = {
         "new",
     ],
     "bad-set": ["train", "--set", "train.lr", "--run-dir", "new"],
+    "bad-set-value": ["train", "--set", "train.adam_betas=[0.9", "--run-dir", "new"],
     "missing-data": ["data-report", "--data", "missing.zip"],
     "missing-env-data": ["data-report"],
     "not-a-zip": ["data-report", "--data", "notzip.zip"],
     "zip-without-member": ["data-report", "--data", "nomember.zip"],
+    "encrypted-zip": ["data-report", "--data", "encrypted.zip"],
+    "data-is-directory": ["data-report", "--data", "somedir"],
     "empty-corpus": ["data-report", "--data", "empty.txt"],
     "no-tab": ["data-report", "--data", "notab.txt"],
     "not-utf8": ["data-report", "--data", "latin1.txt"],
@@ -90,12 +126,18 @@ CASES: dict[str, list[str]] = {
     "beam-zero": ["translate", "RUN", "--beam", "0", "go ."],
     "nbest-over-beam": ["translate", "RUN", "--beam", "2", "--nbest", "3", "go ."],
     "missing-input": ["translate", "RUN", "--input", "missing.txt"],
+    "output-is-directory": ["translate", "RUN", "-o", "somedir", "go ."],
+    "report-path-is-directory": ["data-report", "--data", "reverse.txt", "--json", "somedir"],
     "input-not-utf8": ["translate", "RUN", "--input", "latin1.txt"],
     "bad-split": ["eval", "RUN", "--split", "dev"],
     "book-run-test-split": ["eval", "RUN", "--split", "test"],
     "unsafe-checkpoint": ["translate", "RUN", "--checkpoint", "evil.pt", "go ."],
+    "missing-checkpoint-file": ["translate", "RUN", "--checkpoint", "nope.pt", "go ."],
+    "damaged-checkpoint": ["translate", "RUN", "--checkpoint", "damaged.pt", "go ."],
+    "foreign-weights": ["translate", "RUN", "--checkpoint", "foreign.pt", "go ."],
     "mismatched-checkpoint": ["translate", "RUN", "--checkpoint", "other.pt", "go ."],
     "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
+    "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
     "unknown-demo": ["demo", "attention"],
 }
 

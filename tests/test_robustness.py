@@ -18,6 +18,7 @@ from synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.decoding.cli_translate import run_translate
+from attn_mt.errors import UserError
 from attn_mt.training import checkpoint as checkpoint_module
 from attn_mt.training import trainer as trainer_module
 from attn_mt.training.checkpoint import CheckpointWriteError, load_checkpoint, save_checkpoint
@@ -92,6 +93,24 @@ def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert load_checkpoint(path)["step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_files_that_are_not_checkpoints_are_refused_cleanly(tmp_path):
+    good = tmp_path / "good.pt"
+    save_checkpoint({"model": {"w": torch.ones(2)}, "step": 1}, good)
+    cases = {
+        "empty.pt": b"",
+        "text.pt": b"hello",
+        "cut.pt": good.read_bytes()[:200],
+        "noise.pt": bytes(range(256)) * 8,
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(UserError, match="damaged, or not a PyTorch checkpoint"):
+            load_checkpoint(tmp_path / name)
+    torch.save({"model": [1, 2]}, tmp_path / "list.pt")
+    with pytest.raises(UserError, match="not an attn-mt checkpoint"):
+        load_checkpoint(tmp_path / "list.pt")
 
 
 def test_kill_during_a_checkpoint_write_leaves_the_old_file(tmp_path):

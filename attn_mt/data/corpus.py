@@ -194,8 +194,15 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as archive:
                 member = _choose_member(archive, path)
-                with archive.open(member) as stream:
-                    return parse_pairs(stream, f"{path}:{member}")
+                if archive.getinfo(member).flag_bits & 0x1:
+                    raise UserError(f"{path}: {member} is encrypted; give an archive without a password")
+                try:
+                    with archive.open(member) as stream:
+                        return parse_pairs(stream, f"{path}:{member}")
+                except NotImplementedError as exc:
+                    raise UserError(
+                        f"{path}: cannot read {member}: {exc} (re-zip it with ordinary deflate compression)"
+                    ) from None
         if path.suffix.lower() == ".zip":
             raise UserError(f"{path} is not a zip archive (a corpus must be a .zip or a tab-separated .txt)")
         with path.open("rb") as stream:

@@ -40,6 +40,16 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
         raise
 
 
+BOILERPLATE = ("Weights only load failed", "Please file an issue", "Check the documentation")
+
+
+def _refusal_reason(exc: Exception) -> str:
+    """The line of torch's weights-only failure that names the cause, without its advice to disable it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reasons = [line for line in lines if not line.startswith(BOILERPLATE)]
+    return (reasons or lines or [type(exc).__name__])[0][:200]
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint with `weights_only=True`; anything that is not plain data is refused."""
     path = Path(path)
@@ -48,12 +58,22 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
+        reason = _refusal_reason(exc)
+        if "GLOBAL" not in reason:
+            raise UserError(
+                f"cannot read checkpoint {path}: damaged, or not a PyTorch checkpoint ({reason})"
+            ) from None
         raise UserError(
             f"refusing to load {path}: it holds objects other than tensors and plain data "
-            f"(loaded with weights_only=True): {str(exc).splitlines()[0]}"
+            f"(loaded with weights_only=True): {reason}"
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        raise UserError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise UserError(f"{path} is not an attn-mt checkpoint (no 'model' entry)")
+    except OSError as exc:
+        raise UserError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
+    except Exception as exc:  # torch raises many types for damaged or foreign bytes
+        detail = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+        raise UserError(
+            f"cannot read checkpoint {path}: damaged, or not a PyTorch checkpoint ({detail})"
+        ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise UserError(f"{path} is not an attn-mt checkpoint (no 'model' weights)")
     return state

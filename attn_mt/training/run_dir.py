@@ -115,6 +115,8 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
     """Load config, vocabularies and model weights of a trained run; refuses checkpoints that do not fit."""
     paths = check_run_dir(run_dir)
     ckpt_path = resolve_checkpoint(paths.root, which)
+    if which not in ("best", "last") and not ckpt_path.is_file():
+        raise UserError(f"--checkpoint {which}: no such checkpoint file")
     if not ckpt_path.exists():
         raise UserError(
             f"run directory {paths.root} has no checkpoint {ckpt_path.name} (was training started?)"
@@ -124,7 +126,13 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
     state = load_checkpoint(ckpt_path, map_location="cpu")
     check_fits(state, cfg, len(src_vocab), len(tgt_vocab), ckpt_path)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, TypeError, ValueError) as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise UserError(
+            f"checkpoint {ckpt_path} does not fit this run: its weights differ ({detail})"
+        ) from None
     model.to(device).eval()
     return LoadedRun(cfg, src_vocab, tgt_vocab, model, ckpt_path, int(state.get("step", 0)))
 
