@@ -206,6 +206,7 @@ def test_two_runs_side_by_side_with_paired_bootstrap(runs, tmp_path):
 
     swapped, _ = parse_page(run_report([transformer, gru], tmp_path / "swapped.html"))
     assert "transformer against baseline gru_bahdanau" in swapped.text["comparison"]
+    assert "baseline transformer" not in swapped.text["comparison"]  # the stored test's baseline is the GRU
     assert f"{stored['compare']['bleu']['system']['p_value']:.4f}" in swapped.text["comparison"]
 
 
@@ -242,6 +243,9 @@ def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
     assert "no metrics.jsonl records" in parser.text["run-2-curves"]
     assert len(parser.images) == 2  # the comparison curves and no_dumps' own curves; no heatmaps anywhere
     assert "no attention dump for sentence" in parser.text["run-1-samples"]
+    beam = json.loads((no_dumps / "eval" / "test" / "scores.json").read_text())["beam_size"]
+    assert f"--split test --beam {beam} --attention " in parser.text["run-1-samples"]  # the same outputs
+    assert f"--split test --beam {beam} --attention N" in missing
 
     with pytest.raises(UserError, match="run directory not found"):
         run_report([tmp_path / "nowhere"], None)

@@ -4,13 +4,19 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import sacrebleu
+import torch
+from synthetic import write_corpus
 
+from attn_mt.config import load_config
 from attn_mt.errors import UserError
+from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import (
     BOOK_SENTENCES,
     HYP_FILE,
@@ -27,6 +33,9 @@ from attn_mt.evaluation.scores import (
     write_eval_files,
     write_scores,
 )
+from attn_mt.training.trainer import train
+
+TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 
 SOURCES = [f"sentence {i} ." for i in range(12)]
 REFS_2 = [
@@ -194,3 +203,38 @@ def test_eval_file_errors(tmp_path):
         read_eval_files(tmp_path)
     with pytest.raises(UserError, match="does not exist"):
         read_eval_files(tmp_path / "missing")
+
+
+# ----- `attn-mt eval` on a trained run -----
+
+def test_eval_finds_the_trained_corpus_checks_compare_first_and_prints_the_bootstrap(tmp_path, monkeypatch,
+                                                                                        capsys):
+    corpus = write_corpus(tmp_path / "reverse.txt", n=120)
+    other = write_corpus(tmp_path / "other.txt", n=120, seed=1)  # other pairs: other vocabulary ids
+    cfg = load_config(TINY, ["data.valid_size=8", "data.test_size=8", "train.epochs=1", "train.threads=1"])
+    threads = torch.get_num_threads()
+    try:
+        train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    finally:
+        torch.set_num_threads(threads)
+    run = tmp_path / "run"
+    monkeypatch.setenv("ATTN_MT_DATA", str(other))  # the trained corpus, named in data_report.json, wins
+
+    with pytest.raises(UserError, match="--compare .*nowhere: run directory not found"):
+        run_eval(run, "test", None, 0, tmp_path / "nowhere", "best", None, "cpu")
+    assert not (run / "eval").exists(), "a bad --compare must fail before anything is translated"
+    with pytest.raises(UserError, match=f"trained on {re.escape(str(corpus))}: pass --data"):
+        run_eval(run, "test", None, 0, None, "best", str(other), "cpu")
+
+    scores = run_eval(run, "test", None, 0, None, "best", None, "cpu")
+    files = read_eval_files(run / "eval" / "test")
+    assert len(files.hyps) == 8 and scores["bleu"] == corpus_scores(files.hyps, files.refs)["bleu"]
+    shutil.copytree(run, tmp_path / "again", ignore=shutil.ignore_patterns("eval"))
+    capsys.readouterr()
+    again = run_eval(tmp_path / "again", "test", None, 0, run, "best", None, "cpu")
+    table = capsys.readouterr().out
+    assert f"paired bootstrap (1000 resamples), baseline {run} -> this run:" in table
+    for key, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER")):
+        p_value = again["compare"][key]["system"]["p_value"]
+        line = rf"^    {label} +{scores[key]:.2f} -> +{again[key]:.2f} +p = {p_value:.4f}$"
+        assert re.search(line, table, re.M), table

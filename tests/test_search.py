@@ -1,14 +1,20 @@
 """Greedy and beam search: hand-computed results on table models, invariants on a toy attention model."""
 from __future__ import annotations
 
+import io
 import math
+import sys
 
 import pytest
 import torch
 from search_fakes import BOS, EOS, PAD, TableModel, ToyAttentionModel
 
-from attn_mt.config import ModelConfig
+from attn_mt.config import Config, ModelConfig
+from attn_mt.data.vocab import Vocab
+from attn_mt.decoding import translator as translator_module
+from attn_mt.decoding.cli_translate import read_input_lines, split_input_lines
 from attn_mt.decoding.search import beam_search, gnmt_length_penalty, greedy_search, max_output_lengths
+from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 
@@ -320,3 +326,42 @@ def test_real_model_search_attention_matches_teacher_forced_maps(kind):
                 cross = cross.permute(2, 0, 1, 3)
             assert h.attention.shape == cross.shape
             assert torch.allclose(h.attention, cross, atol=1e-5)
+
+
+# ----- the translate command: input lines and the progress bar -----
+
+class FakeTerminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_input_lines_split_on_newlines_only(tmp_path):
+    text = "one\fstill one\r\n\ntwo\u2028still two\x85\nthree"
+    lines = ["one\fstill one", "", "two\u2028still two\x85", "three"]
+    assert split_input_lines(text) == lines
+    assert split_input_lines("a\n\n") == ["a", ""] and split_input_lines("") == []
+    path = tmp_path / "in.txt"
+    path.write_bytes(text.encode("utf-8"))
+    assert read_input_lines(str(path), []) == lines
+
+
+def test_translator_shows_progress_only_on_a_terminal(monkeypatch):
+    tokens = [f"w{i}" for i in range(REAL_VOCAB - 4)]
+    vocab = Vocab(["<unk>", "<pad>", "<bos>", "<eos>", *tokens])
+    cfg = Config()
+    cfg.data.mode, cfg.decode.batch_size = "split", 2
+    translator = Translator(tiny_real_model("transformer"), vocab, vocab, cfg)
+    sentences = ["w1 w2 w3", "", "w4", "w5 w6 w7 w8"] * 3
+    monkeypatch.setattr(translator_module, "PROGRESS_DELAY_S", 0.0)
+    outputs = {}
+    for name, stream, progress in [("terminal", FakeTerminal(), True), ("file", io.StringIO(), True),
+                                   ("off", FakeTerminal(), False)]:
+        monkeypatch.setattr(sys, "stderr", stream)
+        outputs[name] = [r.outputs for r in translator.translate(sentences, beam_size=2, progress=progress)]
+        shown = stream.getvalue()
+        expected = "translating" in shown and "/9" in shown if name == "terminal" else shown == ""
+        assert expected, (name, shown)
+    assert outputs["terminal"] == outputs["file"] == outputs["off"]
+    assert [o == [] for o in outputs["off"]] == [s == "" for s in sentences]

@@ -40,7 +40,19 @@ def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UserError(f"{name}: line {line} is not UTF-8 (byte 0x{data[exc.start]:02x})") from None
-    return text.splitlines()
+    return split_input_lines(text)
+
+
+def split_input_lines(text: str) -> list[str]:
+    """Lines as `wc -l` and editors count them: split on \\n only (a trailing \\r is dropped).
+
+    `str.splitlines` would also split on form feeds, U+2028 and the like, so a file holding them
+    would get more output lines than it has input lines.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def format_nbest(index: int, translation: Translation, nbest: int) -> list[str]:
@@ -73,7 +85,7 @@ def run_translate(
     if nbest > beam_size:
         raise UserError(f"--nbest {nbest} needs a beam at least as large (the beam size is {beam_size})")
     translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, dev)
-    results = translator.translate(lines, beam_size=beam_size, nbest=nbest)
+    results = translator.translate(lines, beam_size=beam_size, nbest=nbest, progress=True)
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:
             print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import torch
+from tqdm import tqdm
 
 from attn_mt.config import Config
 from attn_mt.data.dataset import encode_sources
@@ -13,6 +15,8 @@ from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
 from attn_mt.evaluation.attention import SentenceAttention, collect_attention
 from attn_mt.models.base import EncoderDecoder
+
+PROGRESS_DELAY_S = 1.0  # a progress bar appears only when translating takes longer than this
 
 
 @dataclass
@@ -87,9 +91,17 @@ class Translator:
 
     @torch.inference_mode()
     def translate(
-        self, sentences: list[str], beam_size: int | None = None, nbest: int = 1, need_attention: bool = False
+        self,
+        sentences: list[str],
+        beam_size: int | None = None,
+        nbest: int = 1,
+        need_attention: bool = False,
+        progress: bool = False,
     ) -> list[Translation]:
-        """Translate every sentence (blank ones give blank outputs), longest-first in batches."""
+        """Translate every sentence (blank ones give blank outputs), longest-first in batches.
+
+        With `progress`, a bar on stderr counts the sentences done (only when stderr is a terminal).
+        """
         dc = self.cfg.decode
         beam = dc.beam_size if beam_size is None else beam_size
         was_training = self.model.training
@@ -97,6 +109,16 @@ class Translator:
         results = [Translation(s, self.prepare(s)) for s in sentences]
         todo = [i for i, r in enumerate(results) if r.source_tokens]
         todo.sort(key=lambda i: -len(results[i].source_tokens))
+        bar = tqdm(
+            total=len(todo),
+            desc="translating",
+            unit=" sentences",
+            file=sys.stderr,
+            leave=False,
+            dynamic_ncols=True,
+            delay=PROGRESS_DELAY_S,
+            disable=None if progress else True,  # None: shown only on a terminal
+        )
         for start in range(0, len(todo), dc.batch_size):
             chunk = todo[start : start + dc.batch_size]
             encoded = encode_sources(
@@ -127,5 +149,7 @@ class Translator:
             for i, hyps in zip(chunk, per_sentence, strict=True):
                 results[i].hypotheses = hyps
                 results[i].outputs = [self.detokenize(h.tokens) for h in hyps]
+            bar.update(len(chunk))
+        bar.close()
         self.model.train(was_training)
         return results

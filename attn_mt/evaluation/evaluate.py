@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,23 @@ from attn_mt.training.run_dir import LoadedRun, RunPaths, load_run
 SPLITS = ("test", "valid", "book")
 
 
-def split_examples(run: LoadedRun, split: str, data_path: str | None) -> tuple[list[str], list[list[str]]]:
-    """Sources and reference lists of `split` (held-out splits are rebuilt from the corpus)."""
+def trained_corpus(run_dir: Path) -> str | None:
+    """The corpus file the run was trained on, from its data_report.json, if that file still exists."""
+    try:
+        corpus = json.loads(RunPaths(Path(run_dir)).data_report.read_text(encoding="utf-8")).get("corpus")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return corpus if isinstance(corpus, str) and Path(corpus).is_file() else None
+
+
+def split_examples(
+    run: LoadedRun, split: str, data_path: str | None, run_dir: Path | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """Sources and reference lists of `split` (held-out splits are rebuilt from the corpus).
+
+    The corpus is `data_path`, else the config's data.path, else the file the run was trained on
+    (named in its data_report.json), else the usual search ($ATTN_MT_DATA, the cache, a download).
+    """
     if split == "book":
         return [en for en, _ in BOOK_SENTENCES], [[fr] for _, fr in BOOK_SENTENCES]
     if run.config.data.mode == "book":
@@ -34,13 +50,17 @@ def split_examples(run: LoadedRun, split: str, data_path: str | None) -> tuple[l
         )
     from attn_mt.data.dataset import load_data
 
+    trained = trained_corpus(run_dir) if run_dir is not None else None
+    if data_path is None and run.config.data.path is None:
+        data_path = trained
     data = load_data(run.config.data, data_path)
     for name, vocab in (("source", data.src_vocab), ("target", data.tgt_vocab)):
         saved = run.src_vocab if name == "source" else run.tgt_vocab
         if vocab.idx_to_token != saved.idx_to_token:
+            hint = f"; it was trained on {trained}: pass --data {trained}" if trained else ""
             raise UserError(
-                f"the corpus gives a different {name} vocabulary than the run's: "
-                "it is not the corpus this run was trained on, so its splits would differ"
+                f"the corpus {data.report.get('corpus', '')} gives a different {name} vocabulary than the "
+                f"run's: it is not the corpus this run was trained on, so its splits would differ{hint}"
             )
     examples = data.test if split == "test" else data.valid
     return [ex.src for ex in examples], [list(ex.refs) for ex in examples]
@@ -55,14 +75,21 @@ def format_table(scores: dict[str, Any]) -> str:
         f"  chrF {scores['chrf']:6.2f}   {scores['chrf_signature']}",
         f"  TER  {scores['ter']:6.2f}   {scores['ter_signature']}",
     ]
+    if scores.get("book_bleu2"):
+        lines.append(f"  the book's BLEU-2 per sentence (mean {scores['book_bleu2_mean']:.3f}):")
     for row in scores.get("book_bleu2", []):
-        lines.append(f"  {row['source']!r:16} => {row['output']!r:26} BLEU-2 {row['bleu2']:.3f}")
+        lines.append(f"    {row['source']!r:16} => {row['output']!r:26} BLEU-2 {row['bleu2']:.3f}")
     if "compare" in scores:
-        bleu, name = scores["compare"]["bleu"], scores["compare"]["baseline_name"]
+        compare = scores["compare"]
         lines.append(
-            f"  paired bootstrap vs {name}: BLEU {bleu['baseline']['score']:.2f} -> "
-            f"{bleu['system']['score']:.2f}, p = {bleu['system']['p_value']:.4f}"
+            f"  paired bootstrap ({compare['n_samples']} resamples), baseline {compare['baseline_name']} "
+            "-> this run:"
         )
+        for key, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER ")):
+            base, system = compare[key]["baseline"], compare[key]["system"]
+            lines.append(
+                f"    {label} {base['score']:6.2f} -> {system['score']:6.2f}   p = {system['p_value']:.4f}"
+            )
     return "\n".join(lines)
 
 
@@ -83,12 +110,20 @@ def run_eval(
         raise UserError(f"--beam must be at least 1, got {beam}")
     if attention < 0:
         raise UserError(f"--attention must be 0 or more, got {attention}")
+    if compare is not None:
+        other = RunPaths(Path(compare)).eval_dir(split)
+        if not Path(compare).is_dir():
+            raise UserError(f"--compare {compare}: run directory not found")
+        if not other.is_dir():
+            raise UserError(
+                f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
+            )
     dev = pick_device(device)
     run = load_run(run_dir, checkpoint, dev)
-    sources, refs = split_examples(run, split, data_path)
+    sources, refs = split_examples(run, split, data_path, Path(run_dir))
     beam_size = run.config.decode.beam_size if beam is None else beam
     translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, dev)
-    results = translator.translate(sources, beam_size=beam_size)
+    results = translator.translate(sources, beam_size=beam_size, progress=True)
     hyps = [r.text for r in results]
     out_dir = RunPaths(Path(run_dir)).eval_dir(split)
     write_eval_files(out_dir, sources, hyps, refs)
@@ -107,12 +142,7 @@ def run_eval(
             if result.hypotheses:
                 save_attention(translator.attention(result), out_dir / "attention", f"{i:04d}")
     if compare is not None:
-        other = RunPaths(Path(compare)).eval_dir(split)
-        if not other.is_dir():
-            raise UserError(
-                f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
-            )
-        scores["compare"] = compare_eval_dirs(other, out_dir)
+        scores["compare"] = compare_eval_dirs(RunPaths(Path(compare)).eval_dir(split), out_dir)
         scores["compare"]["baseline_name"] = str(compare)
     write_scores(out_dir, scores)
     typer.echo(format_table(scores))

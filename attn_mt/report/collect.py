@@ -231,6 +231,13 @@ def read_attention_dumps(folder: Path, missing: list[str]) -> dict[int, Attentio
     return dumps
 
 
+def eval_command(root: Path, split: str, scores: Any, attention: str) -> str:
+    """The `attn-mt eval` line that redoes an evaluation with attention dumps, keeping its beam size."""
+    beam = scores.get("beam_size") if isinstance(scores, dict) else None
+    beam_option = f" --beam {beam}" if isinstance(beam, int) else ""
+    return f"`attn-mt eval {root} --split {split}{beam_option} --attention {attention}`"
+
+
 def read_split(root: Path, folder: Path, missing: list[str]) -> SplitEval:
     """The scores, sentences and attention dumps of one eval/<split> folder."""
     split = folder.name
@@ -247,7 +254,7 @@ def read_split(root: Path, folder: Path, missing: list[str]) -> SplitEval:
         attention = read_attention_dumps(folder / "attention", note)
     if not attention:
         note.append(
-            f"no attention dumps for split {split}: `attn-mt eval {root} --split {split} --attention N` "
+            f"no attention dumps for split {split}: {eval_command(root, split, scores, 'N')} "
             "writes them for the first N sentences"
         )
     missing.extend(f"eval/{split}: {line}" for line in note)

@@ -23,6 +23,7 @@ from attn_mt.report.collect import (
     Sentence,
     SplitEval,
     compare_runs,
+    eval_command,
     read_run,
     select_gallery,
 )
@@ -312,8 +313,9 @@ def sample_card(sentence: Sentence, reasons: list[str], dump: AttentionDump | No
         attention = attention_block(dump, sentence, f"{anchor}-attention")
     else:
         attention = note(
-            f"no attention dump for sentence {sentence.index}: `attn-mt eval {run.root} --split "
-            f"{evaluation.split} --attention {sentence.index + 1}` writes it"
+            f"no attention dump for sentence {sentence.index}: "
+            f"{eval_command(run.root, evaluation.split, evaluation.scores, str(sentence.index + 1))} "
+            "writes it"
         )
     return f'<article class="sample" id="{anchor}">\n{heading}{key_value_table(rows)}{attention}</article>\n'
 
@@ -399,7 +401,7 @@ def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison
             if len(signatures) > 1:
                 parts.append(note(f"{split} {label}: the runs' sacreBLEU signatures differ "
                                   f"({' / '.join(sorted(signatures))}); those scores are not comparable"))
-    parts.append(f"<h3>Paired bootstrap resampling (Koehn 2004), baseline {esc(runs[0].name)}</h3>\n")
+    parts.append("<h3>Paired bootstrap resampling (Koehn 2004)</h3>\n")
     if not comparisons:
         parts.append(note("no paired bootstrap result: the runs share no evaluated split"))
     for comparison in comparisons:
