@@ -208,6 +208,12 @@ def test_positional_encoding_demo_numbers(demo_runs) -> None:
     assert results["plotted_columns"] == [6, 7, 8, 9]
 
 
+def test_binary_figure_sets_the_bits_beside_the_encoding(demo_runs) -> None:
+    out_dir, _ = demo_runs["positional-encoding"]
+    height, width = mpl_image.imread(out_dir / "positional_encoding_binary.png").shape[:2]
+    assert width > 1.5 * height, "the binary table and the encoding heatmap should sit side by side"
+
+
 # --- files ---------------------------------------------------------------------------------------
 
 

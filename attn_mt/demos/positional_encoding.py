@@ -53,17 +53,32 @@ def _plot_matrix(matrix: torch.Tensor, path: Path) -> str:
     return save_figure(fig, path)
 
 
-def _plot_binary(codes: torch.Tensor, path: Path) -> str:
-    fig, (ax,) = new_figure(panel_size=(3.0, 3.2))
-    title = "lower bits alternate faster"
-    draw_heatmap(fig, ax, codes, xlabel="bit (place value)", ylabel="number", title=title)
+def _plot_binary(codes: torch.Tensor, matrix: torch.Tensor, path: Path) -> str:
+    """The chapter's comparison side by side: the bits of 0..2^bits - 1 next to the encoding matrix.
+
+    The bit columns are ordered by place value 1, 2, 4, ... so that, as in the encoding, the column
+    that changes fastest is on the left and each column to its right changes more slowly.
+    """
+    fig, (bits_ax, encoding_ax) = new_figure(ncols=2, panel_size=(3.6, 3.4))
+    by_place_value = codes.flip(1)  # (2^bits, bits): lowest place value first
     bits = codes.shape[1]
-    ax.set_xticks(range(bits), [str(2 ** (bits - 1 - b)) for b in range(bits)])
-    ax.set_yticks(range(codes.shape[0]))
-    for row, code in enumerate(codes.tolist()):
+    title = f"binary: 0 to {codes.shape[0] - 1}"
+    draw_heatmap(fig, bits_ax, by_place_value, xlabel="bit (place value)", ylabel="number", title=title)
+    bits_ax.set_xticks(range(bits), [str(2**place) for place in range(bits)])
+    bits_ax.set_yticks(range(codes.shape[0]))
+    for row, code in enumerate(by_place_value.tolist()):
         for col, bit in enumerate(code):
             color = "white" if bit else "black"
-            ax.text(col, row, str(bit), ha="center", va="center", fontsize="small", color=color)
+            bits_ax.text(col, row, str(bit), ha="center", va="center", fontsize="small", color=color)
+    draw_heatmap(
+        fig,
+        encoding_ax,
+        matrix,
+        xlabel="Column (encoding dimension)",
+        ylabel="Row (position)",
+        title="sinusoidal encoding",
+    )
+    fig.suptitle("frequency falls from left to right in both", fontsize="medium")
     return save_figure(fig, path)
 
 
@@ -78,7 +93,7 @@ def run(out_dir: Path, seed: int) -> dict[str, Any]:
     figures = [
         _plot_columns(matrix, out_dir / "positional_encoding_columns.png"),
         _plot_matrix(matrix, out_dir / "positional_encoding_heatmap.png"),
-        _plot_binary(codes, out_dir / "positional_encoding_binary.png"),
+        _plot_binary(codes, matrix, out_dir / "positional_encoding_binary.png"),
     ]
     results = {
         "demo": NAME,
