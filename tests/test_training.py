@@ -118,7 +118,8 @@ def test_loss_falls_on_reverse_task(tmp_path, corpus, model_type):
     records = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "epoch_loss" in r]
     assert records[-1]["epoch_loss"] < 0.4 * records[0]["epoch_loss"], records
     valid = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "valid_bleu" in r]
-    assert valid[-1]["valid_bleu"] > valid[0]["valid_bleu"]
+    assert valid[-1]["valid_loss"] < valid[0]["valid_loss"], valid
+    assert max(r["valid_bleu"] for r in valid) > valid[0]["valid_bleu"], valid
     assert result.stopped_because == "epochs"
 
 
