@@ -6,7 +6,10 @@
 For each seed it trains `configs/d2l_<model>.yaml` (book mode) in a temporary run directory and
 reports the final training loss (the book's formula), target tokens per second (the book's count:
 the sum of valid target lengths) and the four book sentences with their BLEU-2. With --book-ref,
-the book's code runs with the same epochs and seed right after, and the speed ratio is printed.
+the book's code runs with the same epochs and seed right after, and the speed ratio is printed:
+the median over seeds and --repeats of each attn-mt run's rate divided by the book run next to it
+(on a shared or virtual machine the rate of either moves by 10-20% from one minute to the next,
+so only pairs run back to back are compared).
 Results are printed as JSON lines and a Markdown table; copy them into docs/benchmarks.md.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,15 +86,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--threads", type=int, default=0, help="torch threads for both (0: attn-mt config's)")
     parser.add_argument("--book-ref", type=Path, help="path to book_reference.py to run side by side")
+    parser.add_argument("--repeats", type=int, default=1, help="back-to-back (attn-mt, book) pairs per seed")
     args = parser.parse_args()
     epochs = args.epochs or (250 if args.model == "bahdanau" else 200)
-    rows = []
+    rows, ratios = [], []
     for seed in args.seeds:
-        rows.append(run_attn_mt(args.model, epochs, seed, args.threads))
-        print(json.dumps(rows[-1]), flush=True)
-        if args.book_ref:
-            rows.append(run_book(args.book_ref, args.model, epochs, seed, args.threads))
+        for _ in range(args.repeats):
+            rows.append(run_attn_mt(args.model, epochs, seed, args.threads))
             print(json.dumps(rows[-1]), flush=True)
+            if args.book_ref:
+                rows.append(run_book(args.book_ref, args.model, epochs, seed, args.threads))
+                print(json.dumps(rows[-1]), flush=True)
+                ratios.append(rows[-2]["train_tokens_per_s"] / rows[-1]["train_tokens_per_s"])
     print("\n| impl | seed | epochs | loss | tokens/s | wall s | mean BLEU-2 | translations |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -98,10 +105,9 @@ def main() -> None:
             f"| {r['impl']} | {r['seed']} | {r['epochs']} | {r['loss']} | {r['train_tokens_per_s']:.0f} | "
             f"{r['train_wall_s']} | {r['mean_bleu2']} | {' / '.join(r['translations'])} |"
         )
-    ours = [r["train_tokens_per_s"] for r in rows if r["impl"] == "attn-mt"]
-    book = [r["train_tokens_per_s"] for r in rows if r["impl"] == "book"]
-    if book:
-        print(f"\nthroughput ratio attn-mt / book: {sum(ours) / len(ours) / (sum(book) / len(book)):.2f}x")
+    if ratios:
+        listed = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"\nthroughput ratio attn-mt / book: median {statistics.median(ratios):.2f}x (pairs: {listed})")
 
 
 if __name__ == "__main__":

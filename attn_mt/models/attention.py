@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attn_mt.models.dropout import Dropout
+
 NEG_INF = float("-inf")
 
 
@@ -104,7 +106,7 @@ class AdditiveAttention(nn.Module):
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -153,12 +155,13 @@ class DotProductAttention(nn.Module):
     """Scaled dot-product attention, softmax(q k^T / sqrt(d)) v (Vaswani et al. 2017; book eq. 11.3.4).
 
     `attend` uses torch's fused `scaled_dot_product_attention` when the weights are not needed and
-    the explicit computation when they are; both give the same output.
+    the explicit computation when they are, or when training with dropout on the CPU (where the
+    fused kernel's own fallback is slower); both give the same output.
     """
 
     def __init__(self, dropout: float):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -186,13 +189,14 @@ class DotProductAttention(nn.Module):
         need_weights: bool,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(..., Q, d), (..., K, d), (..., K, v) -> output (..., Q, v) and weights (..., Q, K) or None."""
-        if need_weights:
+        dropout_p = self.dropout.p if self.training else 0.0
+        if need_weights or (dropout_p > 0 and queries.device.type == "cpu"):
+            # torch's CPU fused kernel falls back to a slower path of its own with dropout and a mask
             scores = torch.matmul(queries, keys.transpose(-1, -2)) / math.sqrt(
                 queries.shape[-1]
             )  # (..., Q, K)
             weights = softmax_with_mask(scores, mask)  # (..., Q, K)
-            return torch.matmul(self.dropout(weights), values), weights
-        dropout_p = self.dropout.p if self.training else 0.0
+            return torch.matmul(self.dropout(weights), values), weights if need_weights else None
         attn_mask = None if mask is None else mask.keep
         output = F.scaled_dot_product_attention(
             queries, keys, values, attn_mask=attn_mask, dropout_p=dropout_p

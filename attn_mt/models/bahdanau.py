@@ -15,6 +15,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attn_mt.models.attention import AdditiveAttention, AttentionMask
 from attn_mt.models.base import DecoderState, EncoderDecoder
+from attn_mt.models.dropout import dropout
+from attn_mt.models.recurrence import LoopWeights, decoder_loop
 
 CROSS = "cross"
 
@@ -132,7 +134,7 @@ class BahdanauDecoder(nn.Module):
         new_hidden: list[torch.Tensor] = []
         for layer, layer_hidden in enumerate(hidden):
             if layer > 0:
-                below = F.dropout(new_hidden[-1], self.rnn.dropout, self.training)  # (B, H)
+                below = dropout(new_hidden[-1], self.rnn.dropout, self.training)  # (B, H)
                 input_gates = F.linear(below, self._layer("weight_ih", layer), self._layer("bias_ih", layer))
             if layer == len(hidden) - 1:
                 hidden_gates = top_gates
@@ -143,10 +145,39 @@ class BahdanauDecoder(nn.Module):
             new_hidden.append(gru_cell(input_gates, hidden_gates, layer_hidden))
         return new_hidden, attention
 
+    def loop_weights(self) -> LoopWeights:
+        """The parameters in the form `decoder_loop` takes."""
+        context_weight, top_weight, top_bias = self.step_weights()
+        layers = range(self.rnn.num_layers)
+        return LoopWeights(
+            context=context_weight.t(),
+            top=top_weight,
+            top_bias=top_bias,
+            score=self.attention.w_v.weight[0] * 2,
+            hh=[(self._layer("weight_hh", i), self._layer("bias_hh", i)) for i in layers[:-1]],
+            ih=[(self._layer("weight_ih", i), self._layer("bias_ih", i)) for i in layers[1:]],
+        )
+
     def forward(
         self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Teacher-forced decoding of (B, T) from `state`: logits (B, T, V) and weights (B, T, S) or None."""
+        """Teacher-forced decoding of (B, T) from `state`: logits (B, T, V) and weights (B, T, S) or None.
+
+        Without attention weights and outside autocast this runs `decoder_loop` (same equations,
+        hand-written backward); otherwise the steps are recorded one by one.
+        """
+        if not need_weights and not torch.is_autocast_enabled(tgt_in.device.type):
+            outputs = decoder_loop(
+                self.embedding_gates(tgt_in),
+                state["memory"],
+                state["keys"],
+                state["hidden"],
+                state["src_mask"],
+                self.loop_weights(),
+                self.attention.dropout.p if self.training else 0.0,
+                self.rnn.dropout if self.training else 0.0,
+            )  # (B, T, H)
+            return self.dense(outputs), None
         hidden = list(state["hidden"].unbind(0))  # L x (B, H)
         outputs, attention = [], []
         for gates in self.embedding_gates(tgt_in).unbind(1):  # T x (B, 3H)

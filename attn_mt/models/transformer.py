@@ -18,6 +18,7 @@ from torch import nn
 
 from attn_mt.models.attention import AttentionMask, MultiHeadAttention
 from attn_mt.models.base import DecoderState, EncoderDecoder
+from attn_mt.models.dropout import Dropout
 from attn_mt.models.positional import PositionalEncoding
 
 KeyValues = tuple[torch.Tensor, torch.Tensor]  # per-head keys and values, each (B, h, N, d)
@@ -42,7 +43,7 @@ class AddNorm(nn.Module):
 
     def __init__(self, normalized_shape: int, dropout: float):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.ln = nn.LayerNorm(normalized_shape)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ big vocabulary this is a large share of the step.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def valid_mask(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -72,7 +73,13 @@ def row_chunk(vocab_size: int, chunk_bytes: int = 1 << 20) -> int:
 def token_cross_entropy(
     logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0
 ) -> torch.Tensor:
-    """Cross-entropy per row of `logits` (N, V) against `target` (N,): (N,), float32 or wider."""
+    """Cross-entropy per row of `logits` (N, V) against `target` (N,): (N,), float32 or wider.
+
+    Float32 logits without smoothing go to torch's own kernel, the faster one there; the chunked
+    function serves label smoothing and half-precision logits.
+    """
+    if not label_smoothing and logits.dtype in (torch.float32, torch.float64):
+        return F.cross_entropy(logits, target, reduction="none")
     return TokenCrossEntropy.apply(logits, target, float(label_smoothing))
 
 

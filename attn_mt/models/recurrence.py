@@ -1,0 +1,307 @@
+"""The teacher-forced Bahdanau decoder loop as one autograd function with a hand-written backward.
+
+Shapes: B batch, S source steps, T steps, H hidden, L layers.
+At the book's sizes (B = 64, H = 32) a training step is bound by the cost of each small operation,
+not by arithmetic: recorded step by step, a recurrence builds dozens of autograd nodes per step,
+and every weight used inside it gets its own gradient product and accumulation at every step.
+Here the forward runs without recording and writes what the backward needs into (T, ...) buffers;
+the backward walks the steps in reverse doing only the sequential part (gradients of hidden states,
+gates and attention), and each weight gradient is then one matrix product over all steps. The
+equations are torch's GRU and the book's additive attention (`gru_cell`, `BahdanauDecoder.advance`);
+tests check values and gradients against them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attn_mt.models.attention import NEG_INF, AttentionMask
+
+
+def draw_keep_masks(shape: tuple[int, ...], p: float, like: torch.Tensor) -> torch.Tensor | None:
+    """Inverted-dropout multipliers: 0 with probability p, else 1 / (1 - p); None when p is 0."""
+    if p <= 0:
+        return None
+    if p >= 1:
+        return like.new_zeros(shape)
+    return torch.rand(shape, dtype=like.dtype, device=like.device).ge_(p).mul_(1.0 / (1.0 - p))
+
+
+def _steps(buffer: torch.Tensor) -> list[torch.Tensor]:
+    """Views of a (T, ...) buffer, one per step, made once instead of indexed at every step."""
+    return list(buffer.unbind(0))
+
+
+class _Cells:
+    """What the backward of T GRU cell updates needs, in (T, B, .) buffers, with per-step views.
+
+    Torch's equations with gate order reset, update, new: rz = sigmoid(i_rz + h_rz),
+    n = tanh(i_n + r h_n), h' = n + z (h - n).
+    """
+
+    def __init__(self, steps: int, batch: int, size: int, like: torch.Tensor):
+        new_buffer = like.new_empty
+        self.size = size
+        self.buffers = {
+            "rz": new_buffer(steps, batch, 2 * size),  # reset and update gates
+            "rz_slope": new_buffer(steps, batch, 2 * size),  # their sigmoid derivatives
+            "new_slope": new_buffer(steps, batch, size),  # tanh derivative of the candidate
+            "diff": new_buffer(steps, batch, size),  # previous state minus candidate
+            "hidden_new": new_buffer(steps, batch, size),  # h_n, the hidden share of the candidate gate
+        }
+        self.views()
+
+    @classmethod
+    def from_saved(cls, tensors: list[torch.Tensor]) -> _Cells:
+        """Rebuild from the tensors `saved()` returned."""
+        cells = cls.__new__(cls)
+        cells.buffers = dict(zip(("rz", "rz_slope", "new_slope", "diff", "hidden_new"), tensors, strict=True))
+        cells.size = tensors[2].shape[2]
+        cells.views()
+        return cells
+
+    def views(self) -> None:
+        """Per-step views of every buffer."""
+        for name, buffer in self.buffers.items():
+            setattr(self, name, _steps(buffer))
+
+    def saved(self) -> list[torch.Tensor]:
+        """The buffers, for ctx.save_for_backward."""
+        return list(self.buffers.values())
+
+    def forward(
+        self,
+        t: int,
+        input_gates: torch.Tensor,
+        hidden_gates: torch.Tensor,
+        prev: torch.Tensor,
+        out: torch.Tensor,
+    ) -> torch.Tensor:
+        """One update from input gates (B, 3H), hidden gates (B, 3H) and state (B, H) into `out` (B, H)."""
+        H = self.size
+        input_rz, input_new = input_gates.split([2 * H, H], dim=1)
+        hidden_rz, hidden_new = hidden_gates.split([2 * H, H], dim=1)
+        gate = torch.add(input_rz, hidden_rz, out=self.rz[t]).sigmoid_()  # (B, 2H)
+        reset, update = gate.split(H, dim=1)
+        torch.addcmul(gate, gate, gate, value=-1, out=self.rz_slope[t])  # rz (1 - rz)
+        self.hidden_new[t].copy_(hidden_new)
+        cand = torch.addcmul(input_new, reset, hidden_new).tanh_()  # (B, H)
+        torch.mul(cand, cand, out=self.new_slope[t]).neg_().add_(1)  # 1 - n^2
+        torch.sub(prev, cand, out=self.diff[t])
+        return torch.addcmul(cand, update, self.diff[t], out=out)
+
+    def backward(
+        self, t: int, grad: torch.Tensor, d_input: torch.Tensor, d_hidden_gates: torch.Tensor
+    ) -> torch.Tensor:
+        """Gradient `grad` (B, H) of the update's output -> d input gates and d hidden gates (written
+        into the given (B, 3H) tensors) and the direct gradient of the previous state (B, H)."""
+        H = self.size
+        reset, update = self.rz[t].split(H, dim=1)
+        d_prev = grad * update  # (B, H)
+        d_pre_r, d_pre_z, d_pre_n = d_input.split(H, dim=1)
+        torch.mul(grad - d_prev, self.new_slope[t], out=d_pre_n)
+        torch.mul(d_pre_n, self.hidden_new[t], out=d_pre_r)
+        torch.mul(grad, self.diff[t], out=d_pre_z)
+        d_input[:, : 2 * H].mul_(self.rz_slope[t])
+        d_hidden_gates.copy_(d_input)
+        d_hidden_gates[:, 2 * H :].mul_(reset)
+        return d_prev
+
+
+def _weight_grad(d_outputs: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+    """Sum over steps and rows of d_output^T input: (T, B, out), (T, B, in) -> (out, in)."""
+    return d_outputs.reshape(-1, d_outputs.shape[-1]).t().mm(inputs.reshape(-1, inputs.shape[-1]))
+
+
+@dataclass
+class LoopWeights:
+    """The Bahdanau decoder's parameters in the form `decoder_loop` uses (views of the module's)."""
+
+    context: torch.Tensor  # (3H, H): the context columns of layer 0's W_ih
+    top: torch.Tensor  # (4H, H): [W_hh of the top layer; W_q of the attention]
+    top_bias: torch.Tensor  # (4H,): b_hh of the top layer, then zeros (W_q has no bias)
+    score: torch.Tensor  # (H,): 2 w_v, as AdditiveAttention.weights uses it
+    hh: list[tuple[torch.Tensor, torch.Tensor]]  # (W_hh, b_hh) of layers 0 .. L-2
+    ih: list[tuple[torch.Tensor, torch.Tensor]]  # (W_ih, b_ih) of layers 1 .. L-1
+
+
+def decoder_loop(
+    emb_gates: torch.Tensor,
+    memory: torch.Tensor,
+    keys: torch.Tensor,
+    hidden: torch.Tensor,
+    mask: AttentionMask,
+    weights: LoopWeights,
+    attention_dropout: float,
+    layer_dropout: float,
+) -> torch.Tensor:
+    """Top-layer hidden states (B, T, H) of teacher-forced Bahdanau decoding.
+
+    `emb_gates` (B, T, 3H) is the embedding share of layer 0's input gates (with b_ih), `memory`
+    (B, S, H) the encoder outputs, `keys` (B, S, H) the prepared keys 2 W_k memory, `hidden`
+    (L, B, H) the initial state and `mask` the source mask (B, 1, S). Dropout probabilities apply
+    to the attention weights and between layers; pass 0 outside training.
+    """
+    B, T, _ = emb_gates.shape
+    L, _, H = hidden.shape
+    S = memory.shape[1]
+    att_keep = draw_keep_masks((T, B, S), attention_dropout, memory)
+    layer_keep = draw_keep_masks((max(L - 1, 1), T, B, H), layer_dropout, memory) if L > 1 else None
+    blocked = mask.blocked.reshape(B, S)
+    empty = None if mask.empty is None else mask.empty.reshape(B, 1)
+    flat = [tensor for pair in weights.hh + weights.ih for tensor in pair]
+    return _DecoderLoop.apply(
+        (L, blocked, empty, att_keep, layer_keep),
+        emb_gates,
+        memory,
+        keys,
+        hidden,
+        weights.context,
+        weights.top,
+        weights.top_bias,
+        weights.score,
+        *flat,
+    )
+
+
+def _layer_weights(
+    flat: list[torch.Tensor] | tuple[torch.Tensor, ...], num_layers: int
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[tuple[torch.Tensor, torch.Tensor] | None]]:
+    """Unflatten (W_hh, b_hh) of layers 0 .. L-2 and (W_ih, b_ih) of layers 1 .. L-1 (None for layer 0)."""
+    pairs = [(flat[2 * i], flat[2 * i + 1]) for i in range(2 * (num_layers - 1))]
+    return pairs[: num_layers - 1], [None, *pairs[num_layers - 1 :]]
+
+
+class _DecoderLoop(torch.autograd.Function):
+    """Forward: the decoder recurrence without recording. Backward: reverse steps, then batched weights."""
+
+    @staticmethod
+    def forward(ctx, spec, emb_gates, memory, keys, hidden0, w_context, w_top, b_top, w_score, *flat):  # noqa: D102
+        L, blocked, empty, att_keep, layer_keep = spec
+        hh, ih = _layer_weights(flat, L)
+        B, T, _ = emb_gates.shape
+        S, H = memory.shape[1], memory.shape[2]
+        new_buffer = memory.new_empty
+        states = new_buffer(L, T + 1, B, H)  # every layer's state before and after each step
+        states[:, 0] = hidden0
+        below = new_buffer(L, T, B, H) if layer_keep is not None else None  # dropped inputs of layers > 0
+        features = new_buffer(T, B, S, H)  # sigmoid features of the additive attention
+        attn = new_buffer(T, B, S)  # attention weights
+        dropped = new_buffer(T, B, S) if att_keep is not None else attn
+        context = new_buffer(T, B, H)
+        cells = [_Cells(T, B, H, memory) for _ in range(L)]
+        w_top_t, w_context_t = w_top.t().contiguous(), w_context.t().contiguous()
+        hh_t = [(w.t().contiguous(), b) for w, b in hh]
+        ih_t = [None] + [(w.t().contiguous(), b) for w, b in ih[1:]]
+        st = [_steps(x) for x in states.unbind(0)]  # [layer][t]
+        below_v = [_steps(x) for x in below.unbind(0)] if below is not None else None
+        keep_v = [_steps(x) for x in layer_keep.unbind(0)] if layer_keep is not None else None
+        feat_v, attn_v, drop_v, ctx_v = (_steps(x) for x in (features, attn, dropped, context))
+        att_keep_v = _steps(att_keep) if att_keep is not None else None
+        for t, gates in enumerate(emb_gates.unbind(1)):  # T x (B, 3H)
+            top_gates, query = torch.addmm(b_top, st[L - 1][t], w_top_t).split([3 * H, H], dim=1)
+            torch.add(keys, query.unsqueeze(1), alpha=2, out=feat_v[t]).sigmoid_()  # (B, S, H)
+            scores = torch.matmul(feat_v[t], w_score).masked_fill_(blocked, NEG_INF)  # (B, S)
+            torch.softmax(scores, dim=1, out=attn_v[t])
+            if empty is not None:
+                attn_v[t].masked_fill_(empty, 0.0)
+            if att_keep_v is not None:
+                torch.mul(attn_v[t], att_keep_v[t], out=drop_v[t])
+            torch.sum(drop_v[t].unsqueeze(2) * memory, dim=1, out=ctx_v[t])  # (B, H)
+            input_gates = torch.addmm(gates, ctx_v[t], w_context_t)  # (B, 3H)
+            for layer in range(L):
+                if layer > 0:
+                    lower = st[layer - 1][t + 1]
+                    if keep_v is not None:
+                        lower = torch.mul(lower, keep_v[layer - 1][t], out=below_v[layer][t])
+                    input_gates = torch.addmm(ih_t[layer][1], lower, ih_t[layer][0])  # (B, 3H)
+                if layer == L - 1:
+                    hidden_gates = top_gates
+                else:
+                    hidden_gates = torch.addmm(hh_t[layer][1], st[layer][t], hh_t[layer][0])  # (B, 3H)
+                cells[layer].forward(t, input_gates, hidden_gates, st[layer][t], st[layer][t + 1])
+        ctx.spec = spec
+        extra = [] if below is None else [below]
+        ctx.save_for_backward(
+            memory, w_context, w_top, w_score, states, features, attn, dropped, context, *extra, *flat,
+            *(tensor for cell in cells for tensor in cell.saved()),
+        )
+        return states[L - 1, 1:].transpose(0, 1)  # (B, T, H)
+
+    @staticmethod
+    def backward(ctx, grad_out):  # noqa: D102
+        L, blocked, empty, att_keep, layer_keep = ctx.spec
+        saved = list(ctx.saved_tensors)
+        memory, w_context, w_top, w_score, states, features, attn, dropped, context = saved[:9]
+        rest = saved[9:]
+        below = rest.pop(0) if layer_keep is not None else None
+        flat, cell_tensors = rest[: 4 * (L - 1)], rest[4 * (L - 1) :]
+        hh, ih = _layer_weights(flat, L)
+        cells = [_Cells.from_saved(cell_tensors[5 * i : 5 * i + 5]) for i in range(L)]
+        T, B, S, H = features.shape
+        new_buffer = memory.new_empty
+        d_proj = new_buffer(T, B, 4 * H)  # gradients of [top hidden gates, query]
+        d_input = new_buffer(L, T, B, 3 * H)  # gradients of each layer's input gates
+        d_hidden_gates = new_buffer(L, T, B, 3 * H)  # gradients of each lower layer's hidden gates
+        d_context = new_buffer(T, B, H)
+        d_scores = new_buffer(T, B, S)
+        grad_keys = torch.zeros_like(memory)  # (B, S, H)
+        grad_hidden = [memory.new_zeros(B, H) for _ in range(L)]  # L x (B, H)
+        grad_out_steps = grad_out.unbind(1)  # T x (B, H)
+        d_in_v = [_steps(x) for x in d_input.unbind(0)]
+        d_hg_v = [_steps(x) for x in d_hidden_gates.unbind(0)]
+        keep_v = [_steps(x) for x in layer_keep.unbind(0)] if layer_keep is not None else None
+        att_keep_v = _steps(att_keep) if att_keep is not None else None
+        feat_v, attn_v, d_ctx_v, d_sc_v, d_proj_v = (
+            _steps(x) for x in (features, attn, d_context, d_scores, d_proj)
+        )
+        w_score_h = w_score.reshape(1, 1, H)
+        for t in range(T - 1, -1, -1):
+            grad_hidden[L - 1] = grad_hidden[L - 1] + grad_out_steps[t]
+            d_top_gates, d_query = d_proj_v[t].split([3 * H, H], dim=1)
+            for layer in range(L - 1, -1, -1):
+                d_gates = d_top_gates if layer == L - 1 else d_hg_v[layer][t]
+                d_prev = cells[layer].backward(t, grad_hidden[layer], d_in_v[layer][t], d_gates)
+                if layer < L - 1:
+                    d_prev = torch.addmm(d_prev, d_gates, hh[layer][0])  # (B, H)
+                if layer > 0:
+                    d_lower = torch.mm(d_in_v[layer][t], ih[layer][0])  # (B, H)
+                    if keep_v is not None:
+                        d_lower.mul_(keep_v[layer - 1][t])
+                    grad_hidden[layer - 1] = grad_hidden[layer - 1] + d_lower
+                grad_hidden[layer] = d_prev
+            torch.mm(d_in_v[0][t], w_context, out=d_ctx_v[t])  # (B, H)
+            d_attn = torch.bmm(memory, d_ctx_v[t].unsqueeze(2)).squeeze(2)  # (B, S)
+            if att_keep_v is not None:
+                d_attn.mul_(att_keep_v[t])
+            product = d_attn.mul_(attn_v[t])
+            torch.addcmul(product, attn_v[t], product.sum(1, keepdim=True), value=-1, out=d_sc_v[t])
+            scaled = d_sc_v[t].unsqueeze(2) * w_score_h * feat_v[t]  # (B, S, H)
+            d_pre_att = torch.addcmul(scaled, scaled, feat_v[t], value=-1)  # through the sigmoid
+            grad_keys += d_pre_att
+            torch.sum(d_pre_att, dim=1, out=d_query).mul_(2)
+            grad_hidden[L - 1] = torch.addmm(grad_hidden[L - 1], d_proj_v[t], w_top)  # (B, H)
+        grad_flat = []
+        for layer in range(L - 1):
+            grad_flat += [
+                _weight_grad(d_hidden_gates[layer], states[layer, :-1]),
+                d_hidden_gates[layer].sum((0, 1)),
+            ]
+        for layer in range(1, L):
+            lower = states[layer - 1, 1:] if below is None else below[layer]
+            grad_flat += [_weight_grad(d_input[layer], lower), d_input[layer].sum((0, 1))]
+        grad_memory = torch.bmm(dropped.permute(1, 2, 0), d_context.transpose(0, 1))  # (B, S, H)
+        return (
+            None,
+            d_input[0].transpose(0, 1),  # (B, T, 3H)
+            grad_memory,
+            grad_keys,
+            torch.stack(grad_hidden),  # (L, B, H)
+            _weight_grad(d_input[0], context),  # (3H, H)
+            _weight_grad(d_proj, states[L - 1, :-1]),  # (4H, H)
+            d_proj.sum((0, 1)),  # (4H,)
+            features.reshape(-1, H).t().mv(d_scores.reshape(-1)),  # (H,)
+            *grad_flat,
+        )
