@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attn_mt.training import device as device_module
 from attn_mt.training.device import autocast_context, effective_amp, keep_freed_memory
 from attn_mt.training.loss import masked_cross_entropy, row_chunk, token_cross_entropy
 
@@ -74,9 +75,12 @@ def test_row_chunk_fits_a_megabyte() -> None:
     assert row_chunk(10_000_000) == 1
 
 
-def test_bf16_autocast_applies_on_cpu_and_fp16_does_not() -> None:
+def test_bf16_autocast_applies_on_cpus_with_native_bf16_and_fp16_does_not(monkeypatch) -> None:
     cpu = torch.device("cpu")
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: True)
     assert effective_amp(cpu, "bf16") == "bf16"
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: False)
+    assert effective_amp(cpu, "bf16") == "none"  # emulated bfloat16 is many times slower
     assert effective_amp(cpu, "fp16") == "none"
     assert effective_amp(cpu, "none") == "none"
     layer = torch.nn.Linear(8, 8)
