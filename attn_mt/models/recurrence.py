@@ -38,38 +38,37 @@ class _Cells:
     """What the backward of T GRU cell updates needs, in (T, B, .) buffers, with per-step views.
 
     Torch's equations with gate order reset, update, new: rz = sigmoid(i_rz + h_rz),
-    n = tanh(i_n + r h_n), h' = n + z (h - n).
+    n = tanh(i_n + r h_n), h' = n + z (h - n). The forward keeps only what it computes anyway;
+    the backward derives the sigmoid and tanh slopes for all steps at once.
     """
+
+    names = ("rz", "new", "diff")
 
     def __init__(self, steps: int, batch: int, size: int, like: torch.Tensor):
         new_buffer = like.new_empty
         self.size = size
-        self.buffers = {
-            "rz": new_buffer(steps, batch, 2 * size),  # reset and update gates
-            "rz_slope": new_buffer(steps, batch, 2 * size),  # their sigmoid derivatives
-            "new_slope": new_buffer(steps, batch, size),  # tanh derivative of the candidate
-            "diff": new_buffer(steps, batch, size),  # previous state minus candidate
-            "hidden_new": new_buffer(steps, batch, size),  # h_n, the hidden share of the candidate gate
-        }
-        self.views()
-
-    @classmethod
-    def from_saved(cls, tensors: list[torch.Tensor]) -> _Cells:
-        """Rebuild from the tensors `saved()` returned."""
-        cells = cls.__new__(cls)
-        cells.buffers = dict(zip(("rz", "rz_slope", "new_slope", "diff", "hidden_new"), tensors, strict=True))
-        cells.size = tensors[2].shape[2]
-        cells.views()
-        return cells
-
-    def views(self) -> None:
-        """Per-step views of every buffer."""
-        for name, buffer in self.buffers.items():
-            setattr(self, name, _steps(buffer))
+        self.rz_all = new_buffer(steps, batch, 2 * size)  # reset and update gates
+        self.new_all = new_buffer(steps, batch, size)  # candidate states
+        self.diff_all = new_buffer(steps, batch, size)  # previous state minus candidate
+        self.hidden_new: list[torch.Tensor] = []  # per step h_n (B, H), a view of the hidden gates
+        self.rz, self.new, self.diff = (_steps(x) for x in (self.rz_all, self.new_all, self.diff_all))
 
     def saved(self) -> list[torch.Tensor]:
-        """The buffers, for ctx.save_for_backward."""
-        return list(self.buffers.values())
+        """The buffers, for ctx.save_for_backward (the h_n views travel on ctx)."""
+        return [self.rz_all, self.new_all, self.diff_all]
+
+    @classmethod
+    def for_backward(cls, tensors: list[torch.Tensor], hidden_new: list[torch.Tensor]) -> _Cells:
+        """Rebuild from `saved()` and the h_n views, with the slopes of every step."""
+        cells = cls.__new__(cls)
+        cells.rz_all, cells.new_all, cells.diff_all = tensors
+        cells.size = cells.new_all.shape[2]
+        cells.hidden_new = hidden_new
+        cells.rz, cells.diff = _steps(cells.rz_all), _steps(cells.diff_all)
+        rz_slope = torch.addcmul(cells.rz_all, cells.rz_all, cells.rz_all, value=-1)  # rz (1 - rz)
+        new_slope = torch.addcmul(torch.ones_like(cells.new_all), cells.new_all, cells.new_all, value=-1)
+        cells.rz_slope, cells.new_slope = _steps(rz_slope), _steps(new_slope)  # 1 - n^2 for the latter
+        return cells
 
     def forward(
         self,
@@ -85,10 +84,8 @@ class _Cells:
         hidden_rz, hidden_new = hidden_gates.split([2 * H, H], dim=1)
         gate = torch.add(input_rz, hidden_rz, out=self.rz[t]).sigmoid_()  # (B, 2H)
         reset, update = gate.split(H, dim=1)
-        torch.addcmul(gate, gate, gate, value=-1, out=self.rz_slope[t])  # rz (1 - rz)
-        self.hidden_new[t].copy_(hidden_new)
-        cand = torch.addcmul(input_new, reset, hidden_new).tanh_()  # (B, H)
-        torch.mul(cand, cand, out=self.new_slope[t]).neg_().add_(1)  # 1 - n^2
+        self.hidden_new.append(hidden_new)
+        cand = torch.addcmul(input_new, reset, hidden_new, out=self.new[t]).tanh_()  # (B, H)
         torch.sub(prev, cand, out=self.diff[t])
         return torch.addcmul(cand, update, self.diff[t], out=out)
 
@@ -223,6 +220,7 @@ class _DecoderLoop(torch.autograd.Function):
                     hidden_gates = torch.addmm(hh_t[layer][1], st[layer][t], hh_t[layer][0])  # (B, 3H)
                 cells[layer].forward(t, input_gates, hidden_gates, st[layer][t], st[layer][t + 1])
         ctx.spec = spec
+        ctx.hidden_new = [cell.hidden_new for cell in cells]
         extra = [] if below is None else [below]
         ctx.save_for_backward(
             memory, w_context, w_top, w_score, states, features, attn, dropped, context, *extra, *flat,
@@ -239,7 +237,7 @@ class _DecoderLoop(torch.autograd.Function):
         below = rest.pop(0) if layer_keep is not None else None
         flat, cell_tensors = rest[: 4 * (L - 1)], rest[4 * (L - 1) :]
         hh, ih = _layer_weights(flat, L)
-        cells = [_Cells.from_saved(cell_tensors[5 * i : 5 * i + 5]) for i in range(L)]
+        cells = [_Cells.for_backward(cell_tensors[3 * i : 3 * i + 3], ctx.hidden_new[i]) for i in range(L)]
         T, B, S, H = features.shape
         new_buffer = memory.new_empty
         d_proj = new_buffer(T, B, 4 * H)  # gradients of [top hidden gates, query]
