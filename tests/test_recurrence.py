@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from attn_mt.models import AttentionMask, GRUBahdanau
-from attn_mt.models.recurrence import _DecoderLoop, decoder_loop, draw_keep_masks
+from attn_mt.models.dropout import draw_keep_masks, dropout
+from attn_mt.models.recurrence import _DecoderLoop, decoder_loop
 from attn_mt.training.optim import xavier_init_
 
 
@@ -107,3 +108,15 @@ def test_keep_masks_drop_at_the_rate_and_keep_the_mean():
     assert abs(keep.mean().item() - 1.0) < 0.01
     assert draw_keep_masks((3,), 0.0, torch.empty(0)) is None
     assert torch.equal(draw_keep_masks((3,), 1.0, torch.empty(0)), torch.zeros(3))
+
+
+def test_dropout_scales_kept_elements_and_passes_gradients_through_the_same_mask():
+    torch.manual_seed(1)
+    x = torch.randn(4000, requires_grad=True)
+    out = dropout(x, 0.25, training=True)
+    kept = out != 0
+    torch.testing.assert_close(out[kept], x[kept] / 0.75)
+    assert abs(1 - kept.float().mean().item() - 0.25) < 0.03
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)
+    assert dropout(x, 0.25, training=False) is x

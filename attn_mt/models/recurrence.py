@@ -18,15 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from attn_mt.models.attention import NEG_INF, AttentionMask
-
-
-def draw_keep_masks(shape: tuple[int, ...], p: float, like: torch.Tensor) -> torch.Tensor | None:
-    """Inverted-dropout multipliers: 0 with probability p, else 1 / (1 - p); None when p is 0."""
-    if p <= 0:
-        return None
-    if p >= 1:
-        return like.new_zeros(shape)
-    return torch.rand(shape, dtype=like.dtype, device=like.device).ge_(p).mul_(1.0 / (1.0 - p))
+from attn_mt.models.dropout import draw_keep_masks
 
 
 def _steps(buffer: torch.Tensor) -> list[torch.Tensor]:
