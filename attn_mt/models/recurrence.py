@@ -137,7 +137,7 @@ def decoder_loop(
     L, _, H = hidden.shape
     S = memory.shape[1]
     att_keep = draw_keep_masks((T, B, S), attention_dropout, memory)
-    layer_keep = draw_keep_masks((max(L - 1, 1), T, B, H), layer_dropout, memory) if L > 1 else None
+    layer_keep = draw_keep_masks((L - 1, T, B, H), layer_dropout, memory) if L > 1 else None
     blocked = mask.blocked.reshape(B, S)
     empty = None if mask.empty is None else mask.empty.reshape(B, 1)
     flat = [tensor for pair in weights.hh + weights.ih for tensor in pair]
