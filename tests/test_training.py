@@ -14,10 +14,12 @@ import torch
 from synthetic import write_corpus
 
 from attn_mt.config import load_config
+from attn_mt.data.splits import EvalExample
 from attn_mt.errors import UserError
 from attn_mt.training.checkpoint import load_checkpoint
 from attn_mt.training.optim import build_optimizer
 from attn_mt.training.trainer import read_metrics, snapshot, train
+from attn_mt.training.validation import spread_subset
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -241,3 +243,10 @@ def test_optimizer_is_fused_on_cpu():
             optimizer.step()
     for a, b in zip(fused_model.parameters(), plain_model.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_validation_subset_spreads_over_the_held_out_list():
+    examples = [EvalExample(f"s{i}", [f"r{i}"]) for i in range(10)]
+    assert [e.src for e in spread_subset(examples, 4)] == ["s0", "s2", "s5", "s7"]
+    assert spread_subset(examples, 0) == examples
+    assert spread_subset(examples, 50) == examples

@@ -11,6 +11,7 @@ from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.data.preprocess import tokenize
+from attn_mt.data.splits import EvalExample
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.scores import corpus_scores
 from attn_mt.models.base import EncoderDecoder
@@ -30,13 +31,23 @@ def pad_batch(src: list[list[int]], tgt: list[list[int]], pad_id: int) -> Batch:
     return Batch(*pad(src), *pad(tgt))
 
 
+def spread_subset(examples: list[EvalExample], limit: int) -> list[EvalExample]:
+    """At most `limit` examples (0 = all) spread evenly over the list, which keeps file order.
+
+    fra.txt is sorted by length, so the first N held-out sentences would be the N shortest ones and
+    validation BLEU would score (and choose the best checkpoint on) short sentences only.
+    """
+    if not limit or limit >= len(examples):
+        return list(examples)
+    return [examples[i * len(examples) // limit] for i in range(limit)]
+
+
 class Validator:
     """Holds the encoded valid pairs (every reference) and scores a model on them."""
 
     def __init__(self, model: EncoderDecoder, data: NMTData, cfg: Config, device: torch.device):
         self.model, self.cfg, self.device = model, cfg, device
-        limit = cfg.train.valid_max_sentences or len(data.valid)
-        self.examples = data.valid[:limit]
+        self.examples = spread_subset(data.valid, cfg.train.valid_max_sentences)
         sv, tv = data.src_vocab, data.tgt_vocab
         pairs = [
             (sv.encode(tokenize(ex.src)) + [sv.eos_id], tv.encode(tokenize(ref)) + [tv.eos_id])
