@@ -16,9 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_mt.models.dropout import Dropout
+from attn_mt.models.dropout import Dropout, draw_keep_masks
+from attn_mt.models.packed_attention import packed_attention
 
 NEG_INF = float("-inf")
+PACKED_MAX_HEAD_SIZE = 16  # heads this small are overhead-bound on the CPU: packed_attention trains them
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,12 @@ class AttentionMask:
         """The same mask with a head axis inserted after the batch axis, for (B, h, Q, K) scores."""
         empty = None if self.empty is None else self.empty.unsqueeze(1)
         return AttentionMask(self.keep.unsqueeze(1), self.blocked.unsqueeze(1), empty)
+
+    def keys_first(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """This head-axis mask (B, 1, Q, K) for packed_attention: blocked (B, K, Q, 1), empty (B, 1, Q, 1)."""
+        blocked = self.blocked.squeeze(1).transpose(1, 2).unsqueeze(-1)  # (B, K, Q, 1)
+        empty = None if self.empty is None else self.empty.squeeze(1).transpose(1, 2).unsqueeze(-1)
+        return blocked, empty
 
     def index_select(self, index: torch.Tensor) -> AttentionMask:
         """Rows `index` of the batch axis (for beam search)."""
@@ -260,11 +268,50 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Queries (B, Q, q), projected keys/values (B, h, K, d) -> (B, Q, H), weights (B, h, Q, K) or None.
 
-        `mask` must have a head axis (see AttentionMask.with_heads).
+        `mask` must have a head axis (see AttentionMask.with_heads). Training on the CPU with small
+        heads and no weights asked for goes through `packed_attention` (same maths, fewer and larger
+        kernels); everything else through DotProductAttention.attend.
         """
+        if not need_weights and self._packed(queries, head_keys):
+            return self._attend_packed(queries, head_keys, head_values, mask), None
         head_queries = self.split_heads(self.W_q(queries))  # (B, h, Q, d)
         output, weights = self.attention.attend(head_queries, head_keys, head_values, mask, need_weights)
         return self.W_o(self.merge_heads(output)), weights  # (B, Q, H)
+
+    def _packed(self, queries: torch.Tensor, head_keys: torch.Tensor) -> bool:
+        """Whether `attend` takes the packed path: CPU training in float32/64 with heads of <= 16 channels."""
+        return (
+            queries.device.type == "cpu"
+            and torch.is_grad_enabled()
+            and not torch.is_autocast_enabled("cpu")
+            and head_keys.shape[-1] <= PACKED_MAX_HEAD_SIZE
+        )
+
+    def _attend_packed(
+        self,
+        queries: torch.Tensor,
+        head_keys: torch.Tensor,
+        head_values: torch.Tensor,
+        mask: AttentionMask | None,
+    ) -> torch.Tensor:
+        """`attend` through packed_attention: queries (B, Q, q), keys/values (B, h, K, d) -> (B, Q, H)."""
+        packed_queries = self.W_q(queries)  # (B, Q, H)
+        blocked, empty = (None, None) if mask is None else mask.keys_first()
+        batch, num_queries, _ = packed_queries.shape
+        keep = None
+        if self.training:
+            shape = (batch, head_keys.shape[2], num_queries, self.num_heads)  # (B, K, Q, h)
+            keep = draw_keep_masks(shape, self.attention.dropout.p, packed_queries)
+        output = packed_attention(
+            packed_queries,
+            self.merge_heads(head_keys),  # (B, K, H)
+            self.merge_heads(head_values),  # (B, K, H)
+            self.num_heads,
+            blocked,
+            empty,
+            keep,
+        )  # (B, Q, H)
+        return self.W_o(output)
 
     def forward(
         self,

@@ -209,6 +209,11 @@ class GRUBahdanau(EncoderDecoder):
         self.encoder = GRUEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, pack_padded)
         self.decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout)
 
+    @property
+    def reads_source_padding(self) -> bool:
+        """The book's unpacked GRU reads the padding into its final state; a packed one stops before."""
+        return not self.encoder.pack_padded
+
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
         """Encoder outputs (B, S, H), final hidden states (L, B, H) and the source mask (B, 1, S)."""
         if src.dim() != 2 or src_lens.shape != (src.shape[0],):

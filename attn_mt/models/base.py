@@ -18,6 +18,8 @@ DecoderState = dict[str, Any]
 class EncoderDecoder(nn.Module):
     """Base class: subclasses implement encode / decode / init_state / step / reorder_state."""
 
+    reads_source_padding = True  # False when no output depends on the source's padding columns
+
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
         """Run the encoder; returns what the decoder needs (memory, masks, valid lengths)."""
         raise NotImplementedError

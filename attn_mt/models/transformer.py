@@ -206,6 +206,8 @@ class TransformerDecoder(nn.Module):
 class Transformer(EncoderDecoder):
     """The book's Transformer encoder-decoder (Vaswani et al. 2017; book section 11.7), always causal."""
 
+    reads_source_padding = False  # padded source keys are masked everywhere, so trimming them is exact
+
     def __init__(
         self,
         src_vocab_size: int,

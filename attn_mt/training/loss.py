@@ -89,17 +89,18 @@ def masked_cross_entropy(
     target_lens: torch.Tensor,
     average: str = "book",
     label_smoothing: float = 0.0,
+    width: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy of `logits` (B, T, V) against `target` (B, T), ignoring steps past `target_lens`.
 
     Returns (objective, summed token loss). `average="book"` is the book's MaskedSoftmaxCELoss:
-    each sentence's loss is averaged over all T steps (padding counting as zero), then summed over
-    the batch. `average="token"` is the mean over real target tokens.
+    each sentence's loss is averaged over all `width` steps (default T; padding counting as zero),
+    then summed over the batch. `average="token"` is the mean over real target tokens.
     """
     B, T, V = logits.shape
     per_token = token_cross_entropy(logits.reshape(B * T, V), target.reshape(B * T), label_smoothing)
     per_token = per_token.reshape(B, T) * valid_mask(target_lens, T)  # (B, T)
     total = per_token.sum()
     if average == "book":
-        return total / T, total
+        return total / (width or T), total
     return total / target_lens.sum().clamp(min=1), total

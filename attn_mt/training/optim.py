@@ -19,13 +19,70 @@ def xavier_init_(model: nn.Module) -> None:
                     nn.init.xavier_uniform_(param)
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Adam (the book's) or AdamW over the trainable parameters.
+class FlatParameters:
+    """Every trainable parameter's values and gradient as slices of one flat tensor each.
+
+    A book-size model has ~60 small tensors, and on the CPU the optimiser, the gradient clipping and
+    the zeroing each cost about one call per tensor (torch's multi-tensor kernels loop over them
+    there). With the parameters viewing one flat tensor, each is one call. The parameters stay
+    ordinary leaves, so autograd, state_dict and load_state_dict see no difference; autograd adds
+    into the existing gradient views in place, so gradients must be zeroed with `zero_grad` here,
+    never set to None. Optimiser state is converted to and from the per-parameter layout, so
+    checkpoints are the same with or without flattening.
+    """
+
+    def __init__(self, params: list[nn.Parameter]):
+        self.params = params
+        self.sizes = [p.numel() for p in params]
+        self.flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))  # (N,)
+        self.flat.grad = torch.zeros_like(self.flat)  # (N,)
+        for param, values, grads in zip(
+            params, self.flat.data.split(self.sizes), self.flat.grad.split(self.sizes), strict=True
+        ):
+            param.data = values.view_as(param)
+            param.grad = grads.view_as(param)
+
+    def zero_grad(self) -> None:
+        """Zero every gradient in one call, keeping the views."""
+        self.flat.grad.zero_()
+
+    def per_parameter_state(self, state: dict) -> dict:
+        """The flat optimiser's state_dict in the layout of an optimiser over the separate parameters."""
+        flat_state = state["state"].get(0, {})
+        count = len(self.params)
+        per_param = {i: {k: self._piece(v, i) for k, v in flat_state.items()} for i in range(count)}
+        groups = [{**group, "params": list(range(count))} for group in state["param_groups"]]
+        return {"state": per_param if flat_state else {}, "param_groups": groups}
+
+    def flat_state(self, state: dict) -> dict:
+        """The inverse of per_parameter_state: a per-parameter state_dict for the flat optimiser."""
+        pieces = state["state"]
+        flat_state = {}
+        if pieces:
+            for key, first in pieces[0].items():
+                if torch.is_tensor(first) and first.numel() == self.sizes[0] and first.dim() > 0:
+                    flat_state[key] = torch.cat([pieces[i][key].reshape(-1) for i in range(len(self.params))])
+                else:
+                    flat_state[key] = first
+        groups = [{**group, "params": [0]} for group in state["param_groups"]]
+        return {"state": {0: flat_state} if flat_state else {}, "param_groups": groups}
+
+    def _piece(self, value: object, index: int) -> object:
+        """Parameter `index`'s slice of a flat state tensor; scalars (the step count) are shared."""
+        if torch.is_tensor(value) and value.dim() == 1 and value.numel() == self.flat.numel():
+            start = sum(self.sizes[:index])
+            return value[start : start + self.sizes[index]].view_as(self.params[index]).clone()
+        return value.clone() if torch.is_tensor(value) else value
+
+
+def build_optimizer(params: list[nn.Parameter] | nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam (the book's) or AdamW over the trainable parameters (of a module, or a list).
 
     On CPU and CUDA the fused kernel updates every tensor in one call (a book-size model has ~60
     small tensors, and a per-tensor update costs several times the fused one); elsewhere foreach.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
+    if isinstance(params, nn.Module):
+        params = [p for p in params.parameters() if p.requires_grad]
     betas = (cfg.adam_betas[0], cfg.adam_betas[1])
     device_type = params[0].device.type if params else "cpu"
     kernel = {"fused": True} if device_type in ("cpu", "cuda") else {"foreach": True}

@@ -34,7 +34,7 @@ from attn_mt.training.device import autocast_context, effective_amp, keep_freed_
 from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
-from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
+from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
 from attn_mt.training.run_dir import RunPaths, check_fits
 from attn_mt.training.validation import Validator
 
@@ -141,7 +141,11 @@ class Trainer:
         if self.dist.enabled:
             ids = [device.index] if device.type == "cuda" else None
             self.forward = DistributedDataParallel(self.forward, device_ids=ids)
-        self.optimizer = build_optimizer(self.model, tc)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        # one flat tensor for the optimiser on a single CPU process; DDP and CUDA keep their own layouts
+        self.flat = FlatParameters(params) if device.type == "cpu" and not self.dist.enabled else None
+        self.trained = [self.flat.flat] if self.flat is not None else params
+        self.optimizer = build_optimizer(self.trained, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
@@ -158,7 +162,7 @@ class Trainer:
         """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
         return {
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": self._optimizer_state(),
             "scheduler": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(),
             "rng": {
@@ -173,12 +177,20 @@ class Trainer:
             "tgt_vocab": list(self.data.tgt_vocab.idx_to_token),
         }
 
+    def _optimizer_state(self) -> dict[str, Any]:
+        """The optimiser's state_dict, per parameter whether or not the parameters are flattened."""
+        state = self.optimizer.state_dict()
+        return self.flat.per_parameter_state(state) if self.flat is not None else state
+
     def restore(self, path: Path) -> None:
         """Continue from a checkpoint written by `state`."""
         state = load_checkpoint(path, map_location="cpu")
         check_fits(state, self.cfg, len(self.data.src_vocab), len(self.data.tgt_vocab), path)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        optimizer_state = state["optimizer"]  # per parameter, see _optimizer_state
+        if self.flat is not None:
+            optimizer_state = self.flat.flat_state(optimizer_state)
+        self.optimizer.load_state_dict(optimizer_state)
         self.schedule.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         torch.set_rng_state(state["rng"]["torch"])
@@ -209,10 +221,14 @@ class Trainer:
         scaled by the world size to match one process accumulating every rank's batches.
         """
         tc = self.cfg.train
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.flat is not None:
+            self.flat.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
         loss_sum, tokens = 0.0, 0
         for i, batch in enumerate(batches):
-            batch = batch.to(self.device)
+            width = batch.tgt.shape[1]  # the book averages each sentence's loss over the padded width
+            batch = batch.trimmed(source=not self.model.reads_source_padding).to(self.device)
             sync = i == len(batches) - 1 or not self.dist.enabled
             context = contextlib.nullcontext() if sync else self.forward.no_sync()
             bos = torch.full((batch.tgt.shape[0], 1), self.bos_id, dtype=batch.tgt.dtype, device=self.device)
@@ -221,14 +237,14 @@ class Trainer:
                 with autocast_context(self.device, self.amp):
                     logits = self.forward(batch.src, batch.src_lens, tgt_in)  # (B, T, V)
                 objective, total = masked_cross_entropy(
-                    logits, batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing
+                    logits, batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing, width
                 )
                 if tc.loss_average == "token":
                     objective = objective / len(batches)
                 else:
                     objective = objective * self.dist.world_size
                 self.scaler.scale(objective).backward()
-            loss_sum += float(total.detach()) / (batch.tgt.shape[1] if tc.loss_average == "book" else 1)
+            loss_sum += float(total.detach()) / (width if tc.loss_average == "book" else 1)
             tokens += batch.num_tgt_tokens
         loss_sum, token_sum, stops = self.dist.sum([loss_sum, float(tokens), float(stop_flag)])
         if not math.isfinite(loss_sum):
@@ -238,7 +254,7 @@ class Trainer:
             )
         if tc.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip, foreach=True)
+            torch.nn.utils.clip_grad_norm_(self.trained, tc.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.schedule.after_step()

@@ -1,0 +1,102 @@
+"""What the training step does for speed keeps the maths: trimmed padding and flat parameters.
+
+Shapes: B batch, S source steps, T target steps, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_mt.config import load_config
+from attn_mt.data.batch import Batch
+from attn_mt.models import GRUBahdanau, Transformer
+from attn_mt.training.loss import masked_cross_entropy
+from attn_mt.training.optim import FlatParameters, build_optimizer, xavier_init_
+
+
+def book_batch() -> Batch:
+    """Four sentences padded to a book-mode width of 10 although the longest are 6 and 5 tokens."""
+    torch.manual_seed(0)
+    src_lens, tgt_lens = torch.tensor([6, 2, 4, 1]), torch.tensor([3, 5, 1, 2])
+    src = torch.randint(3, 20, (4, 10)) * (torch.arange(10) < src_lens[:, None])  # pad id 0
+    tgt = torch.randint(3, 20, (4, 10)) * (torch.arange(10) < tgt_lens[:, None])
+    return Batch(src, src_lens, tgt, tgt_lens)
+
+
+def book_loss(model: torch.nn.Module, batch: Batch, width: int) -> torch.Tensor:
+    """The book's loss (each sentence averaged over `width` steps, summed over the batch)."""
+    tgt_in = torch.cat([torch.ones(batch.tgt.shape[0], 1, dtype=torch.long), batch.tgt[:, :-1]], dim=1)
+    logits = model(batch.src, batch.src_lens, tgt_in)  # (B, T, V)
+    return masked_cross_entropy(logits, batch.tgt, batch.tgt_lens, "book", 0.0, width)[0]
+
+
+def test_trimmed_drops_only_all_padding_columns():
+    batch = book_batch()
+    both, target_only = batch.trimmed(source=True), batch.trimmed(source=False)
+    assert both.src.shape == (4, 6) and both.tgt.shape == (4, 5)
+    assert target_only.src.shape == (4, 10) and target_only.tgt.shape == (4, 5)
+    assert torch.equal(both.src, batch.src[:, :6]) and both.num_tgt_tokens == batch.num_tgt_tokens
+
+
+@pytest.mark.parametrize("kind", ["transformer", "bahdanau"])
+def test_trimming_keeps_the_book_loss_and_its_gradients(kind):
+    torch.manual_seed(1)
+    if kind == "transformer":
+        model = Transformer(20, 20, 8, 16, 2, 2, 0.0).double()
+    else:
+        model = GRUBahdanau(20, 20, 6, 8, 2, 0.0, pack_padded=False).double()
+    xavier_init_(model)
+    batch = book_batch()
+    full = book_loss(model, batch, 10)
+    trimmed = book_loss(model, batch.trimmed(source=not model.reads_source_padding), 10)
+    torch.testing.assert_close(trimmed, full, rtol=1e-12, atol=1e-12)
+    params = list(model.parameters())
+    for a, b in zip(torch.autograd.grad(trimmed, params), torch.autograd.grad(full, params), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_the_book_gru_reads_its_source_padding():
+    """Why Bahdanau keeps its source width: the unpacked GRU's final state has read the padding."""
+    torch.manual_seed(2)
+    book = GRUBahdanau(20, 20, 6, 8, 2, 0.0, pack_padded=False).double()
+    packed = GRUBahdanau(20, 20, 6, 8, 2, 0.0, pack_padded=True).double()
+    assert book.reads_source_padding and not packed.reads_source_padding
+    assert not Transformer(20, 20, 8, 16, 2, 2, 0.0).reads_source_padding
+    batch = book_batch()
+    cut = batch.trimmed(source=True)
+    assert not torch.allclose(book_loss(book, cut, 10), book_loss(book, batch, 10))
+    torch.testing.assert_close(book_loss(packed, cut, 10), book_loss(packed, batch, 10))
+
+
+def test_flat_parameters_train_exactly_like_separate_ones():
+    cfg = load_config(None, ["train.lr=0.01", "train.optimizer=adamw", "train.weight_decay=0.01"]).train
+    torch.manual_seed(3)
+    flat_model = Transformer(20, 20, 8, 16, 2, 2, 0.0)
+    plain_model = Transformer(20, 20, 8, 16, 2, 2, 0.0)
+    plain_model.load_state_dict(flat_model.state_dict())
+    flat = FlatParameters(list(flat_model.parameters()))
+    flat_opt = build_optimizer([flat.flat], cfg)
+    plain_opt = build_optimizer(plain_model, cfg)
+    batch = book_batch()
+    for _ in range(3):
+        flat.zero_grad()
+        plain_opt.zero_grad(set_to_none=True)
+        book_loss(flat_model, batch, 10).backward()
+        book_loss(plain_model, batch, 10).backward()
+        torch.nn.utils.clip_grad_norm_([flat.flat], 1.0)
+        torch.nn.utils.clip_grad_norm_(list(plain_model.parameters()), 1.0)
+        flat_opt.step()
+        plain_opt.step()
+    for (name, a), b in zip(flat_model.state_dict().items(), plain_model.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    per_param = flat.per_parameter_state(flat_opt.state_dict())
+    plain_state = plain_opt.state_dict()
+    assert per_param["param_groups"] == plain_state["param_groups"]
+    for i, state in plain_state["state"].items():
+        for key, value in state.items():
+            torch.testing.assert_close(per_param["state"][i][key], value, rtol=1e-5, atol=1e-7)
+    reloaded = build_optimizer([flat.flat], cfg)
+    reloaded.load_state_dict(flat.flat_state(per_param))
+    for key, value in flat_opt.state_dict()["state"][0].items():
+        assert torch.equal(reloaded.state_dict()["state"][0][key], value)
