@@ -96,9 +96,8 @@ def test_packed_path_drops_weights_at_the_configured_rate():
     torch.manual_seed(2)
     attention = MultiHeadAttention(8, 8, 8, 8, num_heads=2, dropout=0.5).train()
     x = torch.randn(64, 6, 8)
-    keys, values = attention.project_keys_values(x, x)
-    with torch.no_grad():
-        values.fill_(1.0)  # every output channel before W_o is then the row's kept weight sum
+    keys = torch.randn(64, 2, 6, 4)  # (B, h, K, d)
+    values = torch.ones(64, 2, 6, 4)  # every output channel before W_o is then the row's kept weight sum
     outputs = []
     attention.W_o = torch.nn.Identity()
     for _ in range(20):
