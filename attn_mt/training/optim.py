@@ -68,11 +68,11 @@ class FlatParameters:
         return {"state": {0: flat_state} if flat_state else {}, "param_groups": groups}
 
     def _piece(self, value: object, index: int) -> object:
-        """Parameter `index`'s slice of a flat state tensor; scalars (the step count) are shared."""
+        """Parameter `index`'s slice (a view) of a flat state tensor; scalars (the step count) are shared."""
         if torch.is_tensor(value) and value.dim() == 1 and value.numel() == self.flat.numel():
             start = sum(self.sizes[:index])
-            return value[start : start + self.sizes[index]].view_as(self.params[index]).clone()
-        return value.clone() if torch.is_tensor(value) else value
+            return value[start : start + self.sizes[index]].view_as(self.params[index])
+        return value
 
 
 def build_optimizer(params: list[nn.Parameter] | nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
