@@ -21,20 +21,26 @@ import torch
 NEG_INF = float("-inf")
 
 
-def spread_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """(B, N, H) -> (B, N * h, H): row (n, i) holds head i's channels of row n and zeros elsewhere."""
+def spread_heads(x: torch.Tensor, num_heads: int, scale: float = 1.0) -> torch.Tensor:
+    """(B, N, H) -> (B, N * h, H): row (n, i) is head i's channels of row n times `scale`, zeros elsewhere."""
     batch, steps, hidden = x.shape
     out = x.new_zeros(batch, steps, num_heads, num_heads, hidden // num_heads)  # (B, N, h, h, d)
-    torch.diagonal(out, dim1=2, dim2=3).copy_(x.view(batch, steps, num_heads, -1).transpose(2, 3))
+    diagonal = torch.diagonal(out, dim1=2, dim2=3)  # (B, N, d, h), a view of out
+    torch.mul(x.view(batch, steps, num_heads, -1).transpose(2, 3), scale, out=diagonal)
     return out.view(batch, steps * num_heads, hidden)
 
 
-def gather_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """(B, N * h, H) -> (B, N, H): row n takes head i's channels from row (n, i); the inverse of spread."""
+def gather_heads(x: torch.Tensor, num_heads: int, scale: float = 1.0) -> torch.Tensor:
+    """(B, N * h, H) -> (B, N, H): row n takes head i's channels from row (n, i), times `scale`.
+
+    The inverse of spread_heads.
+    """
     batch, rows, hidden = x.shape
     steps = rows // num_heads
     diagonal = torch.diagonal(x.view(batch, steps, num_heads, num_heads, -1), dim1=2, dim2=3)  # (B, N, d, h)
-    return diagonal.transpose(2, 3).reshape(batch, steps, hidden)
+    out = x.new_empty(batch, steps, num_heads, hidden // num_heads)  # (B, N, h, d)
+    torch.mul(diagonal.transpose(2, 3), scale, out=out)
+    return out.view(batch, steps, hidden)
 
 
 class _PackedAttention(torch.autograd.Function):
@@ -55,8 +61,8 @@ class _PackedAttention(torch.autograd.Function):
         batch, num_queries, hidden = queries.shape
         num_keys = keys.shape[1]
         scale = (hidden // num_heads) ** -0.5
-        spread = spread_heads(queries, num_heads)  # (B, Q * h, H)
-        scores = torch.bmm(keys, spread.transpose(1, 2)).mul_(scale)  # (B, K, Q * h)
+        spread = spread_heads(queries, num_heads, scale)  # (B, Q * h, H), scaled by 1 / sqrt(d)
+        scores = torch.bmm(keys, spread.transpose(1, 2))  # (B, K, Q * h)
         scores = scores.view(batch, num_keys, num_queries, num_heads)  # (B, K, Q, h)
         if blocked is not None:
             scores.masked_fill_(blocked, NEG_INF)
@@ -83,12 +89,12 @@ class _PackedAttention(torch.autograd.Function):
         grad_weights = grad_weights.view(batch, num_keys, num_queries, num_heads)  # (B, K, Q, h)
         if keep is not None:
             grad_weights = grad_weights.mul_(keep)
-        product = grad_weights.mul_(weights)  # (B, K, Q, h)
-        grad_scores = product.sub_(weights * product.sum(dim=1, keepdim=True)).mul_(scale)  # (B, K, Q, h)
+        # softmax's backward along the keys, weights * (grad - sum(grad * weights)), in one kernel
+        grad_scores = torch.ops.aten._softmax_backward_data(grad_weights, weights, 1, weights.dtype)
         grad_scores = grad_scores.view(batch, num_keys, num_queries * num_heads)  # (B, K, Q * h)
-        grad_keys = torch.bmm(grad_scores, spread)  # (B, K, H)
+        grad_keys = torch.bmm(grad_scores, spread)  # (B, K, H); spread holds the scaled queries
         grad_spread = torch.bmm(grad_scores.transpose(1, 2), keys)  # (B, Q * h, H)
-        grad_queries = gather_heads(grad_spread, num_heads)  # (B, Q, H)
+        grad_queries = gather_heads(grad_spread, num_heads, scale)  # (B, Q, H)
         return grad_queries, grad_keys, grad_values, None, None, None, None
 
 
