@@ -83,6 +83,7 @@ def test_flat_parameters_train_exactly_like_separate_ones():
         flat.zero_grad()
         plain_opt.zero_grad(set_to_none=True)
         book_loss(flat_model, batch, 10).backward()
+        flat.gather_grads()
         book_loss(plain_model, batch, 10).backward()
         torch.nn.utils.clip_grad_norm_([flat.flat], 1.0)
         torch.nn.utils.clip_grad_norm_(list(plain_model.parameters()), 1.0)

@@ -20,15 +20,15 @@ def xavier_init_(model: nn.Module) -> None:
 
 
 class FlatParameters:
-    """Every trainable parameter's values and gradient as slices of one flat tensor each.
+    """Every trainable parameter's values as a slice of one flat tensor, with one flat gradient.
 
-    A book-size model has ~60 small tensors, and on the CPU the optimiser, the gradient clipping and
-    the zeroing each cost about one call per tensor (torch's multi-tensor kernels loop over them
-    there). With the parameters viewing one flat tensor, each is one call. The parameters stay
-    ordinary leaves, so autograd, state_dict and load_state_dict see no difference; autograd adds
-    into the existing gradient views in place, so gradients must be zeroed with `zero_grad` here,
-    never set to None. Optimiser state is converted to and from the per-parameter layout, so
-    checkpoints are the same with or without flattening.
+    A book-size model has ~60 small tensors, and on the CPU the optimiser and the gradient clipping
+    cost about one call per tensor (torch's multi-tensor kernels loop over them there). With the
+    parameters viewing one flat tensor, each is one call. The parameters stay ordinary leaves, so
+    autograd, state_dict and load_state_dict see no difference: autograd writes each parameter's
+    gradient as usual, and `gather_grads` copies them all into the flat gradient with one
+    concatenation before clipping and the update. Optimiser state is converted to and from the
+    per-parameter layout, so checkpoints are the same with or without flattening.
     """
 
     def __init__(self, params: list[nn.Parameter]):
@@ -36,15 +36,20 @@ class FlatParameters:
         self.sizes = [p.numel() for p in params]
         self.flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))  # (N,)
         self.flat.grad = torch.zeros_like(self.flat)  # (N,)
-        for param, values, grads in zip(
-            params, self.flat.data.split(self.sizes), self.flat.grad.split(self.sizes), strict=True
-        ):
+        for param, values in zip(params, self.flat.data.split(self.sizes), strict=True):
             param.data = values.view_as(param)
-            param.grad = grads.view_as(param)
 
     def zero_grad(self) -> None:
-        """Zero every gradient in one call, keeping the views."""
-        self.flat.grad.zero_()
+        """Forget the parameters' gradients, so the next backward writes them afresh."""
+        for param in self.params:
+            param.grad = None
+
+    def gather_grads(self) -> None:
+        """Copy every parameter's gradient into the flat gradient in one call (zeros where there is none)."""
+        grads = [
+            p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in self.params
+        ]
+        torch.cat(grads, out=self.flat.grad)
 
     def per_parameter_state(self, state: dict) -> dict:
         """The flat optimiser's state_dict in the layout of an optimiser over the separate parameters."""

@@ -246,6 +246,8 @@ class Trainer:
                 self.scaler.scale(objective).backward()
             loss_sum += float(total.detach()) / (width if tc.loss_average == "book" else 1)
             tokens += batch.num_tgt_tokens
+        if self.flat is not None:
+            self.flat.gather_grads()
         loss_sum, token_sum, stops = self.dist.sum([loss_sum, float(tokens), float(stop_flag)])
         if not math.isfinite(loss_sum):
             raise TrainingDivergedError(
