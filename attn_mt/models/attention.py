@@ -279,7 +279,7 @@ class MultiHeadAttention(nn.Module):
         return self.W_o(self.merge_heads(output)), weights  # (B, Q, H)
 
     def _packed(self, queries: torch.Tensor, head_keys: torch.Tensor) -> bool:
-        """Whether `attend` takes the packed path: CPU training in float32/64 with heads of <= 16 channels."""
+        """Whether `attend` takes the packed path: CPU, gradients on, no autocast, heads of <= 16 channels."""
         return (
             queries.device.type == "cpu"
             and torch.is_grad_enabled()
