@@ -55,7 +55,8 @@ class FlatParameters:
         """The flat optimiser's state_dict in the layout of an optimiser over the separate parameters."""
         flat_state = state["state"].get(0, {})
         count = len(self.params)
-        per_param = {i: {k: self._piece(v, i) for k, v in flat_state.items()} for i in range(count)}
+        split = {key: self._split(value) for key, value in flat_state.items()}  # key -> per-parameter list
+        per_param = {i: {key: pieces[i] for key, pieces in split.items()} for i in range(count)}
         groups = [{**group, "params": list(range(count))} for group in state["param_groups"]]
         return {"state": per_param if flat_state else {}, "param_groups": groups}
 
@@ -72,12 +73,11 @@ class FlatParameters:
         groups = [{**group, "params": [0]} for group in state["param_groups"]]
         return {"state": {0: flat_state} if flat_state else {}, "param_groups": groups}
 
-    def _piece(self, value: object, index: int) -> object:
-        """Parameter `index`'s slice (a view) of a flat state tensor; scalars (the step count) are shared."""
+    def _split(self, value: object) -> list:
+        """A flat state tensor as per-parameter views; a scalar (the step count) shared by all."""
         if torch.is_tensor(value) and value.dim() == 1 and value.numel() == self.flat.numel():
-            start = sum(self.sizes[:index])
-            return value[start : start + self.sizes[index]].view_as(self.params[index])
-        return value
+            return [piece.view_as(p) for piece, p in zip(value.split(self.sizes), self.params, strict=True)]
+        return [value] * len(self.params)
 
 
 def build_optimizer(params: list[nn.Parameter] | nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
