@@ -22,7 +22,7 @@ from attn_mt.errors import UserError
 DATA_MODES = ("book", "split")
 MODEL_TYPES = ("gru_bahdanau", "transformer")
 OPTIMIZERS = ("adam", "adamw")
-SCHEDULES = ("constant", "inverse_sqrt", "plateau")
+SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
 LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
 AMP_MODES = ("none", "bf16", "fp16")
@@ -59,6 +59,7 @@ class ModelConfig:
     ffn_num_hiddens: int = 64
     dropout: float = 0.1
     pack_padded: bool = False
+    tie_embeddings: bool = False
 
 
 @dataclass
@@ -278,6 +279,13 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
         problems.append(
             f"model.num_hiddens: {cfg.model.num_hiddens} is not divisible by model.num_heads "
             f"= {cfg.model.num_heads}"
+        )
+    if _sound(problems, "model.type", "model.tie_embeddings") and (
+        cfg.model.tie_embeddings and cfg.model.type != "transformer"
+    ):
+        problems.append(
+            f"model.tie_embeddings: only the transformer ties its target embedding to its output layer, "
+            f"but model.type is {cfg.model.type!r}"
         )
     if _sound(problems, "data.mode", "train.best_metric") and (
         cfg.data.mode == "book" and cfg.train.best_metric != "train_loss"

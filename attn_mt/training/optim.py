@@ -9,9 +9,13 @@ from attn_mt.config import TrainConfig
 
 
 def xavier_init_(model: nn.Module) -> None:
-    """The book's init: Xavier-uniform weights for every Linear layer and every GRU weight matrix."""
+    """The book's init: Xavier-uniform weights for every Linear layer and every GRU weight matrix.
+
+    A Linear weight tied to an embedding keeps the embedding's own initialisation.
+    """
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     for module in model.modules():
-        if isinstance(module, nn.Linear):
+        if isinstance(module, nn.Linear) and id(module.weight) not in embeddings:
             nn.init.xavier_uniform_(module.weight)
         elif isinstance(module, nn.GRU):
             for name, param in module.named_parameters():
@@ -103,12 +107,28 @@ def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
     return (warmup_steps / step) ** 0.5
 
 
-class Schedule:
-    """One interface over the per-step (constant, inverse_sqrt) and per-validation (plateau) schedules."""
+def linear_factor(step: int, warmup_steps: int, progress: float) -> float:
+    """Linear warmup to the peak lr at `warmup_steps`, capped by a straight line to zero at progress 1.
 
-    def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig):
+    `progress` is the fraction of the run already done (steps or wall-clock, whichever is further):
+    lr = peak * min(step / warmup, 1 - progress), the "decay to zero" schedule of budgeted training.
+    """
+    ramp = min(1.0, max(step, 1) / warmup_steps) if warmup_steps else 1.0
+    return max(0.0, min(ramp, 1.0 - progress))
+
+
+class Schedule:
+    """One interface over per-step (constant, inverse_sqrt, linear) and per-validation (plateau) schedules.
+
+    The linear schedule ends at zero when the run ends: after `total_steps` optimiser steps, or when
+    the time limit is used up (`after_step(time_used)`), whichever comes first.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, cfg: TrainConfig, total_steps: int = 0):
         self.kind = cfg.schedule
         self.optimizer = optimizer
+        self.total_steps = total_steps  # 0 = no step bound for the linear schedule
+        self.time_used = 0.0  # fraction of the wall-clock limit spent so far
         warmup = cfg.warmup_steps
         if self.kind == "plateau":
             self.sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -118,13 +138,23 @@ class Schedule:
             self.sched = torch.optim.lr_scheduler.LambdaLR(
                 optimizer, lambda s: inverse_sqrt_factor(s, warmup)
             )
+        elif self.kind == "linear":
+            self.sched = torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda s: linear_factor(s, warmup, self.progress(s))
+            )
         else:
             self.sched = torch.optim.lr_scheduler.LambdaLR(
                 optimizer, lambda s: min(1.0, max(s, 1) / warmup) if warmup else 1.0
             )
 
-    def after_step(self) -> None:
-        """Advance a per-step schedule by one optimiser step."""
+    def progress(self, step: int) -> float:
+        """Fraction of the run done after `step` steps: of the step bound or of the time limit."""
+        steps = step / self.total_steps if self.total_steps else 0.0
+        return max(steps, self.time_used)
+
+    def after_step(self, time_used: float = 0.0) -> None:
+        """Advance a per-step schedule by one step; `time_used` is the spent fraction of the time limit."""
+        self.time_used = time_used
         if self.kind != "plateau":
             self.sched.step()
 

@@ -213,12 +213,16 @@ class Trainer:
         self._last_save = now
 
     # ----- one optimiser step -----
-    def train_step(self, batches: list[Batch], stop_flag: bool = False) -> tuple[float, int, bool]:
+    def train_step(
+        self, batches: list[Batch], stop_flag: bool = False, time_used: float = 0.0
+    ) -> tuple[float, int, bool]:
         """Forward, backward and update over this rank's `batches` (gradient accumulation).
 
         Returns the loss sum and target tokens of the step over all ranks, and whether any rank
         asked to stop. Under DDP the gradients are averaged over ranks, so the book's summed loss is
         scaled by the world size to match one process accumulating every rank's batches.
+        `time_used` (the spent fraction of the time limit) is averaged over ranks for the schedule,
+        so every replica steps with the same learning rate.
         """
         tc = self.cfg.train
         if self.flat is not None:
@@ -248,7 +252,9 @@ class Trainer:
             tokens += batch.num_tgt_tokens
         if self.flat is not None:
             self.flat.gather_grads()
-        loss_sum, token_sum, stops = self.dist.sum([loss_sum, float(tokens), float(stop_flag)])
+        loss_sum, token_sum, stops, time_used = self.dist.sum(
+            [loss_sum, float(tokens), float(stop_flag), time_used]
+        )
         if not math.isfinite(loss_sum):
             raise TrainingDivergedError(
                 f"the loss became {loss_sum} at step {self.progress.step + 1}; training stopped, "
@@ -259,7 +265,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.trained, tc.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.schedule.after_step()
+        self.schedule.after_step(time_used / self.dist.world_size)
         return loss_sum, int(token_sum), stops > 0
 
     # ----- the loop -----
@@ -321,6 +327,8 @@ class Trainer:
         total = tc.epochs * steps_per_epoch
         if tc.max_steps:
             total = min(total, tc.max_steps)
+        self.schedule.total_steps = total
+        limit_s = tc.time_limit_minutes * 60
         old_int = signal.signal(signal.SIGINT, self._on_signal)
         old_term = signal.signal(signal.SIGTERM, self._on_signal)
         bar = tqdm(
@@ -344,12 +352,10 @@ class Trainer:
                 plan = self.data.train.plan(pr.epoch, seed)
                 while pr.batch_in_epoch < len(plan):
                     mine = self.rank_batches(plan, pr.batch_in_epoch)
-                    stop_asked = self._interrupted or bool(
-                        tc.time_limit_minutes
-                        and time.perf_counter() - start - self.hook_s >= tc.time_limit_minutes * 60
-                    )
+                    used = (time.perf_counter() - start - self.hook_s) / limit_s if limit_s else 0.0
+                    stop_asked = self._interrupted or used >= 1.0
                     loss_sum, tokens, any_stop = self.train_step(
-                        [self.data.train.collate(ix) for ix in mine], stop_asked
+                        [self.data.train.collate(ix) for ix in mine], stop_asked, used
                     )
                     pr.batch_in_epoch += per_step
                     pr.step += 1
@@ -407,6 +413,10 @@ class Trainer:
                         self.model.train()
             if not stop:
                 stop = "epochs"
+            if stop in ("time_limit", "max_steps", "epochs") and tc.valid_every and pr.step % tc.valid_every:
+                # the last steps since the previous validation (where a decaying lr ends) get scored too
+                self._validate_and_checkpoint(pr.epoch_loss / max(pr.epoch_tokens, 1) if pr.epoch_tokens
+                                              else last_loss)
             self.save()
         finally:
             bar.close()
