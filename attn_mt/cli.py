@@ -119,6 +119,9 @@ def translate(
         None, "--output", "-o", help="Write translations here (default stdout)."
     ),
     beam: int | None = typer.Option(None, "--beam", help="Beam size (default: the run's decode.beam_size)."),
+    length_penalty: float | None = typer.Option(
+        None, "--length-penalty", help="GNMT length penalty alpha (default: the run's decode.length_penalty)."
+    ),
     nbest: int = typer.Option(1, "--nbest", help="Print the N best translations with their scores."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
     attention_dir: Path | None = typer.Option(
@@ -131,7 +134,10 @@ def translate(
 
     if output is not None and output.is_dir():
         raise UserError(f"--output {output} is a directory; give a file path")
-    run_translate(run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device)
+    run_translate(
+        run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device,
+        length_penalty,
+    )
 
 
 @app.command("eval")
@@ -141,6 +147,9 @@ def evaluate(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
     beam: int | None = typer.Option(None, "--beam", help="Beam size (default: the run's decode.beam_size)."),
+    length_penalty: float | None = typer.Option(
+        None, "--length-penalty", help="GNMT length penalty alpha (default: the run's decode.length_penalty)."
+    ),
     attention: int = typer.Option(0, "--attention", help="Dump attention for the first N sentences."),
     compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
@@ -150,7 +159,7 @@ def evaluate(
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
     from attn_mt.evaluation.evaluate import run_eval
 
-    run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device)
+    run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device, length_penalty)
 
 
 def _scalars_only(tree: dict) -> dict:

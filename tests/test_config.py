@@ -58,6 +58,8 @@ def test_impossible_combinations():
         config_from_dict({"decode": {"beam_size": 2, "nbest": 5}})
     with pytest.raises(ConfigError, match=r"model.dropout: must be in \[0, 1\)"):
         config_from_dict({"model": {"dropout": 1.5}})
+    with pytest.raises(ConfigError, match="model.tie_embeddings: only the transformer .* 'gru_bahdanau'"):
+        config_from_dict({"model": {"type": "gru_bahdanau", "tie_embeddings": True}})
 
 
 def test_combinations_are_checked_alongside_other_problems():

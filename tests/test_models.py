@@ -22,6 +22,7 @@ from attn_mt.models import (
     build_model,
 )
 from attn_mt.models import attention as attention_module
+from attn_mt.training.optim import xavier_init_
 
 PAD = 1  # the book's <pad> id
 SRC_V, TGT_V = 13, 11
@@ -381,3 +382,27 @@ def test_transformer_uses_fused_attention_unless_weights_are_asked_for(monkeypat
         assert len(calls) == 3 * LAYERS  # every weight asked for: the explicit path only
         run_steps(model, src, src_lens, tgt_in, need_attention=True)
     assert len(calls) == 4 * LAYERS  # encode() needs no weights; the asked-for decoder steps are explicit
+
+
+def test_tied_embeddings_share_one_matrix_through_init_training_and_a_reload():
+    torch.manual_seed(0)
+    cfg = ModelConfig(type="transformer", num_hiddens=16, num_layers=1, num_heads=2, ffn_num_hiddens=8,
+                      dropout=0.0, tie_embeddings=True)
+    tied = build_model(cfg, SRC_V, 40)
+    untied = build_model(ModelConfig(**{**vars(cfg), "tie_embeddings": False}), SRC_V, 40)
+    xavier_init_(tied)
+    assert tied.decoder.dense.weight is tied.decoder.embedding.weight
+    count = sum(p.numel() for p in tied.parameters())
+    assert count == sum(p.numel() for p in untied.parameters()) - 40 * 16
+    # xavier_init_ leaves the shared matrix at N(0, 1/H): std 0.25 here, where Xavier would give ~0.2
+    assert abs(tied.decoder.embedding.weight.std().item() - 16**-0.5) < 0.03
+    src, src_lens, tgt_in = batch([3, 2])
+    tgt_in = tgt_in.remainder(40)
+    optimizer = torch.optim.SGD(tied.parameters(), lr=0.1)
+    tied(src, src_lens, tgt_in).logsumexp(-1).sum().backward()
+    optimizer.step()
+    assert tied.decoder.dense.weight is tied.decoder.embedding.weight
+    reloaded = build_model(cfg, SRC_V, 40)
+    reloaded.load_state_dict(tied.state_dict())
+    tied.eval(), reloaded.eval()
+    torch.testing.assert_close(reloaded(src, src_lens, tgt_in), tied(src, src_lens, tgt_in), rtol=0, atol=0)

@@ -226,7 +226,14 @@ def test_eval_finds_the_trained_corpus_checks_compare_first_and_prints_the_boots
     with pytest.raises(UserError, match=f"trained on {re.escape(str(corpus))}: pass --data"):
         run_eval(run, "test", None, 0, None, "best", str(other), "cpu")
 
+    with pytest.raises(UserError, match="--length-penalty must be 0 or more, got -1"):
+        run_eval(run, "test", None, 0, None, "best", None, "cpu", -1.0)
+    raw = run_eval(run, "test", None, 0, None, "best", None, "cpu", 0.0)
+    longer = run_eval(run, "test", None, 0, None, "best", None, "cpu", 5.0)
+    assert (raw["length_penalty"], longer["length_penalty"]) == (0.0, 5.0)
+    assert longer["bleu_detail"]["sys_len"] >= raw["bleu_detail"]["sys_len"]
     scores = run_eval(run, "test", None, 0, None, "best", None, "cpu")
+    assert scores["length_penalty"] == cfg.decode.length_penalty
     files = read_eval_files(run / "eval" / "test")
     assert len(files.hyps) == 8 and scores["bleu"] == corpus_scores(files.hyps, files.refs)["bleu"]
     shutil.copytree(run, tmp_path / "again", ignore=shutil.ignore_patterns("eval"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attn_mt.decoding.translator import Translation, Translator
+from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.training.device import pick_device
 from attn_mt.training.run_dir import load_run
@@ -72,6 +72,7 @@ def run_translate(
     checkpoint: str,
     attention_dir: Path | None,
     device: str,
+    length_penalty: float | None = None,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines) per input line."""
     if beam is not None and beam < 1:
@@ -81,10 +82,11 @@ def run_translate(
     lines = read_input_lines(input_file, texts)
     dev = pick_device(device)
     run = load_run(run_dir, checkpoint, dev)
+    cfg = with_length_penalty(run.config, length_penalty)
     beam_size = run.config.decode.beam_size if beam is None else beam
     if nbest > beam_size:
         raise UserError(f"--nbest {nbest} needs a beam at least as large (the beam size is {beam_size})")
-    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, dev)
+    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, dev)
     results = translator.translate(lines, beam_size=beam_size, nbest=nbest, progress=True)
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from tqdm import tqdm
@@ -13,6 +13,7 @@ from attn_mt.data.dataset import encode_sources
 from attn_mt.data.preprocess import preprocess, tokenize
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
+from attn_mt.errors import UserError
 from attn_mt.evaluation.attention import SentenceAttention, collect_attention
 from attn_mt.models.base import EncoderDecoder
 
@@ -33,6 +34,15 @@ class Translation:
     def text(self) -> str:
         """The best translation ('' for a blank input)."""
         return self.outputs[0] if self.outputs else ""
+
+
+def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
+    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses a negative alpha."""
+    if length_penalty is None:
+        return cfg
+    if not length_penalty >= 0:
+        raise UserError(f"--length-penalty must be 0 or more, got {length_penalty}")
+    return replace(cfg, decode=replace(cfg.decode, length_penalty=length_penalty))
 
 
 def max_source_tokens(cfg: Config) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from attn_mt.decoding.translator import Translator
+from attn_mt.decoding.translator import Translator, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention import save_attention
 from attn_mt.evaluation.scores import (
@@ -70,6 +70,7 @@ def format_table(scores: dict[str, Any]) -> str:
     """A short human-readable table of the scores."""
     lines = [
         f"split {scores['split']}: {scores['num_sentences']} sentences, beam {scores['beam_size']}, "
+        f"length penalty {scores.get('length_penalty')}, "
         f"checkpoint {scores['checkpoint']} (step {scores['step']})",
         f"  BLEU {scores['bleu']:6.2f}   {scores['bleu_signature']}",
         f"  chrF {scores['chrf']:6.2f}   {scores['chrf_signature']}",
@@ -102,6 +103,7 @@ def run_eval(
     checkpoint: str,
     data_path: str | None,
     device: str,
+    length_penalty: float | None = None,
 ) -> dict[str, Any]:
     """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}."""
     if split not in SPLITS:
@@ -120,9 +122,10 @@ def run_eval(
             )
     dev = pick_device(device)
     run = load_run(run_dir, checkpoint, dev)
+    cfg = with_length_penalty(run.config, length_penalty)
     sources, refs = split_examples(run, split, data_path, Path(run_dir))
-    beam_size = run.config.decode.beam_size if beam is None else beam
-    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, dev)
+    beam_size = cfg.decode.beam_size if beam is None else beam
+    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, dev)
     results = translator.translate(sources, beam_size=beam_size, progress=True)
     hyps = [r.text for r in results]
     out_dir = RunPaths(Path(run_dir)).eval_dir(split)
@@ -130,6 +133,7 @@ def run_eval(
     scores: dict[str, Any] = {
         "split": split,
         "beam_size": beam_size,
+        "length_penalty": cfg.decode.length_penalty,
         "checkpoint": run.checkpoint.name,
         "step": run.step,
         **corpus_scores(hyps, refs),

@@ -217,12 +217,18 @@ class Transformer(EncoderDecoder):
         num_heads: int,
         num_layers: int,
         dropout: float,
+        tie_embeddings: bool = False,
     ):
         super().__init__()
         sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout)
         self.encoder = TransformerEncoder(src_vocab_size, *sizes)
         self.decoder = TransformerDecoder(tgt_vocab_size, *sizes)
         self.num_heads = num_heads
+        if tie_embeddings:
+            # one (V, H) matrix embeds the target tokens and scores them (Press & Wolf 2017); drawn from
+            # N(0, 1/H) as in Vaswani et al., so the sqrt(H)-scaled embeddings start near unit variance
+            self.decoder.dense.weight = self.decoder.embedding.weight
+            nn.init.normal_(self.decoder.embedding.weight, 0.0, num_hiddens**-0.5)
 
     def _encode(
         self, src: torch.Tensor, src_lens: torch.Tensor, need_weights: bool
