@@ -25,6 +25,8 @@ from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import corpus_scores
 from attn_mt.training.trainer import Trainer, train
 
+FINAL_KEYS = ("bleu", "chrf", "ter", "bleu_signature", "beam_size", "length_penalty", "step")
+
 
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MB (Linux reports KiB)."""
@@ -79,7 +81,7 @@ def main() -> None:
         "stopped_because": result.stopped_because,
         "train_tokens_per_s": round(result.tokens_per_s, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
-        "final_test": {k: final[k] for k in ("bleu", "chrf", "ter", "bleu_signature", "beam_size")},
+        "final_test": {k: final[k] for k in FINAL_KEYS},
         "points": points,
     }
     args.out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +93,8 @@ def main() -> None:
         cells = [p["minutes"], p["step"], p["valid_bleu"], p["test_bleu_greedy"], p["peak_rss_mb"]]
         print("| " + " | ".join(str(c) for c in cells) + " |")
     print(
-        f"\nbest checkpoint, test split, beam {final['beam_size']}: BLEU {final['bleu']:.2f}, "
+        f"\nbest checkpoint (step {final['step']}), test split, beam {final['beam_size']}, length penalty "
+        f"{final['length_penalty']}: BLEU {final['bleu']:.2f}, "
         f"chrF {final['chrf']:.2f}, TER {final['ter']:.2f}"
     )
 
