@@ -80,7 +80,7 @@ def test_multi_head_attention_training_path_matches_the_weights_path():
     memory = torch.randn(2, 3, 8, dtype=torch.float64)
     mask = AttentionMask.from_valid_lens(torch.tensor([3, 1]), 5, 3).with_heads()
     keys, values = attention.project_keys_values(memory, memory)
-    assert attention._packed(x, keys)
+    assert attention.packs(x)
     packed, none = attention.attend(x, keys, values, mask, need_weights=False)
     explicit_out, weights = attention.attend(x, keys, values, mask, need_weights=True)
     assert none is None and weights.shape == (2, 4, 5, 3)

@@ -272,19 +272,19 @@ class MultiHeadAttention(nn.Module):
         heads and no weights asked for goes through `packed_attention` (same maths, fewer and larger
         kernels); everything else through DotProductAttention.attend.
         """
-        if not need_weights and self._packed(queries, head_keys):
+        if not need_weights and self.packs(queries):
             return self._attend_packed(queries, head_keys, head_values, mask), None
         head_queries = self.split_heads(self.W_q(queries))  # (B, h, Q, d)
         output, weights = self.attention.attend(head_queries, head_keys, head_values, mask, need_weights)
         return self.W_o(self.merge_heads(output)), weights  # (B, Q, H)
 
-    def _packed(self, queries: torch.Tensor, head_keys: torch.Tensor) -> bool:
+    def packs(self, queries: torch.Tensor) -> bool:
         """Whether `attend` takes the packed path: CPU, gradients on, no autocast, heads of <= 16 channels."""
         return (
             queries.device.type == "cpu"
             and torch.is_grad_enabled()
             and not torch.is_autocast_enabled("cpu")
-            and head_keys.shape[-1] <= PACKED_MAX_HEAD_SIZE
+            and self.W_q.out_features // self.num_heads <= PACKED_MAX_HEAD_SIZE
         )
 
     def _attend_packed(

@@ -43,6 +43,57 @@ def gather_heads(x: torch.Tensor, num_heads: int, scale: float = 1.0) -> torch.T
     return out.view(batch, steps, hidden)
 
 
+PackedSaved = tuple  # what packed_forward keeps for packed_backward
+
+
+def packed_forward(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    num_heads: int,
+    blocked: torch.Tensor | None,
+    empty: torch.Tensor | None,
+    keep: torch.Tensor | None,
+) -> tuple[torch.Tensor, PackedSaved]:
+    """Queries (B, Q, H), keys and values (B, K, H) -> (B, Q, H), and what packed_backward needs."""
+    batch, num_queries, hidden = queries.shape
+    num_keys = keys.shape[1]
+    scale = (hidden // num_heads) ** -0.5
+    spread = spread_heads(queries, num_heads, scale)  # (B, Q * h, H), scaled by 1 / sqrt(d)
+    scores = torch.bmm(keys, spread.transpose(1, 2))  # (B, K, Q * h)
+    scores = scores.view(batch, num_keys, num_queries, num_heads)  # (B, K, Q, h)
+    if blocked is not None:
+        scores.masked_fill_(blocked, NEG_INF)
+    weights = torch.softmax(scores, dim=1)  # (B, K, Q, h)
+    if empty is not None:
+        weights.masked_fill_(empty, 0.0)
+    dropped = weights if keep is None else weights * keep  # (B, K, Q, h)
+    dropped = dropped.view(batch, num_keys, num_queries * num_heads)  # (B, K, Q * h)
+    rows = torch.bmm(dropped.transpose(1, 2), values)  # (B, Q * h, H)
+    return gather_heads(rows, num_heads), (spread, keys, values, weights, dropped, keep)
+
+
+def packed_backward(
+    grad: torch.Tensor, saved: PackedSaved, num_heads: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients (B, Q, H), (B, K, H), (B, K, H) for queries, keys and values from the output's (B, Q, H)."""
+    spread, keys, values, weights, dropped, keep = saved
+    batch, num_keys, num_queries, _ = weights.shape
+    scale = (keys.shape[2] // num_heads) ** -0.5
+    grad_rows = spread_heads(grad.contiguous(), num_heads)  # (B, Q * h, H)
+    grad_values = torch.bmm(dropped, grad_rows)  # (B, K, H)
+    grad_weights = torch.bmm(values, grad_rows.transpose(1, 2))  # (B, K, Q * h)
+    grad_weights = grad_weights.view(batch, num_keys, num_queries, num_heads)  # (B, K, Q, h)
+    if keep is not None:
+        grad_weights = grad_weights.mul_(keep)
+    # softmax's backward along the keys, weights * (grad - sum(grad * weights)), in one kernel
+    grad_scores = torch.ops.aten._softmax_backward_data(grad_weights, weights, 1, weights.dtype)
+    grad_scores = grad_scores.view(batch, num_keys, num_queries * num_heads)  # (B, K, Q * h)
+    grad_keys = torch.bmm(grad_scores, spread)  # (B, K, H); spread holds the scaled queries
+    grad_spread = torch.bmm(grad_scores.transpose(1, 2), keys)  # (B, Q * h, H)
+    return gather_heads(grad_spread, num_heads, scale), grad_keys, grad_values
+
+
 class _PackedAttention(torch.autograd.Function):
     """softmax(q k^T * scale) with masks and dropout, times v, on (B, N, H) tensors; see the module doc."""
 
@@ -58,44 +109,16 @@ class _PackedAttention(torch.autograd.Function):
         num_heads: int,
     ) -> torch.Tensor:
         """queries (B, Q, H), keys and values (B, K, H) -> (B, Q, H)."""
-        batch, num_queries, hidden = queries.shape
-        num_keys = keys.shape[1]
-        scale = (hidden // num_heads) ** -0.5
-        spread = spread_heads(queries, num_heads, scale)  # (B, Q * h, H), scaled by 1 / sqrt(d)
-        scores = torch.bmm(keys, spread.transpose(1, 2))  # (B, K, Q * h)
-        scores = scores.view(batch, num_keys, num_queries, num_heads)  # (B, K, Q, h)
-        if blocked is not None:
-            scores.masked_fill_(blocked, NEG_INF)
-        weights = torch.softmax(scores, dim=1)  # (B, K, Q, h)
-        if empty is not None:
-            weights.masked_fill_(empty, 0.0)
-        dropped = weights if keep is None else weights * keep  # (B, K, Q, h)
-        dropped = dropped.view(batch, num_keys, num_queries * num_heads)  # (B, K, Q * h)
-        rows = torch.bmm(dropped.transpose(1, 2), values)  # (B, Q * h, H)
-        ctx.save_for_backward(spread, keys, values, weights, dropped, keep)
+        output, saved = packed_forward(queries, keys, values, num_heads, blocked, empty, keep)
+        ctx.save_for_backward(*saved)
         ctx.num_heads = num_heads
-        return gather_heads(rows, num_heads)  # (B, Q, H)
+        return output
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         """Gradients for queries, keys and values; none for the masks."""
-        spread, keys, values, weights, dropped, keep = ctx.saved_tensors
-        num_heads = ctx.num_heads
-        batch, num_keys, num_queries, _ = weights.shape
-        scale = (keys.shape[2] // num_heads) ** -0.5
-        grad_rows = spread_heads(grad.contiguous(), num_heads)  # (B, Q * h, H)
-        grad_values = torch.bmm(dropped, grad_rows)  # (B, K, H)
-        grad_weights = torch.bmm(values, grad_rows.transpose(1, 2))  # (B, K, Q * h)
-        grad_weights = grad_weights.view(batch, num_keys, num_queries, num_heads)  # (B, K, Q, h)
-        if keep is not None:
-            grad_weights = grad_weights.mul_(keep)
-        # softmax's backward along the keys, weights * (grad - sum(grad * weights)), in one kernel
-        grad_scores = torch.ops.aten._softmax_backward_data(grad_weights, weights, 1, weights.dtype)
-        grad_scores = grad_scores.view(batch, num_keys, num_queries * num_heads)  # (B, K, Q * h)
-        grad_keys = torch.bmm(grad_scores, spread)  # (B, K, H); spread holds the scaled queries
-        grad_spread = torch.bmm(grad_scores.transpose(1, 2), keys)  # (B, Q * h, H)
-        grad_queries = gather_heads(grad_spread, num_heads, scale)  # (B, Q, H)
-        return grad_queries, grad_keys, grad_values, None, None, None, None
+        grads = packed_backward(grad, ctx.saved_tensors, ctx.num_heads)
+        return *grads, None, None, None, None
 
 
 def packed_attention(

@@ -3,8 +3,10 @@
 Shapes: B batch, S source steps, T target steps, t target steps so far, H hidden, h heads,
 d = H / h, L layers, V target vocabulary.
 Module and parameter names are the book's (`encoder.blks.block0.attention.W_q`, `addnorm1.ln`,
-`ffn.dense1`, ...), so the book's state dict loads key for key. Training uses torch's fused
-attention with masks built once per batch; the explicit path runs only when weights are asked for.
+`ffn.dense1`, ...), so the book's state dict loads key for key. Training on the CPU with heads of
+at most 16 channels runs each block as one autograd function (fused_blocks.py); elsewhere training
+uses torch's fused attention with masks built once per batch, and the explicit path runs only when
+weights are asked for.
 Incremental decoding caches each layer's projected self-attention keys and values, and projects
 the encoder output for the encoder-decoder attention once, in `init_state`.
 """
@@ -18,7 +20,8 @@ from torch import nn
 
 from attn_mt.models.attention import AttentionMask, MultiHeadAttention
 from attn_mt.models.base import DecoderState, EncoderDecoder
-from attn_mt.models.dropout import Dropout
+from attn_mt.models.dropout import Dropout, draw_keep_masks
+from attn_mt.models.fused_blocks import DecoderBlockFunction, EncoderBlockFunction, Masks
 from attn_mt.models.positional import PositionalEncoding
 
 KeyValues = tuple[torch.Tensor, torch.Tensor]  # per-head keys and values, each (B, h, N, d)
@@ -61,6 +64,8 @@ def _self_attention(num_hiddens: int, num_heads: int, dropout: float) -> MultiHe
 class EncoderBlock(nn.Module):
     """Self-attention and FFN, each followed by add & norm (book section 11.7.4)."""
 
+    fused = True  # train through fused_forward where it applies; False keeps the per-module path
+
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float):
         super().__init__()
         self.attention = _self_attention(num_hiddens, num_heads, dropout)
@@ -77,9 +82,22 @@ class EncoderBlock(nn.Module):
         Y = self.addnorm1(X, attended)
         return self.addnorm2(Y, self.ffn(Y)), weights
 
+    def fused_forward(self, X: torch.Tensor, masks: Masks) -> torch.Tensor:
+        """`forward` as one autograd function (CPU training, see fused_blocks): X (B, S, H) -> (B, S, H).
+
+        `masks` are the source mask's keys-first (blocked, empty). The dropout masks are drawn in the
+        order and shapes of `forward`, so both give the same result from the same seed.
+        """
+        batch, steps, _ = X.shape
+        heads = self.attention.num_heads
+        keeps = _keeps(self, X, [(batch, steps, steps, heads), X.shape, X.shape])
+        return EncoderBlockFunction.apply(X, masks, keeps, heads, self.addnorm1.ln.eps, *_block_params(self))
+
 
 class DecoderBlock(nn.Module):
     """Causal self-attention, encoder-decoder attention and FFN, each with add & norm (book 11.7.5)."""
+
+    fused = True  # train through fused_forward where it applies; False keeps the per-module path
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float):
         super().__init__()
@@ -115,6 +133,60 @@ class DecoderBlock(nn.Module):
         Z = self.addnorm2(Y, attended)
         return self.addnorm3(Z, self.ffn(Z)), (keys, values), self_weights, cross_weights
 
+    def fused_forward(
+        self, X: torch.Tensor, memory: torch.Tensor, self_masks: Masks, src_masks: Masks
+    ) -> torch.Tensor:
+        """Teacher-forced `forward` as one autograd function: X (B, T, H), memory (B, S, H) -> (B, T, H).
+
+        The cross-attention keys and values are projected from `memory` inside; masks are keys-first
+        (blocked, empty); dropout masks are drawn in the order and shapes of `forward`.
+        """
+        batch, steps, _ = X.shape
+        heads = self.attention1.num_heads
+        cross_shape = (batch, memory.shape[1], steps, heads)  # (B, S, T, h), keys first
+        keeps = _keeps(self, X, [(batch, steps, steps, heads), X.shape, cross_shape, X.shape, X.shape])
+        return DecoderBlockFunction.apply(
+            X, memory, self_masks, src_masks, keeps, heads, self.addnorm1.ln.eps, *_block_params(self)
+        )
+
+
+def _keeps(block: nn.Module, like: torch.Tensor, shapes: list) -> tuple[torch.Tensor | None, ...]:
+    """Inverted-dropout multipliers of `shapes`, one per dropout of `block` in its forward's order.
+
+    None for each when the block is not training (or its rate is 0).
+    """
+    rates = [
+        child.attention.dropout.p if isinstance(child, MultiHeadAttention) else child.dropout.p
+        for child in block.children()
+        if isinstance(child, (MultiHeadAttention, AddNorm))
+    ]
+    return tuple(
+        draw_keep_masks(shape, p, like) if block.training else None
+        for shape, p in zip(shapes, rates, strict=True)
+    )
+
+
+def _block_params(block: nn.Module) -> list[torch.Tensor]:
+    """A block's parameters in the order fused_blocks takes them: per sublayer, attention then norm, FFN."""
+    params = []
+    for child in block.children():
+        if isinstance(child, MultiHeadAttention):
+            params += [child.W_q.weight, child.W_k.weight, child.W_v.weight, child.W_o.weight]
+        elif isinstance(child, AddNorm):
+            params += [child.ln.weight, child.ln.bias]
+        elif isinstance(child, PositionWiseFFN):
+            params += [child.dense1.weight, child.dense1.bias, child.dense2.weight, child.dense2.bias]
+    return params
+
+
+def _fuses(block: nn.Module, X: torch.Tensor) -> bool:
+    """Whether `block` trains through fused_blocks: on, packed attention, not under torch.compile.
+
+    torch.compile traces the per-module path and fuses it by itself.
+    """
+    first = block.attention if isinstance(block, EncoderBlock) else block.attention1
+    return block.fused and first.packs(X) and not torch.compiler.is_compiling()
+
 
 def _blocks(block: type[nn.Module], num_layers: int, *args: object) -> nn.ModuleDict:
     """`num_layers` blocks named block0, block1, ... (the book's names)."""
@@ -144,6 +216,12 @@ class TransformerEncoder(nn.Module):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Source ids (B, S) -> memory (B, S, H) and, when asked, each layer's weights (B, h, S, S)."""
         X = self.pos_encoding(self.embedding(src) * math.sqrt(self.num_hiddens))  # (B, S, H)
+        blocks = list(self.blks.values())
+        if not need_weights and blocks and _fuses(blocks[0], X):
+            masks = src_mask.keys_first()
+            for blk in blocks:
+                X = blk.fused_forward(X, masks)
+            return X, []
         weights = []
         for blk in self.blks.values():
             X, layer_weights = blk(X, src_mask, need_weights)
@@ -174,6 +252,23 @@ class TransformerDecoder(nn.Module):
     def project_memory(self, memory: torch.Tensor) -> list[KeyValues]:
         """Each layer's encoder-decoder keys and values of the memory (B, S, H), each (B, h, S, d)."""
         return [blk.attention2.project_keys_values(memory, memory) for blk in self.blks.values()]
+
+    def teacher_forced(
+        self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: AttentionMask
+    ) -> torch.Tensor:
+        """Target ids (B, T) and the encoder memory (B, S, H) -> logits (B, T, V), causal, no caches.
+
+        Trains through the blocks' fused_forward where it applies, else through `forward`.
+        """
+        blocks = list(self.blks.values())
+        if not blocks or not _fuses(blocks[0], memory):
+            return self(tgt, self.project_memory(memory), src_mask)[0]
+        X = self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens))  # (B, T, H)
+        self_masks = AttentionMask.causal(tgt.shape[1], tgt.device).with_heads().keys_first()
+        src_masks = src_mask.keys_first()
+        for blk in blocks:
+            X = blk.fused_forward(X, memory, self_masks, src_masks)
+        return self.dense(X)
 
     def forward(
         self,
@@ -248,8 +343,7 @@ class Transformer(EncoderDecoder):
 
     def decode(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
         """Teacher-forced logits (B, T, V), causal."""
-        cross = self.decoder.project_memory(enc["memory"])
-        return self.decoder(tgt_in, cross, enc["src_mask"])[0]
+        return self.decoder.teacher_forced(tgt_in, enc["memory"], enc["src_mask"])
 
     def init_state(self, enc: DecoderState) -> DecoderState:
         """Cross-attention keys/values per layer, computed once, and empty self-attention caches."""
