@@ -112,6 +112,57 @@ def _attention_backward(
     return grad_q.mm(w_q), grad_memory, grad_weights
 
 
+def _attention_sublayer(
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    params: tuple,
+    shape: tuple[int, int, int, int],
+    masks: Masks,
+    keeps: tuple,
+    num_heads: int,
+    eps: float,
+) -> tuple[torch.Tensor, tuple]:
+    """LayerNorm(x + dropout(attention(x, memory))) on rows (B * Q, H); params W_q, W_k, W_v, W_o, ln w, b."""
+    attended, attention_saved = _attention(x, memory, params[:4], shape, masks, keeps[0], num_heads)
+    out, norm_saved = _add_norm(x, attended, keeps[1], params[4:], eps)  # (B * Q, H)
+    return out, (attention_saved, norm_saved)
+
+
+def _attention_sublayer_backward(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    params: tuple,
+    saved: tuple,
+    keeps: tuple,
+    num_heads: int,
+) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """Gradients of the query rows, the memory rows and the sublayer's six parameters."""
+    grad_x, grad_attended, *grad_norm = _add_norm_backward(grad, saved[1], keeps[1], params[4:])
+    grad_q, grad_memory, grad_attention = _attention_backward(
+        grad_attended, x, memory, params[:4], saved[0], num_heads
+    )
+    return grad_x + grad_q, grad_memory, [*grad_attention, *grad_norm]
+
+
+def _ffn_sublayer(
+    x: torch.Tensor, params: tuple, keep: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, tuple]:
+    """LayerNorm(x + dropout(FFN(x))) on rows (N, H); params W1, b1, W2, b2, ln w, b."""
+    fed, hidden = _ffn(x, *params[:4])  # (N, H), (N, F)
+    out, norm_saved = _add_norm(x, fed, keep, params[4:], eps)  # (N, H)
+    return out, (hidden, norm_saved)
+
+
+def _ffn_sublayer_backward(
+    grad: torch.Tensor, x: torch.Tensor, params: tuple, saved: tuple, keep: torch.Tensor | None
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Gradients of the input rows and the sublayer's six parameters."""
+    grad_x, grad_fed, *grad_norm = _add_norm_backward(grad, saved[1], keep, params[4:])
+    grad_x_ffn, *grad_ffn = _ffn_backward(grad_fed, x, saved[0], params[0], params[2])
+    return grad_x + grad_x_ffn, [*grad_ffn, *grad_norm]
+
+
 class EncoderBlockFunction(torch.autograd.Function):
     """One post-norm encoder block: self-attention, add & norm, FFN, add & norm (book 11.7.4)."""
 
@@ -127,16 +178,13 @@ class EncoderBlockFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         """X (B, S, H) -> (B, S, H); params: W_q, W_k, W_v, W_o, ln1 w, b, W1, b1, W2, b2, ln2 w, b."""
         batch, steps, hidden = X.shape
-        attention, norm1, ffn, norm2 = params[:4], params[4:6], params[6:10], params[10:12]
         x = X.reshape(batch * steps, hidden)  # (N, H)
-        attended, att_saved = _attention(
-            x, x, attention, (batch, steps, steps, hidden), masks, keeps[0], num_heads
-        )
-        y, norm1_saved = _add_norm(x, attended, keeps[1], norm1, eps)  # (N, H)
-        fed, relu_out = _ffn(y, *ffn)  # (N, H)
-        z, norm2_saved = _add_norm(y, fed, keeps[2], norm2, eps)  # (N, H)
+        y, attention_saved = _attention_sublayer(
+            x, x, params[:6], (batch, steps, steps, hidden), masks, keeps[:2], num_heads, eps
+        )  # (N, H)
+        z, ffn_saved = _ffn_sublayer(y, params[6:], keeps[2], eps)  # (N, H)
         ctx.save_for_backward(*params)
-        ctx.saved = (x, att_saved, norm1_saved, y, relu_out, norm2_saved, keeps)
+        ctx.saved = (x, y, attention_saved, ffn_saved, keeps)
         ctx.num_heads = num_heads
         return z.view(batch, steps, hidden)
 
@@ -144,30 +192,13 @@ class EncoderBlockFunction(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         """Gradients of X and of every parameter; none for masks, keeps, heads and eps."""
         params = ctx.saved_tensors
-        attention, norm1, ffn, norm2 = params[:4], params[4:6], params[6:10], params[10:12]
-        x, att_saved, norm1_saved, y, relu_out, norm2_saved, keeps = ctx.saved
-        grad_y, grad_fed, *grad_norm2 = _add_norm_backward(
-            grad.reshape(x.shape), norm2_saved, keeps[2], norm2
+        x, y, attention_saved, ffn_saved, keeps = ctx.saved
+        grad_y, grad_ffn = _ffn_sublayer_backward(grad.reshape(x.shape), y, params[6:], ffn_saved, keeps[2])
+        grad_x, grad_kv, grad_attention = _attention_sublayer_backward(
+            grad_y, x, x, params[:6], attention_saved, keeps[:2], ctx.num_heads
         )
-        grad_y_ffn, *grad_ffn = _ffn_backward(grad_fed, y, relu_out, ffn[0], ffn[2])
-        grad_x, grad_attended, *grad_norm1 = _add_norm_backward(
-            grad_y + grad_y_ffn, norm1_saved, keeps[1], norm1
-        )
-        grad_q, grad_kv, grad_attention = _attention_backward(
-            grad_attended, x, x, attention, att_saved, ctx.num_heads
-        )
-        grad_x = grad_x + grad_q + grad_kv  # (N, H)
-        return (
-            grad_x.view(grad.shape),
-            None,
-            None,
-            None,
-            None,
-            *grad_attention,
-            *grad_norm1,
-            *grad_ffn,
-            *grad_norm2,
-        )
+        grad_X = (grad_x + grad_kv).view(grad.shape)  # (B, S, H)
+        return grad_X, None, None, None, None, *grad_attention, *grad_ffn
 
 
 class DecoderBlockFunction(torch.autograd.Function):
@@ -185,38 +216,24 @@ class DecoderBlockFunction(torch.autograd.Function):
         eps: float,
         *params: torch.Tensor,
     ) -> torch.Tensor:
-        """X (B, T, H), memory (B, S, H) -> (B, T, H); params: self-attention W_q, W_k, W_v, W_o,
-        ln1 w, b, cross-attention W_q, W_k, W_v, W_o, ln2 w, b, W1, b1, W2, b2, ln3 w, b."""
+        """X (B, T, H), memory (B, S, H) -> (B, T, H).
+
+        params: self-attention W_q, W_k, W_v, W_o, ln1 w, b; cross-attention W_q, W_k, W_v, W_o,
+        ln2 w, b; W1, b1, W2, b2, ln3 w, b.
+        """
         batch, steps, hidden = X.shape
         source_steps = memory.shape[1]
-        attention1, norm1, attention2, norm2 = params[:4], params[4:6], params[6:10], params[10:12]
-        ffn, norm3 = params[12:16], params[16:18]
         x = X.reshape(batch * steps, hidden)  # (N, H)
         mem = memory.reshape(batch * source_steps, hidden)  # (B * S, H)
-        attended, att1_saved = _attention(
-            x, x, attention1, (batch, steps, steps, hidden), self_masks, keeps[0], num_heads
-        )
-        y, norm1_saved = _add_norm(x, attended, keeps[1], norm1, eps)  # (N, H)
-        attended, att2_saved = _attention(
-            y, mem, attention2, (batch, steps, source_steps, hidden), src_masks, keeps[2], num_heads
-        )
-        z, norm2_saved = _add_norm(y, attended, keeps[3], norm2, eps)  # (N, H)
-        fed, relu_out = _ffn(z, *ffn)  # (N, H)
-        out, norm3_saved = _add_norm(z, fed, keeps[4], norm3, eps)  # (N, H)
+        y, self_saved = _attention_sublayer(
+            x, x, params[:6], (batch, steps, steps, hidden), self_masks, keeps[:2], num_heads, eps
+        )  # (N, H)
+        z, cross_saved = _attention_sublayer(
+            y, mem, params[6:12], (batch, steps, source_steps, hidden), src_masks, keeps[2:4], num_heads, eps
+        )  # (N, H)
+        out, ffn_saved = _ffn_sublayer(z, params[12:], keeps[4], eps)  # (N, H)
         ctx.save_for_backward(*params)
-        ctx.saved = (
-            x,
-            mem,
-            att1_saved,
-            norm1_saved,
-            y,
-            att2_saved,
-            norm2_saved,
-            z,
-            relu_out,
-            norm3_saved,
-            keeps,
-        )
+        ctx.saved = (x, mem, y, z, self_saved, cross_saved, ffn_saved, keeps)
         ctx.num_heads = num_heads
         return out.view(batch, steps, hidden)
 
@@ -224,37 +241,15 @@ class DecoderBlockFunction(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         """Gradients of X, the memory and every parameter; none for masks, keeps, heads and eps."""
         params = ctx.saved_tensors
-        attention1, norm1, attention2, norm2 = params[:4], params[4:6], params[6:10], params[10:12]
-        ffn, norm3 = params[12:16], params[16:18]
-        x, mem, att1_saved, norm1_saved, y, att2_saved, norm2_saved, z, relu_out, norm3_saved, keeps = (
-            ctx.saved
-        )
+        x, mem, y, z, self_saved, cross_saved, ffn_saved, keeps = ctx.saved
         heads = ctx.num_heads
-        grad_z, grad_fed, *grad_norm3 = _add_norm_backward(
-            grad.reshape(x.shape), norm3_saved, keeps[4], norm3
+        grad_z, grad_ffn = _ffn_sublayer_backward(grad.reshape(x.shape), z, params[12:], ffn_saved, keeps[4])
+        grad_y, grad_mem, grad_cross = _attention_sublayer_backward(
+            grad_z, y, mem, params[6:12], cross_saved, keeps[2:4], heads
         )
-        grad_z_ffn, *grad_ffn = _ffn_backward(grad_fed, z, relu_out, ffn[0], ffn[2])
-        grad_y, grad_cross, *grad_norm2 = _add_norm_backward(
-            grad_z + grad_z_ffn, norm2_saved, keeps[3], norm2
+        grad_x, grad_kv, grad_self = _attention_sublayer_backward(
+            grad_y, x, x, params[:6], self_saved, keeps[:2], heads
         )
-        grad_y_q, grad_mem, grad_attention2 = _attention_backward(
-            grad_cross, y, mem, attention2, att2_saved, heads
-        )
-        grad_x, grad_self, *grad_norm1 = _add_norm_backward(grad_y + grad_y_q, norm1_saved, keeps[1], norm1)
-        grad_q, grad_kv, grad_attention1 = _attention_backward(grad_self, x, x, attention1, att1_saved, heads)
-        grad_x = grad_x + grad_q + grad_kv  # (N, H)
-        return (
-            grad_x.view(grad.shape),
-            grad_mem.view(grad.shape[0], -1, grad.shape[2]),
-            None,
-            None,
-            None,
-            None,
-            None,
-            *grad_attention1,
-            *grad_norm1,
-            *grad_attention2,
-            *grad_norm2,
-            *grad_ffn,
-            *grad_norm3,
-        )
+        grad_X = (grad_x + grad_kv).view(grad.shape)  # (B, T, H)
+        grad_memory = grad_mem.view(grad.shape[0], -1, grad.shape[2])  # (B, S, H)
+        return grad_X, grad_memory, None, None, None, None, None, *grad_self, *grad_cross, *grad_ffn
