@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from attn_mt.training import device as device_module
-from attn_mt.training.device import autocast_context, effective_amp, keep_freed_memory
+from attn_mt.training.device import (
+    autocast_context,
+    effective_amp,
+    keep_freed_memory,
+    release_freed_memory,
+)
 from attn_mt.training.loss import masked_cross_entropy, row_chunk, token_cross_entropy
 
 
@@ -91,6 +100,22 @@ def test_bf16_autocast_applies_on_cpus_with_native_bf16_and_fp16_does_not(monkey
 
 
 def test_keep_freed_memory_applies_on_linux() -> None:
-    import sys
-
     assert keep_freed_memory() is sys.platform.startswith("linux")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_release_freed_memory_hands_kept_heap_holes_back() -> None:
+    """Freed tensors stay resident while freed memory is kept; release_freed_memory returns them."""
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def resident_mb() -> float:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * page / 2**20
+
+    assert keep_freed_memory()
+    blocks = [torch.ones(1 << 20) for _ in range(64)]  # 64 x 4 MiB from the heap, touched
+    pin = torch.ones(1 << 10)  # allocated above them, so the freed blocks become a hole, not the top
+    del blocks
+    before = resident_mb()
+    assert release_freed_memory()
+    assert resident_mb() < before - 128
+    assert float(pin.sum()) == 1024

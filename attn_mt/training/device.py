@@ -42,14 +42,33 @@ def keep_freed_memory() -> bool:
     1.1 -> 1.6 GB for the whole-corpus Transformer, and the GRU's many batch shapes fragment the
     heap (1.8 -> 2.6 GB over an hour). Linux with glibc only; returns whether it applied.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = _glibc()
+    if libc is None:
         return False
     m_trim_threshold, m_mmap_max = -1, -4
     return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+
+
+def release_freed_memory() -> bool:
+    """Hand the free pages inside glibc's heap back to the kernel (malloc_trim); False off glibc.
+
+    With freed memory kept (keep_freed_memory), batches of many shapes leave free holes in the heap
+    that still count as resident, and the process grows through a long run. Called at each
+    validation, between the steps that reuse the kept memory, it returns the holes at the cost of
+    faulting a few pages in again.
+    """
+    libc = _glibc()
+    return libc is not None and bool(libc.malloc_trim(0))
+
+
+def _glibc() -> ctypes.CDLL | None:
+    """The C library on Linux (where keep/release_freed_memory apply), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
 
 
 def cpu_has_native_bf16() -> bool:

@@ -30,7 +30,13 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
-from attn_mt.training.device import autocast_context, effective_amp, keep_freed_memory, pick_device
+from attn_mt.training.device import (
+    autocast_context,
+    effective_amp,
+    keep_freed_memory,
+    pick_device,
+    release_freed_memory,
+)
 from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
@@ -312,6 +318,8 @@ class Trainer:
         else:
             pr.bad_validations += 1
         self.save(force=False)
+        if self.validator is not None and self.device.type == "cpu":
+            release_freed_memory()  # the heap holes left by the steps and the validation's decoding
         hooks_started = time.perf_counter()
         for callback in self.on_validation:
             callback(self)
