@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.config import load_config
-from attn_mt.data.dataset import load_data
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import corpus_scores
@@ -45,13 +44,12 @@ def main() -> None:
     args = parser.parse_args()
 
     cfg = load_config(args.config, [f"train.time_limit_minutes={args.minutes}", *args.overrides])
-    test = load_data(cfg.data, args.data).test
-    sources, refs = [ex.src for ex in test], [ex.refs for ex in test]
     points: list[dict[str, Any]] = []
 
     def probe(self: Trainer) -> None:
-        """After each validation: greedy test-split BLEU of the current weights."""
+        """After each validation: greedy test-split BLEU of the current weights (the trainer's own data)."""
         started = time.perf_counter()
+        sources, refs = [ex.src for ex in self.data.test], [ex.refs for ex in self.data.test]
         translator = Translator(self.model, self.data.src_vocab, self.data.tgt_vocab, self.cfg, self.device)
         hyps = [t.text for t in translator.translate(sources, beam_size=1)]
         self.model.train()
