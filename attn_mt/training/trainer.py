@@ -318,8 +318,10 @@ class Trainer:
         else:
             pr.bad_validations += 1
         self.save(force=False)
-        if self.validator is not None and self.device.type == "cpu":
-            release_freed_memory()  # the heap holes left by the steps and the validation's decoding
+        if self.validator is not None and self.device.type == "cpu" and not self.dist.enabled:
+            # the heap holes left by the steps and the validation's decoding; one process only, so no
+            # collective's threads allocate while glibc walks the heap
+            release_freed_memory()
         hooks_started = time.perf_counter()
         for callback in self.on_validation:
             callback(self)
