@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -195,6 +196,26 @@ def demo(
 
 def main() -> None:
     """Entry point: user mistakes and unusable paths become one message on stderr and exit code 2."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        _main()
+        return
+    from attn_mt.training.distributed import end_worker_process
+
+    try:
+        _main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # printed as the interpreter would, then the worker ends
+        traceback.print_exc()
+        code = 1
+    end_worker_process(code)
+
+
+def _main() -> None:
+    """Run the command line, turning UserError and OSError into one line on stderr and exit code 2."""
     try:
         app()
     except UserError as exc:

@@ -122,3 +122,21 @@ def test_ddp_run_resumes_with_another_process_count(tmp_path, corpus, single_run
     )
     assert second.stopped_because == "epochs"
     assert_same_trajectory(trajectory(run_dir), trajectory(single_run))
+
+
+def worker_cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m attn_mt ARGS` as torchrun would start rank 1 of 2 (no process group needed here)."""
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}
+    cmd = [sys.executable, "-m", "attn_mt", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_worker_process_keeps_exit_codes_and_flushes_output(tmp_path):
+    ok = worker_cli("validate", str(TINY))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("data:") and ok.stdout.rstrip().endswith("batch_size: 8")  # all of it
+    missing = worker_cli("validate", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2
+    assert "attn-mt: error:" in missing.stderr and "nope.yaml" in missing.stderr
+    usage = worker_cli("no-such-command")
+    assert usage.returncode == 2 and "No such command" in usage.stderr
