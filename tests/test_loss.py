@@ -15,9 +15,16 @@ from attn_mt.training.device import (
     autocast_context,
     effective_amp,
     keep_freed_memory,
+    limit_kernel_cache,
     release_freed_memory,
 )
-from attn_mt.training.loss import masked_cross_entropy, row_chunk, token_cross_entropy
+from attn_mt.training.loss import (
+    LinearCrossEntropy,
+    linear_chunk,
+    masked_cross_entropy,
+    row_chunk,
+    token_cross_entropy,
+)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
@@ -79,6 +86,81 @@ def test_padding_positions_contribute_nothing() -> None:
     torch.testing.assert_close(book_objective, (unsmoothed[0].sum() + unsmoothed[1, :2].sum()) / 5)
 
 
+def output_grads(loss: torch.Tensor, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """d loss / d tensors."""
+    return list(torch.autograd.grad(loss, tensors))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("chunk_rows", [1, 3, 1000])
+def test_linear_cross_entropy_equals_the_sum_over_logits(smoothing, bias, chunk_rows) -> None:
+    torch.manual_seed(chunk_rows)
+    X = torch.randn(10, 6, dtype=torch.float64, requires_grad=True)
+    layer = torch.nn.Linear(6, 40, bias=bias).double()
+    target = torch.randint(0, 40, (10,))
+    inputs = (X, layer.weight) + ((layer.bias,) if bias else ())
+    ours = LinearCrossEntropy.apply(X, layer.weight, layer.bias, target, smoothing, torch.float64, chunk_rows)
+    ref = F.cross_entropy(layer(X), target, reduction="sum", label_smoothing=smoothing)
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
+    for got, want in zip(output_grads(ours * 0.7, *inputs), output_grads(ref * 0.7, *inputs), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+def test_linear_cross_entropy_hand_computed() -> None:
+    """One row, zero weights: uniform softmax over 4 words, loss log 4, gradients by hand."""
+    X = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    weight = torch.zeros(4, 2, requires_grad=True)
+    bias = torch.zeros(4, requires_grad=True)
+    loss = LinearCrossEntropy.apply(X, weight, bias, torch.tensor([1]), 0.0, torch.float32, 64)
+    torch.testing.assert_close(loss, torch.log(torch.tensor(4.0)))
+    loss.backward()
+    dlogits = torch.tensor([0.25, -0.75, 0.25, 0.25])  # softmax - one-hot
+    torch.testing.assert_close(bias.grad, dlogits)
+    torch.testing.assert_close(weight.grad, dlogits[:, None] * X.detach())
+    torch.testing.assert_close(X.grad, torch.zeros(1, 2))  # W = 0
+
+
+@pytest.mark.parametrize("average", ["book", "token"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_masked_cross_entropy_through_the_output_layer_equals_it_over_logits(average, smoothing) -> None:
+    torch.manual_seed(3)
+    hidden = torch.randn(4, 6, 5, dtype=torch.float64, requires_grad=True)  # (B, T, H)
+    layer = torch.nn.Linear(5, 30).double()
+    target = torch.randint(0, 30, (4, 6))
+    lens = torch.tensor([6, 2, 0, 4])
+    ours, ours_total = masked_cross_entropy(hidden, target, lens, average, smoothing, 9, layer)
+    ref, ref_total = masked_cross_entropy(layer(hidden), target, lens, average, smoothing, 9)
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(ours_total, ref_total, rtol=0, atol=1e-12)
+    ours_grads = output_grads(ours, hidden, layer.weight, layer.bias)
+    for got, want in zip(ours_grads, output_grads(ref, hidden, layer.weight, layer.bias), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    assert not ours_grads[0][1, 2:].any() and not ours_grads[0][2].any()  # padding: no gradient
+
+
+def test_output_layer_loss_takes_bfloat16_products_under_autocast() -> None:
+    torch.manual_seed(4)
+    hidden = torch.randn(8, 5, 32, requires_grad=True)
+    layer = torch.nn.Linear(32, 500)
+    target, lens = torch.randint(0, 500, (8, 5)), torch.tensor([5, 4, 3, 5, 1, 2, 5, 5])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours, _ = masked_cross_entropy(hidden, target, lens, "token", 0.1, output_layer=layer)
+        ref, _ = masked_cross_entropy(layer(hidden), target, lens, "token", 0.1)
+    exact, _ = masked_cross_entropy(layer(hidden), target, lens, "token", 0.1)
+    assert ours.dtype == torch.float32
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-4)  # the same bfloat16 products
+    assert 1e-5 < abs(float(ours.detach() - exact.detach())) < 0.05  # ... which are not the float32 ones
+    grads = output_grads(ours, hidden, layer.weight, layer.bias)
+    assert [g.dtype for g in grads] == [torch.float32] * 3
+    for got, want in zip(grads, output_grads(exact, hidden, layer.weight, layer.bias), strict=True):
+        torch.testing.assert_close(got, want, rtol=0.05, atol=2e-3)
+
+
+def test_linear_chunk_holds_about_eight_megabytes_of_logits() -> None:
+    assert linear_chunk(9300) == 225 and linear_chunk(200) == 10485 and linear_chunk(10**6) == 64
+
+
 def test_row_chunk_fits_a_megabyte() -> None:
     assert row_chunk(9268) == (1 << 20) // (4 * 9268)
     assert row_chunk(10_000_000) == 1
@@ -97,6 +179,13 @@ def test_bf16_autocast_applies_on_cpus_with_native_bf16_and_fp16_does_not(monkey
         assert layer(torch.randn(2, 8)).dtype == torch.bfloat16
     with autocast_context(cpu, "none"):
         assert layer(torch.randn(2, 8)).dtype == torch.float32
+
+
+def test_kernel_cache_is_limited_unless_the_user_sized_it(monkeypatch) -> None:
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    assert limit_kernel_cache() == "16" and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "16"
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "512")
+    assert limit_kernel_cache() == "512" and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "512"
 
 
 def test_keep_freed_memory_applies_on_linux() -> None:

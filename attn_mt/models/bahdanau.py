@@ -159,12 +159,13 @@ class BahdanauDecoder(nn.Module):
         )
 
     def forward(
-        self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False
+        self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False, features: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced decoding of (B, T) from `state`: logits (B, T, V) and weights (B, T, S) or None.
 
         Without attention weights and outside autocast this runs `decoder_loop` (same equations,
-        hand-written backward); otherwise the steps are recorded one by one.
+        hand-written backward); otherwise the steps are recorded one by one. With `features` the
+        first result is the top layer's hidden states (B, T, H), before the dense layer.
         """
         if not need_weights and not torch.is_autocast_enabled(tgt_in.device.type):
             outputs = decoder_loop(
@@ -177,7 +178,7 @@ class BahdanauDecoder(nn.Module):
                 self.attention.dropout.p if self.training else 0.0,
                 self.rnn.dropout if self.training else 0.0,
             )  # (B, T, H)
-            return self.dense(outputs), None
+            return outputs if features else self.dense(outputs), None
         hidden = list(state["hidden"].unbind(0))  # L x (B, H)
         outputs, attention = [], []
         for gates in self.embedding_gates(tgt_in).unbind(1):  # T x (B, 3H)
@@ -185,8 +186,9 @@ class BahdanauDecoder(nn.Module):
             outputs.append(hidden[-1])
             if need_weights:
                 attention.append(step_attention)
-        logits = self.dense(torch.stack(outputs, dim=1))  # (B, T, V)
-        return logits, torch.cat(attention, dim=1) if need_weights else None
+        hidden_states = torch.stack(outputs, dim=1)  # (B, T, H)
+        out = hidden_states if features else self.dense(hidden_states)  # (B, T, H) or (B, T, V)
+        return out, torch.cat(attention, dim=1) if need_weights else None
 
 
 class GRUBahdanau(EncoderDecoder):
@@ -231,10 +233,14 @@ class GRUBahdanau(EncoderDecoder):
         """Decoder state: memory, projected keys, source mask and the encoder's final hidden state."""
         return self.decoder.init_state(enc["memory"], enc["hidden"], enc["src_mask"])
 
-    def decode(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V)."""
-        logits, _ = self.decoder(tgt_in, self.init_state(enc))
-        return logits
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The decoder's dense layer (H -> V)."""
+        return self.decoder.dense
+
+    def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
+        """Teacher-forced hidden states (B, T, H) of the top GRU layer."""
+        return self.decoder(tgt_in, self.init_state(enc), features=True)[0]
 
     def step(
         self, tokens: torch.Tensor, state: DecoderState, need_attention: bool = False

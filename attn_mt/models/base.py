@@ -24,13 +24,29 @@ class EncoderDecoder(nn.Module):
         """Run the encoder; returns what the decoder needs (memory, masks, valid lengths)."""
         raise NotImplementedError
 
-    def decode(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
-        """Teacher-forced decoding of `tgt_in` (B, T) -> logits (B, T, V)."""
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The dense layer that maps the decoder's hidden states (..., H) to logits (..., V)."""
         raise NotImplementedError
 
-    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Logits (B, T, V) for the decoder inputs `tgt_in` (B, T) given the source (B, S)."""
-        return self.decode(tgt_in, self.encode(src, src_lens))
+    def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
+        """Teacher-forced decoding of `tgt_in` (B, T) -> the hidden states (B, T, H) under the logits."""
+        raise NotImplementedError
+
+    def decode(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
+        """Teacher-forced decoding of `tgt_in` (B, T) -> logits (B, T, V)."""
+        return self.output_layer(self.decode_features(tgt_in, enc))
+
+    def forward(
+        self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, features: bool = False
+    ) -> torch.Tensor:
+        """Logits (B, T, V) for the decoder inputs `tgt_in` (B, T) given the source (B, S).
+
+        With `features`, the hidden states (B, T, H) instead, for a loss that applies
+        `output_layer` itself (training's LinearCrossEntropy).
+        """
+        enc = self.encode(src, src_lens)
+        return self.decode_features(tgt_in, enc) if features else self.decode(tgt_in, enc)
 
     def init_state(self, enc: DecoderState) -> DecoderState:
         """The incremental decoder state before the first target step."""

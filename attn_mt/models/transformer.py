@@ -256,19 +256,20 @@ class TransformerDecoder(nn.Module):
     def teacher_forced(
         self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: AttentionMask
     ) -> torch.Tensor:
-        """Target ids (B, T) and the encoder memory (B, S, H) -> logits (B, T, V), causal, no caches.
+        """Target ids (B, T) and the encoder memory (B, S, H) -> last block's output (B, T, H), causal.
 
-        Trains through the blocks' fused_forward where it applies, else through `forward`.
+        Trains through the blocks' fused_forward where it applies, else through `forward`. The
+        dense output layer is left to the caller.
         """
         blocks = list(self.blks.values())
         if not blocks or not _fuses(blocks[0], memory):
-            return self(tgt, self.project_memory(memory), src_mask)[0]
+            return self(tgt, self.project_memory(memory), src_mask, features=True)[0]
         X = self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens))  # (B, T, H)
         self_masks = AttentionMask.causal(tgt.shape[1], tgt.device).with_heads().keys_first()
         src_masks = src_mask.keys_first()
         for blk in blocks:
             X = blk.fused_forward(X, memory, self_masks, src_masks)
-        return self.dense(X)
+        return X
 
     def forward(
         self,
@@ -277,11 +278,13 @@ class TransformerDecoder(nn.Module):
         src_mask: AttentionMask,
         past: list[KeyValues] | None = None,
         need_weights: bool = False,
+        features: bool = False,
     ) -> tuple[torch.Tensor, list[KeyValues], list[torch.Tensor], list[torch.Tensor]]:
         """Target ids (B, T) following `past` cached steps -> logits (B, T, V), the new caches, weights.
 
         Without `past` the T steps attend causally to each other; with it the new steps (one at a
-        time in incremental decoding) attend to every cached step and themselves.
+        time in incremental decoding) attend to every cached step and themselves. With `features`
+        the first result is the last block's output (B, T, H), before the dense layer.
         """
         offset = 0 if past is None else past[0][0].shape[2]
         X = self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens), offset)  # (B, T, H)
@@ -295,7 +298,7 @@ class TransformerDecoder(nn.Module):
             if need_weights:
                 self_weights.append(layer_self)
                 cross_weights.append(layer_cross)
-        return self.dense(X), caches, self_weights, cross_weights
+        return X if features else self.dense(X), caches, self_weights, cross_weights
 
 
 class Transformer(EncoderDecoder):
@@ -341,8 +344,13 @@ class Transformer(EncoderDecoder):
         """Memory (B, S, H) and the source mask (B, 1, 1, S)."""
         return self._encode(src, src_lens, need_weights=False)[0]
 
-    def decode(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V), causal."""
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The decoder's dense layer (H -> V)."""
+        return self.decoder.dense
+
+    def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
+        """Teacher-forced hidden states (B, T, H) of the last decoder block, causal."""
         return self.decoder.teacher_forced(tgt_in, enc["memory"], enc["src_mask"])
 
     def init_state(self, enc: DecoderState) -> DecoderState:

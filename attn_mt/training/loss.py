@@ -83,24 +83,118 @@ def token_cross_entropy(
     return TokenCrossEntropy.apply(logits, target, float(label_smoothing))
 
 
+class LinearCrossEntropy(torch.autograd.Function):
+    """Summed cross-entropy of the output layer X W^T + b against targets, never holding all logits.
+
+    Forward walks the rows in chunks; each chunk's logits (n, V) give its losses and, at once, the
+    gradients of the summed loss with respect to X, W and b, which backward only scales by the
+    incoming scalar. So the (N, V) logits and their gradient, the largest tensors of a training
+    step on a big vocabulary, are never allocated: memory stays at one chunk whatever the batch,
+    and no batch-sized block is left behind to fragment the heap. Matrix products run in
+    `compute_dtype` (bfloat16 under autocast), the softmax and the sums in float32 or wider.
+    """
+
+    @staticmethod
+    def forward(  # noqa: D102
+        ctx,
+        X: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        target: torch.Tensor,
+        smoothing: float,
+        compute_dtype: torch.dtype,
+        chunk_rows: int,
+    ) -> torch.Tensor:
+        acc = torch.promote_types(X.dtype, torch.float32)
+        vocab = weight.shape[0]
+        with torch.autocast(X.device.type, enabled=False):
+            W = weight.detach().to(compute_dtype)  # (V, H)
+            b = bias.detach().to(compute_dtype) if bias is not None else None  # (V,)
+            Xc = X.detach().to(compute_dtype)  # (N, H)
+            grad_X = torch.empty(X.shape, dtype=acc, device=X.device)  # (N, H)
+            grad_W = torch.zeros(weight.shape, dtype=acc, device=X.device)  # (V, H)
+            grad_b = torch.zeros(vocab, dtype=acc, device=X.device) if bias is not None else None  # (V,)
+            total = torch.zeros((), dtype=acc, device=X.device)
+            for start in range(0, X.shape[0], chunk_rows):
+                part = slice(start, start + chunk_rows)
+                x, t = Xc[part], target[part].unsqueeze(1)  # (n, H), (n, 1)
+                logits = (torch.addmm(b, x, W.t()) if b is not None else x @ W.t()).to(acc)  # (n, V)
+                lse = torch.logsumexp(logits, dim=1, keepdim=True)  # (n, 1)
+                picked = logits.gather(1, t)  # (n, 1)
+                loss = lse - picked
+                if smoothing:
+                    loss = loss + smoothing * (picked - logits.mean(dim=1, keepdim=True))
+                total += loss.sum()
+                grad = logits.sub_(lse).exp_()  # (n, V) softmax, in place of the logits
+                if smoothing:
+                    grad.sub_(smoothing / vocab)
+                grad.scatter_add_(1, t, grad.new_full(t.shape, smoothing - 1.0))
+                if grad_b is not None:
+                    grad_b += grad.sum(dim=0)
+                g = grad.to(compute_dtype)
+                grad_X[part] = g @ W
+                grad_W += g.t() @ x
+        ctx.save_for_backward(grad_X, grad_W, grad_b)
+        ctx.dtypes = (X.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
+        grad_X, grad_W, grad_b = ctx.saved_tensors
+        x_dtype, w_dtype, b_dtype = ctx.dtypes
+        scale = grad.to(grad_X.dtype)
+        return (
+            (grad_X * scale).to(x_dtype),
+            (grad_W * scale).to(w_dtype),
+            None if grad_b is None else (grad_b * scale).to(b_dtype),
+            None,
+            None,
+            None,
+            None,
+        )
+
+
+def linear_chunk(vocab_size: int, chunk_bytes: int = 8 << 20) -> int:
+    """Rows of float32 logits (n, vocab_size) in about `chunk_bytes`, at least 64 for the products."""
+    return max(64, chunk_bytes // (4 * vocab_size))
+
+
 def masked_cross_entropy(
-    logits: torch.Tensor,
+    out: torch.Tensor,
     target: torch.Tensor,
     target_lens: torch.Tensor,
     average: str = "book",
     label_smoothing: float = 0.0,
     width: int | None = None,
+    output_layer: torch.nn.Linear | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cross-entropy of `logits` (B, T, V) against `target` (B, T), ignoring steps past `target_lens`.
+    """Cross-entropy of logits `out` (B, T, V) against `target` (B, T), ignoring steps past `target_lens`.
 
     Returns (objective, summed token loss). `average="book"` is the book's MaskedSoftmaxCELoss:
     each sentence's loss is averaged over all `width` steps (default T; padding counting as zero),
     then summed over the batch. `average="token"` is the mean over real target tokens.
+    With `output_layer`, `out` is the hidden states (B, T, H) under the logits and the loss is
+    LinearCrossEntropy of the real target positions only, in the autocast dtype when autocast is
+    on (as the layer's own forward would be): the same numbers without the logits.
     """
-    B, T, V = logits.shape
-    per_token = token_cross_entropy(logits.reshape(B * T, V), target.reshape(B * T), label_smoothing)
-    per_token = per_token.reshape(B, T) * valid_mask(target_lens, T)  # (B, T)
-    total = per_token.sum()
+    T = out.shape[1]
+    keep = valid_mask(target_lens, T)  # (B, T)
+    if output_layer is None:
+        B, _, V = out.shape
+        per_token = token_cross_entropy(out.reshape(B * T, V), target.reshape(B * T), label_smoothing)
+        total = (per_token.reshape(B, T) * keep).sum()
+    else:
+        kind = out.device.type
+        compute = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else out.dtype
+        total = LinearCrossEntropy.apply(
+            out[keep],  # (M, H), M real target tokens
+            output_layer.weight,
+            output_layer.bias,
+            target[keep],  # (M,)
+            float(label_smoothing),
+            compute,
+            linear_chunk(output_layer.weight.shape[0]),
+        )
     if average == "book":
         return total / (width or T), total
     return total / target_lens.sum().clamp(min=1), total

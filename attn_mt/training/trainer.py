@@ -34,6 +34,7 @@ from attn_mt.training.device import (
     autocast_context,
     effective_amp,
     keep_freed_memory,
+    limit_kernel_cache,
     pick_device,
     release_freed_memory,
 )
@@ -126,6 +127,8 @@ def resolve_resume_config(paths: RunPaths, cfg: Config | None, overrides: list[s
 class Trainer:
     """Trains one model on one dataset, writing everything into a run directory."""
 
+    fuse_output_loss = True  # False: logits (B, T, V) then masked_cross_entropy everywhere (tests, A/B)
+
     def __init__(
         self,
         cfg: Config,
@@ -151,6 +154,10 @@ class Trainer:
         # one flat tensor for the optimiser on a single CPU process; DDP and CUDA keep their own layouts
         self.flat = FlatParameters(params) if device.type == "cpu" and not self.dist.enabled else None
         self.trained = [self.flat.flat] if self.flat is not None else params
+        # a single CPU process scores the output layer chunk by chunk (LinearCrossEntropy)
+        self.fused_loss = (
+            self.fuse_output_loss and device.type == "cpu" and not self.dist.enabled and not tc.compile
+        )
         self.optimizer = build_optimizer(self.trained, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -244,11 +251,14 @@ class Trainer:
             bos = torch.full((batch.tgt.shape[0], 1), self.bos_id, dtype=batch.tgt.dtype, device=self.device)
             tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T)
             with context:
+                loss_args = (batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing, width)
                 with autocast_context(self.device, self.amp):
-                    logits = self.forward(batch.src, batch.src_lens, tgt_in)  # (B, T, V)
-                objective, total = masked_cross_entropy(
-                    logits, batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing, width
-                )
+                    out = self.forward(batch.src, batch.src_lens, tgt_in, features=self.fused_loss)
+                    if self.fused_loss:  # out: (B, T, H)
+                        layer = self.model.output_layer
+                        objective, total = masked_cross_entropy(out, *loss_args, output_layer=layer)
+                if not self.fused_loss:  # out: (B, T, V)
+                    objective, total = masked_cross_entropy(out, *loss_args)
                 if tc.loss_average == "token":
                     objective = objective / len(batches)
                 else:
@@ -555,6 +565,7 @@ def _train(
         torch.set_num_threads(cfg.train.threads)
     if dev.type == "cpu":
         keep_freed_memory()
+        limit_kernel_cache()
     torch.manual_seed(cfg.train.seed)
     data = load_data(cfg.data, data_path)
     if ctx.is_main and not resume:
