@@ -55,9 +55,9 @@ def limit_kernel_cache(entries: int = 16) -> str:
 
     Under bf16 autocast the CPU's matrix products go through oneDNN, which keeps a compiled
     primitive for every shape it meets, up to 1,024 of them; batches of many lengths fill that
-    with hundreds of megabytes (about 470 MB by step 400 of the whole-corpus Transformer), for no
-    measured speed gain over 16 entries. oneDNN reads the size when it first runs, so this is called
-    before training; returns the size in force.
+    with hundreds of megabytes (about 470 MB by step 400 of the whole-corpus Transformer); 16
+    entries cost a few percent of a step there (docs/benchmarks.md). oneDNN reads the size when it
+    first runs, so this is called before training; returns the size in force.
     """
     return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
 
