@@ -13,6 +13,7 @@ from synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
+from attn_mt.data.vocab import Vocab
 from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.training import trainer as trainer_module
 from attn_mt.training.loss import masked_cross_entropy
@@ -132,6 +133,7 @@ def test_fused_output_loss_trains_like_logits_then_loss(tmp_path, monkeypatch, m
         "train.label_smoothing=0.1",
     ]
     losses = {}
+    monkeypatch.setattr(Trainer, "fuse_min_logits_bytes", 0)  # these batches' logits are tiny
     for fused in (True, False):
         monkeypatch.setattr(Trainer, "fuse_output_loss", fused)
         calls.clear()
@@ -141,3 +143,28 @@ def test_fused_output_loss_trains_like_logits_then_loss(tmp_path, monkeypatch, m
         assert bool(calls) == fused  # the fused path really ran (or really did not)
     assert len(losses[True]) >= 8
     torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
+
+
+def test_small_logits_take_the_plain_path_and_large_ones_the_chunked(tmp_path, monkeypatch):
+    """Batches are scored chunk by chunk only when their logits would reach fuse_min_logits_bytes."""
+    corpus = write_corpus(tmp_path / "reverse.txt", n=200)
+    calls = []
+    loss = trainer_module.masked_cross_entropy
+
+    def spy(out, *args, output_layer=None):
+        calls.append((output_layer is not None, out.shape))
+        return loss(out, *args, output_layer=output_layer)
+
+    monkeypatch.setattr(trainer_module, "masked_cross_entropy", spy)
+    overrides = ["data.valid_size=10", "data.test_size=10", "train.epochs=1", "train.max_steps=2"]
+    cfg = load_config(TINY, overrides)
+    train(cfg, tmp_path / "plain", data_path=str(corpus), quiet=True, device="cpu")
+    assert calls and not any(fused for fused, _ in calls)
+    vocab = len(Vocab.load(tmp_path / "plain" / "tgt_vocab.json"))
+    assert vocab != cfg.model.num_hiddens
+    assert all(shape[-1] == vocab for _, shape in calls)  # (B, T, V) logits
+    calls.clear()
+    monkeypatch.setattr(Trainer, "fuse_min_logits_bytes", 1)
+    train(cfg, tmp_path / "chunked", data_path=str(corpus), quiet=True, device="cpu")
+    assert calls and all(fused for fused, _ in calls)
+    assert all(shape[-1] == cfg.model.num_hiddens for _, shape in calls)  # (B, T, H) hidden states
