@@ -1,4 +1,4 @@
-"""The Bahdanau decoder loop with a hand-written backward, against the step-by-step recorded path.
+"""The Bahdanau model's GRU loops with hand-written backwards, against torch's GRU and the recorded path.
 
 Shapes: B batch, S source steps, T target steps, H hidden, L layers.
 """
@@ -10,7 +10,7 @@ import torch
 
 from attn_mt.models import AttentionMask, GRUBahdanau
 from attn_mt.models.dropout import draw_keep_masks, dropout
-from attn_mt.models.recurrence import _DecoderLoop, decoder_loop
+from attn_mt.models.recurrence import _DecoderLoop, _EncoderLoop, decoder_loop, encoder_loop
 from attn_mt.training.optim import xavier_init_
 
 
@@ -120,3 +120,58 @@ def test_dropout_scales_kept_elements_and_passes_gradients_through_the_same_mask
     out.sum().backward()
     torch.testing.assert_close(x.grad, kept.float() / 0.75)
     assert dropout(x, 0.25, training=False) is x
+
+
+@pytest.mark.parametrize(("layers", "p"), [(1, 0.0), (2, 0.0), (2, 0.3), (3, 0.5)])
+def test_encoder_loop_equals_torch_gru_in_values_gradients_and_dropout_masks(layers, p):
+    """Same seed, same masks: outputs, final states and every gradient match nn.GRU's."""
+    model, src, src_lens, _ = model_and_batch(layers, dropout=p)
+    model.train()
+    encoder = model.encoder
+    embedded = encoder.embedding(src)  # (B, S, E)
+    torch.manual_seed(11)
+    outputs, hidden = encoder_loop(embedded, encoder.rnn._flat_weights, p)  # (B, S, H), (L, B, H)
+    torch.manual_seed(11)
+    ref_outputs, ref_hidden = encoder.rnn(embedded)
+    assert outputs.shape == (4, 7, 8) and hidden.shape == (layers, 4, 8)
+    torch.testing.assert_close(outputs, ref_outputs, rtol=0, atol=1e-12)
+    torch.testing.assert_close(hidden, ref_hidden, rtol=0, atol=1e-12)
+    w_out, w_hidden = torch.randn_like(outputs), torch.randn_like(hidden)
+    params = [embedded, *encoder.rnn._flat_weights]
+    grads = torch.autograd.grad((outputs * w_out).sum() + (hidden * w_hidden).sum(), params)
+    ref_grads = torch.autograd.grad((ref_outputs * w_out).sum() + (ref_hidden * w_hidden).sum(), params)
+    for i, (got, want) in enumerate(zip(grads, ref_grads, strict=True)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12, msg=f"input {i}")
+    if p:  # the masks really dropped something: without them the outputs differ
+        torch.manual_seed(11)
+        undropped = encoder_loop(embedded, encoder.rnn._flat_weights, 0.0)[0]
+        assert not torch.allclose(undropped, outputs)
+
+
+def test_encoder_loop_gradcheck_with_dropout():
+    model, src, _, _ = model_and_batch(2, dropout=0.3)
+    weights = [w.detach().requires_grad_() for w in model.encoder.rnn._flat_weights]
+    embedded = model.encoder.embedding(src).detach().requires_grad_()
+
+    def run(embedded, *weights):
+        torch.manual_seed(3)  # the same masks at every evaluation
+        outputs, hidden = encoder_loop(embedded, list(weights), 0.3)
+        return outputs, hidden
+
+    assert torch.autograd.gradcheck(run, (embedded, *weights), eps=1e-6, atol=1e-6)
+
+
+def test_encoder_runs_the_loop_only_when_training_an_unpacked_gru_on_the_cpu(monkeypatch):
+    calls = []
+    original = _EncoderLoop.apply
+    monkeypatch.setattr(_EncoderLoop, "apply", lambda *args: calls.append(1) or original(*args))
+    model, src, src_lens, tgt_in = model_and_batch(2, dtype=torch.float32)
+    model(src, src_lens, tgt_in)
+    assert len(calls) == 1
+    with torch.no_grad():  # inference keeps torch's fused GRU
+        model(src, src_lens, tgt_in)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(src, src_lens, tgt_in)
+    packed = GRUBahdanau(17, 19, 6, 8, 2, 0.0, pack_padded=True)
+    packed(src, src_lens, tgt_in)
+    assert len(calls) == 1

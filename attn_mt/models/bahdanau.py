@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attn_mt.models.attention import AdditiveAttention, AttentionMask
 from attn_mt.models.base import DecoderState, EncoderDecoder
 from attn_mt.models.dropout import dropout
-from attn_mt.models.recurrence import LoopWeights, decoder_loop
+from attn_mt.models.recurrence import LoopWeights, decoder_loop, encoder_loop
 
 CROSS = "cross"
 
@@ -32,7 +32,8 @@ class GRUEncoder(nn.Module):
     """Embedding and a multi-layer GRU over the source (the book's Seq2SeqEncoder, section 10.7).
 
     With `pack_padded` the GRU skips the <pad> steps, so each sentence's final hidden state is the
-    one at its last real token; without it the GRU reads the <pad> steps too, as the book's does.
+    one at its last real token; without it the GRU reads the <pad> steps too, as the book's does,
+    and CPU training runs it as `encoder_loop` (torch's equations and dropout, hand-written backward).
     """
 
     def __init__(
@@ -53,6 +54,10 @@ class GRUEncoder(nn.Module):
         """Source ids (B, S) -> outputs (B, S, H) of the last layer and final hidden states (L, B, H)."""
         embedded = self.embedding(src)  # (B, S, E)
         if not self.pack_padded:
+            on_cpu = embedded.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
+            if on_cpu and torch.is_grad_enabled():
+                layer_dropout = self.rnn.dropout if self.training else 0.0
+                return encoder_loop(embedded, self.rnn._flat_weights, layer_dropout)
             return self.rnn(embedded)
         packed = pack_padded_sequence(embedded, src_lens.cpu(), batch_first=True, enforce_sorted=False)
         packed_outputs, hidden = self.rnn(packed)

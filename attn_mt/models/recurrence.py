@@ -1,6 +1,6 @@
-"""The teacher-forced Bahdanau decoder loop as one autograd function with a hand-written backward.
+"""The GRU recurrences of the Bahdanau model as autograd functions with hand-written backwards.
 
-Shapes: B batch, S source steps, T steps, H hidden, L layers.
+Shapes: B batch, S source steps, T steps, H hidden, L layers, E embedding size.
 At the book's sizes (B = 64, H = 32) a training step is bound by the cost of each small operation,
 not by arithmetic: recorded step by step, a recurrence builds dozens of autograd nodes per step,
 and every weight used inside it gets its own gradient product and accumulation at every step.
@@ -8,7 +8,9 @@ Here the forward runs without recording and writes what the backward needs into 
 the backward walks the steps in reverse doing only the sequential part (gradients of hidden states,
 gates and attention), and each weight gradient is then one matrix product over all steps. The
 equations are torch's GRU and the book's additive attention (`gru_cell`, `BahdanauDecoder.advance`);
-tests check values and gradients against them.
+tests check values and gradients against them. `encoder_loop` is the encoder's multi-layer GRU
+(torch's nn.GRU, the same dropout masks drawn the same way), `decoder_loop` the teacher-forced
+attention decoder.
 """
 
 from __future__ import annotations
@@ -295,3 +297,97 @@ class _DecoderLoop(torch.autograd.Function):
             features.reshape(-1, H).t().mv(d_scores.reshape(-1)),  # (H,)
             *grad_flat,
         )
+
+
+def encoder_loop(
+    embedded: torch.Tensor, weights: list[torch.Tensor], dropout: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs (B, S, H) of the top layer and final states (L, B, H) of a batch-first GRU from zeros.
+
+    `embedded` is (B, S, E); `weights` is nn.GRU's `_flat_weights` (W_ih, W_hh, b_ih, b_hh per
+    layer). Between layers the outputs are dropped with probability `dropout` by masks drawn as
+    torch's GRU draws them (one Bernoulli tensor (S, B, H) per lower layer, in layer order), so a
+    seeded run takes the same masks on either path.
+    """
+    L = len(weights) // 4
+    B, S, _ = embedded.shape
+    H = weights[1].shape[1]
+    keeps = []
+    if dropout > 0:
+        for _ in range(L - 1):
+            keep = embedded.new_empty(S, B, H)
+            keeps.append(keep.bernoulli_(1 - dropout).div_(1 - dropout) if dropout < 1 else keep.zero_())
+    return _EncoderLoop.apply(keeps, embedded, *weights)
+
+
+class _EncoderLoop(torch.autograd.Function):
+    """Forward: layer by layer, all steps' input gates in one product, then the steps unrecorded.
+
+    Backward: layer by layer from the top, the steps in reverse, then each weight's gradient and
+    the gradient of the layer's input in one matrix product each.
+    """
+
+    @staticmethod
+    def forward(ctx, keeps, embedded, *weights):  # noqa: D102
+        L = len(weights) // 4
+        B, S, _ = embedded.shape
+        H = weights[1].shape[1]
+        states = embedded.new_zeros(L, S + 1, B, H)  # every layer's state before and after each step
+        layer_input = embedded.transpose(0, 1)  # (S, B, E)
+        inputs, cells, hidden_new = [], [], []
+        for layer in range(L):
+            w_ih, w_hh, b_ih, b_hh = weights[4 * layer : 4 * layer + 4]
+            if layer > 0:
+                layer_input = states[layer - 1, 1:]  # (S, B, H)
+                if keeps:
+                    layer_input = layer_input * keeps[layer - 1]
+            inputs.append(layer_input)
+            size = layer_input.shape[2]
+            input_gates = torch.addmm(b_ih, layer_input.reshape(S * B, size), w_ih.t()).view(S, B, 3 * H)
+            w_hh_t = w_hh.t().contiguous()
+            cell, st = _Cells(S, B, H, embedded), _steps(states[layer])
+            for t, gates in enumerate(input_gates.unbind(0)):  # S x (B, 3H)
+                cell.forward(t, gates, torch.addmm(b_hh, st[t], w_hh_t), st[t], st[t + 1])
+            cells.append(cell)
+            hidden_new.append(cell.hidden_new)
+        ctx.keeps = keeps
+        ctx.hidden_new = hidden_new
+        ctx.save_for_backward(
+            states, embedded, *weights, *inputs[1:], *(tensor for cell in cells for tensor in cell.saved())
+        )
+        return states[L - 1, 1:].transpose(0, 1), states[:, S].clone()  # (B, S, H), (L, B, H)
+
+    @staticmethod
+    def backward(ctx, grad_outputs, grad_hidden):  # noqa: D102
+        saved = list(ctx.saved_tensors)
+        states = saved[0]
+        L, S1, B, H = states.shape
+        S = S1 - 1
+        embedded, weights = saved[1], saved[2 : 2 + 4 * L]
+        inputs = [embedded.transpose(0, 1), *saved[2 + 4 * L : 1 + 5 * L]]  # (S, B, E), L - 1 x (S, B, H)
+        cell_tensors = saved[1 + 5 * L :]
+        grads: list[torch.Tensor | None] = [None] * (4 * L)
+        grad_above = grad_outputs.transpose(0, 1)  # (S, B, H) of the top layer's outputs
+        d_input = states.new_empty(S, B, 3 * H)  # gradients of one layer's input gates
+        d_hidden_gates = states.new_empty(S, B, 3 * H)  # ... and of its hidden gates
+        d_in_v, d_hg_v = _steps(d_input), _steps(d_hidden_gates)
+        for layer in range(L - 1, -1, -1):
+            w_ih, w_hh = weights[4 * layer], weights[4 * layer + 1]
+            cell = _Cells.for_backward(cell_tensors[3 * layer : 3 * layer + 3], ctx.hidden_new[layer])
+            above = grad_above.unbind(0)  # S x (B, H)
+            carry = grad_hidden[layer]  # (B, H)
+            for t in range(S - 1, -1, -1):
+                d_prev = cell.backward(t, carry + above[t], d_in_v[t], d_hg_v[t])
+                carry = torch.addmm(d_prev, d_hg_v[t], w_hh) if t else d_prev  # (B, H)
+            layer_input = inputs[layer]  # (S, B, E or H)
+            grads[4 * layer : 4 * layer + 4] = [
+                _weight_grad(d_input, layer_input),  # (3H, E or H)
+                _weight_grad(d_hidden_gates, states[layer, :-1]),  # (3H, H)
+                d_input.sum((0, 1)),
+                d_hidden_gates.sum((0, 1)),
+            ]
+            grad_below = d_input.reshape(S * B, 3 * H).mm(w_ih).view(S, B, -1)  # (S, B, E or H)
+            if layer > 0 and ctx.keeps:
+                grad_below.mul_(ctx.keeps[layer - 1])
+            grad_above = grad_below
+        return None, grad_above.transpose(0, 1), *grads
