@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attn_mt.models import AttentionMask, GRUBahdanau
+from attn_mt.models.bahdanau import gru_weights
 from attn_mt.models.dropout import draw_keep_masks, dropout
 from attn_mt.models.recurrence import _DecoderLoop, _EncoderLoop, decoder_loop, encoder_loop
 from attn_mt.training.optim import xavier_init_
@@ -130,27 +131,27 @@ def test_encoder_loop_equals_torch_gru_in_values_gradients_and_dropout_masks(lay
     encoder = model.encoder
     embedded = encoder.embedding(src)  # (B, S, E)
     torch.manual_seed(11)
-    outputs, hidden = encoder_loop(embedded, encoder.rnn._flat_weights, p)  # (B, S, H), (L, B, H)
+    outputs, hidden = encoder_loop(embedded, gru_weights(encoder.rnn), p)  # (B, S, H), (L, B, H)
     torch.manual_seed(11)
     ref_outputs, ref_hidden = encoder.rnn(embedded)
     assert outputs.shape == (4, 7, 8) and hidden.shape == (layers, 4, 8)
     torch.testing.assert_close(outputs, ref_outputs, rtol=0, atol=1e-12)
     torch.testing.assert_close(hidden, ref_hidden, rtol=0, atol=1e-12)
     w_out, w_hidden = torch.randn_like(outputs), torch.randn_like(hidden)
-    params = [embedded, *encoder.rnn._flat_weights]
+    params = [embedded, *gru_weights(encoder.rnn)]
     grads = torch.autograd.grad((outputs * w_out).sum() + (hidden * w_hidden).sum(), params)
     ref_grads = torch.autograd.grad((ref_outputs * w_out).sum() + (ref_hidden * w_hidden).sum(), params)
     for i, (got, want) in enumerate(zip(grads, ref_grads, strict=True)):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12, msg=f"input {i}")
     if p:  # the masks really dropped something: without them the outputs differ
         torch.manual_seed(11)
-        undropped = encoder_loop(embedded, encoder.rnn._flat_weights, 0.0)[0]
+        undropped = encoder_loop(embedded, gru_weights(encoder.rnn), 0.0)[0]
         assert not torch.allclose(undropped, outputs)
 
 
 def test_encoder_loop_gradcheck_with_dropout():
     model, src, _, _ = model_and_batch(2, dropout=0.3)
-    weights = [w.detach().requires_grad_() for w in model.encoder.rnn._flat_weights]
+    weights = [w.detach().requires_grad_() for w in gru_weights(model.encoder.rnn)]
     embedded = model.encoder.embedding(src).detach().requires_grad_()
 
     def run(embedded, *weights):

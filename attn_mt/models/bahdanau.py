@@ -28,6 +28,12 @@ def _gru(input_size: int, num_hiddens: int, num_layers: int, dropout: float) -> 
     )
 
 
+def gru_weights(rnn: nn.GRU) -> list[torch.Tensor]:
+    """An nn.GRU's parameters W_ih, W_hh, b_ih, b_hh of each layer, in layer order (for encoder_loop)."""
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    return [getattr(rnn, f"{name}_l{layer}") for layer in range(rnn.num_layers) for name in names]
+
+
 class GRUEncoder(nn.Module):
     """Embedding and a multi-layer GRU over the source (the book's Seq2SeqEncoder, section 10.7).
 
@@ -57,7 +63,7 @@ class GRUEncoder(nn.Module):
             on_cpu = embedded.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
             if on_cpu and torch.is_grad_enabled():
                 layer_dropout = self.rnn.dropout if self.training else 0.0
-                return encoder_loop(embedded, self.rnn._flat_weights, layer_dropout)
+                return encoder_loop(embedded, gru_weights(self.rnn), layer_dropout)
             return self.rnn(embedded)
         packed = pack_padded_sequence(embedded, src_lens.cpu(), batch_first=True, enforce_sorted=False)
         packed_outputs, hidden = self.rnn(packed)

@@ -304,10 +304,10 @@ def encoder_loop(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs (B, S, H) of the top layer and final states (L, B, H) of a batch-first GRU from zeros.
 
-    `embedded` is (B, S, E); `weights` is nn.GRU's `_flat_weights` (W_ih, W_hh, b_ih, b_hh per
-    layer). Between layers the outputs are dropped with probability `dropout` by masks drawn as
-    torch's GRU draws them (one Bernoulli tensor (S, B, H) per lower layer, in layer order), so a
-    seeded run takes the same masks on either path.
+    `embedded` is (B, S, E); `weights` holds W_ih, W_hh, b_ih and b_hh of each layer, in layer
+    order (`bahdanau.gru_weights`). Between layers the outputs are dropped with probability
+    `dropout` by masks drawn as torch's GRU draws them (one Bernoulli tensor (S, B, H) per lower
+    layer, in layer order), so a seeded run takes the same masks on either path.
     """
     L = len(weights) // 4
     B, S, _ = embedded.shape
