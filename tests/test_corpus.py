@@ -289,3 +289,16 @@ def test_real_corpus_lines_and_first_pairs(corpus_path):
     pairs = read_pairs(corpus_path)
     assert len(pairs) == 167_130
     assert pairs[:3] == [("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!")]
+
+
+def test_data_report_names_the_corpus_by_absolute_path(tmp_path, monkeypatch):
+    from synthetic import write_corpus
+
+    from attn_mt.config import load_config
+    from attn_mt.data.dataset import load_data
+
+    write_corpus(tmp_path / "reverse.txt", n=50)
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(None, ["data.num_examples=40"])
+    report = load_data(cfg.data, "reverse.txt").report
+    assert report["corpus"] == str(tmp_path.resolve() / "reverse.txt")

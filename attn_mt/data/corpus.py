@@ -40,14 +40,14 @@ def cache_path() -> Path:
 
 
 def _existing_file(path: Path, source: str) -> Path:
-    """Return `path` if it is a readable file, else a UserError naming it and where it came from."""
+    """Return `path` made absolute if it is a readable file, else a UserError naming it and its source."""
     if not path.exists():
         raise UserError(f"corpus file not found: {path} (from {source})")
     if not path.is_file():
         raise UserError(f"corpus path is not a file: {path} (from {source})")
     if not os.access(path, os.R_OK):
         raise UserError(f"corpus file is not readable: {path} (from {source})")
-    return path
+    return path.resolve()  # absolute, so a run's data_report.json names it from any working directory
 
 
 def resolve_corpus(explicit: str | os.PathLike | None = None, *, download: bool = True) -> Path:
@@ -59,7 +59,7 @@ def resolve_corpus(explicit: str | os.PathLike | None = None, *, download: bool 
         return _existing_file(Path(env).expanduser(), f"${ENV_VAR}")
     cached = cache_path()
     if cached.is_file():
-        return cached
+        return cached.resolve()
     if not download:
         raise UserError(
             f"no corpus found: give a path (data.path or --data), set ${ENV_VAR}, or put "
