@@ -58,6 +58,8 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "notab.txt").write_text("Go.\tVa !\nHi. Salut !\n")
     (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
     (ws / "incomplete").mkdir()
+    (ws / "notes").mkdir()
+    (ws / "notes" / "thesis.tex").write_text("not a run\n")
     corpus = write_corpus(ws / "reverse.txt", n=120)
     cfg = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"])
     train(cfg, ws / "RUN", data_path=str(corpus), quiet=True, device="cpu")
@@ -67,6 +69,9 @@ def workspace(tmp_path_factory) -> Path:
     state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
     state["config"]["model"]["num_hiddens"] = 64
     torch.save(state, ws / "other.pt")
+    state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
+    state["tgt_vocab"][4], state["tgt_vocab"][5] = state["tgt_vocab"][5], state["tgt_vocab"][4]
+    torch.save(state, ws / "other-vocab.pt")
     torch.save({"model": {}, "payload": os.system}, ws / "evil.pt")
     (ws / "damaged.pt").write_bytes((ws / "RUN" / "checkpoints" / "last.pt").read_bytes()[:2000])
     foreign = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
@@ -119,6 +124,9 @@ CASES: dict[str, list[str]] = {
     "no-tab": ["data-report", "--data", "notab.txt"],
     "not-utf8": ["data-report", "--data", "latin1.txt"],
     "existing-run-dir": ["train", "--run-dir", "RUN", "--data", "reverse.txt"],
+    "overwrite-foreign-dir": [
+        "train", "--overwrite", "--run-dir", "notes", "--data", "reverse.txt", "--set", "train.epochs=1",
+    ],
     "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
     "missing-run-dir": ["translate", "missing-run", "go ."],
     "incomplete-run-dir": ["eval", "incomplete"],
@@ -136,6 +144,7 @@ CASES: dict[str, list[str]] = {
     "damaged-checkpoint": ["translate", "RUN", "--checkpoint", "damaged.pt", "go ."],
     "foreign-weights": ["translate", "RUN", "--checkpoint", "foreign.pt", "go ."],
     "mismatched-checkpoint": ["translate", "RUN", "--checkpoint", "other.pt", "go ."],
+    "mismatched-vocabulary": ["translate", "RUN", "--checkpoint", "other-vocab.pt", "go ."],
     "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
     "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
     "unknown-demo": ["demo", "attention"],
@@ -161,3 +170,4 @@ def test_documented_error(case, workspace, monkeypatch, capsys):
     assert documented_cases()[case] in stderr
     assert stderr.startswith("attn-mt: error:") and "Traceback" not in stderr
     assert not (workspace / "new").exists(), "a failed train must not leave a run directory behind"
+    assert (workspace / "notes" / "thesis.tex").is_file(), "--overwrite must not delete other folders"

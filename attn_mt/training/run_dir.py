@@ -111,6 +111,23 @@ def check_run_dir(run_dir: str | Path) -> RunPaths:
     return paths
 
 
+def is_run_dir(path: Path) -> bool:
+    """Whether `path` holds an attn-mt run: a config.yaml that loads as an attn-mt config."""
+    try:
+        load_config(RunPaths(path).config)
+    except UserError:
+        return False
+    return True
+
+
+def describe_contents(path: Path, shown: int = 5) -> str:
+    """The first few entries of a directory, for messages: 'a.txt, b/, ... (12 entries)'."""
+    entries = sorted(path.iterdir())
+    names = [p.name + ("/" if p.is_dir() else "") for p in entries[:shown]]
+    more = f", ... ({len(entries)} entries)" if len(entries) > shown else ""
+    return ", ".join(names) + more
+
+
 def load_run(run_dir: str | Path, which: str = "best", device: torch.device | str = "cpu") -> LoadedRun:
     """Load config, vocabularies and model weights of a trained run; refuses checkpoints that do not fit."""
     paths = check_run_dir(run_dir)
@@ -124,7 +141,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
     cfg = load_config(paths.config)
     src_vocab, tgt_vocab = Vocab.load(paths.src_vocab), Vocab.load(paths.tgt_vocab)
     state = load_checkpoint(ckpt_path, map_location="cpu")
-    check_fits(state, cfg, len(src_vocab), len(tgt_vocab), ckpt_path)
+    check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, ckpt_path)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(state["model"])
@@ -137,7 +154,9 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
     return LoadedRun(cfg, src_vocab, tgt_vocab, model, ckpt_path, int(state.get("step", 0)))
 
 
-def check_fits(state: dict, cfg: Config, src_size: int, tgt_size: int, where: Path) -> None:
+def check_fits(
+    state: dict, cfg: Config, src_tokens: list[str], tgt_tokens: list[str], where: Path
+) -> None:
     """Refuse a checkpoint whose model or vocabularies differ from the run's, naming what differs."""
     problems = []
     saved = state.get("config")
@@ -147,9 +166,21 @@ def check_fits(state: dict, cfg: Config, src_size: int, tgt_size: int, where: Pa
             other = getattr(saved_cfg.model, key)
             if other != value and key != "dropout":
                 problems.append(f"model.{key} is {other!r} in the checkpoint but {value!r} in the run")
-    for name, size in (("src_vocab", src_size), ("tgt_vocab", tgt_size)):
-        tokens = state.get(name)
-        if isinstance(tokens, list) and len(tokens) != size:
-            problems.append(f"{name} has {len(tokens)} tokens in the checkpoint but {size} in the run")
+    for name, run_tokens in (("src_vocab", src_tokens), ("tgt_vocab", tgt_tokens)):
+        problem = vocab_difference(name, state.get(name), list(run_tokens))
+        if problem:
+            problems.append(problem)
     if problems:
         raise UserError(f"checkpoint {where} does not fit this run: " + "; ".join(problems))
+
+
+def vocab_difference(name: str, saved: object, run_tokens: list[str]) -> str:
+    """How the checkpoint's token list `saved` differs from the run's ('' when equal or not stored)."""
+    if not isinstance(saved, list):
+        return ""
+    if len(saved) != len(run_tokens):
+        return f"{name} has {len(saved)} tokens in the checkpoint but {len(run_tokens)} in the run"
+    for index, (theirs, ours) in enumerate(zip(saved, run_tokens, strict=True)):
+        if theirs != ours:
+            return f"{name} differs at id {index}: {theirs!r} in the checkpoint but {ours!r} in the run"
+    return ""

@@ -42,7 +42,7 @@ from attn_mt.training.distributed import DistContext, init_distributed, shutdown
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
-from attn_mt.training.run_dir import RunPaths, check_fits
+from attn_mt.training.run_dir import RunPaths, check_fits, describe_contents, is_run_dir
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")
@@ -83,11 +83,18 @@ class TrainResult:
 
 
 def refuse_existing(run_dir: Path, overwrite: bool) -> None:
-    """An existing, non-empty run directory is an error unless --overwrite."""
-    if not overwrite and run_dir.exists() and any(run_dir.iterdir()):
+    """An existing, non-empty run directory is an error unless --overwrite; other directories always are."""
+    if not (run_dir.exists() and any(run_dir.iterdir())):
+        return
+    if not overwrite:
         raise UserError(
             f"run directory {run_dir} already exists; pass --resume to continue it, "
             "--overwrite to start it again, or --run-dir for a new one"
+        )
+    if not is_run_dir(run_dir):
+        raise UserError(
+            f"--overwrite: {run_dir} is not an attn-mt run directory (no valid config.yaml), so it is "
+            f"not deleted; it holds {describe_contents(run_dir)}"
         )
 
 
@@ -202,7 +209,7 @@ class Trainer:
     def restore(self, path: Path) -> None:
         """Continue from a checkpoint written by `state`."""
         state = load_checkpoint(path, map_location="cpu")
-        check_fits(state, self.cfg, len(self.data.src_vocab), len(self.data.tgt_vocab), path)
+        check_fits(state, self.cfg, self.data.src_vocab.idx_to_token, self.data.tgt_vocab.idx_to_token, path)
         self.model.load_state_dict(state["model"])
         optimizer_state = state["optimizer"]  # per parameter, see _optimizer_state
         if self.flat is not None:
