@@ -27,6 +27,10 @@ LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
 AMP_MODES = ("none", "bf16", "fp16")
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
+# the repository's configs/ folder, reached through the attn_mt/configs link and shipped in the
+# package as package data (pyproject.toml), so an installed attn-mt finds it too
+SHIPPED_CONFIGS = Path(__file__).resolve().parent / "configs"
+DEFAULT_CONFIG = SHIPPED_CONFIGS / "d2l_bahdanau.yaml"  # what `attn-mt train` runs without a CONFIG
 
 
 @dataclass
@@ -412,9 +416,10 @@ def read_yaml(path: str | Path) -> Any:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Load a YAML config (or the defaults when `path` is None), apply `--set` overrides, validate."""
-    raw = read_yaml(path) if path is not None else {}
-    source = str(path) if path is not None else "default config"
+    """Load a YAML config (the book's Bahdanau run when `path` is None), apply `--set` overrides, validate."""
+    path = DEFAULT_CONFIG if path is None else path
+    raw = read_yaml(path)
+    source = str(path)
     if overrides:
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError(

@@ -15,20 +15,17 @@ CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 
 
 def test_defaults_are_the_books_bahdanau_run():
-    cfg = load_config(None)
-    assert (cfg.data.mode, cfg.data.num_examples, cfg.data.num_steps, cfg.data.batch_size) == (
-        "book",
-        600,
-        10,
-        64,
-    )
-    assert (cfg.model.type, cfg.model.embed_size, cfg.model.num_hiddens, cfg.model.num_layers) == (
-        "gru_bahdanau",
-        32,
-        32,
-        2,
-    )
-    assert (cfg.train.lr, cfg.train.epochs, cfg.train.grad_clip) == (0.005, 250, 1.0)
+    shipped = Path(__file__).parent.parent / "configs" / "d2l_bahdanau.yaml"
+    assert load_config(None).to_dict() == load_config(shipped).to_dict()
+    assert load_config(None, ["train.lr=0.1"]).to_dict() == load_config(shipped, ["train.lr=0.1"]).to_dict()
+
+
+def test_shipped_configs_are_package_data():
+    """An installed attn-mt finds the default config inside the package (attn_mt/configs -> configs/)."""
+    root = Path(__file__).parent.parent
+    for path in CONFIGS:
+        assert (root / "attn_mt" / "configs" / path.name).samefile(path)
+    assert 'attn_mt = ["configs/*.yaml"]' in (root / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_all_problems_reported_together_with_suggestions():

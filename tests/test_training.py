@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from synthetic import write_corpus
 
 from attn_mt.config import load_config
@@ -109,6 +111,22 @@ def test_cli_trains_tiny_config_end_to_end(tmp_path, corpus):
 
     again = cli("train", str(TINY), "--data", str(corpus), "--run-dir", str(run_dir))
     assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_train_without_a_config_runs_exactly_the_shipped_book_config(tmp_path, corpus):
+    run_dir = tmp_path / "run"
+    result = cli(
+        "train", "--data", str(corpus), "--run-dir", str(run_dir), "--quiet", "--set", "train.epochs=1"
+    )
+    assert result.returncode == 0, result.stderr
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    assert saved == load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"]).to_dict()
+    default, shipped = tmp_path / "default.json", tmp_path / "shipped.json"
+    for extra, out in (([], default), ([str(ROOT / "configs" / "d2l_bahdanau.yaml")], shipped)):
+        report = cli("data-report", *extra, "--data", str(corpus), "--json", str(out))
+        assert report.returncode == 0, report.stderr
+    untimed = [json.loads(out.read_text()) | {"seconds": 0} for out in (default, shipped)]
+    assert untimed[0] == untimed[1]
 
 
 @pytest.mark.parametrize("model_type", ["gru_bahdanau", "transformer"])
