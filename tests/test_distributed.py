@@ -140,3 +140,42 @@ def test_worker_process_keeps_exit_codes_and_flushes_output(tmp_path):
     assert "attn-mt: error:" in missing.stderr and "nope.yaml" in missing.stderr
     usage = worker_cli("no-such-command")
     assert usage.returncode == 2 and "No such command" in usage.stderr
+
+
+class _ModelBuiltError(Exception):
+    """Raised by the stand-in Trainer once _train has chosen the device."""
+
+
+@pytest.mark.parametrize(("flag", "expected"), [("cpu", "cpu"), ("auto", "cuda:1"), ("cuda", "cuda:1")])
+def test_torchrun_worker_follows_device_flag(tmp_path, corpus, monkeypatch, flag, expected):
+    """Rank 0 of two on local rank 1, CUDA reported present: --device picks as in one process."""
+    import torch
+    import torch.distributed as dist
+
+    from attn_mt.training import distributed, trainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    calls: dict[str, object] = {}
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.setdefault("set_device", index))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend: calls.setdefault("backend", backend))
+    monkeypatch.setattr(dist, "barrier", lambda: None)
+
+    def built(cfg, paths, data, device, quiet, ctx):
+        calls["device"] = str(device)
+        raise _ModelBuiltError
+
+    monkeypatch.setattr(trainer, "Trainer", built)
+    cfg = load_config(TINY, COMMON)
+    with pytest.raises(_ModelBuiltError):
+        train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device=flag)
+    on_cuda = expected.startswith("cuda")
+    assert calls == {
+        "backend": "nccl" if on_cuda else "gloo",
+        "device": expected,
+        **({"set_device": 1} if on_cuda else {}),
+    }
+    assert distributed.rank_device(flag, distributed.DistContext(0, 2, 1)) == torch.device(expected)

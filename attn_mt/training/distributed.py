@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from attn_mt.errors import UserError
+from attn_mt.training.device import pick_device
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,22 @@ def init_distributed(device_name: str) -> DistContext:
     if world_size <= 1:
         return DistContext()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = device_name in ("auto", "cuda") and torch.cuda.is_available()
     if device_name == "mps":
         raise UserError("distributed training supports cuda (NCCL) and cpu (Gloo), not mps")
+    use_cuda = pick_device(device_name).type == "cuda"
     if use_cuda:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     return DistContext(rank, world_size, local_rank)
+
+
+def rank_device(device_name: str, ctx: DistContext) -> torch.device:
+    """This process's device: `--device` chosen as in one process; under torchrun CUDA is cuda:LOCAL_RANK."""
+    device = pick_device(device_name)
+    if ctx.enabled and device.type == "cuda":
+        return torch.device("cuda", ctx.local_rank)
+    return device
 
 
 def shutdown_distributed() -> None:

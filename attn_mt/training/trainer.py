@@ -35,10 +35,9 @@ from attn_mt.training.device import (
     effective_amp,
     keep_freed_memory,
     limit_kernel_cache,
-    pick_device,
     release_freed_memory,
 )
-from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
+from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
@@ -569,11 +568,7 @@ def _train(
     else:
         refuse_existing(run_dir, overwrite)
         cfg = cfg if cfg is not None else load_config(None, overrides)
-    dev = (
-        torch.device("cuda", ctx.local_rank)
-        if ctx.enabled and torch.cuda.is_available()
-        else pick_device(device)
-    )
+    dev = rank_device(device, ctx)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     if dev.type == "cpu":
