@@ -10,7 +10,7 @@ ifneq ($(strip $(ATTN_MT_DATA)),)
 export ATTN_MT_DATA
 endif
 
-.PHONY: install train test lint check bench-train bench-translate bench-full clean
+.PHONY: install train test lint check browser bench-train bench-translate bench-full clean
 
 $(BIN)/attn-mt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: install
 	$(BIN)/ruff check attn_mt tests scripts
 
 check: lint test
+
+# Headless Chromium for tests/test_report.py's browser test (Debian/Ubuntu, as root); .ci/run calls it.
+browser:
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 bench-train: install
 	$(BIN)/python scripts/bench_train.py $(ARGS)
