@@ -3,15 +3,20 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
 import torch
 from search_fakes import BOS, EOS, PAD, ToyAttentionModel
+from synthetic import write_corpus
 
-from attn_mt.config import ModelConfig
+from attn_mt.config import ModelConfig, load_config
 from attn_mt.decoding.search import greedy_search
+from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.attention import (
     SentenceAttention,
     attention_entropy,
@@ -22,7 +27,10 @@ from attn_mt.evaluation.attention import (
     trim_maps,
 )
 from attn_mt.evaluation.plots import attention_figure, plot_training_curves, training_curves_figure
+from attn_mt.evaluation.scores import BOOK_SENTENCES
 from attn_mt.models.build import build_model
+from attn_mt.training.run_dir import load_run
+from attn_mt.training.trainer import train
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SENTENCE = [3, 4, 5, 6]  # source ids without <eos>
@@ -196,3 +204,39 @@ def test_real_model_dumps(tmp_path, kind):
         assert np.all(maps["decoder_self"][..., np.triu(np.ones((T, T), dtype=bool), k=1)] < 1e-6)
     search_cross = hyp.attention if kind == "gru_bahdanau" else hyp.attention.permute(1, 2, 0, 3)
     np.testing.assert_allclose(maps["cross"], search_cross.numpy(), atol=1e-5)
+
+
+def test_book_gru_dumps_come_from_the_padded_pass_that_translated(tmp_path):
+    """translate --attention-dir and eval --attention on a book-mode GRU run show the decoding's own maps."""
+    root = Path(__file__).resolve().parent.parent
+    corpus = write_corpus(tmp_path / "reverse.txt", n=300)
+    cfg = load_config(root / "configs" / "d2l_bahdanau.yaml", ["train.epochs=3"])
+    train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    run = load_run(tmp_path / "run")
+    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config)
+    long = " ".join(["alpha", "bravo", "charlie", "delta"] * 3) + "."  # 13 tokens with <eos>: cut to 10
+    sentences = ["Alpha bravo.", "Charlie delta echo foxtrot.", long]
+    dumps = {"translate": tmp_path / "dumps", "eval": tmp_path / "run" / "eval" / "book" / "attention"}
+    commands = {
+        "translate": [
+            "translate", str(tmp_path / "run"), *sentences, "--attention-dir", str(dumps["translate"])
+        ],
+        "eval": ["eval", str(tmp_path / "run"), "--split", "book", "--attention", str(len(BOOK_SENTENCES))],
+    }
+    for how, sources in (("translate", sentences), ("eval", [en for en, _ in BOOK_SENTENCES])):
+        result = subprocess.run([sys.executable, "-m", "attn_mt", *commands[how], "--device", "cpu"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        decoded = translator.translate(sources, need_attention=True)
+        for i, translation in enumerate(decoded):
+            with np.load(dumps[how] / f"{i:04d}.npz") as npz:
+                cross = npz["cross"]  # (T, S)
+            searched = translation.hypotheses[0].attention.numpy()  # (T, S): the maps greedy search used
+            np.testing.assert_allclose(cross, searched, atol=1e-5, err_msg=f"{how} sentence {i}")
+    summary = json.loads((dumps["translate"] / "0002.json").read_text(encoding="utf-8"))
+    assert len(summary["source_tokens"]) == cfg.data.num_steps and summary["source_tokens"][-1] != "<eos>"
+    assert summary["eos_share"] is None and "eos_share" not in summary["stats"]["cross"]
+    first = json.loads((dumps["translate"] / "0000.json").read_text(encoding="utf-8"))
+    assert first["source_tokens"][-1] == "<eos>" and first["eos_share"] == pytest.approx(
+        float(np.load(dumps["translate"] / "0000.npz")["cross"][:, -1].mean()), abs=1e-6
+    )

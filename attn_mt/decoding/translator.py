@@ -72,23 +72,32 @@ class Translator:
         fill = torch.full((src.shape[0], self.max_src - src.shape[1]), self.src_vocab.pad_id, dtype=src.dtype)
         return torch.cat([src, fill], dim=1)  # (B, num_steps)
 
-    def source_ids(self, tokens: list[str]) -> list[int]:
-        """The ids the model reads for one prepared sentence (with <eos>, truncated as in translate)."""
+    def source_ids(self, tokens: list[str]) -> tuple[list[int], int]:
+        """The ids the model reads for one prepared sentence, as in translate, and how many are not padding.
+
+        The ids end with <eos> unless the sentence was truncated; book mode pads them to num_steps.
+        """
         encoded = encode_sources([tokens], self.src_vocab, max_len=self.max_src)
-        return encoded.src[0, : int(encoded.src_lens[0])].tolist()
+        return self._pad(encoded.src)[0].tolist(), int(encoded.src_lens[0])
 
     def attention(self, translation: Translation) -> SentenceAttention:
-        """Every attention map of the model for one translated sentence and its best output."""
-        ids = self.source_ids(translation.source_tokens)
+        """Every attention map of the model for one translated sentence and its best output.
+
+        The maps come from the source exactly as `translate` fed it (book mode's padding included).
+        """
+        fed, src_len = self.source_ids(translation.source_tokens)
+        ids = fed[:src_len]
         out = translation.hypotheses[0].tokens
         return collect_attention(
             self.model,
-            ids,
+            fed,
             out,
             bos_id=self.tgt_vocab.bos_id,
             source_tokens=self.src_vocab.decode(ids),
             output_tokens=[*self.tgt_vocab.decode(out), EOS],
             bos_token=BOS,
+            src_len=src_len,
+            source_ends_with_eos=ids[-1] == self.src_vocab.eos_id,
         )
 
     def detokenize(self, ids: list[int]) -> str:

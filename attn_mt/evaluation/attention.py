@@ -14,8 +14,8 @@ target query rows by the token they predict, decoder-self key columns by their i
 row y_j shows what was visible when y_j was chosen: <bos> .. y_j-1, itself included).
 
 Per map: the entropy (nats) of each query row over its keys, averaged over rows, and for maps
-whose keys are the source, the share of weight on the source <eos> averaged over rows; both are
-also given per layer and head.
+whose keys are the source, the share of weight on the source <eos> averaged over rows (left out
+for a truncated source, which has no <eos>); both are also given per layer and head.
 """
 from __future__ import annotations
 
@@ -78,13 +78,15 @@ def _number(values: np.ndarray) -> Any:
     return values.tolist() if values.ndim else float(values)
 
 
-def attention_stats(maps: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    """Per map: mean entropy and (for source keys) mean share on the source <eos>, also per layer and head."""
+def attention_stats(
+    maps: dict[str, np.ndarray], source_ends_with_eos: bool = True
+) -> dict[str, dict[str, Any]]:
+    """Per map: mean entropy and (source keys ending in <eos>) mean share on it, per layer and head too."""
     stats = {}
     for name, weights in maps.items():
         entropy = attention_entropy(weights)
         entry: dict[str, Any] = {"entropy": float(entropy.mean()), "entropy_per_head": _number(entropy)}
-        if SIDES[name][1] == SOURCE:
+        if SIDES[name][1] == SOURCE and source_ends_with_eos:
             share = key_share(weights, weights.shape[-1] - 1)  # the source <eos> is the last source position
             entry.update(eos_share=float(share.mean()), eos_share_per_head=_number(share))
         stats[name] = entry
@@ -96,9 +98,10 @@ class SentenceAttention:
     """Every trimmed attention map of one sentence with the token labels of both sides."""
 
     maps: dict[str, np.ndarray]
-    source_tokens: list[str]  # S labels, ending with the source <eos>
+    source_tokens: list[str]  # S labels, ending with the source <eos> unless the source was truncated
     output_tokens: list[str]  # T labels: the output tokens and <eos> (what each target position predicts)
     decoder_input_tokens: list[str]  # T labels: <bos> and the output tokens (what each position reads)
+    source_ends_with_eos: bool = True  # False for a truncated source: no <eos> share is computed
 
     def __post_init__(self) -> None:
         if len(self.output_tokens) != len(self.decoder_input_tokens):
@@ -119,7 +122,7 @@ class SentenceAttention:
 
     def summary(self) -> dict[str, Any]:
         """The JSON description: tokens, shapes, axes and statistics."""
-        stats = attention_stats(self.maps)
+        stats = attention_stats(self.maps, self.source_ends_with_eos)
         return {
             "source_tokens": self.source_tokens,
             "output_tokens": self.output_tokens,
@@ -129,7 +132,7 @@ class SentenceAttention:
                                                                           f"key ({SIDES[name][1]})"]
                      for name, w in self.maps.items()},
             "entropy": stats["cross"]["entropy"] if "cross" in stats else None,
-            "eos_share": stats["cross"]["eos_share"] if "cross" in stats else None,
+            "eos_share": stats["cross"].get("eos_share") if "cross" in stats else None,
             "stats": stats,
         }
 
@@ -137,15 +140,19 @@ class SentenceAttention:
 @torch.inference_mode()
 def collect_attention(model: EncoderDecoder, src_ids: Sequence[int], out_ids: Sequence[int], *, bos_id: int,
                       source_tokens: Sequence[str], output_tokens: Sequence[str],
-                      bos_token: str) -> SentenceAttention:
+                      bos_token: str, src_len: int | None = None,
+                      source_ends_with_eos: bool = True) -> SentenceAttention:
     """Run the model's teacher-forced attention pass on one sentence and its output.
 
-    `src_ids` ends with the source <eos>; `out_ids` is the output without <bos>/<eos>.
-    `source_tokens` labels `src_ids`; `output_tokens` labels `out_ids` followed by <eos>.
+    `src_ids` is the source as decoding fed it: its first `src_len` ids (all by default) are the
+    sentence, ending with <eos> unless truncated, and any rest is padding the model reads (book
+    mode). `out_ids` is the output without <bos>/<eos>. `source_tokens` labels the first `src_len`
+    ids; `output_tokens` labels `out_ids` followed by <eos>.
     """
+    src_len = len(src_ids) if src_len is None else src_len
     device = next(model.parameters()).device
-    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S)
-    src_lens = torch.tensor([len(src_ids)], device=device)  # (1,)
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # (1, S incl. padding)
+    src_lens = torch.tensor([src_len], device=device)  # (1,)
     tgt_in = torch.tensor([[bos_id, *out_ids]], dtype=torch.long, device=device)  # (1, T)
     was_training = model.training
     model.eval()
@@ -153,9 +160,10 @@ def collect_attention(model: EncoderDecoder, src_ids: Sequence[int], out_ids: Se
         maps = model.attention_maps(src, src_lens, tgt_in)
     finally:
         model.train(was_training)
-    trimmed = trim_maps(maps, 0, len(src_ids), len(out_ids) + 1)
+    trimmed = trim_maps(maps, 0, src_len, len(out_ids) + 1)
     outputs = list(output_tokens)
-    return SentenceAttention(trimmed, list(source_tokens), outputs, [bos_token, *outputs[:-1]])
+    return SentenceAttention(trimmed, list(source_tokens), outputs, [bos_token, *outputs[:-1]],
+                             source_ends_with_eos)
 
 
 def save_attention(attention: SentenceAttention, out_dir: Path, stem: str,
