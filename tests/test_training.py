@@ -143,19 +143,34 @@ def test_loss_falls_on_reverse_task(tmp_path, corpus, model_type):
     assert result.stopped_because == "epochs"
 
 
-def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus):
-    overrides = [*SYNTH, "train.epochs=2", "train.log_every=1", "model.dropout=0.2"]
+RESUME_CASES = {
+    "tiny": (TINY, ["model.dropout=0.2"]),
+    # the plateau schedule of configs/bahdanau.yaml, shrunk: every validation can halve the lr
+    "bahdanau-plateau": (
+        ROOT / "configs" / "bahdanau.yaml",
+        ["model.embed_size=16", "model.num_hiddens=16", "data.min_freq=1", "train.amp=none",
+         "train.threads=1", "train.plateau_patience=0", "train.best_metric=valid_loss", "train.lr=0.05"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESUME_CASES))
+def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus, case):
+    """Stopped by max_steps between two validations (which validates once more), then resumed."""
+    config, extra = RESUME_CASES[case]
+    overrides = [*SYNTH, "train.epochs=2", "train.log_every=1", "train.valid_every=3", *extra]
     straight = tmp_path / "straight"
-    train(load_config(TINY, overrides), straight, data_path=str(corpus), quiet=True, device="cpu")
+    train(load_config(config, overrides), straight, data_path=str(corpus), quiet=True, device="cpu")
     resumed = tmp_path / "resumed"
     first = train(
-        load_config(TINY, [*overrides, "train.max_steps=5"]),
+        load_config(config, [*overrides, "train.max_steps=5"]),
         resumed,
         data_path=str(corpus),
         quiet=True,
         device="cpu",
     )
     assert first.stopped_because == "max_steps" and first.step == 5
+    assert [r["step"] for r in read_metrics(resumed / "metrics.jsonl") if r.get("final")] == [5]
     second = train(
         None,
         resumed,
@@ -167,9 +182,16 @@ def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus):
     )
     assert second.stopped_because == "epochs"
     assert losses(resumed) == losses(straight)
-    a = load_checkpoint(straight / "checkpoints" / "last.pt")["model"]
-    b = load_checkpoint(resumed / "checkpoints" / "last.pt")["model"]
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    lrs = {r["lr"] for r in read_metrics(straight / "metrics.jsonl")}
+    assert len(lrs) > 1 if case == "bahdanau-plateau" else lrs == {0.005}
+    a = load_checkpoint(straight / "checkpoints" / "last.pt")
+    b = load_checkpoint(resumed / "checkpoints" / "last.pt")
+    assert a["model"].keys() == b["model"].keys()
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["scheduler"] == b["scheduler"]
+    assert {k: v for k, v in a["progress"].items() if k != "elapsed_s"} == {
+        k: v for k, v in b["progress"].items() if k != "elapsed_s"
+    }
 
 
 def test_resume_refuses_model_changes(tmp_path, corpus):

@@ -59,8 +59,9 @@ class Progress:
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
-    best_value: float | None = None
+    best_value: float | None = None  # best train.best_metric of the scheduled validations (patience)
     bad_validations: int = 0
+    best_saved_value: float | None = None  # train.best_metric of the weights in best.pt
     elapsed_s: float = 0.0
     window_loss: float = 0.0
     window_tokens: int = 0
@@ -310,13 +311,19 @@ class Trainer:
         with self.paths.metrics.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
-    def _validate_and_checkpoint(self, train_loss: float) -> bool:
-        """Validate (split mode), save last/best, update early stopping; True when patience ran out."""
+    def _validate_and_checkpoint(self, train_loss: float, final: bool = False) -> bool:
+        """Validate (split mode), save last/best, update early stopping; True when patience ran out.
+
+        A `final` validation scores a run stopping between two scheduled ones: it is recorded (marked
+        "final") and may write best.pt, but leaves the schedule and patience as they were, so a run
+        resumed from there follows the uninterrupted run exactly (which never validates at that step).
+        """
         tc, pr = self.cfg.train, self.progress
         scores: dict[str, float] = {"train_loss": train_loss}
         if self.validator is not None:
             scores.update(self.dist.broadcast(self.validator.run() if self.dist.is_main else None))
-            self.schedule.after_validation(scores["valid_loss"])
+            if not final:
+                self.schedule.after_validation(scores["valid_loss"])
             self._record(
                 {
                     "step": pr.step,
@@ -324,21 +331,24 @@ class Trainer:
                     "lr": self.schedule.lr,
                     "elapsed_s": round(pr.elapsed_s, 2),
                     **{k: round(v, 4) for k, v in scores.items()},
+                    **({"final": True} if final else {}),
                 }
             )
             log.info("step %d: %s", pr.step, ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
-        elif self.schedule.kind == "plateau":
+        elif self.schedule.kind == "plateau" and not final:
             self.schedule.after_validation(train_loss)
         value = scores[tc.best_metric]
-        better = pr.best_value is None or (
-            value > pr.best_value if HIGHER_IS_BETTER[tc.best_metric] else value < pr.best_value
-        )
-        if better:
-            pr.best_value, pr.bad_validations = value, 0
+        saved = pr.best_value if pr.best_saved_value is None else pr.best_saved_value  # older checkpoints
+        beats_saved = self._improves(value, saved)
+        if not final:
+            if self._improves(value, pr.best_value):
+                pr.best_value, pr.bad_validations = value, 0
+            else:
+                pr.bad_validations += 1
+        if beats_saved:
+            pr.best_saved_value = value
             if self.dist.is_main:
                 self._best_state = snapshot(self.state())
-        else:
-            pr.bad_validations += 1
         self.save(force=False)
         if self.validator is not None and self.device.type == "cpu" and not self.dist.enabled:
             # the heap holes left by the steps and the validation's decoding; one process only, so no
@@ -349,6 +359,12 @@ class Trainer:
             callback(self)
         self.hook_s += time.perf_counter() - hooks_started
         return bool(tc.patience) and pr.bad_validations >= tc.patience
+
+    def _improves(self, value: float, best: float | None) -> bool:
+        """Whether `value` of train.best_metric beats `best` (None: nothing to beat)."""
+        if best is None:
+            return True
+        return value > best if HIGHER_IS_BETTER[self.cfg.train.best_metric] else value < best
 
     def fit(self) -> TrainResult:
         """Train until the epochs, step limit, time limit or patience run out, or the user interrupts."""
@@ -448,7 +464,7 @@ class Trainer:
             if stop in ("time_limit", "max_steps", "epochs") and tc.valid_every and pr.step % tc.valid_every:
                 # the last steps since the previous validation (where a decaying lr ends) get scored too
                 self._validate_and_checkpoint(pr.epoch_loss / max(pr.epoch_tokens, 1) if pr.epoch_tokens
-                                              else last_loss)
+                                              else last_loss, final=True)
             self.save()
         finally:
             bar.close()
@@ -512,8 +528,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 def truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric lines written after `step` (work a crash lost and a resume will redo)."""
-    kept = [r for r in read_metrics(path) if r.get("step", 0) <= step]
+    """Drop metric lines after `step` (work a crash lost and a resume will redo) and final validations.
+
+    A final validation scored a stop between two scheduled validations; the resumed run goes on
+    past that step as the uninterrupted run did, without one.
+    """
+    kept = [r for r in read_metrics(path) if r.get("step", 0) <= step and not r.get("final")]
     path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
 
 
