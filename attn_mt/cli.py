@@ -76,7 +76,10 @@ def train(
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
     device: str = typer.Option("auto", "--device", help="auto (cuda, then mps, then cpu), cpu, cuda or mps."),
     resume: bool = typer.Option(
-        False, "--resume", help="Continue the run in --run-dir from checkpoints/last.pt."
+        False,
+        "--resume",
+        help="Continue the run in --run-dir from checkpoints/last.pt; CONFIG and --set may change train.* "
+        "and decode.* keys (config.yaml is updated and config_history.jsonl records the change).",
     ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Delete an existing run directory and start again."

@@ -128,6 +128,7 @@ CASES: dict[str, list[str]] = {
         "train", "--overwrite", "--run-dir", "notes", "--data", "reverse.txt", "--set", "train.epochs=1",
     ],
     "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
+    "resume-fixed-key": ["train", "--resume", "--run-dir", "RUN", "--set", "train.lr=0.1"],
     "missing-run-dir": ["translate", "missing-run", "go ."],
     "incomplete-run-dir": ["eval", "incomplete"],
     "no-checkpoint": ["translate", "NOCKPT", "go ."],

@@ -209,6 +209,47 @@ def test_resume_refuses_model_changes(tmp_path, corpus):
         )
 
 
+def test_resume_records_the_config_it_runs_with(tmp_path, corpus):
+    """--resume --set and --resume CONFIG change train/decode keys; config.yaml and its history say so."""
+    from attn_mt.training.run_dir import load_run
+
+    run_dir = tmp_path / "run"
+    first = load_config(TINY, [*SYNTH, "train.log_every=1", "train.max_steps=2"])
+    train(first, run_dir, data_path=str(corpus), quiet=True, device="cpu")
+    changed = ["decode.beam_size=5", "train.max_steps=4"]
+    train(None, run_dir, overrides=changed, data_path=str(corpus), resume=True, quiet=True, device="cpu")
+    expected = load_config(TINY, [*SYNTH, "train.log_every=1", *changed])
+    assert load_run(run_dir).config.to_dict() == expected.to_dict()
+    log = (run_dir / "train.log").read_text(encoding="utf-8")
+    assert "--resume: from step 2 the run uses train.max_steps 2 -> 4; decode.beam_size 2 -> 5" in log
+
+    edited = tmp_path / "edited.yaml"
+    text = TINY.read_text(encoding="utf-8")
+    edited.write_text(text.replace("beam_size: 2", "beam_size: 3"), encoding="utf-8")
+    given = load_config(edited, [*SYNTH, "train.log_every=1", "train.max_steps=6"])
+    result = train(given, run_dir, data_path=str(corpus), resume=True, quiet=True, device="cpu")
+    assert result.step == 6
+    assert load_run(run_dir).config.to_dict() == given.to_dict()
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["config"] == given.to_dict()
+    history = [json.loads(line) for line in (run_dir / "config_history.jsonl").read_text().splitlines()]
+    assert history == [
+        {"step": 2, "changes": {"train.max_steps": [2, 4], "decode.beam_size": [2, 5]}},
+        {"step": 4, "changes": {"train.max_steps": [4, 6], "decode.beam_size": [5, 3]}},
+    ]
+    for how in ("--set", "CONFIG"):
+        new_lr = load_config(edited, [*SYNTH, "train.log_every=1", "train.max_steps=8", "train.lr=0.002"])
+        with pytest.raises(UserError, match="train.lr cannot change in a resumed run"):
+            train(
+                new_lr if how == "CONFIG" else None,
+                run_dir,
+                overrides=["train.lr=0.002"] if how == "--set" else [],
+                data_path=str(corpus),
+                resume=True,
+                quiet=True,
+            )
+    assert load_run(run_dir).config.to_dict() == given.to_dict()
+
+
 def test_sigint_saves_last_checkpoint_and_resume_finishes(tmp_path, corpus):
     run_dir = tmp_path / "run"
     args = [

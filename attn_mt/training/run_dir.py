@@ -27,6 +27,11 @@ class RunPaths:
         return self.root / "config.yaml"
 
     @property
+    def config_history(self) -> Path:
+        """What each --resume changed in the config: one JSON object per resume that changed it."""
+        return self.root / "config_history.jsonl"
+
+    @property
     def src_vocab(self) -> Path:
         """Source vocabulary (JSON)."""
         return self.root / "src_vocab.json"
