@@ -41,6 +41,7 @@ from attn_mt.training.distributed import DistContext, init_distributed, rank_dev
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
+from attn_mt.training.resume import record_config_changes, resolve_resume_config
 from attn_mt.training.run_dir import RunPaths, check_fits, describe_contents, is_run_dir
 from attn_mt.training.validation import Validator
 
@@ -112,70 +113,6 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     return paths
-
-
-def resolve_resume_config(paths: RunPaths, cfg: Config | None, overrides: list[str]) -> Config:
-    """The saved config with a given CONFIG's train/decode sections or `--set` applied (not data or model)."""
-    saved = load_config(paths.config)
-    if cfg is not None:
-        for section in ("data", "model"):
-            if getattr(cfg, section) != getattr(saved, section):
-                raise UserError(
-                    f"--resume: the {section} section of the given config differs from the one saved in "
-                    f"{paths.config}; resume without a config (or with the same one)"
-                )
-        refuse_fixed_changes(saved, cfg)
-        return cfg
-    resumed = load_config(paths.config, overrides)
-    for section in ("data", "model"):
-        if getattr(saved, section) != getattr(resumed, section):
-            raise UserError(f"--resume: --set may not change the {section} section of an existing run")
-    refuse_fixed_changes(saved, resumed)
-    return resumed
-
-
-# train keys held by the optimiser and schedule state in last.pt, or meaningless mid-run: a resumed
-# run cannot take a new value for them
-FIXED_ON_RESUME = (
-    "optimizer", "lr", "adam_betas", "weight_decay", "schedule", "plateau_factor", "plateau_patience",
-    "init", "best_metric",
-)
-
-
-def refuse_fixed_changes(before: Config, after: Config) -> None:
-    """A resumed run may change train and decode keys, except those in FIXED_ON_RESUME."""
-    fixed = [f"train.{k}" for k in FIXED_ON_RESUME if getattr(before.train, k) != getattr(after.train, k)]
-    if fixed:
-        raise UserError(
-            f"--resume: {', '.join(fixed)} cannot change in a resumed run (the optimiser and schedule state "
-            "in last.pt hold it, or best.pt was chosen by it); start a new run with --run-dir or --overwrite"
-        )
-
-
-def config_changes(before: Config, after: Config) -> dict[str, list[Any]]:
-    """`section.key` -> [old, new] for every key whose value differs."""
-    changes = {}
-    for section, values in after.to_dict().items():
-        old_values = before.to_dict()[section]
-        for key, value in values.items():
-            if old_values[key] != value:
-                changes[f"{section}.{key}"] = [old_values[key], value]
-    return changes
-
-
-def record_config_changes(paths: RunPaths, before: Config, after: Config, step: int) -> None:
-    """On --resume with other train/decode values: rewrite config.yaml, append to its history, say so."""
-    changes = config_changes(before, after)
-    if not changes:
-        return
-    save_config(after, paths.config)
-    with paths.config_history.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"step": step, "changes": changes}) + "\n")
-    listed = "; ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
-    log.warning(
-        "--resume: from step %d the run uses %s (config.yaml updated; %s lists every change)",
-        step, listed, paths.config_history.name,
-    )
 
 
 class Trainer:
