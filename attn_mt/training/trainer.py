@@ -28,6 +28,7 @@ from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.report import format_report
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
+from attn_mt.kernels import uses_kernels, with_kernels
 from attn_mt.models.build import build_model
 from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
 from attn_mt.training.device import (
@@ -127,9 +128,9 @@ def resolve_resume_config(paths: RunPaths, cfg: Config | None, overrides: list[s
 class Trainer:
     """Trains one model on one dataset, writing everything into a run directory."""
 
-    fuse_output_loss = True  # False: logits (B, T, V) then masked_cross_entropy everywhere (tests, A/B)
-    # batches whose float32 logits would be smaller than this take the plain path: at the book's
-    # sizes (64 x 10 x ~200) the chunked function's extra steps cost ~4% of the step and save nothing
+    # with the CPU kernels, batches whose float32 logits would be smaller than this are scored through
+    # the logits: at the book's sizes (64 x 10 x ~200) the chunked loss's extra steps cost more than
+    # the logits they avoid
     fuse_min_logits_bytes = 8 << 20
 
     def __init__(
@@ -149,7 +150,9 @@ class Trainer:
         self.model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab)).to(device)
         if tc.init == "xavier":
             xavier_init_(self.model)
-        self.forward: torch.nn.Module = torch.compile(self.model) if tc.compile else self.model
+        # the model as training runs it: the book model, or the same model with CPU kernels behind it
+        self.net = with_kernels(self.model, tc.kernels, device, tc.compile)
+        self.forward: torch.nn.Module = torch.compile(self.net) if tc.compile else self.net
         if self.dist.enabled:
             ids = [device.index] if device.type == "cuda" else None
             self.forward = DistributedDataParallel(self.forward, device_ids=ids)
@@ -157,15 +160,13 @@ class Trainer:
         # one flat tensor for the optimiser on a single CPU process; DDP and CUDA keep their own layouts
         self.flat = FlatParameters(params) if device.type == "cpu" and not self.dist.enabled else None
         self.trained = [self.flat.flat] if self.flat is not None else params
-        # a single CPU process scores the output layer chunk by chunk (LinearCrossEntropy)
-        self.fused_loss = (
-            self.fuse_output_loss and device.type == "cpu" and not self.dist.enabled and not tc.compile
-        )
+        # with the kernels, a single process scores the output layer chunk by chunk (LinearCrossEntropy)
+        self.fused_loss = uses_kernels(self.net) and not self.dist.enabled
         self.optimizer = build_optimizer(self.trained, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
-        self.validator = Validator(self.model, data, cfg, device) if data.valid else None
+        self.validator = Validator(self.net, data, cfg, device) if data.valid else None
         self.bos_id = data.tgt_vocab.bos_id
         self.tgt_vocab_size = len(data.tgt_vocab)
         self._interrupted = False
