@@ -28,6 +28,14 @@ INITS = ("xavier", "default")
 AMP_MODES = ("none", "bf16", "fp16")
 KERNEL_CHOICES = ("auto", "reference", "cpu")  # see attn_mt/kernels
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
+HIGHER_IS_BETTER = {"valid_bleu": True, "valid_loss": False, "train_loss": False}  # per BEST_METRICS
+
+
+def improves(metric: str, value: float, best: float | None) -> bool:
+    """Whether `value` of `metric` (one of BEST_METRICS) beats `best`; anything beats None."""
+    if best is None:
+        return True
+    return value > best if HIGHER_IS_BETTER[metric] else value < best
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,6 +62,11 @@ class RunPaths:
     def log(self) -> Path:
         """The human-readable training log."""
         return self.root / "train.log"
+
+    @property
+    def summary(self) -> Path:
+        """What the last training session was and how it ended (JSON, for `attn-mt report`)."""
+        return self.root / "run_summary.json"
 
     @property
     def curves(self) -> Path:
@@ -153,3 +160,32 @@ def check_fits(state: dict, cfg: Config, src_size: int, tgt_size: int, where: Pa
             problems.append(f"{name} has {len(tokens)} tokens in the checkpoint but {size} in the run")
     if problems:
         raise UserError(f"checkpoint {where} does not fit this run: " + "; ".join(problems))
+
+
+def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The JSON records of a metrics.jsonl text, and the numbers of lines that are not one (a crash's)."""
+    records, bad = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(number)
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad.append(number)
+    return records, bad
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """All records of a metrics.jsonl file (none if it does not exist); broken lines are skipped."""
+    return parse_metrics(path.read_text(encoding="utf-8"))[0] if path.exists() else []
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines written after `step` (work a crash lost and a resume will redo)."""
+    kept = [r for r in read_metrics(path) if r.get("step", 0) <= step]
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
