@@ -147,6 +147,4 @@ def packed_attention(
     query may not look, `empty` broadcasts to (B, 1, Q, 1) and marks queries whose weights are set
     to zero, `keep` is (B, K, Q, h) of inverted-dropout multipliers on the weights.
     """
-    if queries.shape[2] % num_heads:
-        raise ValueError(f"hidden size {queries.shape[2]} is not divisible by {num_heads} heads")
     return _PackedAttention.apply(queries, keys, values, blocked, empty, keep, num_heads)
