@@ -11,8 +11,7 @@ import torch
 from search_fakes import BOS, EOS, PAD, ToyAttentionModel
 
 from attn_mt.config import ModelConfig
-from attn_mt.decoding.search import greedy_search
-from attn_mt.evaluation.attention import (
+from attn_mt.decoding.attention import (
     SentenceAttention,
     attention_entropy,
     attention_stats,
@@ -21,6 +20,7 @@ from attn_mt.evaluation.attention import (
     save_attention,
     trim_maps,
 )
+from attn_mt.decoding.search import greedy_search
 from attn_mt.evaluation.plots import attention_figure, plot_training_curves, training_curves_figure
 from attn_mt.models.build import build_model
 

@@ -19,7 +19,7 @@ from attn_mt.data.splits import EvalExample
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
-from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.training.optim import build_optimizer
 from attn_mt.training.trainer import count_parameters, read_metrics, snapshot, train
 from attn_mt.training.validation import spread_subset

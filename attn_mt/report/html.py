@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.data.report import format_report
+from attn_mt.decoding.attention import TITLES
 from attn_mt.errors import UserError
-from attn_mt.evaluation.attention import TITLES
 from attn_mt.report.collect import (
     AttentionDump,
     Comparison,

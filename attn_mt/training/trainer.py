@@ -30,13 +30,13 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.kernels import uses_kernels, with_kernels
 from attn_mt.models.build import build_model
-from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
-from attn_mt.training.device import autocast_context, effective_amp, pick_device, setup_device, tidy_heap
+from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.run.device import autocast_context, effective_amp, pick_device, setup_device, tidy_heap
+from attn_mt.run.run_dir import RunPaths, check_fits, read_metrics, truncate_metrics
 from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
-from attn_mt.training.run_dir import RunPaths, check_fits, read_metrics, truncate_metrics
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")

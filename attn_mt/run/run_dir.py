@@ -14,7 +14,7 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.models.build import build_model
-from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint
 
 
 @dataclass(frozen=True)
