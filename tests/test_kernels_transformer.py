@@ -9,7 +9,8 @@ import pytest
 import torch
 from graphs import graph_names
 
-from attn_mt.kernels import with_kernels
+from attn_mt.errors import UserError
+from attn_mt.kernels import kernels_apply, with_kernels
 from attn_mt.kernels.packed_attention import keys_first
 from attn_mt.kernels.transformer_blocks import (
     DecoderBlockFunction,
@@ -117,3 +118,16 @@ def test_block_functions_pass_gradcheck_with_fixed_dropout_masks():
         lambda y, x, *p: DecoderBlockFunction.apply(y, x, self_masks, src_masks, dec_keeps, heads, 1e-5, *p),
         (Y, X, *dec_params),
     )
+
+
+def test_auto_means_the_book_path_off_the_cpu_and_under_compile():
+    """`auto` uses the kernels on the CPU only and never under compile; `cpu` elsewhere is a user error."""
+    cuda = torch.device("cuda")
+    assert kernels_apply("auto", CPU, compile=False) and kernels_apply("cpu", CPU, compile=False)
+    assert not kernels_apply("auto", cuda, compile=False)
+    assert not kernels_apply("auto", CPU, compile=True) and not kernels_apply("reference", CPU, compile=False)
+    with pytest.raises(UserError, match="train.kernels: cpu runs on the CPU only"):
+        kernels_apply("cpu", cuda, compile=False)
+    book = Transformer(11, 13, 16, 24, 4, 1, 0.1)
+    assert with_kernels(book, "auto", cuda, compile=False) is book
+    assert all(type(m) is torch.nn.Dropout for m in book.modules() if isinstance(m, torch.nn.Dropout))
