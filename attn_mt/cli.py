@@ -139,8 +139,16 @@ def translate(
     if output is not None and output.is_dir():
         raise UserError(f"--output {output} is a directory; give a file path")
     run_translate(
-        run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device,
-        length_penalty,
+        run_dir,
+        texts=text or [],
+        input_file=input_file,
+        output=output,
+        beam=beam,
+        nbest=nbest,
+        checkpoint=checkpoint,
+        attention_dir=attention_dir,
+        device=device,
+        length_penalty=length_penalty,
     )
 
 
@@ -163,7 +171,17 @@ def evaluate(
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
     from attn_mt.evaluation.evaluate import run_eval
 
-    run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device, length_penalty)
+    run_eval(
+        run_dir,
+        split=split,
+        beam=beam,
+        attention=attention,
+        compare=compare,
+        checkpoint=checkpoint,
+        data_path=data,
+        device=device,
+        length_penalty=length_penalty,
+    )
 
 
 def _scalars_only(tree: dict) -> dict:

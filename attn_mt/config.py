@@ -26,11 +26,20 @@ SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
 LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
 AMP_MODES = ("none", "bf16", "fp16")
+KERNEL_CHOICES = ("auto", "reference", "cpu")  # see attn_mt/kernels
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
 # the repository's configs/ folder, reached through the attn_mt/configs link and shipped in the
 # package as package data (pyproject.toml), so an installed attn-mt finds it too
 SHIPPED_CONFIGS = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = SHIPPED_CONFIGS / "d2l_bahdanau.yaml"  # what `attn-mt train` runs without a CONFIG
+HIGHER_IS_BETTER = {"valid_bleu": True, "valid_loss": False, "train_loss": False}  # per BEST_METRICS
+
+
+def improves(metric: str, value: float, best: float | None) -> bool:
+    """Whether `value` of `metric` (one of BEST_METRICS) beats `best`; anything beats None."""
+    if best is None:
+        return True
+    return value > best if HIGHER_IS_BETTER[metric] else value < best
 
 
 @dataclass
@@ -88,6 +97,7 @@ class TrainConfig:
     accum_steps: int = 1
     amp: str = "none"
     compile: bool = False
+    kernels: str = "auto"
     seed: int = 0
     threads: int = 0
     log_every: int = 50
@@ -136,6 +146,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.loss_average": LOSS_AVERAGES,
     "train.init": INITS,
     "train.amp": AMP_MODES,
+    "train.kernels": KERNEL_CHOICES,
     "train.best_metric": BEST_METRICS,
 }
 
@@ -298,6 +309,9 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             f"train.best_metric: {cfg.train.best_metric!r} needs a valid split, but data.mode is 'book' "
             "(use 'train_loss' or data.mode: split)"
         )
+    kernels, compiled = cfg.train.kernels, cfg.train.compile
+    if _sound(problems, "train.kernels", "train.compile") and kernels == "cpu" and compiled:
+        problems.append("train.kernels: cpu cannot run under train.compile: true (use auto or reference)")
     if _sound(problems, "data.mode", "train.patience") and cfg.data.mode == "book" and cfg.train.patience:
         problems.append("train.patience: early stopping needs a valid split, but data.mode is 'book'")
     if _sound(problems, "decode.nbest", "decode.beam_size") and cfg.decode.nbest > cfg.decode.beam_size:

@@ -26,7 +26,7 @@ from pathlib import Path
 from attn_mt.config import load_config
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.scores import BOOK_SENTENCES, book_bleu
-from attn_mt.training.run_dir import load_run
+from attn_mt.run.run_dir import load_run
 from attn_mt.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent

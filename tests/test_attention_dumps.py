@@ -15,9 +15,7 @@ from search_fakes import BOS, EOS, PAD, ToyAttentionModel
 from synthetic import write_corpus
 
 from attn_mt.config import ModelConfig, load_config
-from attn_mt.decoding.search import greedy_search
-from attn_mt.decoding.translator import Translator
-from attn_mt.evaluation.attention import (
+from attn_mt.decoding.attention import (
     SentenceAttention,
     attention_entropy,
     attention_stats,
@@ -26,10 +24,12 @@ from attn_mt.evaluation.attention import (
     save_attention,
     trim_maps,
 )
+from attn_mt.decoding.search import greedy_search
+from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.plots import attention_figure, plot_training_curves, training_curves_figure
 from attn_mt.evaluation.scores import BOOK_SENTENCES
 from attn_mt.models.build import build_model
-from attn_mt.training.run_dir import load_run
+from attn_mt.run.run_dir import load_run
 from attn_mt.training.trainer import train
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

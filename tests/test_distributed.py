@@ -12,7 +12,7 @@ import pytest
 from synthetic import write_corpus
 
 from attn_mt.config import load_config
-from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.training.trainer import read_metrics, train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"

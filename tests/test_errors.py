@@ -13,7 +13,7 @@ from synthetic import write_corpus
 
 from attn_mt.cli import main
 from attn_mt.config import load_config
-from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,6 +109,15 @@ CASES: dict[str, list[str]] = {
         "model.type=transformer",
         "--set",
         "model.num_heads=5",
+        "--run-dir",
+        "new",
+    ],
+    "kernels-with-compile": [
+        "train",
+        "--set",
+        "train.kernels=cpu",
+        "--set",
+        "train.compile=true",
         "--run-dir",
         "new",
     ],

@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_mt.training import device as device_module
-from attn_mt.training.device import (
+from attn_mt.run import device as device_module
+from attn_mt.run.device import (
     autocast_context,
     effective_amp,
     keep_freed_memory,

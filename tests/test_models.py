@@ -99,7 +99,7 @@ def test_builders_mapping_and_sizes():
 def test_build_model_rejects_unknown_type_and_bad_heads():
     with pytest.raises(UserError, match="model.type: 'lstm'"):
         build_model(ModelConfig(type="lstm"), 5, 5)
-    with pytest.raises(UserError, match="not divisible by model.num_heads"):
+    with pytest.raises(ValueError, match="num_hiddens = 10 is not divisible by num_heads = 4"):
         build_model(ModelConfig(type="transformer", num_hiddens=10, num_heads=4), 5, 5)
 
 

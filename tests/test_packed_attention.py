@@ -10,9 +10,8 @@ import math
 import pytest
 import torch
 
+from attn_mt.kernels.packed_attention import gather_heads, keys_first, packed_attention, spread_heads
 from attn_mt.models import AttentionMask
-from attn_mt.models.attention import MultiHeadAttention
-from attn_mt.models.packed_attention import gather_heads, packed_attention, spread_heads
 
 
 def explicit(queries, keys, values, num_heads, blocked_bqk, empty_bq, keep_bkqh):
@@ -52,7 +51,7 @@ def test_values_and_gradients_equal_the_explicit_maths(causal):
     else:
         mask = AttentionMask.from_valid_lens(torch.tensor([5, 2, 0]), num_queries, num_keys).with_heads()
     keep = (torch.rand(batch, num_keys, num_queries, num_heads) > 0.3).double() / 0.7  # (B, K, Q, h)
-    blocked, empty = mask.keys_first()
+    blocked, empty = keys_first(mask)
     empty_bq = torch.zeros(batch, num_queries, dtype=torch.bool)
     if empty is not None:
         empty_bq = empty_bq | empty[:, 0, :, 0]
@@ -70,39 +69,3 @@ def test_values_and_gradients_equal_the_explicit_maths(causal):
     assert torch.autograd.gradcheck(
         lambda a, b, c: packed_attention(a, b, c, num_heads, blocked, empty, keep), (q, k, v)
     )
-
-
-def test_multi_head_attention_training_path_matches_the_weights_path():
-    """Training on the CPU takes the packed path; asking for weights takes the explicit one."""
-    torch.manual_seed(1)
-    attention = MultiHeadAttention(8, 8, 8, 8, num_heads=4, dropout=0.0).double().train()
-    x = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
-    memory = torch.randn(2, 3, 8, dtype=torch.float64)
-    mask = AttentionMask.from_valid_lens(torch.tensor([3, 1]), 5, 3).with_heads()
-    keys, values = attention.project_keys_values(memory, memory)
-    assert attention.packs(x)
-    packed, none = attention.attend(x, keys, values, mask, need_weights=False)
-    explicit_out, weights = attention.attend(x, keys, values, mask, need_weights=True)
-    assert none is None and weights.shape == (2, 4, 5, 3)
-    torch.testing.assert_close(packed, explicit_out, rtol=0, atol=1e-12)
-    grad = torch.randn_like(packed)
-    got = torch.autograd.grad(packed, [x, *attention.parameters()], grad, retain_graph=True)
-    want = torch.autograd.grad(explicit_out, [x, *attention.parameters()], grad)
-    for a, b in zip(got, want, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
-
-
-def test_packed_path_drops_weights_at_the_configured_rate():
-    torch.manual_seed(2)
-    attention = MultiHeadAttention(8, 8, 8, 8, num_heads=2, dropout=0.5).train()
-    x = torch.randn(64, 6, 8)
-    keys = torch.randn(64, 2, 6, 4)  # (B, h, K, d)
-    values = torch.ones(64, 2, 6, 4)  # every output channel before W_o is then the row's kept weight sum
-    outputs = []
-    attention.W_o = torch.nn.Identity()
-    for _ in range(20):
-        out, _ = attention.attend(x, keys, values, None, need_weights=False)
-        outputs.append(out)
-    mean = torch.stack(outputs).mean().item()
-    assert mean == pytest.approx(1.0, abs=0.05)  # inverted dropout keeps the expectation
-    assert torch.stack(outputs).std().item() > 0.1  # and weights really were dropped

@@ -159,9 +159,8 @@ def test_one_run_report_shows_config_training_scores_and_gallery(runs):
 
     overview = parser.text["run-1-overview"]
     assert "cpu, " in overview and "CPU threads" in overview and "gru_bahdanau" in overview
-    log_text = (run_dir / "train.log").read_text(encoding="utf-8")
-    parameters = log_text.split("model gru_bahdanau with ", 1)[1].split(" ", 1)[0]
-    assert parameters in overview
+    summary = json.loads((run_dir / "run_summary.json").read_text(encoding="utf-8"))
+    assert f"{summary['parameters']:,}" in overview and summary["stop_reason"] in overview
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert f"{max(r['elapsed_s'] for r in records):.1f} s" in overview
     speeds = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
@@ -238,7 +237,7 @@ def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
     assert "metrics.jsonl lines" in missing and "no attention dumps for split test" in missing
     assert "--attention N" in missing
     assert "never evaluated" in missing and "metrics.jsonl not found" in missing
-    assert "config.yaml not found" in missing and "train.log not found" in missing
+    assert "config.yaml not found" in missing and "run_summary.json not found" in missing
     assert "no metrics.jsonl records" in parser.text["run-2-curves"]
     assert len(parser.images) == 2  # the comparison curves and no_dumps' own curves; no heatmaps anywhere
     assert "no attention dump for sentence" in parser.text["run-1-samples"]

@@ -19,9 +19,9 @@ from synthetic import write_corpus
 from attn_mt.config import load_config
 from attn_mt.decoding.cli_translate import run_translate
 from attn_mt.errors import UserError
-from attn_mt.training import checkpoint as checkpoint_module
+from attn_mt.run import checkpoint as checkpoint_module
+from attn_mt.run.checkpoint import CheckpointWriteError, load_checkpoint, save_checkpoint
 from attn_mt.training import trainer as trainer_module
-from attn_mt.training.checkpoint import CheckpointWriteError, load_checkpoint, save_checkpoint
 from attn_mt.training.trainer import TrainingDivergedError, read_metrics, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_kill_during_a_checkpoint_write_leaves_the_old_file(tmp_path):
     save_checkpoint({"model": {"w": torch.ones(3)}, "step": 1}, path)
     script = (
         "import sys, torch\n"
-        "from attn_mt.training.checkpoint import save_checkpoint\n"
+        "from attn_mt.run.checkpoint import save_checkpoint\n"
         "print('writing', flush=True)\n"
         f"save_checkpoint({{'model': {{'w': torch.randn(60_000_000)}}, 'step': 2}}, {str(path)!r})\n"
     )

@@ -17,10 +17,12 @@ from synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.splits import EvalExample
+from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
-from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.models.build import build_model
+from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.training.optim import build_optimizer
-from attn_mt.training.trainer import read_metrics, snapshot, train
+from attn_mt.training.trainer import count_parameters, read_metrics, snapshot, train
 from attn_mt.training.validation import spread_subset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,6 +143,13 @@ def test_loss_falls_on_reverse_task(tmp_path, corpus, model_type):
     assert valid[-1]["valid_loss"] < valid[0]["valid_loss"], valid
     assert max(r["valid_bleu"] for r in valid) > valid[0]["valid_bleu"], valid
     assert result.stopped_because == "epochs"
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text(encoding="utf-8"))
+    model = build_model(cfg.model, len(Vocab.load(tmp_path / "run" / "src_vocab.json")),
+                        len(Vocab.load(tmp_path / "run" / "tgt_vocab.json")))
+    assert summary["model"] == model_type and summary["parameters"] == count_parameters(model)
+    assert summary["steps"] == result.step and summary["stop_reason"] == "epochs"
+    assert summary["tokens_per_s"] == round(result.tokens_per_s, 1) > 0
+    assert summary["kernels"] == "cpu" and summary["device"] == "cpu"
 
 
 RESUME_CASES = {
@@ -211,7 +220,7 @@ def test_resume_refuses_model_changes(tmp_path, corpus):
 
 def test_resume_records_the_config_it_runs_with(tmp_path, corpus):
     """--resume --set and --resume CONFIG change train/decode keys; config.yaml and its history say so."""
-    from attn_mt.training.run_dir import load_run
+    from attn_mt.run.run_dir import load_run
 
     run_dir = tmp_path / "run"
     first = load_config(TINY, [*SYNTH, "train.log_every=1", "train.max_steps=2"])

@@ -112,8 +112,8 @@ def test_flat_parameters_train_exactly_like_separate_ones():
 
 
 @pytest.mark.parametrize("model_type", ["transformer", "gru_bahdanau"])
-def test_fused_output_loss_trains_like_logits_then_loss(tmp_path, monkeypatch, model_type):
-    """The chunked output-layer loss of CPU training follows the logits path's losses step by step."""
+def test_cpu_kernels_train_like_the_reference_path(tmp_path, monkeypatch, model_type):
+    """train.kernels: cpu (model kernels, chunked output-layer loss) follows `reference` step by step."""
     corpus = write_corpus(tmp_path / "reverse.txt", n=200)
     calls = []
     loss = trainer_module.masked_cross_entropy
@@ -131,18 +131,19 @@ def test_fused_output_loss_trains_like_logits_then_loss(tmp_path, monkeypatch, m
         "train.epochs=2",
         "train.log_every=1",
         "train.label_smoothing=0.1",
+        "model.dropout=0.0",  # the kernels draw dropout masks differently from torch's nn.Dropout
     ]
     losses = {}
     monkeypatch.setattr(Trainer, "fuse_min_logits_bytes", 0)  # these batches' logits are tiny
-    for fused in (True, False):
-        monkeypatch.setattr(Trainer, "fuse_output_loss", fused)
+    for kernels in ("cpu", "reference"):
         calls.clear()
-        run_dir = tmp_path / f"fused_{fused}"
-        train(load_config(TINY, overrides), run_dir, data_path=str(corpus), quiet=True, device="cpu")
-        losses[fused] = [r["loss"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r]
-        assert bool(calls) == fused  # the fused path really ran (or really did not)
-    assert len(losses[True]) >= 8
-    torch.testing.assert_close(losses[True], losses[False], rtol=1e-4, atol=1e-5)
+        run_dir = tmp_path / kernels
+        cfg = load_config(TINY, [*overrides, f"train.kernels={kernels}"])
+        train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
+        losses[kernels] = [r["loss"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r]
+        assert bool(calls) == (kernels == "cpu")  # the chunked loss really ran (or really did not)
+    assert len(losses["cpu"]) >= 8
+    torch.testing.assert_close(losses["cpu"], losses["reference"], rtol=1e-4, atol=1e-5)
 
 
 def test_small_logits_take_the_plain_path_and_large_ones_the_chunked(tmp_path, monkeypatch):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
 from attn_mt.errors import UserError
-from attn_mt.training.device import pick_device
-from attn_mt.training.run_dir import load_run
+from attn_mt.run.device import pick_device
+from attn_mt.run.run_dir import load_run
 
 
 def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
@@ -102,7 +102,7 @@ def run_translate(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
     if attention_dir is not None:
-        from attn_mt.evaluation.attention import save_attention
+        from attn_mt.decoding.attention import save_attention
 
         for i, result in enumerate(results):
             if result.hypotheses:

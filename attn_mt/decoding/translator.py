@@ -12,9 +12,9 @@ from attn_mt.config import Config
 from attn_mt.data.dataset import encode_sources
 from attn_mt.data.preprocess import preprocess, tokenize
 from attn_mt.data.vocab import BOS, EOS, Vocab
+from attn_mt.decoding.attention import SentenceAttention, collect_attention
 from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
 from attn_mt.errors import UserError
-from attn_mt.evaluation.attention import SentenceAttention, collect_attention
 from attn_mt.models.base import EncoderDecoder
 
 PROGRESS_DELAY_S = 1.0  # a progress bar appears only when translating takes longer than this

@@ -8,9 +8,9 @@ from typing import Any
 
 import typer
 
+from attn_mt.decoding.attention import save_attention
 from attn_mt.decoding.translator import Translator, with_length_penalty
 from attn_mt.errors import UserError
-from attn_mt.evaluation.attention import save_attention
 from attn_mt.evaluation.scores import (
     BOOK_SENTENCES,
     book_bleu_rows,
@@ -19,8 +19,8 @@ from attn_mt.evaluation.scores import (
     write_eval_files,
     write_scores,
 )
-from attn_mt.training.device import pick_device
-from attn_mt.training.run_dir import LoadedRun, RunPaths, load_run
+from attn_mt.run.device import pick_device
+from attn_mt.run.run_dir import LoadedRun, RunPaths, load_run
 
 SPLITS = ("test", "valid", "book")
 

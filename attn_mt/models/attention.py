@@ -16,11 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_mt.models.dropout import Dropout, draw_keep_masks
-from attn_mt.models.packed_attention import packed_attention
-
 NEG_INF = float("-inf")
-PACKED_MAX_HEAD_SIZE = 16  # heads this small are overhead-bound on the CPU: packed_attention trains them
 
 
 @dataclass(frozen=True)
@@ -71,12 +67,6 @@ class AttentionMask:
         empty = None if self.empty is None else self.empty.unsqueeze(1)
         return AttentionMask(self.keep.unsqueeze(1), self.blocked.unsqueeze(1), empty)
 
-    def keys_first(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """This head-axis mask (B, 1, Q, K) for packed_attention: blocked (B, K, Q, 1), empty (B, 1, Q, 1)."""
-        blocked = self.blocked.squeeze(1).transpose(1, 2).unsqueeze(-1)  # (B, K, Q, 1)
-        empty = None if self.empty is None else self.empty.squeeze(1).transpose(1, 2).unsqueeze(-1)
-        return blocked, empty
-
     def index_select(self, index: torch.Tensor) -> AttentionMask:
         """Rows `index` of the batch axis (for beam search)."""
         empty = None if self.empty is None else self.empty.index_select(0, index)
@@ -103,10 +93,8 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None) -> torch.Te
 class AdditiveAttention(nn.Module):
     """Additive attention, a(q, k) = w_v^T tanh(W_q q + W_k k) (Bahdanau et al. 2014; book eq. 11.3.7).
 
-    Computed as 2 w_v^T sigmoid(2 (W_q q + W_k k)), which is a(q, k) + sum(w_v) because
-    tanh(x) = 2 sigmoid(2x) - 1; the softmax ignores that constant, so the weights are the book's,
-    and torch's CPU sigmoid is several times faster than its tanh. `prepare_keys` projects the keys
-    once per source batch, so a decoder does not repeat it at every step.
+    `forward` is the book's. A decoder that attends over the same keys at every step projects them
+    once with `W_k` and calls `attend` with the projected keys (only done for efficiency).
     """
 
     def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float):
@@ -114,7 +102,7 @@ class AdditiveAttention(nn.Module):
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -130,33 +118,20 @@ class AdditiveAttention(nn.Module):
             if valid_lens is None
             else AttentionMask.from_valid_lens(valid_lens, queries.shape[1], keys.shape[1])
         )
-        output, self.attention_weights = self.attend(queries, self.prepare_keys(keys), values, mask)
-        return output
-
-    def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """Keys (B, K, k) -> 2 W_k keys (B, K, H), the form `attend` takes."""
-        return self.W_k(keys) * 2
-
-    def weights(
-        self, projected_queries: torch.Tensor, prepared_keys: torch.Tensor, mask: AttentionMask | None
-    ) -> torch.Tensor:
-        """W_q-projected queries (B, Q, H) and prepared keys (B, K, H) -> attention weights (B, Q, K)."""
-        features = torch.sigmoid(
-            torch.add(prepared_keys.unsqueeze(1), projected_queries.unsqueeze(2), alpha=2)
-        )  # (B, Q, K, H)
-        scores = torch.matmul(features, self.w_v.weight[0] * 2)  # (B, Q, K)
-        return softmax_with_mask(scores, mask)
+        return self.attend(queries, self.W_k(keys), values, mask)
 
     def attend(
         self,
         queries: torch.Tensor,
-        prepared_keys: torch.Tensor,
+        projected_keys: torch.Tensor,
         values: torch.Tensor,
         mask: AttentionMask | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Queries (B, Q, q), prepared keys (B, K, H), values (B, K, v) -> (B, Q, v), weights (B, Q, K)."""
-        weights = self.weights(self.W_q(queries), prepared_keys, mask)  # (B, Q, K)
-        return torch.bmm(self.dropout(weights), values), weights
+    ) -> torch.Tensor:
+        """Queries (B, Q, q), W_k-projected keys (B, K, H), values (B, K, v) -> (B, Q, v)."""
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, Q, K, H)
+        scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
+        self.attention_weights = softmax_with_mask(scores, mask)  # (B, Q, K)
+        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, v)
 
 
 class DotProductAttention(nn.Module):
@@ -169,7 +144,7 @@ class DotProductAttention(nn.Module):
 
     def __init__(self, dropout: float):
         super().__init__()
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -268,50 +243,11 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Queries (B, Q, q), projected keys/values (B, h, K, d) -> (B, Q, H), weights (B, h, Q, K) or None.
 
-        `mask` must have a head axis (see AttentionMask.with_heads). Training on the CPU with small
-        heads and no weights asked for goes through `packed_attention` (same maths, fewer and larger
-        kernels); everything else through DotProductAttention.attend.
+        `mask` must have a head axis (see AttentionMask.with_heads).
         """
-        if not need_weights and self.packs(queries):
-            return self._attend_packed(queries, head_keys, head_values, mask), None
         head_queries = self.split_heads(self.W_q(queries))  # (B, h, Q, d)
         output, weights = self.attention.attend(head_queries, head_keys, head_values, mask, need_weights)
         return self.W_o(self.merge_heads(output)), weights  # (B, Q, H)
-
-    def packs(self, queries: torch.Tensor) -> bool:
-        """Whether `attend` takes the packed path: CPU, gradients on, no autocast, heads of <= 16 channels."""
-        return (
-            queries.device.type == "cpu"
-            and torch.is_grad_enabled()
-            and not torch.is_autocast_enabled("cpu")
-            and self.W_q.out_features // self.num_heads <= PACKED_MAX_HEAD_SIZE
-        )
-
-    def _attend_packed(
-        self,
-        queries: torch.Tensor,
-        head_keys: torch.Tensor,
-        head_values: torch.Tensor,
-        mask: AttentionMask | None,
-    ) -> torch.Tensor:
-        """`attend` through packed_attention: queries (B, Q, q), keys/values (B, h, K, d) -> (B, Q, H)."""
-        packed_queries = self.W_q(queries)  # (B, Q, H)
-        blocked, empty = (None, None) if mask is None else mask.keys_first()
-        batch, num_queries, _ = packed_queries.shape
-        keep = None
-        if self.training:
-            shape = (batch, head_keys.shape[2], num_queries, self.num_heads)  # (B, K, Q, h)
-            keep = draw_keep_masks(shape, self.attention.dropout.p, packed_queries)
-        output = packed_attention(
-            packed_queries,
-            self.merge_heads(head_keys),  # (B, K, H)
-            self.merge_heads(head_values),  # (B, K, H)
-            self.num_heads,
-            blocked,
-            empty,
-            keep,
-        )  # (B, Q, H)
-        return self.W_o(output)
 
     def forward(
         self,

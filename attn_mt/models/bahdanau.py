@@ -9,14 +9,11 @@ book's state dict loads key for key.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attn_mt.models.attention import AdditiveAttention, AttentionMask
-from attn_mt.models.base import DecoderState, EncoderDecoder
-from attn_mt.models.dropout import dropout
-from attn_mt.models.recurrence import LoopWeights, decoder_loop, encoder_loop
+from attn_mt.models.base import DecoderState, EncoderDecoder, check_source
 
 CROSS = "cross"
 
@@ -28,18 +25,11 @@ def _gru(input_size: int, num_hiddens: int, num_layers: int, dropout: float) -> 
     )
 
 
-def gru_weights(rnn: nn.GRU) -> list[torch.Tensor]:
-    """An nn.GRU's parameters W_ih, W_hh, b_ih, b_hh of each layer, in layer order (for encoder_loop)."""
-    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    return [getattr(rnn, f"{name}_l{layer}") for layer in range(rnn.num_layers) for name in names]
-
-
 class GRUEncoder(nn.Module):
     """Embedding and a multi-layer GRU over the source (the book's Seq2SeqEncoder, section 10.7).
 
     With `pack_padded` the GRU skips the <pad> steps, so each sentence's final hidden state is the
-    one at its last real token; without it the GRU reads the <pad> steps too, as the book's does,
-    and CPU training runs it as `encoder_loop` (torch's equations and dropout, hand-written backward).
+    one at its last real token; without it the GRU reads the <pad> steps too, as the book's does.
     """
 
     def __init__(
@@ -60,10 +50,6 @@ class GRUEncoder(nn.Module):
         """Source ids (B, S) -> outputs (B, S, H) of the last layer and final hidden states (L, B, H)."""
         embedded = self.embedding(src)  # (B, S, E)
         if not self.pack_padded:
-            on_cpu = embedded.device.type == "cpu" and not torch.is_autocast_enabled("cpu")
-            if on_cpu and torch.is_grad_enabled():
-                layer_dropout = self.rnn.dropout if self.training else 0.0
-                return encoder_loop(embedded, gru_weights(self.rnn), layer_dropout)
             return self.rnn(embedded)
         packed = pack_padded_sequence(embedded, src_lens.cpu(), batch_first=True, enforce_sorted=False)
         packed_outputs, hidden = self.rnn(packed)
@@ -73,29 +59,12 @@ class GRUEncoder(nn.Module):
         return outputs, hidden
 
 
-def gru_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-    """One GRU update (torch's equations and gate order reset, update, new) from both gate projections.
-
-    input_gates = W_ih x + b_ih and hidden_gates = W_hh h + b_hh are (B, 3H); hidden is (B, H).
-    """
-    size = hidden.shape[1]
-    input_rz, input_new = input_gates.split([2 * size, size], dim=1)  # (B, 2H), (B, H)
-    hidden_rz, hidden_new = hidden_gates.split([2 * size, size], dim=1)  # (B, 2H), (B, H)
-    reset, update = torch.sigmoid(input_rz + hidden_rz).chunk(2, dim=1)  # (B, H) each
-    new = torch.tanh(torch.addcmul(input_new, reset, hidden_new))  # (B, H)
-    # (1 - update) * new + update * hidden; under autocast the state keeps its own precision
-    return torch.lerp(new.to(hidden.dtype), hidden, update.to(hidden.dtype))
-
-
 class BahdanauDecoder(nn.Module):
     """GRU decoder that attends over the encoder outputs at every step (the book's Seq2SeqAttentionDecoder).
 
-    The query is the previous step's last-layer hidden state, keys = values = encoder outputs, and
-    the context is concatenated before the target embedding as the GRU input (book section 11.4.2).
-    `rnn` holds the GRU's parameters under the book's names; the step applies torch's GRU equations
-    itself so that no work is repeated: the embedding half of the first layer's input projection is
-    computed for all steps at once, and the top layer's hidden projection and the attention query
-    projection (both of the previous top-layer state) are one matrix product.
+    Each step (book section 11.4.2): 1. the query is the previous step's last-layer hidden state,
+    keys = values = the encoder outputs; 2. the context is concatenated before the embedded input
+    token; 3. the GRU advances one step on that; the dense layer maps its output to logits.
     """
 
     def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float):
@@ -106,100 +75,41 @@ class BahdanauDecoder(nn.Module):
         self.dense = nn.Linear(num_hiddens, vocab_size)
 
     def init_state(self, memory: torch.Tensor, hidden: torch.Tensor, src_mask: AttentionMask) -> DecoderState:
-        """State before the first step: the key projection and step weights are computed once per batch."""
+        """State before the first step; the keys are projected once here, not at every step (efficiency)."""
         return {
             "memory": memory,  # (B, S, H) keys = values
-            "keys": self.attention.prepare_keys(memory),  # (B, S, H)
+            "keys": self.attention.W_k(memory),  # (B, S, H)
             "src_mask": src_mask,  # (B, 1, S)
             "hidden": hidden,  # (L, B, H)
-            "weights": self.step_weights(),  # shared by every row, not reordered
         }
 
-    def _layer(self, name: str, layer: int) -> torch.Tensor:
-        """One of the GRU's parameters, e.g. ("weight_hh", 1) -> rnn.weight_hh_l1."""
-        return getattr(self.rnn, f"{name}_l{layer}")
+    def step(self, x: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, DecoderState]:
+        """One step from the embedded input token x (B, E): the top layer's output (B, H) and the new state.
 
-    def embedding_gates(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Token ids (B, ...) -> the embedding's share of layer 0's input gates (B, ..., 3H), with b_ih."""
-        embed_weight = self.rnn.weight_ih_l0[:, self.rnn.hidden_size :]  # (3H, E)
-        return F.linear(self.embedding(tokens), embed_weight, self.rnn.bias_ih_l0)
-
-    def step_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Per-call weights: context part of W_ih_l0 (H, 3H) and [W_hh_top; W_q] (4H, H) with its bias."""
-        top, size = self.rnn.num_layers - 1, self.rnn.hidden_size
-        context_weight = self.rnn.weight_ih_l0[:, :size].t()  # (H, 3H)
-        top_weight = torch.cat([self._layer("weight_hh", top), self.attention.W_q.weight])  # (4H, H)
-        top_bias = F.pad(self._layer("bias_hh", top), (0, size))  # (4H,): W_q has no bias
-        return context_weight, top_weight, top_bias
-
-    def advance(
-        self, embedding_gates: torch.Tensor, hidden: list[torch.Tensor], state: DecoderState
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """One step: embedding gates (B, 3H), per-layer hidden L x (B, H) -> new hidden, weights (B, 1, S)."""
-        context_weight, top_weight, top_bias = state["weights"]
-        size = self.rnn.hidden_size
-        top_gates, query = F.linear(hidden[-1], top_weight, top_bias).split([3 * size, size], dim=1)
-        attention = self.attention.weights(query.unsqueeze(1), state["keys"], state["src_mask"])  # (B, 1, S)
-        context = (self.attention.dropout(attention).transpose(1, 2) * state["memory"]).sum(1)  # (B, H)
-        input_gates = torch.addmm(embedding_gates, context, context_weight)  # (B, 3H)
-        new_hidden: list[torch.Tensor] = []
-        for layer, layer_hidden in enumerate(hidden):
-            if layer > 0:
-                below = dropout(new_hidden[-1], self.rnn.dropout, self.training)  # (B, H)
-                input_gates = F.linear(below, self._layer("weight_ih", layer), self._layer("bias_ih", layer))
-            if layer == len(hidden) - 1:
-                hidden_gates = top_gates
-            else:
-                hidden_gates = F.linear(
-                    layer_hidden, self._layer("weight_hh", layer), self._layer("bias_hh", layer)
-                )
-            new_hidden.append(gru_cell(input_gates, hidden_gates, layer_hidden))
-        return new_hidden, attention
-
-    def loop_weights(self) -> LoopWeights:
-        """The parameters in the form `decoder_loop` takes."""
-        context_weight, top_weight, top_bias = self.step_weights()
-        layers = range(self.rnn.num_layers)
-        return LoopWeights(
-            context=context_weight.t(),
-            top=top_weight,
-            top_bias=top_bias,
-            score=self.attention.w_v.weight[0] * 2,
-            hh=[(self._layer("weight_hh", i), self._layer("bias_hh", i)) for i in layers[:-1]],
-            ih=[(self._layer("weight_ih", i), self._layer("bias_ih", i)) for i in layers[1:]],
-        )
+        The step's attention weights (B, 1, S) are left in `attention.attention_weights`.
+        """
+        hidden = state["hidden"]  # (L, B, H)
+        query = hidden[-1].unsqueeze(1)  # (B, 1, H)
+        context = self.attention.attend(query, state["keys"], state["memory"], state["src_mask"])  # (B, 1, H)
+        output, hidden = self.rnn(torch.cat((context, x.unsqueeze(1)), -1), hidden)  # (B, 1, H), (L, B, H)
+        return output.squeeze(1), {**state, "hidden": hidden}
 
     def forward(
         self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False, features: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced decoding of (B, T) from `state`: logits (B, T, V) and weights (B, T, S) or None.
 
-        Without attention weights and outside autocast this runs `decoder_loop` (same equations,
-        hand-written backward); otherwise the steps are recorded one by one. With `features` the
-        first result is the top layer's hidden states (B, T, H), before the dense layer.
+        With `features` the first result is the top layer's hidden states (B, T, H), before the dense layer.
         """
-        if not need_weights and not torch.is_autocast_enabled(tgt_in.device.type):
-            outputs = decoder_loop(
-                self.embedding_gates(tgt_in),
-                state["memory"],
-                state["keys"],
-                state["hidden"],
-                state["src_mask"],
-                self.loop_weights(),
-                self.attention.dropout.p if self.training else 0.0,
-                self.rnn.dropout if self.training else 0.0,
-            )  # (B, T, H)
-            return outputs if features else self.dense(outputs), None
-        hidden = list(state["hidden"].unbind(0))  # L x (B, H)
-        outputs, attention = [], []
-        for gates in self.embedding_gates(tgt_in).unbind(1):  # T x (B, 3H)
-            hidden, step_attention = self.advance(gates, hidden, state)
-            outputs.append(hidden[-1])
+        outputs, weights = [], []
+        for x in self.embedding(tgt_in).unbind(1):  # T x (B, E)
+            output, state = self.step(x, state)
+            outputs.append(output)
             if need_weights:
-                attention.append(step_attention)
+                weights.append(self.attention.attention_weights)
         hidden_states = torch.stack(outputs, dim=1)  # (B, T, H)
         out = hidden_states if features else self.dense(hidden_states)  # (B, T, H) or (B, T, V)
-        return out, torch.cat(attention, dim=1) if need_weights else None
+        return out, torch.cat(weights, dim=1) if need_weights else None
 
 
 class GRUBahdanau(EncoderDecoder):
@@ -229,10 +139,7 @@ class GRUBahdanau(EncoderDecoder):
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
         """Encoder outputs (B, S, H), final hidden states (L, B, H) and the source mask (B, 1, S)."""
-        if src.dim() != 2 or src_lens.shape != (src.shape[0],):
-            raise ValueError(
-                f"expected src (B, S) and src_lens (B,), got {tuple(src.shape)} and {tuple(src_lens.shape)}"
-            )
+        check_source(src, src_lens)
         memory, hidden = self.encoder(src, src_lens)
         return {
             "memory": memory,
@@ -257,12 +164,10 @@ class GRUBahdanau(EncoderDecoder):
         self, tokens: torch.Tensor, state: DecoderState, need_attention: bool = False
     ) -> tuple[torch.Tensor, DecoderState, dict[str, torch.Tensor]]:
         """Previous tokens (B,) -> logits (B, V), new state, {"cross": (B, S)} when asked."""
-        gates = self.decoder.embedding_gates(tokens)  # (B, 3H)
-        hidden = list(state["hidden"].unbind(0))  # L x (B, H)
-        hidden, weights = self.decoder.advance(gates, hidden, state)
-        logits = self.decoder.dense(hidden[-1])  # (B, V)
-        attention = {CROSS: weights.squeeze(1)} if need_attention else {}
-        return logits, {**state, "hidden": torch.stack(hidden)}, attention
+        output, state = self.decoder.step(self.decoder.embedding(tokens), state)  # (B, H)
+        weights = self.decoder.attention.attention_weights  # (B, 1, S)
+        attention = {CROSS: weights.squeeze(1)} if need_attention and weights is not None else {}
+        return self.decoder.dense(output), state, attention
 
     def attention_maps(
         self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
@@ -279,5 +184,4 @@ class GRUBahdanau(EncoderDecoder):
             "keys": state["keys"].index_select(0, index),
             "src_mask": state["src_mask"].index_select(index),
             "hidden": state["hidden"].index_select(1, index),
-            "weights": state["weights"],
         }

@@ -15,6 +15,14 @@ from torch import nn
 DecoderState = dict[str, Any]
 
 
+def check_source(src: torch.Tensor, src_lens: torch.Tensor) -> None:
+    """Where a source batch enters an encoder: ids (B, S) and lengths (B,), else a ValueError naming both."""
+    if src.dim() != 2 or src_lens.shape != (src.shape[0],):
+        raise ValueError(
+            f"expected src (B, S) and src_lens (B,), got {tuple(src.shape)} and {tuple(src_lens.shape)}"
+        )
+
+
 class EncoderDecoder(nn.Module):
     """Base class: subclasses implement encode / decode / init_state / step / reorder_state."""
 

@@ -25,11 +25,10 @@ def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: in
 
 
 def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-    """Transformer with num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout, tie_embeddings."""
-    if cfg.num_hiddens % cfg.num_heads:
-        raise UserError(
-            f"model.num_hiddens: {cfg.num_hiddens} is not divisible by model.num_heads = {cfg.num_heads}"
-        )
+    """Transformer with num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout, tie_embeddings.
+
+    The config's validation has checked that the heads divide num_hiddens (MultiHeadAttention checks again).
+    """
     return Transformer(
         src_vocab_size,
         tgt_vocab_size,

@@ -10,8 +10,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_mt.models.dropout import Dropout
-
 WAVELENGTH_BASE = 10000.0
 
 
@@ -38,7 +36,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, num_hiddens: int, dropout: float, max_len: int = 1000):
         super().__init__()
         self.num_hiddens = num_hiddens
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.register_buffer(
             "P", sinusoid_table(max_len, num_hiddens).unsqueeze(0), persistent=False
         )  # (1, L, H)

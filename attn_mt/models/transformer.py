@@ -3,10 +3,8 @@
 Shapes: B batch, S source steps, T target steps, t target steps so far, H hidden, h heads,
 d = H / h, L layers, V target vocabulary.
 Module and parameter names are the book's (`encoder.blks.block0.attention.W_q`, `addnorm1.ln`,
-`ffn.dense1`, ...), so the book's state dict loads key for key. Training on the CPU with heads of
-at most 16 channels runs each block as one autograd function (fused_blocks.py); elsewhere training
-uses torch's fused attention with masks built once per batch, and the explicit path runs only when
-weights are asked for.
+`ffn.dense1`, ...), so the book's state dict loads key for key. The source and causal masks are
+built once per batch and shared by every layer.
 Incremental decoding caches each layer's projected self-attention keys and values, and projects
 the encoder output for the encoder-decoder attention once, in `init_state`.
 """
@@ -19,9 +17,7 @@ import torch
 from torch import nn
 
 from attn_mt.models.attention import AttentionMask, MultiHeadAttention
-from attn_mt.models.base import DecoderState, EncoderDecoder
-from attn_mt.models.dropout import Dropout, draw_keep_masks
-from attn_mt.models.fused_blocks import DecoderBlockFunction, EncoderBlockFunction, Masks
+from attn_mt.models.base import DecoderState, EncoderDecoder, check_source
 from attn_mt.models.positional import PositionalEncoding
 
 KeyValues = tuple[torch.Tensor, torch.Tensor]  # per-head keys and values, each (B, h, N, d)
@@ -46,7 +42,7 @@ class AddNorm(nn.Module):
 
     def __init__(self, normalized_shape: int, dropout: float):
         super().__init__()
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.ln = nn.LayerNorm(normalized_shape)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
@@ -64,8 +60,6 @@ def _self_attention(num_hiddens: int, num_heads: int, dropout: float) -> MultiHe
 class EncoderBlock(nn.Module):
     """Self-attention and FFN, each followed by add & norm (book section 11.7.4)."""
 
-    fused = True  # train through fused_forward where it applies; False keeps the per-module path
-
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float):
         super().__init__()
         self.attention = _self_attention(num_hiddens, num_heads, dropout)
@@ -82,22 +76,9 @@ class EncoderBlock(nn.Module):
         Y = self.addnorm1(X, attended)
         return self.addnorm2(Y, self.ffn(Y)), weights
 
-    def fused_forward(self, X: torch.Tensor, masks: Masks) -> torch.Tensor:
-        """`forward` as one autograd function (CPU training, see fused_blocks): X (B, S, H) -> (B, S, H).
-
-        `masks` are the source mask's keys-first (blocked, empty). The dropout masks are drawn in the
-        order and shapes of `forward`, so both give the same result from the same seed.
-        """
-        batch, steps, _ = X.shape
-        heads = self.attention.num_heads
-        keeps = _keeps(self, X, [(batch, steps, steps, heads), X.shape, X.shape])
-        return EncoderBlockFunction.apply(X, masks, keeps, heads, self.addnorm1.ln.eps, *_block_params(self))
-
 
 class DecoderBlock(nn.Module):
     """Causal self-attention, encoder-decoder attention and FFN, each with add & norm (book 11.7.5)."""
-
-    fused = True  # train through fused_forward where it applies; False keeps the per-module path
 
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float):
         super().__init__()
@@ -133,60 +114,6 @@ class DecoderBlock(nn.Module):
         Z = self.addnorm2(Y, attended)
         return self.addnorm3(Z, self.ffn(Z)), (keys, values), self_weights, cross_weights
 
-    def fused_forward(
-        self, X: torch.Tensor, memory: torch.Tensor, self_masks: Masks, src_masks: Masks
-    ) -> torch.Tensor:
-        """Teacher-forced `forward` as one autograd function: X (B, T, H), memory (B, S, H) -> (B, T, H).
-
-        The cross-attention keys and values are projected from `memory` inside; masks are keys-first
-        (blocked, empty); dropout masks are drawn in the order and shapes of `forward`.
-        """
-        batch, steps, _ = X.shape
-        heads = self.attention1.num_heads
-        cross_shape = (batch, memory.shape[1], steps, heads)  # (B, S, T, h), keys first
-        keeps = _keeps(self, X, [(batch, steps, steps, heads), X.shape, cross_shape, X.shape, X.shape])
-        return DecoderBlockFunction.apply(
-            X, memory, self_masks, src_masks, keeps, heads, self.addnorm1.ln.eps, *_block_params(self)
-        )
-
-
-def _keeps(block: nn.Module, like: torch.Tensor, shapes: list) -> tuple[torch.Tensor | None, ...]:
-    """Inverted-dropout multipliers of `shapes`, one per dropout of `block` in its forward's order.
-
-    None for each when the block is not training (or its rate is 0).
-    """
-    rates = [
-        child.attention.dropout.p if isinstance(child, MultiHeadAttention) else child.dropout.p
-        for child in block.children()
-        if isinstance(child, (MultiHeadAttention, AddNorm))
-    ]
-    return tuple(
-        draw_keep_masks(shape, p, like) if block.training else None
-        for shape, p in zip(shapes, rates, strict=True)
-    )
-
-
-def _block_params(block: nn.Module) -> list[torch.Tensor]:
-    """A block's parameters in the order fused_blocks takes them: per sublayer, attention then norm, FFN."""
-    params = []
-    for child in block.children():
-        if isinstance(child, MultiHeadAttention):
-            params += [child.W_q.weight, child.W_k.weight, child.W_v.weight, child.W_o.weight]
-        elif isinstance(child, AddNorm):
-            params += [child.ln.weight, child.ln.bias]
-        elif isinstance(child, PositionWiseFFN):
-            params += [child.dense1.weight, child.dense1.bias, child.dense2.weight, child.dense2.bias]
-    return params
-
-
-def _fuses(block: nn.Module, X: torch.Tensor) -> bool:
-    """Whether `block` trains through fused_blocks: on, packed attention, not under torch.compile.
-
-    torch.compile traces the per-module path and fuses it by itself.
-    """
-    first = block.attention if isinstance(block, EncoderBlock) else block.attention1
-    return block.fused and first.packs(X) and not torch.compiler.is_compiling()
-
 
 def _blocks(block: type[nn.Module], num_layers: int, *args: object) -> nn.ModuleDict:
     """`num_layers` blocks named block0, block1, ... (the book's names)."""
@@ -211,17 +138,15 @@ class TransformerEncoder(nn.Module):
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
         self.blks = _blocks(EncoderBlock, num_layers, num_hiddens, ffn_num_hiddens, num_heads, dropout)
 
+    def embed(self, src: torch.Tensor) -> torch.Tensor:
+        """Source ids (B, S) -> dropout(sqrt(H) embedding + positions) (B, S, H), the blocks' input."""
+        return self.pos_encoding(self.embedding(src) * math.sqrt(self.num_hiddens))
+
     def forward(
         self, src: torch.Tensor, src_mask: AttentionMask, need_weights: bool = False
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Source ids (B, S) -> memory (B, S, H) and, when asked, each layer's weights (B, h, S, S)."""
-        X = self.pos_encoding(self.embedding(src) * math.sqrt(self.num_hiddens))  # (B, S, H)
-        blocks = list(self.blks.values())
-        if not need_weights and blocks and _fuses(blocks[0], X):
-            masks = src_mask.keys_first()
-            for blk in blocks:
-                X = blk.fused_forward(X, masks)
-            return X, []
+        X = self.embed(src)  # (B, S, H)
         weights = []
         for blk in self.blks.values():
             X, layer_weights = blk(X, src_mask, need_weights)
@@ -253,23 +178,9 @@ class TransformerDecoder(nn.Module):
         """Each layer's encoder-decoder keys and values of the memory (B, S, H), each (B, h, S, d)."""
         return [blk.attention2.project_keys_values(memory, memory) for blk in self.blks.values()]
 
-    def teacher_forced(
-        self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: AttentionMask
-    ) -> torch.Tensor:
-        """Target ids (B, T) and the encoder memory (B, S, H) -> last block's output (B, T, H), causal.
-
-        Trains through the blocks' fused_forward where it applies, else through `forward`. The
-        dense output layer is left to the caller.
-        """
-        blocks = list(self.blks.values())
-        if not blocks or not _fuses(blocks[0], memory):
-            return self(tgt, self.project_memory(memory), src_mask, features=True)[0]
-        X = self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens))  # (B, T, H)
-        self_masks = AttentionMask.causal(tgt.shape[1], tgt.device).with_heads().keys_first()
-        src_masks = src_mask.keys_first()
-        for blk in blocks:
-            X = blk.fused_forward(X, memory, self_masks, src_masks)
-        return X
+    def embed(self, tgt: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Target ids (B, T) at positions offset.. -> dropout(sqrt(H) embedding + positions) (B, T, H)."""
+        return self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens), offset)
 
     def forward(
         self,
@@ -287,7 +198,7 @@ class TransformerDecoder(nn.Module):
         the first result is the last block's output (B, T, H), before the dense layer.
         """
         offset = 0 if past is None else past[0][0].shape[2]
-        X = self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens), offset)  # (B, T, H)
+        X = self.embed(tgt, offset)  # (B, T, H)
         self_mask = AttentionMask.causal(tgt.shape[1], tgt.device).with_heads() if past is None else None
         caches, self_weights, cross_weights = [], [], []
         for i, blk in enumerate(self.blks.values()):
@@ -332,10 +243,7 @@ class Transformer(EncoderDecoder):
         self, src: torch.Tensor, src_lens: torch.Tensor, need_weights: bool
     ) -> tuple[DecoderState, list[torch.Tensor]]:
         """encode() plus, when asked, each encoder layer's self-attention weights (B, h, S, S)."""
-        if src.dim() != 2 or src_lens.shape != (src.shape[0],):
-            raise ValueError(
-                f"expected src (B, S) and src_lens (B,), got {tuple(src.shape)} and {tuple(src_lens.shape)}"
-            )
+        check_source(src, src_lens)
         src_mask = AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]).with_heads()  # (B, 1, 1, S)
         memory, weights = self.encoder(src, src_mask, need_weights)
         return {"memory": memory, "src_mask": src_mask}, weights
@@ -351,7 +259,8 @@ class Transformer(EncoderDecoder):
 
     def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
         """Teacher-forced hidden states (B, T, H) of the last decoder block, causal."""
-        return self.decoder.teacher_forced(tgt_in, enc["memory"], enc["src_mask"])
+        cross = self.decoder.project_memory(enc["memory"])
+        return self.decoder(tgt_in, cross, enc["src_mask"], features=True)[0]
 
     def init_state(self, enc: DecoderState) -> DecoderState:
         """Cross-attention keys/values per layer, computed once, and empty self-attention caches."""

@@ -15,21 +15,18 @@ from typing import Any
 import yaml
 from sacrebleu.metrics import CHRF
 
+from attn_mt.config import improves
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORES_FILE, compare_eval_dirs, read_eval_files
-from attn_mt.training.run_dir import RunPaths
+from attn_mt.run.run_dir import RunPaths, parse_metrics
 
 SPLIT_ORDER = ("test", "valid", "book")  # the splits `attn-mt eval` writes, in the report's order
 DUMP_STEM = re.compile(r"^\d+$")  # attention dumps are named by the sentence index: 0000.json, 0000_cross.png
-LOG_LINE = re.compile(r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ (?P<level>[A-Z]+) (?P<message>.*)$")
-DEVICE_MESSAGE = re.compile(r"^device (?P<device>.+)$")
-MODEL_MESSAGE = re.compile(r"^model (?P<type>\S+) with (?P<params>[\d,]+) parameters$")
-FINISH_MESSAGE = re.compile(r"^(done after \d+ steps .*|interrupted at step \d+.*)$")
 
 
 @dataclass
-class LogFacts:
-    """What train.log says about the hardware, the model size and how training ended."""
+class SessionFacts:
+    """What run_summary.json says about the hardware, the model size and how training ended."""
 
     device: str | None = None
     parameters: str | None = None
@@ -91,7 +88,7 @@ class RunInfo:
     config_text: str | None = None
     config: dict[str, Any] | None = None
     data_report: dict[str, Any] | None = None
-    log: LogFacts = field(default_factory=LogFacts)
+    log: SessionFacts = field(default_factory=SessionFacts)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     training: TrainingSummary = field(default_factory=TrainingSummary)
     evals: list[SplitEval] = field(default_factory=list)
@@ -131,40 +128,30 @@ def _read_json(path: Path, what: str, missing: list[str]) -> Any:
         return None
 
 
-def read_log(text: str) -> LogFacts:
-    """Device, parameter count, finish line and time span from the lines of a train.log."""
-    facts = LogFacts()
-    for line in text.splitlines():
-        match = LOG_LINE.match(line)
-        if match is None:
-            continue
-        facts.first_time = facts.first_time or match["time"]
-        facts.last_time = match["time"]
-        message = match["message"]
-        if device := DEVICE_MESSAGE.match(message):
-            facts.device = device["device"]
-        elif model := MODEL_MESSAGE.match(message):
-            facts.model_type, facts.parameters = model["type"], model["params"]
-        elif FINISH_MESSAGE.match(message):
-            facts.finish = message
+def read_summary(summary: dict[str, Any]) -> SessionFacts:
+    """Device, parameter count, how the last session ended and its time span, from run_summary.json."""
+    facts = SessionFacts(model_type=summary.get("model"), first_time=summary.get("started"))
+    facts.last_time = summary.get("finished")
+    if summary.get("device"):
+        facts.device = (
+            f"{summary['device']}, {summary.get('threads', '?')} CPU threads, "
+            f"{summary.get('processes', 1)} process(es), kernels: {summary.get('kernels', 'n/a')}"
+        )
+    if isinstance(summary.get("parameters"), int):
+        facts.parameters = f"{summary['parameters']:,}"
+    if summary.get("stop_reason"):
+        loss = summary.get("final_loss")
+        facts.finish = (
+            f"{summary['stop_reason']} after {summary.get('steps')} steps: "
+            f"loss {'n/a' if loss is None else f'{loss:.4f}'}, "
+            f"{summary.get('tokens_per_s', 0):,.0f} target tokens/s over {summary.get('wall_s', 0):.1f} s"
+        )
     return facts
 
 
 def read_metrics_lines(text: str, missing: list[str]) -> list[dict[str, Any]]:
     """The JSON records of a metrics.jsonl text; bad lines (e.g. cut by a crash) are noted and skipped."""
-    records, bad = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            bad.append(number)
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            bad.append(number)
+    records, bad = parse_metrics(text)
     if bad:
         lines = ", ".join(map(str, bad))
         missing.append(f"metrics.jsonl lines {lines} are not JSON records and were skipped")
@@ -178,6 +165,15 @@ def _numbers(records: list[dict[str, Any]], key: str) -> list[tuple[float, int]]
         for r in records
         if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
     ]
+
+
+def _best(metric: str, pairs: list[tuple[float, int]]) -> tuple[float, int] | None:
+    """The best (value, step) of `metric` by the trainer's rule; the earliest step on a tie."""
+    best = None
+    for value, step in pairs:
+        if best is None or improves(metric, value, best[0]):
+            best = (value, step)
+    return best
 
 
 def summarise_training(records: list[dict[str, Any]]) -> TrainingSummary:
@@ -195,10 +191,7 @@ def summarise_training(records: list[dict[str, Any]]) -> TrainingSummary:
         summary.mean_tokens_per_s = sum(v for v, _ in speeds) / len(speeds)
         summary.last_tokens_per_s = speeds[-1][0]
     bleu, loss = _numbers(records, "valid_bleu"), _numbers(records, "valid_loss")
-    if bleu:
-        summary.best_valid_bleu = max(bleu, key=lambda p: (p[0], -p[1]))
-    if loss:
-        summary.best_valid_loss = min(loss, key=lambda p: (p[0], p[1]))
+    summary.best_valid_bleu, summary.best_valid_loss = _best("valid_bleu", bleu), _best("valid_loss", loss)
     return summary
 
 
@@ -281,9 +274,9 @@ def read_run(root: Path) -> RunInfo:
             missing.append("config.yaml is not valid YAML: the model type is unknown")
     report = _read_json(paths.data_report, "the data report", missing)
     run.data_report = report if isinstance(report, dict) else None
-    log_text = _read_text(paths.log, "device, model size and how training ended", missing)
-    if log_text is not None:
-        run.log = read_log(log_text)
+    summary = _read_json(paths.summary, "device, model size and how training ended", missing)
+    if isinstance(summary, dict):
+        run.log = read_summary(summary)
     metrics_text = _read_text(paths.metrics, "training curves, wall time and throughput", missing)
     if metrics_text is not None:
         run.metrics = read_metrics_lines(metrics_text, missing)

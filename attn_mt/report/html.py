@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.data.report import format_report
+from attn_mt.decoding.attention import TITLES
 from attn_mt.errors import UserError
-from attn_mt.evaluation.attention import TITLES
 from attn_mt.report.collect import (
     AttentionDump,
     Comparison,
@@ -124,7 +124,7 @@ def image(uri: str, alt: str, caption: str | None = None) -> str:
 # ----- one run -----
 
 def model_type(run: RunInfo) -> str:
-    """model.type from the run's config (else from train.log), or "n/a"."""
+    """model.type from the run's config (else from run_summary.json), or "n/a"."""
     section = (run.config or {}).get("model")
     if isinstance(section, dict) and section.get("type"):
         return str(section["type"])
@@ -148,7 +148,7 @@ def overview_section(run: RunInfo, anchor: str) -> str:
         ("steps", esc(training.last_step if training.last_step is not None else "n/a")),
         ("epochs completed", esc(training.epochs_completed)),
         ("wall time (training loop)", esc(duration(training.elapsed_s))),
-        ("train.log span", esc(f"{log.first_time} to {log.last_time}" if log.first_time else "n/a")),
+        ("last session", esc(f"{log.first_time} to {log.last_time}" if log.first_time else "n/a")),
         ("throughput", esc(throughput)),
         ("best valid BLEU", esc(f"{best_bleu[0]:.2f} at step {best_bleu[1]}" if best_bleu else "n/a")),
         ("best valid loss", esc(f"{best_loss[0]:.4f} at step {best_loss[1]}" if best_loss else "n/a")),

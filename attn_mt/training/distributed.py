@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from attn_mt.errors import UserError
-from attn_mt.training.device import pick_device
+from attn_mt.run.device import pick_device
 
 
 @dataclass(frozen=True)

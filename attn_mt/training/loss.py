@@ -75,9 +75,11 @@ def token_cross_entropy(
 ) -> torch.Tensor:
     """Cross-entropy per row of `logits` (N, V) against `target` (N,): (N,), float32 or wider.
 
-    Float32 logits without smoothing go to torch's own kernel, the faster one there; the chunked
-    function serves label smoothing and half-precision logits.
+    On the CPU, float32 logits without smoothing go to torch's own kernel, the faster one there; the
+    chunked function serves label smoothing and half-precision logits. Other devices use torch's.
     """
+    if logits.device.type != "cpu":
+        return F.cross_entropy(logits.float(), target, reduction="none", label_smoothing=label_smoothing)
     if not label_smoothing and logits.dtype in (torch.float32, torch.float64):
         return F.cross_entropy(logits, target, reduction="none")
     return TokenCrossEntropy.apply(logits, target, float(label_smoothing))

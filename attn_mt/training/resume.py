@@ -13,7 +13,7 @@ from typing import Any
 
 from attn_mt.config import Config, load_config, save_config
 from attn_mt.errors import UserError
-from attn_mt.training.run_dir import RunPaths
+from attn_mt.run.run_dir import RunPaths
 
 log = logging.getLogger("attn_mt")
 

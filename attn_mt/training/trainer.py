@@ -13,8 +13,8 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,31 +22,32 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from attn_mt.config import Config, load_config, save_config
+from attn_mt.config import Config, improves, load_config, save_config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.report import format_report
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
+from attn_mt.kernels import uses_kernels, with_kernels
 from attn_mt.models.build import build_model
-from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
-from attn_mt.training.device import (
-    autocast_context,
-    effective_amp,
-    keep_freed_memory,
-    limit_kernel_cache,
-    release_freed_memory,
+from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.run.device import autocast_context, effective_amp, setup_device, tidy_heap
+from attn_mt.run.run_dir import (
+    RunPaths,
+    check_fits,
+    describe_contents,
+    is_run_dir,
+    read_metrics,
+    truncate_metrics,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
-from attn_mt.training.run_dir import RunPaths, check_fits, describe_contents, is_run_dir
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")
-HIGHER_IS_BETTER = {"valid_bleu": True, "valid_loss": False, "train_loss": False}
 
 
 class TrainingDivergedError(UserError):
@@ -81,6 +82,43 @@ class TrainResult:
     tokens_per_s: float
     wall_s: float
     stopped_because: str
+
+
+@dataclass
+class Session:
+    """This process's share of a run (a resumed run starts a new session): clocks, tokens, last loss."""
+
+    training_start: float  # perf_counter value at which the whole run's training time was 0
+    started: float = field(default_factory=time.perf_counter)
+    tokens: int = 0
+    window_start: float = field(default_factory=time.perf_counter)
+    window_tokens: int = 0
+    last_loss: float = float("nan")
+
+    def count(self, tokens: int) -> None:
+        """Add one step's target tokens."""
+        self.tokens += tokens
+        self.window_tokens += tokens
+
+    def close_window(self) -> float:
+        """Target tokens per second since the last call (or the start), and start a new window."""
+        now = time.perf_counter()
+        rate = self.window_tokens / max(now - self.window_start, 1e-9)
+        self.window_start, self.window_tokens = now, 0
+        return rate
+
+    def result(self, run_dir: Path, progress: Progress, stopped_because: str) -> TrainResult:
+        """The session's TrainResult, ended now."""
+        wall = time.perf_counter() - self.started
+        return TrainResult(
+            run_dir,
+            progress.step,
+            progress.epoch,
+            self.last_loss,
+            self.tokens / max(wall, 1e-9),
+            wall,
+            stopped_because,
+        )
 
 
 def refuse_existing(run_dir: Path, overwrite: bool) -> None:
@@ -118,9 +156,9 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
 class Trainer:
     """Trains one model on one dataset, writing everything into a run directory."""
 
-    fuse_output_loss = True  # False: logits (B, T, V) then masked_cross_entropy everywhere (tests, A/B)
-    # batches whose float32 logits would be smaller than this take the plain path: at the book's
-    # sizes (64 x 10 x ~200) the chunked function's extra steps cost ~4% of the step and save nothing
+    # with the CPU kernels, batches whose float32 logits would be smaller than this are scored through
+    # the logits: at the book's sizes (64 x 10 x ~200) the chunked loss's extra steps cost more than
+    # the logits they avoid
     fuse_min_logits_bytes = 8 << 20
 
     def __init__(
@@ -140,7 +178,9 @@ class Trainer:
         self.model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab)).to(device)
         if tc.init == "xavier":
             xavier_init_(self.model)
-        self.forward: torch.nn.Module = torch.compile(self.model) if tc.compile else self.model
+        # the model as training runs it: the book model, or the same model with CPU kernels behind it
+        self.net = with_kernels(self.model, tc.kernels, device, tc.compile)
+        self.forward: torch.nn.Module = torch.compile(self.net) if tc.compile else self.net
         if self.dist.enabled:
             ids = [device.index] if device.type == "cuda" else None
             self.forward = DistributedDataParallel(self.forward, device_ids=ids)
@@ -148,15 +188,13 @@ class Trainer:
         # one flat tensor for the optimiser on a single CPU process; DDP and CUDA keep their own layouts
         self.flat = FlatParameters(params) if device.type == "cpu" and not self.dist.enabled else None
         self.trained = [self.flat.flat] if self.flat is not None else params
-        # a single CPU process scores the output layer chunk by chunk (LinearCrossEntropy)
-        self.fused_loss = (
-            self.fuse_output_loss and device.type == "cpu" and not self.dist.enabled and not tc.compile
-        )
+        # with the kernels, a single process scores the output layer chunk by chunk (LinearCrossEntropy)
+        self.fused_loss = uses_kernels(self.net) and not self.dist.enabled
         self.optimizer = build_optimizer(self.trained, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
-        self.validator = Validator(self.model, data, cfg, device) if data.valid else None
+        self.validator = Validator(self.net, data, cfg, device) if data.valid else None
         self.bos_id = data.tgt_vocab.bos_id
         self.tgt_vocab_size = len(data.tgt_vocab)
         self._interrupted = False
@@ -164,6 +202,7 @@ class Trainer:
         self.on_validation: list[Callable[[Trainer], None]] = []
         self.hook_s = 0.0  # seconds spent in on_validation hooks, left out of the training clock
         self._last_save = time.monotonic()
+        self.session = Session(training_start=time.perf_counter())  # fit starts the real one
 
     # ----- checkpoints -----
     def state(self) -> dict[str, Any]:
@@ -282,16 +321,140 @@ class Trainer:
         return loss_sum, int(token_sum), stops > 0
 
     # ----- the loop -----
+    def fit(self) -> TrainResult:
+        """Train until the epochs, step limit, time limit or patience run out, or the user interrupts."""
+        tc, pr = self.cfg.train, self.progress
+        self.schedule.total_steps = self._planned_steps()
+        self.session = Session(training_start=time.perf_counter() - pr.elapsed_s - self.hook_s)
+        self.model.train()
+        stop = ""
+        with self._stop_on_signals(), self._progress_bar() as bar:
+            while not stop and pr.epoch < tc.epochs:
+                stop = self._train_epoch(bar)
+            stop = stop or "epochs"
+            if stop in ("time_limit", "max_steps", "epochs") and tc.valid_every and pr.step % tc.valid_every:
+                # the last steps since the previous validation (where a decaying lr ends) get scored too
+                last_loss = self._epoch_loss() if pr.epoch_tokens else self.session.last_loss
+                self._validate_and_checkpoint(last_loss, final=True)
+            self.save()
+        result = self.session.result(self.paths.root, pr, stop)
+        if self.dist.is_main:
+            self._plot()
+        return result
+
+    def _planned_steps(self) -> int:
+        """Optimiser steps of the whole run: the epochs' worth, capped by train.max_steps."""
+        tc = self.cfg.train
+        per_step = tc.accum_steps * self.dist.world_size
+        total = tc.epochs * math.ceil(len(self.data.train.plan(0, tc.seed)) / per_step)
+        return min(total, tc.max_steps) if tc.max_steps else total
+
+    @contextlib.contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """While training, Ctrl-C and SIGTERM ask for a clean stop (see _on_signal)."""
+        old_int = signal.signal(signal.SIGINT, self._on_signal)
+        old_term = signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
+
+    def _progress_bar(self) -> tqdm:
+        """The step counter on stderr (off when quiet)."""
+        return tqdm(
+            total=self.schedule.total_steps,
+            initial=self.progress.step,
+            disable=self.quiet,
+            unit="step",
+            dynamic_ncols=True,
+            file=sys.stderr,
+            desc="train",
+        )
+
     def _on_signal(self, signum: int, frame: Any) -> None:
         """First Ctrl-C / SIGTERM: finish the current step, save, stop. Second: stop at once."""
         if self._interrupted:
             raise KeyboardInterrupt
         self._interrupted = True
 
-    def _record(self, record: dict[str, Any]) -> None:
-        """Append one metrics line (rank 0 only)."""
+    def _train_epoch(self, bar: tqdm) -> str:
+        """The rest of the current epoch, then its end; returns why training stops, or ""."""
+        pr = self.progress
+        plan = self.data.train.plan(pr.epoch, self.cfg.train.seed)
+        stop = ""
+        while not stop and pr.batch_in_epoch < len(plan):
+            stop = self._train_one_step(plan, bar)
+        if pr.batch_in_epoch >= len(plan) and self._end_epoch():
+            stop = stop or "patience"
+        return stop
+
+    def _train_one_step(self, plan: list[list[int]], bar: tqdm) -> str:
+        """One optimiser step on the next batches of `plan`, then logging and validation as due.
+
+        Returns why training stops after this step, or "".
+        """
+        tc, pr, session = self.cfg.train, self.progress, self.session
+        limit_s = tc.time_limit_minutes * 60
+        used = self._training_seconds() / limit_s if limit_s else 0.0
+        batches = [self.data.train.collate(ix) for ix in self.rank_batches(plan, pr.batch_in_epoch)]
+        loss_sum, tokens, any_stop = self.train_step(batches, self._interrupted or used >= 1.0, used)
+        pr.batch_in_epoch += tc.accum_steps * self.dist.world_size
+        pr.step += 1
+        pr.elapsed_s = self._training_seconds()
+        pr.window_loss, pr.window_tokens = pr.window_loss + loss_sum, pr.window_tokens + tokens
+        pr.epoch_loss, pr.epoch_tokens = pr.epoch_loss + loss_sum, pr.epoch_tokens + tokens
+        session.count(tokens)
+        bar.update(1)
+        if pr.step % tc.log_every == 0:
+            self._log_window(bar)
+        stop = ""
+        due = tc.valid_every and pr.step % tc.valid_every == 0
+        if due and self._validate_and_checkpoint(self._epoch_loss()):
+            stop = "patience"
+        if tc.max_steps and pr.step >= tc.max_steps:
+            stop = stop or "max_steps"
+        if any_stop:
+            stop = "interrupted" if self._interrupted or not tc.time_limit_minutes else "time_limit"
+        return stop
+
+    def _training_seconds(self) -> float:
+        """Training time of the whole run so far, without the on_validation hooks."""
+        return time.perf_counter() - self.session.training_start - self.hook_s
+
+    def _epoch_loss(self) -> float:
+        """Mean token loss of the current epoch so far."""
+        return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
+
+    def _log_window(self, bar: tqdm) -> None:
+        """Record the loss and speed of the steps since the last log line."""
+        pr = self.progress
+        loss = pr.window_loss / max(pr.window_tokens, 1)
+        tokens_per_s = self.session.close_window()
+        self.session.last_loss = loss
+        self._record(loss=round(loss, 5), tokens_per_s=round(tokens_per_s, 1))
+        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}")
+        pr.window_loss, pr.window_tokens = 0.0, 0
+
+    def _end_epoch(self) -> bool:
+        """Record the finished epoch and start the next; validate here when not every N steps.
+
+        True when early stopping's patience ran out.
+        """
+        pr = self.progress
+        loss = self._epoch_loss()
+        self._record(epoch_loss=round(loss, 5))
+        pr.epoch, pr.batch_in_epoch = pr.epoch + 1, 0
+        self.session.last_loss, pr.epoch_loss, pr.epoch_tokens = loss, 0.0, 0
+        return not self.cfg.train.valid_every and self._validate_and_checkpoint(loss)
+
+    def _record(self, **values: float | bool) -> None:
+        """Append one metrics.jsonl line: step, epoch, `values`, lr and training time (rank 0 only)."""
         if not self.dist.is_main:
             return
+        pr = self.progress
+        record = {"step": pr.step, "epoch": pr.epoch, **values}
+        record.update(lr=self.schedule.lr, elapsed_s=round(pr.elapsed_s, 2))
         with self.paths.metrics.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
 
@@ -301,6 +464,7 @@ class Trainer:
         A `final` validation scores a run stopping between two scheduled ones: it is recorded (marked
         "final") and may write best.pt, but leaves the schedule and patience as they were, so a run
         resumed from there follows the uninterrupted run exactly (which never validates at that step).
+        The model is back in training mode afterwards.
         """
         tc, pr = self.cfg.train, self.progress
         scores: dict[str, float] = {"train_loss": train_loss}
@@ -308,158 +472,30 @@ class Trainer:
             scores.update(self.dist.broadcast(self.validator.run() if self.dist.is_main else None))
             if not final:
                 self.schedule.after_validation(scores["valid_loss"])
-            self._record(
-                {
-                    "step": pr.step,
-                    "epoch": pr.epoch,
-                    "lr": self.schedule.lr,
-                    "elapsed_s": round(pr.elapsed_s, 2),
-                    **{k: round(v, 4) for k, v in scores.items()},
-                    **({"final": True} if final else {}),
-                }
-            )
+            self._record(**{k: round(v, 4) for k, v in scores.items()}, **({"final": True} if final else {}))
             log.info("step %d: %s", pr.step, ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
         elif self.schedule.kind == "plateau" and not final:
             self.schedule.after_validation(train_loss)
         value = scores[tc.best_metric]
         saved = pr.best_value if pr.best_saved_value is None else pr.best_saved_value  # older checkpoints
-        beats_saved = self._improves(value, saved)
         if not final:
-            if self._improves(value, pr.best_value):
+            if improves(tc.best_metric, value, pr.best_value):
                 pr.best_value, pr.bad_validations = value, 0
             else:
                 pr.bad_validations += 1
-        if beats_saved:
+        if improves(tc.best_metric, value, saved):
             pr.best_saved_value = value
             if self.dist.is_main:
                 self._best_state = snapshot(self.state())
         self.save(force=False)
-        if self.validator is not None and self.device.type == "cpu" and not self.dist.enabled:
-            # the heap holes left by the steps and the validation's decoding; one process only, so no
-            # collective's threads allocate while glibc walks the heap
-            release_freed_memory()
+        if self.validator is not None:  # the holes left by the steps and the validation's decoding
+            tidy_heap(self.device, self.dist.world_size)
         hooks_started = time.perf_counter()
         for callback in self.on_validation:
             callback(self)
         self.hook_s += time.perf_counter() - hooks_started
-        return bool(tc.patience) and pr.bad_validations >= tc.patience
-
-    def _improves(self, value: float, best: float | None) -> bool:
-        """Whether `value` of train.best_metric beats `best` (None: nothing to beat)."""
-        if best is None:
-            return True
-        return value > best if HIGHER_IS_BETTER[self.cfg.train.best_metric] else value < best
-
-    def fit(self) -> TrainResult:
-        """Train until the epochs, step limit, time limit or patience run out, or the user interrupts."""
-        tc, pr = self.cfg.train, self.progress
-        seed = tc.seed
-        per_step = tc.accum_steps * self.dist.world_size
-        steps_per_epoch = math.ceil(len(self.data.train.plan(0, seed)) / per_step)
-        total = tc.epochs * steps_per_epoch
-        if tc.max_steps:
-            total = min(total, tc.max_steps)
-        self.schedule.total_steps = total
-        limit_s = tc.time_limit_minutes * 60
-        old_int = signal.signal(signal.SIGINT, self._on_signal)
-        old_term = signal.signal(signal.SIGTERM, self._on_signal)
-        bar = tqdm(
-            total=total,
-            initial=pr.step,
-            disable=self.quiet,
-            unit="step",
-            dynamic_ncols=True,
-            file=sys.stderr,
-            desc="train",
-        )
-        start = time.perf_counter() - pr.elapsed_s - self.hook_s
-        win_start = time.perf_counter()
-        win_run_tokens = 0
-        run_tokens, run_start = 0, time.perf_counter()
-        stop = ""
-        last_loss = float("nan")
         self.model.train()
-        try:
-            while not stop and pr.epoch < tc.epochs:
-                plan = self.data.train.plan(pr.epoch, seed)
-                while pr.batch_in_epoch < len(plan):
-                    mine = self.rank_batches(plan, pr.batch_in_epoch)
-                    used = (time.perf_counter() - start - self.hook_s) / limit_s if limit_s else 0.0
-                    stop_asked = self._interrupted or used >= 1.0
-                    loss_sum, tokens, any_stop = self.train_step(
-                        [self.data.train.collate(ix) for ix in mine], stop_asked, used
-                    )
-                    pr.batch_in_epoch += per_step
-                    pr.step += 1
-                    pr.elapsed_s = time.perf_counter() - start - self.hook_s
-                    pr.window_loss, pr.window_tokens = pr.window_loss + loss_sum, pr.window_tokens + tokens
-                    pr.epoch_loss, pr.epoch_tokens = pr.epoch_loss + loss_sum, pr.epoch_tokens + tokens
-                    run_tokens += tokens
-                    win_run_tokens += tokens
-                    bar.update(1)
-                    if pr.step % tc.log_every == 0:
-                        now = time.perf_counter()
-                        last_loss = pr.window_loss / max(pr.window_tokens, 1)
-                        tps = win_run_tokens / max(now - win_start, 1e-9)
-                        self._record(
-                            {
-                                "step": pr.step,
-                                "epoch": pr.epoch,
-                                "loss": round(last_loss, 5),
-                                "tokens_per_s": round(tps, 1),
-                                "lr": self.schedule.lr,
-                                "elapsed_s": round(pr.elapsed_s, 2),
-                            }
-                        )
-                        bar.set_postfix(loss=f"{last_loss:.4f}", tok_s=f"{tps:.0f}")
-                        pr.window_loss, pr.window_tokens = 0.0, 0
-                        win_start, win_run_tokens = now, 0
-                    if tc.valid_every and pr.step % tc.valid_every == 0:
-                        if self._validate_and_checkpoint(pr.epoch_loss / max(pr.epoch_tokens, 1)):
-                            stop = "patience"
-                        self.model.train()
-                    if tc.max_steps and pr.step >= tc.max_steps:
-                        stop = stop or "max_steps"
-                    if any_stop:
-                        stop = (
-                            "interrupted" if self._interrupted or not tc.time_limit_minutes else "time_limit"
-                        )
-                    if stop:
-                        break
-                if pr.batch_in_epoch >= len(plan):
-                    epoch_loss = pr.epoch_loss / max(pr.epoch_tokens, 1)
-                    self._record(
-                        {
-                            "step": pr.step,
-                            "epoch": pr.epoch,
-                            "epoch_loss": round(epoch_loss, 5),
-                            "lr": self.schedule.lr,
-                            "elapsed_s": round(pr.elapsed_s, 2),
-                        }
-                    )
-                    pr.epoch, pr.batch_in_epoch = pr.epoch + 1, 0
-                    last_loss, pr.epoch_loss, pr.epoch_tokens = epoch_loss, 0.0, 0
-                    if not tc.valid_every:
-                        if self._validate_and_checkpoint(epoch_loss):
-                            stop = stop or "patience"
-                        self.model.train()
-            if not stop:
-                stop = "epochs"
-            if stop in ("time_limit", "max_steps", "epochs") and tc.valid_every and pr.step % tc.valid_every:
-                # the last steps since the previous validation (where a decaying lr ends) get scored too
-                self._validate_and_checkpoint(pr.epoch_loss / max(pr.epoch_tokens, 1) if pr.epoch_tokens
-                                              else last_loss, final=True)
-            self.save()
-        finally:
-            bar.close()
-            signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old_term)
-        wall = time.perf_counter() - run_start
-        if self.dist.is_main:
-            self._plot()
-        return TrainResult(
-            self.paths.root, pr.step, pr.epoch, last_loss, run_tokens / max(wall, 1e-9), wall, stop
-        )
+        return bool(tc.patience) and pr.bad_validations >= tc.patience
 
     def rank_batches(self, plan: list[list[int]], position: int) -> list[list[int]]:
         """This rank's batches of the step starting at `position` in the epoch's plan.
@@ -498,27 +534,25 @@ def snapshot(state: Any) -> Any:
     return state
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All records of a metrics.jsonl file (none if it does not exist)."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash
-    return records
-
-
-def truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric lines after `step` (work a crash lost and a resume will redo) and final validations.
-
-    A final validation scored a stop between two scheduled validations; the resumed run goes on
-    past that step as the uninterrupted run did, without one.
-    """
-    kept = [r for r in read_metrics(path) if r.get("step", 0) <= step and not r.get("final")]
-    path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started: float) -> None:
+    """run_summary.json: the model, where it trained and how the session ended (read by `attn-mt report`)."""
+    summary = {
+        "model": trainer.cfg.model.type,
+        "parameters": count_parameters(trainer.model),
+        "device": str(trainer.device),
+        "threads": torch.get_num_threads(),
+        "processes": trainer.dist.world_size,
+        "kernels": "cpu" if uses_kernels(trainer.net) else "reference",
+        "steps": result.step,
+        "epochs": result.epoch,
+        "final_loss": None if math.isnan(result.final_loss) else round(result.final_loss, 5),
+        "tokens_per_s": round(result.tokens_per_s, 1),
+        "wall_s": round(result.wall_s, 2),
+        "stop_reason": result.stopped_because,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -545,7 +579,16 @@ def train(
     ctx = init_distributed(device)
     try:
         return _train(
-            ctx, cfg, run_dir, overrides or [], data_path, device, resume, overwrite, quiet, on_validation
+            ctx,
+            cfg,
+            run_dir,
+            overrides=overrides or [],
+            data_path=data_path,
+            device=device,
+            resume=resume,
+            overwrite=overwrite,
+            quiet=quiet,
+            on_validation=on_validation,
         )
     finally:
         shutdown_distributed()
@@ -555,6 +598,7 @@ def _train(
     ctx: DistContext,
     cfg: Config | None,
     run_dir: Path,
+    *,
     overrides: list[str],
     data_path: str | None,
     device: str,
@@ -574,11 +618,7 @@ def _train(
         refuse_existing(run_dir, overwrite)
         cfg = cfg if cfg is not None else load_config(None, overrides)
     dev = rank_device(device, ctx)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    if dev.type == "cpu":
-        keep_freed_memory()
-        limit_kernel_cache()
+    setup_device(dev, cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
     data = load_data(cfg.data, data_path)
     if ctx.is_main and not resume:
@@ -611,7 +651,10 @@ def _train(
     if ctx.rank > 0:
         torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
     log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
+    started = time.time()
     result = trainer.fit()
+    if ctx.is_main:
+        write_run_summary(paths.summary, trainer, result, started)
     if result.stopped_because == "interrupted":
         log.warning(
             "interrupted at step %d; last.pt saved. Resume with: attn-mt train --resume --run-dir %s",

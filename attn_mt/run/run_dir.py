@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -12,7 +14,7 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.models.build import build_model
-from attn_mt.training.checkpoint import load_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,11 @@ class RunPaths:
     def log(self) -> Path:
         """The human-readable training log."""
         return self.root / "train.log"
+
+    @property
+    def summary(self) -> Path:
+        """What the last training session was and how it ended (JSON, for `attn-mt report`)."""
+        return self.root / "run_summary.json"
 
     @property
     def curves(self) -> Path:
@@ -189,3 +196,34 @@ def vocab_difference(name: str, saved: object, run_tokens: list[str]) -> str:
         if theirs != ours:
             return f"{name} differs at id {index}: {theirs!r} in the checkpoint but {ours!r} in the run"
     return ""
+def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The JSON records of a metrics.jsonl text, and the numbers of lines that are not one (a crash's)."""
+    records, bad = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(number)
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            bad.append(number)
+    return records, bad
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """All records of a metrics.jsonl file (none if it does not exist); broken lines are skipped."""
+    return parse_metrics(path.read_text(encoding="utf-8"))[0] if path.exists() else []
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines after `step` (work a crash lost and a resume will redo) and final validations.
+
+    A final validation scored a stop between two scheduled validations; the resumed run goes on
+    past that step as the uninterrupted run did, without one.
+    """
+    kept = [r for r in read_metrics(path) if r.get("step", 0) <= step and not r.get("final")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")

@@ -38,10 +38,9 @@ def keep_freed_memory() -> bool:
 
     By default every allocation over 32 MiB (a step's logits on a big vocabulary, their gradient,
     the output layer's products) is a fresh mmap, so each training step faults in and zeroes
-    hundreds of megabytes anew; measured on the whole-corpus Transformer that was about a quarter of
-    a CPU step. Keeping freed memory (as jemalloc or tcmalloc would) raises peak memory a little:
-    1.1 -> 1.6 GB for the whole-corpus Transformer, and the GRU's many batch shapes fragment the
-    heap (1.8 -> 2.6 GB over an hour). Linux with glibc only; returns whether it applied.
+    hundreds of megabytes anew, a large share of a whole-corpus CPU step. Keeping freed memory (as
+    jemalloc or tcmalloc would) raises peak memory, more so with many batch shapes, which fragment
+    the heap (docs/benchmarks.md). Linux with glibc only; returns whether it applied.
     """
     libc = _glibc()
     if libc is None:
@@ -55,9 +54,9 @@ def limit_kernel_cache(entries: int = 16) -> str:
 
     Under bf16 autocast the CPU's matrix products go through oneDNN, which keeps a compiled
     primitive for every shape it meets, up to 1,024 of them; batches of many lengths fill that
-    with hundreds of megabytes (about 470 MB by step 400 of the whole-corpus Transformer); 16
-    entries cost a few percent of a step there (docs/benchmarks.md). oneDNN reads the size when it
-    first runs, so this is called before training; returns the size in force.
+    with hundreds of megabytes, while a small cache costs only a little recompiling
+    (docs/benchmarks.md). oneDNN reads the size when it first runs, so this is called before
+    training; returns the size in force.
     """
     return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
 
@@ -67,8 +66,7 @@ def release_freed_memory() -> bool:
 
     With freed memory kept (keep_freed_memory), batches of many shapes leave free holes in the heap
     that still count as resident, and the process grows through a long run. Called at each
-    validation, it returns the holes; the next steps fault back in what they reuse (about 1 GB on the
-    whole-corpus Transformer, a fraction of a second every 300 steps).
+    validation, it returns the holes; the next steps fault back in only what they reuse.
     """
     libc = _glibc()
     return libc is not None and bool(libc.malloc_trim(0))
@@ -121,3 +119,21 @@ def effective_amp(device: torch.device, amp: str) -> str:
         return "none"
     log.warning("train.amp=%s does not apply on %s; training in float32", amp, device.type)
     return "none"
+
+
+def setup_device(device: torch.device, threads: int) -> None:
+    """Before training: torch's thread count (0 keeps torch's), and on the CPU the heap and oneDNN cache."""
+    if threads:
+        torch.set_num_threads(threads)
+    if device.type == "cpu":
+        keep_freed_memory()
+        limit_kernel_cache()
+
+
+def tidy_heap(device: torch.device, processes: int) -> None:
+    """Between training phases: return the heap's free holes, on a single CPU process only.
+
+    With several processes a collective's threads may allocate while glibc walks the heap.
+    """
+    if device.type == "cpu" and processes == 1:
+        release_freed_memory()

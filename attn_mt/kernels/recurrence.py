@@ -1,5 +1,8 @@
 """The GRU recurrences of the Bahdanau model as autograd functions with hand-written backwards.
 
+Replaces: `encoder_loop` the book's GRUEncoder.rnn (an nn.GRU read without packing), `decoder_loop`
+the teacher-forced loop of BahdanauDecoder.forward (models/bahdanau.py).
+
 Shapes: B batch, S source steps, T steps, H hidden, L layers, E embedding size.
 At the book's sizes (B = 64, H = 32) a training step is bound by the cost of each small operation,
 not by arithmetic: recorded step by step, a recurrence builds dozens of autograd nodes per step,
@@ -7,10 +10,11 @@ and every weight used inside it gets its own gradient product and accumulation a
 Here the forward runs without recording and writes what the backward needs into (T, ...) buffers;
 the backward walks the steps in reverse doing only the sequential part (gradients of hidden states,
 gates and attention), and each weight gradient is then one matrix product over all steps. The
-equations are torch's GRU and the book's additive attention (`gru_cell`, `BahdanauDecoder.advance`);
-tests check values and gradients against them. `encoder_loop` is the encoder's multi-layer GRU
-(torch's nn.GRU, the same dropout masks drawn the same way), `decoder_loop` the teacher-forced
-attention decoder.
+equations are torch's GRU and the book's additive attention, whose w_v^T tanh(x) is computed as
+2 w_v^T sigmoid(2x) - sum(w_v) without the constant (tanh(x) = 2 sigmoid(2x) - 1, and the softmax
+ignores a constant), because torch's CPU sigmoid is several times faster than its tanh. Dropout
+masks are drawn as the book modules draw theirs (see kernels/dropout.py), so tests check values
+and gradients against them from the same seed.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attn_mt.kernels.dropout import draw_keep_masks, gru_keep_masks
 from attn_mt.models.attention import NEG_INF, AttentionMask
-from attn_mt.models.dropout import draw_keep_masks
 
 
 def _steps(buffer: torch.Tensor) -> list[torch.Tensor]:
@@ -113,7 +117,7 @@ class LoopWeights:
     context: torch.Tensor  # (3H, H): the context columns of layer 0's W_ih
     top: torch.Tensor  # (4H, H): [W_hh of the top layer; W_q of the attention]
     top_bias: torch.Tensor  # (4H,): b_hh of the top layer, then zeros (W_q has no bias)
-    score: torch.Tensor  # (H,): 2 w_v, as AdditiveAttention.weights uses it
+    score: torch.Tensor  # (H,): 2 w_v, for the sigmoid form of the additive score
     hh: list[tuple[torch.Tensor, torch.Tensor]]  # (W_hh, b_hh) of layers 0 .. L-2
     ih: list[tuple[torch.Tensor, torch.Tensor]]  # (W_ih, b_ih) of layers 1 .. L-1
 
@@ -133,13 +137,20 @@ def decoder_loop(
     `emb_gates` (B, T, 3H) is the embedding share of layer 0's input gates (with b_ih), `memory`
     (B, S, H) the encoder outputs, `keys` (B, S, H) the prepared keys 2 W_k memory, `hidden`
     (L, B, H) the initial state and `mask` the source mask (B, 1, S). Dropout probabilities apply
-    to the attention weights and between layers; pass 0 outside training.
+    to the attention weights and between layers; pass 0 outside training. The masks are drawn
+    step by step as BahdanauDecoder.forward draws them: the attention weights' (B, 1, S) by the
+    installed Dropout, then nn.GRU's (1, B, H) below each upper layer.
     """
     B, T, _ = emb_gates.shape
     L, _, H = hidden.shape
     S = memory.shape[1]
-    att_keep = draw_keep_masks((T, B, S), attention_dropout, memory)
-    layer_keep = draw_keep_masks((L - 1, T, B, H), layer_dropout, memory) if L > 1 else None
+    att_keep = memory.new_empty(T, B, S) if attention_dropout > 0 else None
+    layer_keep = memory.new_empty(L - 1, T, B, H) if layer_dropout > 0 and L > 1 else None
+    for t in range(T if att_keep is not None or layer_keep is not None else 0):
+        if att_keep is not None:
+            att_keep[t] = draw_keep_masks((B, 1, S), attention_dropout, memory).view(B, S)
+        for layer in range(L - 1 if layer_keep is not None else 0):
+            layer_keep[layer, t] = gru_keep_masks((1, B, H), layer_dropout, memory).view(B, H)
     blocked = mask.blocked.reshape(B, S)
     empty = None if mask.empty is None else mask.empty.reshape(B, 1)
     flat = [tensor for pair in weights.hh + weights.ih for tensor in pair]
@@ -299,24 +310,28 @@ class _DecoderLoop(torch.autograd.Function):
         )
 
 
+def gru_weights(rnn: torch.nn.GRU) -> list[torch.Tensor]:
+    """An nn.GRU's parameters W_ih, W_hh, b_ih, b_hh of each layer, by name and in layer order."""
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    return [getattr(rnn, f"{name}_l{layer}") for layer in range(rnn.num_layers) for name in names]
+
+
 def encoder_loop(
     embedded: torch.Tensor, weights: list[torch.Tensor], dropout: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs (B, S, H) of the top layer and final states (L, B, H) of a batch-first GRU from zeros.
 
     `embedded` is (B, S, E); `weights` holds W_ih, W_hh, b_ih and b_hh of each layer, in layer
-    order (`bahdanau.gru_weights`). Between layers the outputs are dropped with probability
-    `dropout` by masks drawn as torch's GRU draws them (one Bernoulli tensor (S, B, H) per lower
-    layer, in layer order), so a seeded run takes the same masks on either path.
+    order (`gru_weights`). Between layers the outputs are dropped with probability `dropout` by
+    masks drawn as torch's GRU draws them (one tensor (S, B, H) per lower layer, in layer order),
+    so a seeded run takes the same masks on either path.
     """
     L = len(weights) // 4
     B, S, _ = embedded.shape
     H = weights[1].shape[1]
     keeps = []
     if dropout > 0:
-        for _ in range(L - 1):
-            keep = embedded.new_empty(S, B, H)
-            keeps.append(keep.bernoulli_(1 - dropout).div_(1 - dropout) if dropout < 1 else keep.zero_())
+        keeps = [gru_keep_masks((S, B, H), dropout, embedded) for _ in range(L - 1)]
     return _EncoderLoop.apply(keeps, embedded, *weights)
 
 

@@ -1,5 +1,8 @@
 """Multi-head scaled dot-product attention for training on the CPU, without splitting the heads.
 
+Replaces: the attention of MultiHeadAttention.attend (models/attention.py) inside the Transformer
+block kernels (kernels/transformer_blocks.py).
+
 Shapes: B batch, Q queries, K keys (= values), h heads, H = h * d hidden.
 At the book's sizes (d = 8, 5-10 steps) torch's batched matmul over B * h tiny matrices and its
 softmax over a short last axis spend their time on per-matrix and per-row overhead, not arithmetic.
@@ -18,7 +21,7 @@ from typing import Any
 
 import torch
 
-NEG_INF = float("-inf")
+from attn_mt.models.attention import NEG_INF, AttentionMask
 
 
 def spread_heads(x: torch.Tensor, num_heads: int, scale: float = 1.0) -> torch.Tensor:
@@ -44,6 +47,14 @@ def gather_heads(x: torch.Tensor, num_heads: int, scale: float = 1.0) -> torch.T
 
 
 PackedSaved = tuple  # what packed_forward keeps for packed_backward
+Masks = tuple[torch.Tensor | None, torch.Tensor | None]  # keys-first (blocked, empty)
+
+
+def keys_first(mask: AttentionMask) -> Masks:
+    """A head-axis mask (B, 1, Q, K) in this module's layout: blocked (B, K, Q, 1), empty (B, 1, Q, 1)."""
+    blocked = mask.blocked.squeeze(1).transpose(1, 2).unsqueeze(-1)  # (B, K, Q, 1)
+    empty = None if mask.empty is None else mask.empty.squeeze(1).transpose(1, 2).unsqueeze(-1)
+    return blocked, empty
 
 
 def packed_forward(
@@ -136,6 +147,4 @@ def packed_attention(
     query may not look, `empty` broadcasts to (B, 1, Q, 1) and marks queries whose weights are set
     to zero, `keep` is (B, K, Q, h) of inverted-dropout multipliers on the weights.
     """
-    if queries.shape[2] % num_heads:
-        raise ValueError(f"hidden size {queries.shape[2]} is not divisible by {num_heads} heads")
     return _PackedAttention.apply(queries, keys, values, blocked, empty, keep, num_heads)

@@ -1,5 +1,6 @@
 """Transformer encoder and decoder blocks for CPU training, each as one autograd function.
 
+Replaces: EncoderBlock.forward and DecoderBlock.forward (models/transformer.py) in training.
 Shapes: B batch, S source steps, T target steps, H hidden, F feed-forward hidden, h heads,
 N = B * S (or B * T) rows, K keys, Q queries.
 At the book's sizes (H = 32, a few steps) a block's ~25 small kernels cost less than the autograd
@@ -7,8 +8,9 @@ bookkeeping around them: a node recorded per op in the forward, a node visited p
 backward, views and copies for splitting heads. Here a block's forward runs unrecorded and keeps
 what its hand-written backward needs, so autograd sees one node per block. The maths is the
 module path's (transformer.py: post-norm blocks, LayerNorm(X + dropout(sublayer(X))), book section
-11.7) with packed_attention's multi-head attention; dropout masks are drawn by the caller in the
-module path's order and shapes, so both paths give the same numbers from the same seed.
+11.7) with packed_attention's multi-head attention. `encoder_block` and `decoder_block` take the
+book's block, read its parameters by name and draw the dropout masks in the order and shapes of
+its forward (kernels/dropout.py), so both give the same numbers from the same seed.
 The parameters are saved with save_for_backward; the intermediates, nested per sublayer, are kept
 on the context for the one backward a training step makes.
 """
@@ -19,9 +21,10 @@ from typing import Any
 
 import torch
 
-from attn_mt.models.packed_attention import PackedSaved, packed_backward, packed_forward
-
-Masks = tuple[torch.Tensor | None, torch.Tensor | None]  # keys-first (blocked, empty), see packed_attention
+from attn_mt.kernels.dropout import draw_keep_masks
+from attn_mt.kernels.packed_attention import Masks, PackedSaved, packed_backward, packed_forward
+from attn_mt.models.attention import MultiHeadAttention
+from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN
 
 
 def _add_norm(
@@ -253,3 +256,90 @@ class DecoderBlockFunction(torch.autograd.Function):
         grad_X = (grad_x + grad_kv).view(grad.shape)  # (B, T, H)
         grad_memory = grad_mem.view(grad.shape[0], -1, grad.shape[2])  # (B, S, H)
         return grad_X, grad_memory, None, None, None, None, None, *grad_self, *grad_cross, *grad_ffn
+
+
+def _attention_params(attention: MultiHeadAttention) -> list[torch.Tensor]:
+    """W_q, W_k, W_v, W_o of a bias-free multi-head attention."""
+    return [attention.W_q.weight, attention.W_k.weight, attention.W_v.weight, attention.W_o.weight]
+
+
+def _norm_params(addnorm: AddNorm) -> list[torch.Tensor]:
+    """The layer norm's weight and bias."""
+    return [addnorm.ln.weight, addnorm.ln.bias]
+
+
+def _ffn_params(ffn: PositionWiseFFN) -> list[torch.Tensor]:
+    """W1, b1, W2, b2."""
+    return [ffn.dense1.weight, ffn.dense1.bias, ffn.dense2.weight, ffn.dense2.bias]
+
+
+def encoder_block_params(block: EncoderBlock) -> list[torch.Tensor]:
+    """The parameters EncoderBlockFunction takes, by name: attention, addnorm1, ffn, addnorm2."""
+    return [
+        *_attention_params(block.attention),
+        *_norm_params(block.addnorm1),
+        *_ffn_params(block.ffn),
+        *_norm_params(block.addnorm2),
+    ]
+
+
+def decoder_block_params(block: DecoderBlock) -> list[torch.Tensor]:
+    """The parameters, by name: attention1, addnorm1, attention2, addnorm2, ffn, addnorm3."""
+    return [
+        *_attention_params(block.attention1),
+        *_norm_params(block.addnorm1),
+        *_attention_params(block.attention2),
+        *_norm_params(block.addnorm2),
+        *_ffn_params(block.ffn),
+        *_norm_params(block.addnorm3),
+    ]
+
+
+def _attention_keep(
+    attention: MultiHeadAttention, batch: int, queries: int, keys: int, like: torch.Tensor, training: bool
+) -> torch.Tensor | None:
+    """The weights' dropout mask as the book draws it, (B, h, Q, K), seen keys first as (B, K, Q, h)."""
+    if not training:
+        return None
+    keep = draw_keep_masks((batch, attention.num_heads, queries, keys), attention.attention.dropout.p, like)
+    return None if keep is None else keep.permute(0, 3, 2, 1).contiguous()  # (B, K, Q, h)
+
+
+def _norm_keep(addnorm: AddNorm, like: torch.Tensor, training: bool) -> torch.Tensor | None:
+    """AddNorm's dropout mask on the sublayer output, shaped as `like` (B, N, H)."""
+    return draw_keep_masks(like.shape, addnorm.dropout.p, like) if training else None
+
+
+def encoder_block(block: EncoderBlock, X: torch.Tensor, masks: Masks) -> torch.Tensor:
+    """`block`'s forward as one autograd function: X (B, S, H) -> (B, S, H); masks keys-first."""
+    batch, steps, _ = X.shape
+    training = block.training
+    keeps = (
+        _attention_keep(block.attention, batch, steps, steps, X, training),
+        _norm_keep(block.addnorm1, X, training),
+        _norm_keep(block.addnorm2, X, training),
+    )
+    heads, eps = block.attention.num_heads, block.addnorm1.ln.eps
+    return EncoderBlockFunction.apply(X, masks, keeps, heads, eps, *encoder_block_params(block))
+
+
+def decoder_block(
+    block: DecoderBlock, X: torch.Tensor, memory: torch.Tensor, self_masks: Masks, src_masks: Masks
+) -> torch.Tensor:
+    """`block`'s teacher-forced forward as one autograd function: X (B, T, H), memory (B, S, H) -> (B, T, H).
+
+    The cross-attention keys and values are projected from `memory` inside; masks are keys-first.
+    """
+    batch, steps, _ = X.shape
+    training = block.training
+    keeps = (
+        _attention_keep(block.attention1, batch, steps, steps, X, training),
+        _norm_keep(block.addnorm1, X, training),
+        _attention_keep(block.attention2, batch, steps, memory.shape[1], X, training),
+        _norm_keep(block.addnorm2, X, training),
+        _norm_keep(block.addnorm3, X, training),
+    )
+    heads, eps = block.attention1.num_heads, block.addnorm1.ln.eps
+    return DecoderBlockFunction.apply(
+        X, memory, self_masks, src_masks, keeps, heads, eps, *decoder_block_params(block)
+    )

@@ -1,4 +1,4 @@
-"""The Bahdanau model's GRU loops with hand-written backwards, against torch's GRU and the recorded path.
+"""The Bahdanau model's GRU loops (kernels/recurrence.py) against the book's modules and torch's GRU.
 
 Shapes: B batch, S source steps, T target steps, H hidden, L layers.
 """
@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from graphs import graph_names
 
-from attn_mt.models import AttentionMask, GRUBahdanau
-from attn_mt.models.bahdanau import gru_weights
-from attn_mt.models.dropout import draw_keep_masks, dropout
-from attn_mt.models.recurrence import _DecoderLoop, _EncoderLoop, decoder_loop, encoder_loop
+from attn_mt.kernels import with_kernels
+from attn_mt.kernels.dropout import draw_keep_masks, dropout, gru_keep_masks
+from attn_mt.kernels.models import loop_weights
+from attn_mt.kernels.recurrence import decoder_loop, encoder_loop, gru_weights
+from attn_mt.models import GRUBahdanau
 from attn_mt.training.optim import xavier_init_
+
+CPU = torch.device("cpu")
 
 
 def model_and_batch(layers: int, dropout: float = 0.0, dtype: torch.dtype = torch.float64):
@@ -26,58 +30,66 @@ def model_and_batch(layers: int, dropout: float = 0.0, dtype: torch.dtype = torc
     return model, src, src_lens, tgt_in
 
 
-def step_by_step(model: GRUBahdanau, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor):
-    """Logits of the recorded per-step path (asking for the weights forces it)."""
-    return model.decoder(tgt_in, model.init_state(model.encode(src, src_lens)), need_weights=True)[0]
+LOOPS = {"_EncoderLoopBackward", "_DecoderLoopBackward"}
 
 
-@pytest.mark.parametrize("layers", [1, 2, 3])
-def test_values_and_gradients_equal_the_step_by_step_path(layers):
-    model, src, src_lens, tgt_in = model_and_batch(layers)
-    model.train()  # dropout 0: both paths are deterministic
-    fused = model(src, src_lens, tgt_in)  # (B, T, V)
-    reference = step_by_step(model, src, src_lens, tgt_in)
-    torch.testing.assert_close(fused, reference, rtol=0, atol=1e-12)
-    weights = torch.randn_like(fused)
-    params = list(model.parameters())
-    fused_grads = torch.autograd.grad((fused * weights).sum(), params)
-    reference_grads = torch.autograd.grad((reference * weights).sum(), params)
-    for (name, _), got, want in zip(model.named_parameters(), fused_grads, reference_grads, strict=True):
+@pytest.mark.parametrize(("layers", "p"), [(1, 0.0), (2, 0.0), (3, 0.0), (1, 0.3), (2, 0.3), (3, 0.5)])
+def test_loops_equal_the_book_model_in_values_gradients_and_dropout(layers, p):
+    """Same seed, same dropout masks: logits and every parameter's gradient agree to 1e-12."""
+    book, src, src_lens, tgt_in = model_and_batch(layers, dropout=p)
+    book.train()
+    fast = with_kernels(book, "cpu", CPU, compile=False)
+    torch.manual_seed(7)
+    kernel = fast(src, src_lens, tgt_in)  # (B, T, V)
+    torch.manual_seed(7)
+    reference = book(src, src_lens, tgt_in)
+    assert graph_names(kernel) >= LOOPS and not LOOPS & graph_names(reference)
+    torch.testing.assert_close(kernel, reference, rtol=0, atol=1e-12)
+    upstream = torch.randn_like(kernel)
+    params = list(book.parameters())
+    kernel_grads = torch.autograd.grad((kernel * upstream).sum(), params)
+    reference_grads = torch.autograd.grad((reference * upstream).sum(), params)
+    for (name, _), got, want in zip(book.named_parameters(), kernel_grads, reference_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12, msg=name)
+    if p:  # dropout really ran: in eval mode the logits differ
+        with torch.no_grad():
+            assert not torch.allclose(kernel, fast.eval()(src, src_lens, tgt_in))
 
 
-def test_the_loop_runs_whenever_no_weights_are_asked_for(monkeypatch):
-    model, src, src_lens, tgt_in = model_and_batch(2, dtype=torch.float32)
-    calls = []
-    original = _DecoderLoop.apply
-    monkeypatch.setattr(_DecoderLoop, "apply", lambda *args: calls.append(1) or original(*args))
-    model(src, src_lens, tgt_in)
-    assert len(calls) == 1
-    step_by_step(model, src, src_lens, tgt_in)
-    assert len(calls) == 1
+def test_the_switch_reference_and_cpu_give_the_same_numbers_without_dropout():
+    book, src, src_lens, tgt_in = model_and_batch(2)
+    assert with_kernels(book, "reference", CPU, compile=False) is book
+    fast = with_kernels(book, "auto", CPU, compile=False)
+    torch.testing.assert_close(fast(src, src_lens, tgt_in), book(src, src_lens, tgt_in), rtol=0, atol=1e-12)
+
+
+def test_loops_run_only_where_they_apply():
+    """The encoder loop trains an unpacked GRU on the plain CPU; the decoder loop skips autocast and maps."""
+    book, src, src_lens, tgt_in = model_and_batch(2, dtype=torch.float32)
+    fast = with_kernels(book, "cpu", CPU, compile=False)
+    assert graph_names(fast(src, src_lens, tgt_in)) >= LOOPS
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not LOOPS & graph_names(fast(src, src_lens, tgt_in))
+    assert not LOOPS & graph_names(fast.attention_maps(src, src_lens, tgt_in)["cross"])
+    packed = GRUBahdanau(17, 19, 6, 8, 2, 0.0, pack_padded=True)
+    names = graph_names(with_kernels(packed, "cpu", CPU, compile=False)(src, src_lens, tgt_in))
+    assert "_DecoderLoopBackward" in names and "_EncoderLoopBackward" not in names
 
 
 @pytest.mark.parametrize("layers", [1, 2])
-def test_gradcheck_with_dropout_masks_fixed(layers, monkeypatch):
-    """Finite differences through attention dropout and dropout between layers, masks held fixed."""
+def test_decoder_loop_gradcheck_with_dropout(layers):
+    """Finite differences through attention dropout and dropout between layers, masks from a fixed seed."""
     model, src, src_lens, tgt_in = model_and_batch(layers, dropout=0.3)
-    torch.manual_seed(5)
-    masks = {}
-
-    def fixed(shape, p, like):
-        if shape not in masks:
-            masks[shape] = draw_keep_masks(shape, p, like)
-        return masks[shape]
-
-    monkeypatch.setattr("attn_mt.models.recurrence.draw_keep_masks", fixed)
     state = model.init_state(model.encode(src, src_lens))
-    emb_gates = model.decoder.embedding_gates(tgt_in).detach().requires_grad_()
+    decoder = model.decoder
+    emb_gates = torch.randn(4, 6, 24, dtype=torch.float64, requires_grad=True)  # (B, T, 3H)
     memory = state["memory"].detach().requires_grad_()
     keys = state["keys"].detach().requires_grad_()
     hidden = state["hidden"].detach().requires_grad_()
-    weights = model.decoder.loop_weights()
+    weights = loop_weights(decoder)
 
     def run(emb_gates, memory, keys, hidden, context, top, top_bias, score):
+        torch.manual_seed(5)  # the same masks at every evaluation
         weights.context, weights.top, weights.top_bias, weights.score = context, top, top_bias, score
         return decoder_loop(emb_gates, memory, keys, hidden, state["src_mask"], weights, 0.3, 0.3)
 
@@ -85,20 +97,16 @@ def test_gradcheck_with_dropout_masks_fixed(layers, monkeypatch):
         t.detach().requires_grad_() for t in (weights.context, weights.top, weights.top_bias, weights.score)
     )
     assert torch.autograd.gradcheck(run, inputs, eps=1e-6, atol=1e-6)
-    dropped = [m for m in masks.values() if m is not None]
-    scale = torch.tensor(1 / 0.7, dtype=torch.float64)
-    assert dropped and all(((m == 0) | torch.isclose(m, scale)).all() for m in dropped)
 
 
 def test_empty_source_rows_get_zero_attention_and_finite_gradients():
-    model, src, src_lens, tgt_in = model_and_batch(2)
-    model.train()
-    state = model.init_state(model.encode(src, src_lens))
-    state["src_mask"] = AttentionMask.from_valid_lens(torch.tensor([0, 3, 1, 5]), 1, src.shape[1])
-    outputs = model.decoder(tgt_in, state)[0]
+    book, src, src_lens, tgt_in = model_and_batch(2)
+    fast = with_kernels(book.train(), "cpu", CPU, compile=False)
+    enc = fast.encode(src, torch.tensor([0, 3, 1, 5]))
+    outputs = fast.decode_features(tgt_in, enc)
     outputs.sum().backward()
     assert torch.isfinite(outputs).all()
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert all(torch.isfinite(p.grad).all() for p in book.parameters() if p.grad is not None)
 
 
 def test_keep_masks_drop_at_the_rate_and_keep_the_mean():
@@ -109,6 +117,9 @@ def test_keep_masks_drop_at_the_rate_and_keep_the_mean():
     assert abs(keep.mean().item() - 1.0) < 0.01
     assert draw_keep_masks((3,), 0.0, torch.empty(0)) is None
     assert torch.equal(draw_keep_masks((3,), 1.0, torch.empty(0)), torch.zeros(3))
+    torch.manual_seed(0)
+    gru_keep = gru_keep_masks((200, 500), 0.1, torch.empty(0))
+    assert abs((gru_keep == 0).float().mean().item() - 0.1) < 0.005
 
 
 def test_dropout_scales_kept_elements_and_passes_gradients_through_the_same_mask():
@@ -160,19 +171,3 @@ def test_encoder_loop_gradcheck_with_dropout():
         return outputs, hidden
 
     assert torch.autograd.gradcheck(run, (embedded, *weights), eps=1e-6, atol=1e-6)
-
-
-def test_encoder_runs_the_loop_only_when_training_an_unpacked_gru_on_the_cpu(monkeypatch):
-    calls = []
-    original = _EncoderLoop.apply
-    monkeypatch.setattr(_EncoderLoop, "apply", lambda *args: calls.append(1) or original(*args))
-    model, src, src_lens, tgt_in = model_and_batch(2, dtype=torch.float32)
-    model(src, src_lens, tgt_in)
-    assert len(calls) == 1
-    with torch.no_grad():  # inference keeps torch's fused GRU
-        model(src, src_lens, tgt_in)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        model(src, src_lens, tgt_in)
-    packed = GRUBahdanau(17, 19, 6, 8, 2, 0.0, pack_padded=True)
-    packed(src, src_lens, tgt_in)
-    assert len(calls) == 1
