@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from devtools import Browser
 from synthetic import reverse_pairs, write_corpus
+from test_report import CHROMIUM_FLAGS, chromium_binary
 
 from attn_mt.cli import main
 from attn_mt.config import load_config
@@ -397,3 +399,74 @@ def test_serve_refuses_a_port_in_use_and_bad_options(runs, capsys, monkeypatch):
                 main()
             stderr = capsys.readouterr().err
             assert info.value.code == 2 and message in stderr and "Traceback" not in stderr
+
+
+def test_explorer_page_in_headless_chromium(runs, transformer_server, tmp_path):
+    sentence = "Alpha bravo charlie delta."
+    answer = translate(transformer_server, [sentence], attention=True, beam=3, nbest=3)["results"][0]
+    expected = answer["attention"]
+    rows, cols = len(expected["output_tokens"]), len(expected["source_tokens"])
+    browser = Browser(chromium_binary(), CHROMIUM_FLAGS + ["--window-size=1200,1600"], tmp_path / "profile")
+    try:
+        page = f"http://{transformer_server}"
+        browser.open(page + "/")
+        browser.wait_for("document.getElementById('model').textContent.includes('transformer')")
+        browser.type_text("#source", sentence)
+        browser.type_text("#beam", "3")
+        browser.type_text("#nbest", "3")
+        browser.click("#translate")
+        browser.wait_for("document.querySelectorAll('#heatmap rect.cell').length > 0")
+
+        def heatmap() -> dict:
+            return browser.evaluate(
+                "(() => { const cells = [...document.querySelectorAll('#heatmap rect.cell')]; return {"
+                "rows: new Set(cells.map((c) => c.dataset.row)).size,"
+                "cols: new Set(cells.map((c) => c.dataset.col)).size, cells: cells.length,"
+                "weights: cells.map((c) => Number(c.dataset.weight)),"
+                "rowLabels: [...document.querySelectorAll('#heatmap .row-label')].map((t) => t.textContent),"
+                "colLabels: [...document.querySelectorAll('#heatmap .col-label')].map((t) => t.textContent)};"
+                "})()"
+            )
+
+        def expected_weights(name: str, layer: int, head: int | None) -> np.ndarray:
+            maps = np.asarray(expected["maps"][name][layer])  # (h, Q, K)
+            return (maps.mean(axis=0) if head is None else maps[head]).ravel()
+
+        shown = heatmap()  # the cross-attention of layer 1, average of heads, first
+        assert (shown["rows"], shown["cols"], shown["cells"]) == (rows, cols, rows * cols)
+        assert shown["rowLabels"] == expected["output_tokens"]
+        assert shown["colLabels"] == expected["source_tokens"]
+        assert browser.evaluate("document.getElementById('translation').textContent") == answer["translation"]
+        table = browser.evaluate("[...document.querySelectorAll('#nbest-list tr')].map((r) => r.innerText)")
+        assert table == [f"{k}\t{c['text']}\t{c['score']:.4f}" for k, c in enumerate(answer["nbest"], 1)]
+        np.testing.assert_allclose(shown["weights"], expected_weights("cross", 0, None), atol=1e-5)
+        browser.choose("#head", "0")
+        head_one = heatmap()["weights"]
+        browser.choose("#head", "1")
+        head_two = heatmap()["weights"]
+        np.testing.assert_allclose(head_one, expected_weights("cross", 0, 0), atol=1e-5)
+        np.testing.assert_allclose(head_two, expected_weights("cross", 0, 1), atol=1e-5)
+        assert not np.allclose(head_one, head_two)
+        browser.choose("#layer", "1")
+        np.testing.assert_allclose(heatmap()["weights"], expected_weights("cross", 1, 1), atol=1e-5)
+
+        browser.choose("#map", "encoder_self")
+        encoder = heatmap()
+        assert (encoder["rows"], encoder["cols"]) == (cols, cols)
+        np.testing.assert_allclose(encoder["weights"], expected_weights("encoder_self", 1, 1), atol=1e-5)
+        browser.choose("#map", "decoder_self")
+        decoder = heatmap()
+        assert (decoder["rows"], decoder["cols"]) == (rows, rows)
+        assert decoder["colLabels"] == expected["decoder_input_tokens"]
+
+        browser.hover("#heatmap rect.cell[data-row='1'][data-col='0']")
+        weight = expected["maps"]["decoder_self"][1][1][1][0]
+        assert f"weight {weight:.4f}" in browser.wait_for(
+            "document.getElementById('hover').textContent.includes('weight') && "
+            "document.getElementById('hover').textContent")
+        assert browser.errors() == []
+        assert all(url.startswith(page + "/") for url in browser.requested_urls()), browser.requested_urls()
+        assert {page + "/page/explorer.js", page + "/page/style.css", page + "/translate"} <= set(
+            browser.requested_urls())
+    finally:
+        browser.close()

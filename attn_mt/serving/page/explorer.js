@@ -11,6 +11,7 @@ const MAP_TITLES = {
   decoder_self: "decoder self-attention",
 };
 const AVERAGE = "average";
+const LEGEND_WIDTH = 160; // pixels of the colour scale
 
 const $ = (id) => document.getElementById(id);
 let current = null; // the attention of the last translated sentence
@@ -60,6 +61,22 @@ function svgElement(tag, attributes) {
   return element;
 }
 
+// The colour scale under the map: weight 0 on the left, 1 on the right.
+function drawLegend(svg, x, y) {
+  const steps = 20;
+  for (let k = 0; k < steps; k++) {
+    svg.append(svgElement("rect", {
+      x: x + (LEGEND_WIDTH / steps) * k, y, width: LEGEND_WIDTH / steps + 0.5, height: 10,
+      fill: colour(k / (steps - 1)), class: "legend",
+    }));
+  }
+  for (const [value, at] of [["0", x], ["1", x + LEGEND_WIDTH]]) {
+    const text = svgElement("text", { x: at, y: y + 24, class: "legend-label" });
+    text.textContent = value;
+    svg.append(text);
+  }
+}
+
 function drawHeatmap() {
   const name = $("map").value;
   const [rows, cols] = labels(current, name);
@@ -68,8 +85,9 @@ function drawHeatmap() {
   const top = 12 + CHAR * Math.max(...cols.map((t) => t.length));
   const svg = $("heatmap");
   svg.replaceChildren();
-  svg.setAttribute("width", left + CELL * cols.length + 4);
-  svg.setAttribute("height", top + CELL * rows.length + 4);
+  const bottom = top + CELL * rows.length;
+  svg.setAttribute("width", Math.max(left + CELL * cols.length, left + LEGEND_WIDTH + 40) + 4);
+  svg.setAttribute("height", bottom + 44);
   svg.dataset.rows = rows.length;
   svg.dataset.cols = cols.length;
   cols.forEach((token, j) => {
@@ -100,6 +118,7 @@ function drawHeatmap() {
       svg.append(cell);
     });
   });
+  drawLegend(svg, left, bottom + 14);
   const head = $("head").value === AVERAGE ? "average of heads" : `head ${Number($("head").value) + 1}`;
   $("axes").textContent = `${MAP_TITLES[name] || name}, layer ${Number($("layer").value) + 1}, ${head}: ` +
     `rows are ${name === "encoder_self" ? "source" : "output"} tokens (queries), ` +
@@ -120,7 +139,7 @@ function showResult(result) {
   $("output").hidden = false;
   $("translation").textContent = result.translation || "(blank input: nothing to translate)";
   $("warnings").textContent = result.warnings.join("; ");
-  const body = $("nbest");
+  const body = $("nbest-list");
   body.replaceChildren();
   result.nbest.forEach((candidate, k) => {
     const row = document.createElement("tr");
@@ -134,7 +153,7 @@ function showResult(result) {
   current = result.attention;
   $("attention").hidden = current === null;
   if (current === null) return;
-  const names = Object.keys(current.maps);
+  const names = Object.keys(current.maps).sort((a, b) => (b === "cross") - (a === "cross")); // cross first
   fillSelect($("map"), names.map((name) => [name, MAP_TITLES[name] || name]));
   refreshChoices();
 }
