@@ -149,7 +149,7 @@ def serve(
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     max_batch: int = typer.Option(64, "--max-batch", help="Most sentences decoded in one batch."),
     max_wait_ms: float = typer.Option(
-        10.0, "--max-wait-ms", help="How long a batch waits for more requests after its first."
+        5.0, "--max-wait-ms", help="How long a batch waits for more requests after its first."
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:

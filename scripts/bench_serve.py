@@ -47,6 +47,7 @@ MALFORMED = [  # bodies the server must refuse with a 4xx
     b'{"sentences": ["i lost ."], "beam": "4"}',
     json.dumps({"sentences": ["a" * 1001]}).encode(),
 ]
+RSS_EVERY_S = 15  # how often the load test reads the server's memory
 OPTIONS = [{"beam": 1}, {"beam": 4, "nbest": 2}]  # the two option sets of the load test
 
 
@@ -184,19 +185,26 @@ def load_test(address: str, pid: int, pool: list[str], minutes: float, clients: 
                     if answers[which].setdefault(sentence, outputs) != outputs:
                         mismatched += 1  # the same sentence answered differently at another time
 
-    rss_start = rss_mib(pid)
+    rss = [round(rss_mib(pid), 1)]
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as threads:
-        list(threads.map(client, range(clients)))
+        running = [threads.submit(client, number) for number in range(clients)]
+        while time.monotonic() < deadline:  # the server's memory every RSS_EVERY_S seconds
+            time.sleep(min(RSS_EVERY_S, max(0.0, deadline - time.monotonic())))
+            rss.append(round(rss_mib(pid), 1))
+        for future in running:
+            future.result()
     elapsed = time.perf_counter() - started
+    rss.append(round(rss_mib(pid), 1))
     return {
         "minutes": minutes,
         "clients": clients,
         **counts,
         "sentences": sentences_done,
         "sentences_per_s": round(sentences_done / elapsed, 1),
-        "rss_start_mib": round(rss_start, 1),
-        "rss_end_mib": round(rss_mib(pid), 1),
+        "rss_start_mib": rss[0],
+        "rss_end_mib": rss[-1],
+        f"rss_mib_every_{RSS_EVERY_S}s": rss,
         "answers_that_changed": mismatched,
         "answers": answers,
     }

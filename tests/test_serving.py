@@ -188,7 +188,6 @@ def test_translations_and_nbest_equal_the_translate_command(runs, transformer_se
         assert len(result["nbest"]) == (3 if result["source"] else 0)
         scores = [c["score"] for c in result["nbest"]]
         assert scores == sorted(scores, reverse=True)
-        assert all(c["text"] == " ".join(c["tokens"]) for c in result["nbest"])
         assert result["translation"] == (result["nbest"][0]["text"] if result["nbest"] else "")
     unknown, blank, long = beam["results"][-3:]
     assert unknown["source_tokens"] == ["alpha", "zulu", "bravo", "."]

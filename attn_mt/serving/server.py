@@ -36,7 +36,7 @@ def serve(
     port: int = 8000,
     checkpoint: str = "best",
     max_batch: int = 64,
-    max_wait_ms: float = 10.0,
+    max_wait_ms: float = 5.0,
     device: str = "auto",
 ) -> None:
     """Serve translations of one run over HTTP until interrupted (Ctrl-C or SIGTERM)."""
