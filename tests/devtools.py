@@ -145,6 +145,12 @@ class Browser:
                       "e.focus(); e.select(); })()")
         self.send("Input.insertText", text=text)
 
+    def press_enter(self) -> None:
+        """Press and release the Enter key in the focused element."""
+        for kind in ("keyDown", "keyUp"):
+            self.send("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
+                      windowsVirtualKeyCode=13)
+
     def choose(self, selector: str, value: str) -> None:
         """Pick an option of a <select> as a user would (its change event fires)."""
         self.evaluate(

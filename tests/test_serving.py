@@ -463,6 +463,15 @@ def test_explorer_page_in_headless_chromium(runs, transformer_server, tmp_path):
         assert f"weight {weight:.4f}" in browser.wait_for(
             "document.getElementById('hover').textContent.includes('weight') && "
             "document.getElementById('hover').textContent")
+        other = translate(transformer_server, ["Golf hotel."], beam=3, nbest=3, attention=True)["results"][0]
+        browser.type_text("#source", "Golf hotel.")
+        browser.evaluate("document.getElementById('status').textContent = ''")
+        browser.press_enter()  # Enter in the text box translates too
+        browser.wait_for("document.getElementById('status').textContent.startsWith('beam 3')")
+        assert browser.evaluate("document.getElementById('source').value") == "Golf hotel."
+        assert browser.evaluate("document.getElementById('translation').textContent") == other["translation"]
+        assert heatmap()["rowLabels"] == other["attention"]["output_tokens"]  # still decoder self-attention
+        assert heatmap()["colLabels"] == other["attention"]["decoder_input_tokens"]
         assert browser.errors() == []
         assert all(url.startswith(page + "/") for url in browser.requested_urls()), browser.requested_urls()
         assert {page + "/page/explorer.js", page + "/page/style.css", page + "/translate"} <= set(

@@ -203,6 +203,12 @@ async function describeModel() {
 }
 
 $("form").addEventListener("submit", translate);
+$("source").addEventListener("keydown", (event) => { // Enter translates; Shift+Enter is a new line
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    $("form").requestSubmit();
+  }
+});
 $("map").addEventListener("change", refreshChoices);
 $("layer").addEventListener("change", drawHeatmap);
 $("head").addEventListener("change", drawHeatmap);
