@@ -322,7 +322,8 @@ def test_every_documented_http_error(transformer_server):
     assert translate(transformer_server, ["alpha ."] * MAX_SENTENCES)["results"][0]["translation"] != ""
 
 
-def test_concurrent_requests_equal_sequential_ones_and_translate(runs, capsys, monkeypatch):
+def test_concurrent_requests_equal_sequential_ones_and_translate(runs, transformer_server, capsys,
+                                                                 monkeypatch):
     run_dir = runs["transformer"]
     sentences = [en for en, _ in reverse_pairs(16, seed=3)]
     options = [{"beam": 1}, {"beam": 2, "nbest": 2}]  # two option sets, interleaved, 8 requests each
@@ -333,9 +334,8 @@ def test_concurrent_requests_equal_sequential_ones_and_translate(runs, capsys, m
             together = list(pool.map(lambda job: translate(address, job[0], **job[1]), jobs))
         _, health = call(address, "/health")
     assert (health["batches"], health["sentences"]) == (4, 16)
-    with server(run_dir, "--max-wait-ms", "0") as address:
-        alone = [translate(address, s, **opts) for s, opts in jobs]
-        in_one = [translate(address, sentences, **opts) for opts in options]
+    alone = [translate(transformer_server, s, **opts) for s, opts in jobs]  # one request at a time
+    in_one = [translate(transformer_server, sentences, **opts) for opts in options]
     assert_same_answers(together, alone)
     greedy = cli_translate(run_dir, sentences, ["--beam", "1"], capsys, monkeypatch)
     nbest = cli_translate(run_dir, sentences, ["--beam", "2", "--nbest", "2"], capsys, monkeypatch)
