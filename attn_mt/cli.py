@@ -152,6 +152,24 @@ def translate(
     )
 
 
+@app.command()
+def serve(
+    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
+    port: int = typer.Option(8000, "--port", help="TCP port (0: any free port, printed at start)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    max_batch: int = typer.Option(64, "--max-batch", help="Most sentences decoded in one batch."),
+    max_wait_ms: float = typer.Option(
+        5.0, "--max-wait-ms", help="How long a batch waits for more requests after its first."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+) -> None:
+    """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
+    from attn_mt.serving import serve as run_server
+
+    run_server(run_dir, host, port, checkpoint, max_batch, max_wait_ms, device)
+
+
 @app.command("eval")
 def evaluate(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),

@@ -158,6 +158,7 @@ CASES: dict[str, list[str]] = {
     "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
     "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
     "unknown-demo": ["demo", "attention"],
+    "serve-bad-port": ["serve", "RUN", "--port", "70000"],
 }
 
 

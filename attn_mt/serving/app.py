@@ -1,0 +1,156 @@
+"""The FastAPI application: the JSON API, the explorer page, and errors as one-line JSON answers.
+
+Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`,
+`GET /health`, `GET /info`, and FastAPI's own `/docs` and `/openapi.json`. Every error is a JSON
+object `{"error": "...", "problems": [...]}` with a 4xx status; a request never sees a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from attn_mt.serving.batcher import Batcher
+from attn_mt.serving.schemas import MAX_BODY_BYTES, ErrorBody, Info, TranslateRequest, TranslateResponse
+from attn_mt.serving.service import RequestError, TranslationService
+
+PAGE_DIR = Path(__file__).parent / "page"
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": what}
+    for code, what in ((400, "Malformed JSON"), (413, "Body too large"), (422, "Invalid request"))
+}
+log = logging.getLogger("attn_mt.serving")
+
+
+def error_response(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
+    """The one shape of every error answer."""
+    return JSONResponse(ErrorBody(error=message, problems=problems or []).model_dump(), status_code=status)
+
+
+def describe(error: dict[str, Any]) -> str:
+    """One validation problem as `where: what`, e.g. `sentences[2]: Input should be a valid string`."""
+    where = ""
+    for part in error.get("loc", ())[1:]:  # the first part says body/query/path
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    message = error.get("msg", "invalid value")
+    if error.get("type") == "extra_forbidden":
+        message = "unknown field (the API takes sentences, beam, nbest, length_penalty and attention)"
+    elif error.get("type") == "missing" and not where:
+        message = "the request has no JSON body"
+    elif error.get("type") == "model_attributes_type" and not where:
+        message = 'expected a JSON object such as {"sentences": ["i lost ."]}, sent as application/json'
+    return f"{where or 'body'}: {message}"
+
+
+class BodyLimit:
+    """ASGI middleware: reads a request's whole body first and refuses one over `max_bytes` with 413."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"").decode("latin-1").strip()
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self.refuse(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away before sending its request; nothing to answer
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self.refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 413 without reading the rest of the body."""
+        response = error_response(413, f"the request body is larger than {self.max_bytes} bytes")
+        await response(scope, receive, send)
+
+
+def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
+    """The application over one loaded run and its decoding worker."""
+    app = FastAPI(
+        title="attn-mt",
+        summary=f"English-French translation with a {service.run.config.model.type} model and its attention.",
+        version="0.1.0",
+    )
+    app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        broken = [e for e in errors if e.get("type") == "json_invalid"]
+        if broken:
+            detail = broken[0].get("ctx", {}).get("error", "cannot parse it")
+            at = broken[0].get("loc", ())[1:]
+            where = f" (at character {at[0]})" if at and isinstance(at[0], int) else ""
+            message = f"the body is not valid JSON: {detail}{where}"
+            return error_response(400, message, [message])
+        problems = [describe(e) for e in errors]
+        return error_response(422, problems[0] if len(problems) == 1 else f"{len(problems)} problems: "
+                              + "; ".join(problems), problems)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("error while answering %s %s", request.method, request.url.path)
+        return error_response(500, "internal error: the server could not answer this request")
+
+    @app.get("/", include_in_schema=False)
+    async def explorer() -> FileResponse:
+        return FileResponse(PAGE_DIR / "index.html", media_type="text/html")
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness: `ok` and how much the decoding worker has done."""
+        return {"status": "ok", "batches": batcher.batches, "sentences": batcher.sentences}
+
+    @app.get("/info", response_model=Info)
+    async def info() -> Info:
+        """The model, its config, vocabularies, checkpoint, latest eval scores, limits and batching."""
+        return service.info()
+
+    @app.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES)
+    async def translate(request: TranslateRequest) -> Any:
+        """Translate one or many sentences; requests arriving together are decoded in one batch."""
+        try:
+            options = service.options(request)
+        except RequestError as exc:
+            return error_response(422, str(exc), [str(exc)])
+        results = await asyncio.wrap_future(batcher.submit(request.sentences, options))
+        return TranslateResponse(
+            results=results, beam=options.beam, nbest=options.nbest, length_penalty=options.length_penalty
+        )
+
+    return app

@@ -1,0 +1,124 @@
+"""One decoding worker behind a queue: requests that arrive close together are decoded as one batch.
+
+The web server's threads only put jobs on the queue and wait on their futures; the worker alone
+runs the model. It takes the oldest job, then keeps taking jobs for up to `max_wait_s` or until
+`max_batch` sentences are gathered. Jobs whose decoding options differ from the first job's are
+set aside for the next round, in arrival order, so a batch is always decoded with one set of
+options. A job whose client has gone (its future cancelled) is dropped without being decoded.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+DecodeFn = Callable[[list[str], Any], Sequence[Any]]  # (sentences, options) -> one result per sentence
+
+
+@dataclass
+class Job:
+    """Sentences of one request, its decoding options, and where its results go."""
+
+    sentences: list[str]
+    options: Hashable
+    future: Future = field(default_factory=Future)
+
+
+class Batcher:
+    """A queue of translation jobs and the one thread that decodes them in batches."""
+
+    def __init__(self, decode: DecodeFn, max_batch: int, max_wait_s: float):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if max_wait_s < 0:
+            raise ValueError(f"max_wait_s must be 0 or more, got {max_wait_s}")
+        self.decode, self.max_batch, self.max_wait_s = decode, max_batch, max_wait_s
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._set_aside: deque[Job] = deque()
+        self.batches = 0  # batches decoded so far
+        self.sentences = 0  # sentences decoded so far
+        self._thread = threading.Thread(target=self._run, name="attn-mt-decoder", daemon=True)
+        self._thread.start()
+
+    def submit(self, sentences: list[str], options: Hashable) -> Future:
+        """Queue one request; its future gets the list of results, one per sentence."""
+        job = Job(list(sentences), options)
+        self._queue.put(job)
+        return job.future
+
+    def close(self) -> None:
+        """Stop the worker after the jobs already queued."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _next_job(self, timeout: float | None) -> Job | None:
+        """The oldest set-aside job, else the next queued one (None: stop, or nothing before `timeout`)."""
+        if self._set_aside:
+            return self._set_aside.popleft()
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def gather(self) -> list[Job] | None:
+        """Wait for a job, then collect jobs with its options for up to max_wait_s; None means stop."""
+        first = self._next_job(None)
+        if first is None:
+            return None
+        batch, size = [first], len(first.sentences)
+        others: list[Job] = []
+        set_aside, self._set_aside = self._set_aside, deque()
+        for job in set_aside:  # older jobs first, before anything newer from the queue
+            if job.options == first.options and size < self.max_batch:
+                batch.append(job)
+                size += len(job.sentences)
+            else:
+                others.append(job)
+        deadline = time.monotonic() + self.max_wait_s
+        while size < self.max_batch:
+            remaining = deadline - time.monotonic()
+            try:
+                job = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is None:
+                self._queue.put(None)  # stop after this batch
+                break
+            if job.options == first.options:
+                batch.append(job)
+                size += len(job.sentences)
+            else:
+                others.append(job)
+        self._set_aside.extend(others)
+        return batch
+
+    def _run(self) -> None:
+        """The worker: gather a batch, decode it once, hand each job its share of the results."""
+        while True:
+            batch = self.gather()
+            if batch is None:
+                return
+            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+            if not live:
+                continue
+            sentences = [s for job in live for s in job.sentences]
+            try:
+                results = list(self.decode(sentences, live[0].options))
+                if len(results) != len(sentences):
+                    raise RuntimeError(f"{len(results)} results for {len(sentences)} sentences")
+            except Exception as exc:  # handed to every waiting request; the worker carries on
+                for job in live:
+                    job.future.set_exception(exc)
+                continue
+            self.batches += 1
+            self.sentences += len(sentences)
+            start = 0
+            for job in live:
+                job.future.set_result(results[start : start + len(job.sentences)])
+                start += len(job.sentences)

@@ -1,0 +1,107 @@
+"""The JSON bodies of the server's API, with the limits every request is checked against.
+
+Types are strict (a number where text is expected, or "3" where a number is, is an error, not a
+conversion) and unknown fields are refused, so no request can carry anything the server does not
+read, such as a file name.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+MAX_SENTENCES = 64  # sentences in one request
+MAX_CHARS = 1000  # characters in one sentence
+MAX_BEAM = 16  # beam size a request may ask for
+MAX_LENGTH_PENALTY = 10.0  # largest GNMT length penalty alpha a request may ask for
+MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before they are read
+
+Sentence = Annotated[StrictStr, Field(max_length=MAX_CHARS)]
+
+
+class TranslateRequest(BaseModel):
+    """What to translate and how; options left out take the run's decode settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sentences: list[Sentence] = Field(
+        min_length=1, max_length=MAX_SENTENCES, description="English sentences, one translation each."
+    )
+    beam: StrictInt | None = Field(
+        None, ge=1, le=MAX_BEAM, description="Beam size (default: the run's decode.beam_size); 1 is greedy."
+    )
+    nbest: StrictInt = Field(1, ge=1, le=MAX_BEAM, description="How many outputs per sentence, best first.")
+    length_penalty: StrictFloat | None = Field(
+        None, ge=0, le=MAX_LENGTH_PENALTY, description="GNMT length penalty alpha (default: the run's)."
+    )
+    attention: StrictBool = Field(False, description="Also return the attention maps of each best output.")
+
+
+class Candidate(BaseModel):
+    """One output of the n-best list."""
+
+    text: str = Field(description="The translation, as `attn-mt translate` prints it.")
+    tokens: list[str] = Field(description="Its target tokens, without <bos> and <eos>.")
+    score: float = Field(description="Length-normalised log-probability (what `--nbest` prints).")
+    log_prob: float = Field(description="Raw log-probability of the tokens and the closing <eos>.")
+
+
+class AttentionMaps(BaseModel):
+    """Every attention map of a sentence's best output; each is [layer][head][query][key].
+
+    The GRU + Bahdanau model has one alignment, given as one layer with one head. The Transformer
+    adds `encoder_self` (queries and keys: source tokens) and `decoder_self` (queries: output
+    tokens; keys: decoder input tokens, <bos> first) to `cross` (queries: output tokens; keys:
+    source tokens).
+    """
+
+    source_tokens: list[str] = Field(description="Source labels, ending with <eos>.")
+    output_tokens: list[str] = Field(description="What each target position predicts, ending with <eos>.")
+    decoder_input_tokens: list[str] = Field(description="What each target position reads, from <bos>.")
+    maps: dict[str, list[list[list[list[float]]]]] = Field(description="Map name -> weights.")
+
+
+class SentenceResult(BaseModel):
+    """The translation of one input sentence."""
+
+    source: str = Field(description="The sentence as sent.")
+    source_tokens: list[str] = Field(description="The sentence after the training data's preprocessing.")
+    translation: str = Field(description="The best output ('' for a blank sentence).")
+    nbest: list[Candidate] = Field(description="The best outputs, best first (empty for a blank sentence).")
+    warnings: list[str] = Field(description="Unknown words and truncation, as `translate` reports them.")
+    attention: AttentionMaps | None = Field(None, description="When asked for, for non-blank input.")
+
+
+class TranslateResponse(BaseModel):
+    """One result per input sentence, in order, and the decoding options used."""
+
+    results: list[SentenceResult]
+    beam: int
+    nbest: int
+    length_penalty: float
+
+
+class Info(BaseModel):
+    """The model behind the server."""
+
+    model: str
+    parameters: int
+    config: dict[str, Any]
+    source_vocab_size: int
+    target_vocab_size: int
+    checkpoint: str
+    step: int
+    device: str
+    eval_scores: dict[str, dict[str, Any]] = Field(
+        description="The latest scores.json of each evaluated split (`attn-mt eval`), by split."
+    )
+    limits: dict[str, float]
+    batching: dict[str, float]
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: what was wrong, in one line, and the problems one by one."""
+
+    error: str
+    problems: list[str] = Field(default_factory=list)

@@ -1,0 +1,145 @@
+"""The loaded run behind the server: decoding options, translation into API results, and model facts.
+
+Translation goes through the same `Translator` and the same run loading as `attn-mt translate`,
+so the server answers with what that command prints for the same sentences and options.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attn_mt.decoding.attention import SentenceAttention
+from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
+from attn_mt.run.run_dir import LoadedRun
+from attn_mt.serving.schemas import (
+    MAX_BEAM,
+    MAX_BODY_BYTES,
+    MAX_CHARS,
+    MAX_LENGTH_PENALTY,
+    MAX_SENTENCES,
+    AttentionMaps,
+    Candidate,
+    Info,
+    SentenceResult,
+    TranslateRequest,
+)
+
+WEIGHT_DECIMALS = 5  # attention weights are rounded to this many decimals in answers
+
+
+class RequestError(ValueError):
+    """A request that is well-formed JSON of the right types but asks for something impossible."""
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Everything that decides how a sentence is decoded; requests with equal options share batches."""
+
+    beam: int
+    nbest: int
+    length_penalty: float
+    attention: bool
+
+
+def attention_json(attention: SentenceAttention) -> AttentionMaps:
+    """Every map as [layer][head][query][key] (the Bahdanau alignment as one layer of one head)."""
+    maps = {}
+    for name, weights in attention.maps.items():
+        grid = weights if weights.ndim == 4 else weights.reshape(1, 1, *weights.shape)  # (L, h, Q, K)
+        maps[name] = np.round(grid.astype(np.float64), WEIGHT_DECIMALS).tolist()
+    return AttentionMaps(
+        source_tokens=attention.source_tokens,
+        output_tokens=attention.output_tokens,
+        decoder_input_tokens=attention.decoder_input_tokens,
+        maps=maps,
+    )
+
+
+def latest_eval_scores(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The scores.json of each split `attn-mt eval` has written in the run, by split name."""
+    found = {}
+    for path in sorted((run_dir / "eval").glob("*/scores.json")):
+        try:
+            found[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a file being rewritten or damaged is left out rather than failing /info
+    return found
+
+
+class TranslationService:
+    """One trained run, loaded once in eval mode, translating batches of sentences into API results."""
+
+    def __init__(
+        self, run: LoadedRun, run_dir: Path, device: torch.device, max_batch: int, max_wait_s: float
+    ):
+        self.run, self.run_dir, self.device = run, Path(run_dir), device
+        self.max_batch, self.max_wait_s = max_batch, max_wait_s
+        run.model.eval()
+
+    def options(self, request: TranslateRequest) -> DecodeOptions:
+        """The request's options with the run's defaults filled in; refuses an n-best larger than the beam."""
+        decode = self.run.config.decode
+        beam = decode.beam_size if request.beam is None else request.beam
+        alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
+        if request.nbest > beam:
+            raise RequestError(f"nbest {request.nbest} needs a beam at least as large (the beam is {beam})")
+        return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
+
+    def translator(self, options: DecodeOptions) -> Translator:
+        """A translator over the loaded model with the options' length penalty."""
+        cfg = with_length_penalty(self.run.config, options.length_penalty)
+        return Translator(self.run.model, self.run.src_vocab, self.run.tgt_vocab, cfg, self.device)
+
+    def decode(self, sentences: list[str], options: DecodeOptions) -> list[SentenceResult]:
+        """Translate a batch of sentences with one set of options (runs on the decoding worker)."""
+        translator = self.translator(options)
+        translations = translator.translate(sentences, beam_size=options.beam, nbest=options.nbest)
+        return [self.result(translator, t, options.attention) for t in translations]
+
+    def result(self, translator: Translator, translation: Translation, attention: bool) -> SentenceResult:
+        """One sentence's answer: the n-best list with scores and tokens, and its attention if asked."""
+        decode = self.run.tgt_vocab.decode
+        nbest = [
+            Candidate(text=text, tokens=decode(h.tokens), score=h.norm_score, log_prob=h.score)
+            for text, h in zip(translation.outputs, translation.hypotheses, strict=True)
+        ]
+        maps = None
+        if attention and translation.hypotheses:
+            maps = attention_json(translator.attention(translation))
+        return SentenceResult(
+            source=translation.source,
+            source_tokens=translation.source_tokens,
+            translation=translation.text,
+            nbest=nbest,
+            warnings=translation.warnings,
+            attention=maps,
+        )
+
+    def info(self) -> Info:
+        """The model, its config and vocabularies, the checkpoint, the latest eval scores and the limits."""
+        run = self.run
+        return Info(
+            model=run.config.model.type,
+            parameters=sum(p.numel() for p in run.model.parameters()),
+            config=run.config.to_dict(),
+            source_vocab_size=len(run.src_vocab),
+            target_vocab_size=len(run.tgt_vocab),
+            checkpoint=run.checkpoint.name,
+            step=run.step,
+            device=str(self.device),
+            eval_scores=latest_eval_scores(self.run_dir),
+            limits={
+                "max_sentences": MAX_SENTENCES,
+                "max_chars": MAX_CHARS,
+                "max_beam": MAX_BEAM,
+                "max_length_penalty": MAX_LENGTH_PENALTY,
+                "max_body_bytes": MAX_BODY_BYTES,
+            },
+            batching={"max_batch": self.max_batch, "max_wait_ms": self.max_wait_s * 1000},
+        )
