@@ -128,16 +128,19 @@ def translate(
     attention_dir: Path | None = typer.Option(
         None, "--attention-dir", help="Dump attention maps and heatmaps here."
     ),
+    attention_words: bool = typer.Option(
+        False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
-    """Translate English sentences with a trained run, one output line per input line."""
+    """Translate sentences with a trained run, one output line per input line."""
     from attn_mt.decoding.cli_translate import run_translate
 
     if output is not None and output.is_dir():
         raise UserError(f"--output {output} is a directory; give a file path")
     run_translate(
         run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device,
-        length_penalty,
+        length_penalty, attention_words,
     )
 
 
@@ -152,6 +155,9 @@ def evaluate(
         None, "--length-penalty", help="GNMT length penalty alpha (default: the run's decode.length_penalty)."
     ),
     attention: int = typer.Option(0, "--attention", help="Dump attention for the first N sentences."),
+    attention_words: bool = typer.Option(
+        False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
+    ),
     compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
@@ -160,7 +166,8 @@ def evaluate(
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
     from attn_mt.evaluation.evaluate import run_eval
 
-    run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device, length_penalty)
+    run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device, length_penalty,
+             attention_words)
 
 
 def _scalars_only(tree: dict) -> dict:

@@ -42,7 +42,7 @@ from attn_mt.training.distributed import DistContext, init_distributed, shutdown
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
-from attn_mt.training.run_dir import RunPaths, check_fits
+from attn_mt.training.run_dir import RunPaths, check_fits, load_vocabs
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")
@@ -573,7 +573,8 @@ def _train(
         keep_freed_memory()
         limit_kernel_cache()
     torch.manual_seed(cfg.train.seed)
-    data = load_data(cfg.data, data_path)
+    reused = load_vocabs(paths, cfg) if resume and cfg.data.tokenizer == "sentencepiece" else None
+    data = load_data(cfg.data, data_path, reused)
     if ctx.is_main and not resume:
         prepare_run_dir(run_dir, resume, overwrite)
     ctx.barrier()
