@@ -17,6 +17,7 @@ from attn_mt.config import load_config
 from attn_mt.data.corpus import read_aligned, read_pairs
 from attn_mt.data.dataset import load_data
 from attn_mt.data.subword import SubwordVocab, learn_subwords, prepare_text
+from attn_mt.data.trainset import TokenSequences
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention import SentenceAttention, merge_words, word_groups
@@ -126,18 +127,36 @@ def test_sentencepiece_learns_from_the_training_split_only(tmp_path, monkeypatch
 
 
 def test_reused_vocabularies_are_not_learned_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     corpus = write_corpus(tmp_path / "reverse.txt", n=100)
-    cfg = load_config(None, SUBWORD_SETTINGS).data
+    cfg = load_config(None, [*SUBWORD_SETTINGS, "data.max_len=10"]).data
     first = load_data(cfg, str(corpus))
+    assert first.report["tokenizer"]["origin"] == "learned"
+    assert len(list((tmp_path / "cache" / "attn-mt" / "subwords").iterdir())) == 3  # 2 models, 1 encoding
 
     def refuse(*args):
-        raise AssertionError("learned again")
+        raise AssertionError("learned or encoded again")
 
     monkeypatch.setattr(dataset_module, "learn_subwords", refuse)
+    monkeypatch.setattr(SubwordVocab, "encode_texts", refuse)
+    cached = load_data(cfg, str(corpus))
+    assert cached.report["tokenizer"]["origin"] == "cache" and cached.src_vocab == first.src_vocab
     again = load_data(cfg, str(corpus), (first.src_vocab, first.tgt_vocab))
     assert again.report["train_sha1"] == first.report["train_sha1"]
-    assert again.report["tokenizer"]["learned"] is False
-    assert again.train.src.ids.tolist() == first.train.src.ids.tolist()
+    assert again.report["tokenizer"]["origin"] == "run"
+    assert 0 < first.report["splits"]["train"]["dropped_for_length"] < 80  # max_len 10 drops some
+    for data in (cached, again):
+        assert data.train.num_examples == first.train.num_examples
+        assert [data.train.src[i] for i in range(data.train.num_examples)] == [
+            first.train.src[i] for i in range(first.train.num_examples)]
+        assert data.train.tgt.ids.tolist() == first.train.tgt.ids.tolist()
+
+
+def test_token_sequences_select_keeps_the_chosen_rows():
+    store = TokenSequences.from_lists([[5, 6], [], [7, 8, 9], [10]])
+    chosen = store.select(np.array([3, 0, 2]))
+    assert [chosen[i] for i in range(len(chosen))] == [[10], [5, 6], [7, 8, 9]]
+    assert chosen.offsets.tolist() == [0, 1, 3, 6]
 
 
 @pytest.mark.corpus

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from attn_mt.data.book import BookTrainSet, book_subset, build_array
 from attn_mt.data.bucketing import BucketTrainSet
 from attn_mt.data.corpus import read_aligned, read_pairs, resolve_corpus
@@ -22,7 +24,14 @@ from attn_mt.data.encode import EncodedSources, SourceInfo, encode_sources
 from attn_mt.data.preprocess import clean_text, tokenize
 from attn_mt.data.report import data_report, english_overlap, length_stats
 from attn_mt.data.splits import EvalExample, Split, grouped_split
-from attn_mt.data.subword import SubwordVocab, learn_subwords, prepare_text
+from attn_mt.data.subword import (
+    SubwordVocab,
+    cache_key,
+    cached_ids,
+    cached_models,
+    learn_subwords,
+    prepare_text,
+)
 from attn_mt.data.trainset import TokenSequences, TrainSet
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
@@ -171,36 +180,49 @@ def _load_subword_split(cfg: Any, src: list[str], tgt: list[str], facts: dict[st
     """
     split: Split = grouped_split(src, tgt, cfg.valid_size, cfg.test_size, cfg.split_seed)
     train_src, train_tgt = [src[i] for i in split.train], [tgt[i] for i in split.train]
+    train_sha1 = text_fingerprint(train_src, train_tgt)
     start = time.perf_counter()
-    src_vocab, tgt_vocab = vocabs if vocabs is not None else _learn_vocabs(cfg, train_src, train_tgt)
-    learned_s = time.perf_counter() - start
-    src_ids, tgt_ids = src_vocab.encode_texts(train_src), tgt_vocab.encode_texts(train_tgt)
-    keep = [i for i, (a, b) in enumerate(zip(src_ids, tgt_ids, strict=True))
-            if len(a) < cfg.max_len and len(b) < cfg.max_len]
-    if not keep:
+    if vocabs is not None:
+        (src_vocab, tgt_vocab), origin = vocabs, "run"
+    else:
+        key = cache_key("models", train_sha1, cfg.subword_type, cfg.vocab_size, cfg.shared_vocab)
+        src_vocab, tgt_vocab, learned = cached_models(key, lambda: _learn_vocabs(cfg, train_src, train_tgt))
+        origin = "learned" if learned else "cache"
+    models_s = time.perf_counter() - start
+
+    def encode() -> list[np.ndarray]:
+        """Flat ids and offsets of the training split's two sides."""
+        src_seqs = TokenSequences.from_lists(src_vocab.encode_texts(train_src))
+        tgt_seqs = TokenSequences.from_lists(tgt_vocab.encode_texts(train_tgt))
+        return [src_seqs.ids, src_seqs.offsets, tgt_seqs.ids, tgt_seqs.offsets]
+
+    ids_key = cache_key("ids", train_sha1, src_vocab.fingerprint(), tgt_vocab.fingerprint())
+    src_ids, src_offsets, tgt_ids, tgt_offsets = cached_ids(ids_key, encode)
+    src_all, tgt_all = TokenSequences(src_ids, src_offsets), TokenSequences(tgt_ids, tgt_offsets)
+    keep = np.flatnonzero((src_all.lengths < cfg.max_len) & (tgt_all.lengths < cfg.max_len))  # (kept,)
+    if not len(keep):
         raise UserError(f"data.max_len = {cfg.max_len} drops every training pair (in pieces with <eos>); "
                         "raise it")
-    longest = max(max(len(src_ids[i]), len(tgt_ids[i])) + 1 for i in keep)
+    src_seqs, tgt_seqs = src_all.select(keep), tgt_all.select(keep)
+    longest = int(max(src_seqs.lengths.max(), tgt_seqs.lengths.max())) + 1
     if cfg.max_tokens < longest:
         raise UserError(
             f"data.max_tokens = {cfg.max_tokens} is smaller than the longest training pair ({longest} pieces "
             f"with <eos>); raise data.max_tokens or lower data.max_len"
         )
-    train = BucketTrainSet(TokenSequences.from_lists([src_ids[i] for i in keep]),
-                           TokenSequences.from_lists([tgt_ids[i] for i in keep]),
-                           cfg.max_tokens, src_vocab.pad_id, src_vocab.eos_id)
+    train = BucketTrainSet(src_seqs, tgt_seqs, cfg.max_tokens, src_vocab.pad_id, src_vocab.eos_id)
     facts.update(split_seed=cfg.split_seed, valid_size=cfg.valid_size, test_size=cfg.test_size,
                  max_len=cfg.max_len, max_tokens=cfg.max_tokens)
     facts["tokenizer"] = {
         "type": "sentencepiece", "model": cfg.subword_type, "vocab_size": cfg.vocab_size,
-        "shared": cfg.shared_vocab, "learned": vocabs is None, "seconds": round(learned_s, 3),
+        "shared": cfg.shared_vocab, "origin": origin, "seconds": round(models_s, 3),
     }
-    facts["train_sha1"] = text_fingerprint(train_src, train_tgt)
+    facts["train_sha1"] = train_sha1
     facts["splits"] = {"train": {
         "pairs": len(keep),
-        "english_sentences": len({train_src[i] for i in keep}),
-        "src_len": length_stats([len(src_ids[i]) + 1 for i in keep]),
-        "tgt_len": length_stats([len(tgt_ids[i]) + 1 for i in keep]),
+        "english_sentences": len({train_src[i] for i in keep.tolist()}),
+        "src_len": length_stats(src_seqs.lengths + 1),
+        "tgt_len": length_stats(tgt_seqs.lengths + 1),
         "dropped_for_length": len(split.train) - len(keep),
     }}
     facts["overlap"] = english_overlap(train_src, split.valid, split.test)

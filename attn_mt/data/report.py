@@ -105,7 +105,8 @@ def format_report(report: dict[str, Any]) -> str:
     subword = report.get("tokenizer")
     if subword:
         models = "one shared model" if subword["shared"] else "two models"
-        origin = f"learned on train in {subword['seconds']:.2f} s" if subword["learned"] else "the run's own"
+        origin = {"learned": f"learned on train in {subword['seconds']:.2f} s", "cache": "from the cache",
+                  "run": "the run's own"}.get(subword.get("origin"), "?")
         lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} pieces "
                      f"(sentencepiece {subword['model']}, {models}, {origin})")
     else:

@@ -9,18 +9,27 @@ The model is learned from the training split only, with:
   * identity normalisation: case, accents, U+202F before French punctuation and every other
     character are kept as they are, so detokenising gives back the text exactly;
   * the book's special ids: <unk> = 0, <pad> = 1, <bos> = 2, <eos> = 3 (as `Vocab.build` gives them).
-The learned `.model` file is saved beside the JSON vocabulary in the run directory.
+The learned `.model` file is saved beside the JSON vocabulary in the run directory. Learned models
+and the encoded training split are also cached (see `cache_dir`), keyed by the training text and
+the settings, so loading the same corpus again learns and encodes nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import os
 import re
+import tempfile
 import unicodedata
-from collections.abc import Iterable, Sequence
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 
+from attn_mt.data.corpus import cache_path
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from attn_mt.errors import UserError
 
@@ -38,10 +47,13 @@ def prepare_text(text: str, normalize_apostrophes: bool = False) -> str:
 
     With `normalize_apostrophes` the typographic ’ and ‘ become ', as in the book pipeline.
     """
-    text = unicodedata.normalize("NFC", text)
-    if normalize_apostrophes:
-        text = text.replace("\u2019", "'").replace("\u2018", "'")
-    return ASCII_SPACES.sub(" ", text).strip(" ")
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
+        if normalize_apostrophes:
+            text = text.replace("\u2019", "'").replace("\u2018", "'")
+    if "  " in text:
+        text = ASCII_SPACES.sub(" ", text)
+    return text.strip(" ")
 
 
 class SubwordVocab(Vocab):
@@ -182,3 +194,66 @@ class _ModelBytes:
     def write(self, data: bytes) -> None:
         """Keep the model bytes."""
         self.data += data
+
+
+# ----- the cache: learned models and encoded training splits, keyed by what they were made from -----
+
+CACHE_FORMAT = 1  # bump when the learning options or the stored arrays change
+
+
+def cache_dir() -> Path:
+    """Where learned models and encoded training splits are kept: `$XDG_CACHE_HOME/attn-mt/subwords`."""
+    return cache_path().parent / "subwords"
+
+
+def cache_key(*parts: object) -> str:
+    """A file-name-safe SHA-1 of `parts` and the cache format."""
+    return hashlib.sha1("|".join(map(str, (CACHE_FORMAT, spm.__version__, *parts))).encode()).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def cached_models(key: str, learn: Callable[[], tuple[SubwordVocab, SubwordVocab]]
+                  ) -> tuple[SubwordVocab, SubwordVocab, bool]:
+    """(source, target, whether they were learned now): from the cache when present, else `learn()` and store.
+
+    A cache that cannot be read or written is skipped: it only saves time.
+    """
+    paths = [cache_dir() / f"{key}.{side}.model" for side in ("src", "tgt")]
+    try:
+        protos = [p.read_bytes() for p in paths]
+        src = SubwordVocab(protos[0])
+        return src, (src if protos[1] == protos[0] else SubwordVocab(protos[1])), False
+    except (OSError, RuntimeError, ValueError):
+        pass
+    src, tgt = learn()
+    with contextlib.suppress(OSError):
+        for path, vocab in zip(paths, (src, tgt), strict=True):
+            _write_atomic(path, vocab.model_proto)
+    return src, tgt, True
+
+
+def cached_ids(key: str, encode: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
+    """Arrays (flat ids and offsets of both sides) from the cache when present, else `encode()` and store."""
+    path = cache_dir() / f"{key}.npz"
+    try:
+        with np.load(path) as stored:
+            return [stored[f"a{i}"] for i in range(len(stored.files))]
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        pass
+    arrays = encode()
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"a{i}": a for i, a in enumerate(arrays)})
+    with contextlib.suppress(OSError):
+        _write_atomic(path, buffer.getvalue())
+    return arrays
