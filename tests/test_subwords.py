@@ -207,6 +207,15 @@ def test_random_inputs_never_give_unk_or_piece_markers(subword_run):
     assert sum(bool(o) for o in outputs) == 1000
 
 
+def test_too_long_input_is_cut_with_a_warning_on_stderr(subword_run, monkeypatch, capsys):
+    long_sentence = " ".join(["Alpha bravo charlie delta."] * 60)
+    code, out, err = run_cli(monkeypatch, capsys, "translate", str(subword_run), "Hotel golf.", long_sentence)
+    assert code == 0, err
+    assert len(out.splitlines()) == 2 and out.splitlines()[1]
+    assert "line 2: source cut to 160 tokens incl. <eos>" in err and "not translated" in err
+    assert "line 1" not in err
+
+
 def test_eval_scores_raw_text_and_compare_refuses_mixed_scoring(subword_run, tmp_path, monkeypatch, capsys):
     code, out, err = run_cli(monkeypatch, capsys, "eval", str(subword_run), "--split", "test")
     assert code == 0, err
@@ -325,3 +334,21 @@ def test_language_settings_are_validated():
         load_config(None, ["data.tokenizer=sentencepiece"])
     with pytest.raises(UserError, match="data.path: a list must name two line-aligned files"):
         load_config(None, ["data.path=[a, b, c]"])
+
+
+def test_resume_reads_the_run_models_and_learns_nothing(tmp_path, monkeypatch):
+    corpus = write_corpus(tmp_path / "reverse.txt", n=120)
+    run_dir = tmp_path / "run"
+    settings = [s for s in SUBWORD_SETTINGS if not s.startswith("train.epochs")] + ["data.vocab_size=300"]
+    first = train(load_config(None, [*settings, "train.epochs=1"]), run_dir, data_path=str(corpus),
+                  quiet=True, device="cpu")
+    saved = (run_dir / "tgt_vocab.model").read_bytes()
+
+    def refuse(*args):
+        raise AssertionError("the models were looked up or learned again")
+
+    monkeypatch.setattr(dataset_module, "cached_models", refuse)
+    resumed = train(None, run_dir, overrides=["train.epochs=2"], data_path=str(corpus), resume=True,
+                    quiet=True, device="cpu")
+    assert resumed.step == 2 * first.step
+    assert (run_dir / "tgt_vocab.model").read_bytes() == saved
