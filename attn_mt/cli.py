@@ -20,7 +20,10 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
-DATA_HELP = "Path to fra-eng.zip or fra.txt (else data.path, $ATTN_MT_DATA, the cache, or a download)."
+DATA_HELP = (
+    "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
+    "(else data.path, $ATTN_MT_DATA, the cache, or a download)."
+)
 
 
 @app.callback()
