@@ -20,7 +20,10 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
-DATA_HELP = "Path to fra-eng.zip or fra.txt (else data.path, $ATTN_MT_DATA, the cache, or a download)."
+DATA_HELP = (
+    "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
+    "(else data.path, $ATTN_MT_DATA, the cache, or a download)."
+)
 
 
 @app.callback()
@@ -131,9 +134,12 @@ def translate(
     attention_dir: Path | None = typer.Option(
         None, "--attention-dir", help="Dump attention maps and heatmaps here."
     ),
+    attention_words: bool = typer.Option(
+        False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
-    """Translate English sentences with a trained run, one output line per input line."""
+    """Translate sentences with a trained run, one output line per input line."""
     from attn_mt.decoding.cli_translate import run_translate
 
     if output is not None and output.is_dir():
@@ -149,6 +155,7 @@ def translate(
         attention_dir=attention_dir,
         device=device,
         length_penalty=length_penalty,
+        attention_words=attention_words,
     )
 
 
@@ -181,6 +188,9 @@ def evaluate(
         None, "--length-penalty", help="GNMT length penalty alpha (default: the run's decode.length_penalty)."
     ),
     attention: int = typer.Option(0, "--attention", help="Dump attention for the first N sentences."),
+    attention_words: bool = typer.Option(
+        False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
+    ),
     compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
@@ -199,6 +209,7 @@ def evaluate(
         data_path=data,
         device=device,
         length_penalty=length_penalty,
+        attention_words=attention_words,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,8 @@ import yaml
 from attn_mt.errors import UserError
 
 DATA_MODES = ("book", "split")
+TOKENIZERS = ("book", "sentencepiece")
+SUBWORD_TYPES = ("unigram", "bpe")
 MODEL_TYPES = ("gru_bahdanau", "transformer")
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
@@ -47,7 +50,13 @@ class DataConfig:
     """Where the corpus comes from and how it becomes batches."""
 
     mode: str = "book"
-    path: str | None = None
+    path: str | list[str] | None = None
+    languages: str = "en-fr"
+    direction: str = "en-fr"
+    tokenizer: str = "book"
+    subword_type: str = "unigram"
+    vocab_size: int = 8000
+    shared_vocab: bool = True
     num_examples: int = 600
     num_steps: int = 10
     batch_size: int = 64
@@ -140,6 +149,8 @@ class Config:
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.mode": DATA_MODES,
+    "data.tokenizer": TOKENIZERS,
+    "data.subword_type": SUBWORD_TYPES,
     "model.type": MODEL_TYPES,
     "train.optimizer": OPTIMIZERS,
     "train.schedule": SCHEDULES,
@@ -173,7 +184,9 @@ def _check_value(key: str, value: Any, tp: Any, problems: list[str]) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
             return None
-        return _check_value(key, value, args[0], problems)
+        listed = [a for a in args if typing.get_origin(a) is list]
+        chosen = listed[0] if listed and isinstance(value, list) else args[0]
+        return _check_value(key, value, chosen, problems)
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, list):
@@ -231,6 +244,7 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         "data.batch_size",
         "data.max_len",
         "data.max_tokens",
+        "data.vocab_size",
         "model.embed_size",
         "model.num_hiddens",
         "model.num_layers",
@@ -283,7 +297,31 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         for i, beta in enumerate(cfg.train.adam_betas):
             if not 0.0 <= beta < 1.0:
                 problems.append(f"train.adam_betas[{i}]: must be in [0, 1), got {beta}")
+    _check_languages(cfg, problems)
     _check_combinations(cfg, problems)
+
+
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
+
+
+def _check_languages(cfg: Config, problems: list[str]) -> None:
+    """data.languages names the corpus's two columns (or files); data.direction is them or the reverse."""
+    if isinstance(cfg.data.path, list) and len(cfg.data.path) != 2:
+        problems.append(f"data.path: a list must name two line-aligned files, got {len(cfg.data.path)}")
+    codes = {}
+    for key in ("languages", "direction"):
+        value = getattr(cfg.data, key)
+        parts = value.split("-") if isinstance(value, str) else []
+        if len(parts) != 2 or not all(LANGUAGE_CODE.fullmatch(c) for c in parts) or parts[0] == parts[1]:
+            problems.append(f"data.{key}: expected two different language codes like en-fr, got {value!r}")
+        else:
+            codes[key] = parts
+    if len(codes) == 2 and sorted(codes["languages"]) != sorted(codes["direction"]):
+        first, second = codes["languages"]
+        problems.append(
+            f"data.direction: {cfg.data.direction!r} does not match data.languages {cfg.data.languages!r} "
+            f"(use {first}-{second} or {second}-{first})"
+        )
 
 
 def _check_combinations(cfg: Config, problems: list[str]) -> None:
@@ -312,6 +350,13 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
     kernels, compiled = cfg.train.kernels, cfg.train.compile
     if _sound(problems, "train.kernels", "train.compile") and kernels == "cpu" and compiled:
         problems.append("train.kernels: cpu cannot run under train.compile: true (use auto or reference)")
+    if _sound(problems, "data.mode", "data.tokenizer") and (
+        cfg.data.mode == "book" and cfg.data.tokenizer != "book"
+    ):
+        problems.append(
+            f"data.tokenizer: {cfg.data.tokenizer!r} needs data.mode: split "
+            "(book mode is the book's word pipeline)"
+        )
     if _sound(problems, "data.mode", "train.patience") and cfg.data.mode == "book" and cfg.train.patience:
         problems.append("train.patience: early stopping needs a valid split, but data.mode is 'book'")
     if _sound(problems, "decode.nbest", "decode.beam_size") and cfg.decode.nbest > cfg.decode.beam_size:

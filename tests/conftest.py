@@ -1,4 +1,4 @@
-"""Shared fixtures: the real corpus from $ATTN_MT_DATA, and a tiny synthetic corpus file."""
+"""Shared fixtures: the real corpus from $ATTN_MT_DATA, a tiny synthetic corpus file, a private cache."""
 from __future__ import annotations
 
 import os
@@ -27,6 +27,19 @@ TINY_CORPUS_LINES = [
     "Go home.\tRentre chez toi.",
     "Go home.\tRentrez chez vous.",
 ]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory) -> Path:
+    """Subword models and encodings the tests learn are cached in a temporary folder, never the user's."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    folder = tmp_path_factory.mktemp("xdg-cache")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
 
 
 @pytest.fixture

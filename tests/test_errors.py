@@ -13,6 +13,7 @@ from synthetic import write_corpus
 
 from attn_mt.cli import main
 from attn_mt.config import load_config
+from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.training.trainer import train
 
@@ -56,6 +57,9 @@ def workspace(tmp_path_factory) -> Path:
     write_encrypted_zip(ws / "encrypted.zip", "fra-eng/fra.txt", "Go.\tVa !\n")
     (ws / "empty.txt").write_text("")
     (ws / "notab.txt").write_text("Go.\tVa !\nHi. Salut !\n")
+    (ws / "columns.txt").write_text("Go.\tVa !\nHi. Salut !\nRun!\tCours !\nWow! Ça alors !\n")
+    (ws / "three.en").write_text("One.\nTwo.\nThree.\n")
+    (ws / "two.fr").write_text("Un.\nDeux.\n")
     (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
     (ws / "incomplete").mkdir()
     (ws / "notes").mkdir()
@@ -64,6 +68,11 @@ def workspace(tmp_path_factory) -> Path:
     cfg = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"])
     train(cfg, ws / "RUN", data_path=str(corpus), quiet=True, device="cpu")
     train(cfg, ws / "NOCKPT", data_path=str(corpus), quiet=True, device="cpu")
+    run_eval(ws / "RUN", "book", None, 0, None, "best", None, "cpu")
+    subwords = ["data.mode=split", "data.tokenizer=sentencepiece", "data.vocab_size=300", "data.valid_size=5",
+                "data.test_size=5", "data.max_tokens=400", "train.epochs=1", "train.best_metric=valid_loss"]
+    train(load_config(ROOT / "configs" / "tiny.yaml", subwords), ws / "SPRUN", data_path=str(corpus),
+          quiet=True, device="cpu")
     for checkpoint in (ws / "NOCKPT" / "checkpoints").iterdir():
         checkpoint.unlink()
     state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
@@ -132,6 +141,18 @@ CASES: dict[str, list[str]] = {
     "empty-corpus": ["data-report", "--data", "empty.txt"],
     "no-tab": ["data-report", "--data", "notab.txt"],
     "not-utf8": ["data-report", "--data", "latin1.txt"],
+    "bad-columns": ["data-report", "--data", "columns.txt"],
+    "line-counts-differ": ["data-report", "--set", "data.path=[three.en, two.fr]"],
+    "direction-mismatch": ["train", "--set", "data.direction=de-en", "--run-dir", "new"],
+    "subwords-in-book-mode": ["train", "--set", "data.tokenizer=sentencepiece", "--run-dir", "new"],
+    "vocab-too-large": ["train", "--data", "reverse.txt", "--run-dir", "new",
+                        "--set", "data.mode=split",
+                        "--set", "data.tokenizer=sentencepiece", "--set", "data.vocab_size=50000",
+                        "--set", "data.valid_size=5", "--set", "data.test_size=5"],
+    "empty-train-split": ["train", "--data", "reverse.txt", "--run-dir", "new", "--set", "data.mode=split",
+                          "--set", "data.max_len=1", "--set", "data.valid_size=5",
+                          "--set", "data.test_size=5"],
+    "compare-mixed-scoring": ["eval", "SPRUN", "--split", "book", "--compare", "RUN"],
     "existing-run-dir": ["train", "--run-dir", "RUN", "--data", "reverse.txt"],
     "overwrite-foreign-dir": [
         "train", "--overwrite", "--run-dir", "notes", "--data", "reverse.txt", "--set", "train.epochs=1",

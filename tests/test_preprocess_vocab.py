@@ -154,7 +154,7 @@ def test_real_corpus_first_lines_preprocess_like_the_book(corpus_path):
 @pytest.mark.corpus
 def test_real_corpus_book_mode_reproduces_the_books_vocabularies(corpus_path):
     cfg = SimpleNamespace(mode="book", path=None, num_examples=600, num_steps=10, batch_size=64, min_freq=2,
-                          normalize_apostrophes=False)
+                          normalize_apostrophes=False, languages="en-fr", direction="en-fr")
     data = load_data(cfg, str(corpus_path))
     # Numbers from running the book's load_data_nmt(64, 10, 600) on the same file.
     assert data.train.num_examples == 601

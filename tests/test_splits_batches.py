@@ -44,7 +44,7 @@ def synthetic(tmp_path) -> Path:
 def _split_cfg(**overrides) -> SimpleNamespace:
     values = dict(mode="split", path=None, num_examples=600, num_steps=10, batch_size=64, min_freq=1,
                   normalize_apostrophes=False, split_seed=0, valid_size=5, test_size=7, max_len=30,
-                  max_tokens=64)
+                  max_tokens=64, languages="en-fr", direction="en-fr", tokenizer="book")
     values.update(overrides)
     return SimpleNamespace(**values)
 

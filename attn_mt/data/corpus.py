@@ -29,6 +29,7 @@ CORPUS_MEMBER = "fra-eng/fra.txt"
 CORPUS_FILE_NAME = "fra-eng.zip"
 ENV_VAR = "ATTN_MT_DATA"
 MACOS_JUNK = "__MACOSX/"
+ABOUT_MEMBER = "_about.txt"
 CHUNK_BYTES = 1 << 16
 DOWNLOAD_TIMEOUT_S = 60.0
 
@@ -132,8 +133,12 @@ def _is_safe_member(name: str) -> bool:
 
 
 def _choose_member(archive: zipfile.ZipFile, where: Path) -> str:
-    """The pairs member: fra-eng/fra.txt, else the one safe fra.txt, else the one safe *.txt."""
-    names = [info.filename for info in archive.infolist() if not info.is_dir()]
+    """The pairs member: fra-eng/fra.txt, else the one safe fra.txt, else the one safe *.txt.
+
+    Tatoeba archives from the same site (deu-eng.zip, ...) also hold `_about.txt`, which is skipped.
+    """
+    names = [info.filename for info in archive.infolist()
+             if not info.is_dir() and PurePosixPath(info.filename).name != ABOUT_MEMBER]
     safe = [n for n in names if _is_safe_member(n)]
     if CORPUS_MEMBER in safe:
         return CORPUS_MEMBER
@@ -162,9 +167,15 @@ def _decode_line(raw: bytes, number: int, where: str) -> str:
     return line.removesuffix("\n").removesuffix("\r")
 
 
-def parse_pairs(lines: Iterable[bytes], where: str) -> list[tuple[str, str]]:
-    """(English, French) from tab-separated UTF-8 lines with 2 or 3 columns; blank lines are skipped."""
+def parse_pairs(lines: Iterable[bytes], where: str,
+                names: tuple[str, str] = ("English", "French")) -> list[tuple[str, str]]:
+    """(first, second) column from tab-separated UTF-8 lines with 2 or 3 columns; blank lines are skipped.
+
+    `names` are the two columns' languages, for messages. Lines with a wrong number of columns are
+    counted over the whole file and reported together, naming the first.
+    """
     pairs: list[tuple[str, str]] = []
+    bad_lines, first_bad = 0, ""
     for number, raw in enumerate(lines, start=1):
         line = _decode_line(raw, number, where)
         if number == 1:
@@ -173,22 +184,58 @@ def parse_pairs(lines: Iterable[bytes], where: str) -> list[tuple[str, str]]:
             continue
         fields = line.split("\t")
         if len(fields) not in (2, 3):
-            raise UserError(
-                f"{where}: line {number} has {len(fields)} tab-separated field(s), expected 2 "
-                "(English, French) or 3 (English, French, attribution)"
-            )
-        english, french = fields[0], fields[1]
-        if not english.strip() or not french.strip():
-            side = "English" if not english.strip() else "French"
+            bad_lines += 1
+            if bad_lines == 1:
+                first_bad = f"line {number} has {len(fields)} tab-separated field(s)"
+            continue
+        first, second = fields[0], fields[1]
+        if not first.strip() or not second.strip():
+            side = names[0] if not first.strip() else names[1]
             raise UserError(f"{where}: line {number} has an empty {side} sentence")
-        pairs.append((english, french))
+        pairs.append((first, second))
+    if bad_lines:
+        raise UserError(
+            f"{where}: {first_bad}, expected 2 ({names[0]}, {names[1]}) or 3 ({names[0]}, {names[1]}, "
+            f"attribution); {bad_lines} line(s) in all have the wrong number of fields"
+        )
     if not pairs:
         raise UserError(f"{where}: the corpus is empty (no sentence pairs)")
     return pairs
 
 
-def read_pairs(path: Path) -> list[tuple[str, str]]:
-    """Raw (English, French) strings in file order, from a zip (streamed, never extracted) or a text file."""
+def read_aligned(first: Path, second: Path) -> list[tuple[str, str]]:
+    """Pairs from two line-aligned plain-text files (line i of `first` translates line i of `second`).
+
+    Blank line pairs are skipped; a blank line facing a sentence, or different line counts, is an error.
+    """
+    sides = []
+    for path in (first, second):
+        try:
+            with Path(path).open("rb") as stream:
+                lines = [_decode_line(raw, n, str(path)) for n, raw in enumerate(stream, start=1)]
+        except OSError as exc:
+            raise UserError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
+        sides.append([lines[0].removeprefix("\ufeff"), *lines[1:]] if lines else [])
+    if len(sides[0]) != len(sides[1]):
+        raise UserError(
+            f"{first} has {len(sides[0])} lines but {second} has {len(sides[1])}: "
+            "the two files of a corpus must be line-aligned"
+        )
+    pairs = []
+    for number, (a, b) in enumerate(zip(*sides, strict=True), start=1):
+        if not a.strip() and not b.strip():
+            continue
+        if not a.strip() or not b.strip():
+            empty, other = (first, second) if not a.strip() else (second, first)
+            raise UserError(f"{empty}: line {number} is empty but line {number} of {other} is not")
+        pairs.append((a, b))
+    if not pairs:
+        raise UserError(f"{first} and {second}: the corpus is empty (no sentence pairs)")
+    return pairs
+
+
+def read_pairs(path: Path, names: tuple[str, str] = ("English", "French")) -> list[tuple[str, str]]:
+    """Raw (first, second) column strings in file order, from a zip (streamed, not extracted) or text file."""
     path = Path(path)
     try:
         if zipfile.is_zipfile(path):
@@ -198,7 +245,7 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
                     raise UserError(f"{path}: {member} is encrypted; give an archive without a password")
                 try:
                     with archive.open(member) as stream:
-                        return parse_pairs(stream, f"{path}:{member}")
+                        return parse_pairs(stream, f"{path}:{member}", names)
                 except NotImplementedError as exc:
                     raise UserError(
                         f"{path}: cannot read {member}: {exc} (re-zip it with ordinary deflate compression)"
@@ -206,7 +253,7 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
         if path.suffix.lower() == ".zip":
             raise UserError(f"{path} is not a zip archive (a corpus must be a .zip or a tab-separated .txt)")
         with path.open("rb") as stream:
-            return parse_pairs(stream, str(path))
+            return parse_pairs(stream, str(path), names)
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise UserError(f"{path}: damaged zip archive ({exc})") from None
     except OSError as exc:

@@ -42,7 +42,8 @@ class SourceInfo:
         if self.oov:
             out.append(f"unknown source tokens, read as <unk>: {' '.join(self.oov)}")
         if self.truncated:
-            out.append(f"source cut to {self.max_len} tokens incl. <eos> ({self.truncated} dropped)")
+            out.append(f"source cut to {self.max_len} tokens incl. <eos> ({self.truncated} dropped: the end "
+                       "of the sentence is not translated; split it into shorter sentences)")
         return out
 
 

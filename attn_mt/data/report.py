@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attn_mt.data.preprocess import tokenize
 from attn_mt.data.splits import EvalExample
+from attn_mt.data.vocab import Vocab
 
 if TYPE_CHECKING:
     from attn_mt.data.dataset import NMTData
@@ -29,14 +29,14 @@ def length_stats(lengths: Sequence[int] | np.ndarray) -> dict[str, int]:
     return {**{f"p{q}": int(v) for q, v in zip(PERCENTILES, points, strict=True)}, "max": int(values.max())}
 
 
-def eval_split_stats(examples: Sequence[EvalExample]) -> dict[str, Any]:
-    """Pairs, sentences, lengths and references per sentence of a held-out split."""
+def eval_split_stats(examples: Sequence[EvalExample], src_vocab: Vocab, tgt_vocab: Vocab) -> dict[str, Any]:
+    """Pairs, sentences, lengths (in vocabulary tokens) and references per sentence of a held-out split."""
     refs = [len(ex.refs) for ex in examples]
     return {
         "pairs": sum(refs),
         "english_sentences": len({ex.src for ex in examples}),
-        "src_len": length_stats([len(tokenize(ex.src)) + 1 for ex in examples]),
-        "tgt_len": length_stats([len(tokenize(r)) + 1 for ex in examples for r in ex.refs]),
+        "src_len": length_stats([len(src_vocab.tokenize(ex.src)) + 1 for ex in examples]),
+        "tgt_len": length_stats([len(tgt_vocab.tokenize(r)) + 1 for ex in examples for r in ex.refs]),
         "refs_per_sentence": {
             "mean": round(float(np.mean(refs)), 3) if refs else 0.0,
             "max": max(refs, default=0),
@@ -61,8 +61,8 @@ def data_report(data: NMTData) -> dict[str, Any]:
     report = dict(data.report)
     splits = dict(report.get("splits", {}))
     if data.valid or data.test:
-        splits["valid"] = eval_split_stats(data.valid)
-        splits["test"] = eval_split_stats(data.test)
+        splits["valid"] = eval_split_stats(data.valid, data.src_vocab, data.tgt_vocab)
+        splits["test"] = eval_split_stats(data.test, data.src_vocab, data.tgt_vocab)
     report["splits"] = splits
     report["vocab"] = {"src": len(data.src_vocab), "tgt": len(data.tgt_vocab)}
     if data.valid or data.test:
@@ -82,13 +82,14 @@ def _lengths(stats: dict[str, int] | None) -> str:
 def format_report(report: dict[str, Any]) -> str:
     """A human-readable table of the report."""
     title = f"corpus {report.get('corpus', '?')}: {report.get('corpus_pairs', 0):,} pairs"
-    title += f", mode {report.get('mode', '?')}"
+    title += f", {report.get('direction', 'en-fr')}, mode {report.get('mode', '?')}"
     if "split_seed" in report:
         title += f", split seed {report['split_seed']}"
     if report.get("normalize_apostrophes"):
         title += ", apostrophes normalised"
     lines = [title]
-    header = f"{'split':<6} {'pairs':>9} {'english':>9} {'src len p50/90/99/max':>22} " \
+    source = report.get("direction", "en-fr").split("-")[0]
+    header = f"{'split':<6} {'pairs':>9} {source + ' sent.':>9} {'src len p50/90/99/max':>22} " \
              f"{'tgt len p50/90/99/max':>22} {'refs mean/max':>14}"
     lines.append(header)
     for name in SPLITS:
@@ -101,8 +102,16 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"{name:<6} {stats['pairs']:>9,} {stats['english_sentences']:>9,} "
                      f"{src_cell:>22} {tgt_cell:>22} {ref_cell:>14}")
     vocab = report.get("vocab", {})
-    lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens "
-                 f"(min_freq {report.get('min_freq', '?')}, built on train)")
+    subword = report.get("tokenizer")
+    if subword:
+        models = "one shared model" if subword["shared"] else "two models"
+        origin = {"learned": f"learned on train in {subword['seconds']:.2f} s", "cache": "from the cache",
+                  "run": "the run's own"}.get(subword.get("origin"), "?")
+        lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} pieces "
+                     f"(sentencepiece {subword['model']}, {models}, {origin})")
+    else:
+        lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens "
+                     f"(min_freq {report.get('min_freq', '?')}, built on train)")
     train = report.get("splits", {}).get("train", {})
     if "dropped_for_length" in train:
         lines.append(f"train pairs dropped for length > {report.get('max_len')} tokens: "

@@ -83,6 +83,14 @@ class TokenSequences:
                           dtype=np.int32, count=int(offsets[-1]))
         return cls(ids, offsets)
 
+    def select(self, indices: np.ndarray) -> TokenSequences:
+        """A new store holding only the sequences `indices`, in that order."""
+        lengths = self.lengths[indices].astype(np.int64)  # (K,)
+        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        starts = np.repeat(self.offsets[indices] - offsets[:-1], lengths)  # (total,) shift of each new slot
+        return TokenSequences(self.ids[starts + np.arange(offsets[-1])], offsets)
+
     def __len__(self) -> int:
         return len(self.lengths)
 

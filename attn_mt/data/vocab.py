@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from attn_mt.data.preprocess import tokenize
 from attn_mt.errors import UserError
 
 UNK = "<unk>"
@@ -72,6 +73,31 @@ class Vocab:
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         return [self.idx_to_token[i] for i in ids]
+
+    # The tokenizer interface, shared with `SubwordVocab`: prepared text <-> ids, labels for pictures.
+    def tokenize(self, text: str) -> list[str]:
+        """The tokens of preprocessed text: the book's split on spaces."""
+        return tokenize(text)
+
+    def encode_text(self, text: str) -> list[int]:
+        """Ids of preprocessed text (without <eos>)."""
+        return self.encode(tokenize(text))
+
+    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        """Ids of many preprocessed texts."""
+        return [self.encode_text(t) for t in texts]
+
+    def detokenize(self, ids: Iterable[int]) -> str:
+        """Text of `ids`: tokens joined by spaces, as in the preprocessed corpus."""
+        return " ".join(self.decode(ids))
+
+    def labels(self, ids: Iterable[int]) -> list[str]:
+        """One readable label per id (for attention pictures): the token itself."""
+        return self.decode(ids)
+
+    def word_starts(self, ids: Sequence[int]) -> list[bool]:
+        """For each id, whether it starts a new word: always, a token is a word."""
+        return [True] * len(ids)
 
     def _special(self, token: str) -> int:
         """Id of a special token that must be present."""

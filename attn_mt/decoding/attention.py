@@ -182,3 +182,43 @@ def save_attention(attention: SentenceAttention, out_dir: Path, stem: str,
     json_path = out_dir / f"{stem}.json"
     json_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return [*written, json_path]
+
+
+def word_groups(starts: Sequence[bool]) -> list[list[int]]:
+    """Positions grouped into words: a new group begins at every position whose flag is True."""
+    groups: list[list[int]] = []
+    for position, start in enumerate(starts):
+        if start or not groups:
+            groups.append([])
+        groups[-1].append(position)
+    return groups
+
+
+def _pool(weights: np.ndarray, axis: int, groups: list[list[int]], how: str) -> np.ndarray:
+    """Sum (`how` = "sum") or average ("mean") `weights` over each group of positions along `axis`."""
+    reduce = np.sum if how == "sum" else np.mean
+    return np.stack([reduce(np.take(weights, group, axis=axis), axis=axis) for group in groups], axis=axis)
+
+
+def merge_words(attention: SentenceAttention, source_groups: list[list[int]], output_groups: list[list[int]],
+                source_words: list[str], output_words: list[str]) -> SentenceAttention:
+    """Word-level maps from subword-level ones: the weights a word's pieces receive are summed, the rows
+    of a word's pieces (its queries) averaged, so every row still sums to 1.
+
+    On the cross-attention map (target queries, source keys) this sums over source pieces and averages
+    over target pieces; self-attention maps do both on one side. `output_groups` covers the output
+    tokens and the closing <eos> (its own group, last); the decoder-input side is the same groups
+    shifted by one behind <bos>.
+    """
+    if output_groups[-1] != [len(attention.output_tokens) - 1]:
+        raise ValueError("the closing <eos> must be the last output group on its own")
+    input_groups = [[0], *([p + 1 for p in group] for group in output_groups[:-1])]
+    groups = {SOURCE: source_groups, TARGET: output_groups}
+    maps = {}
+    for name, weights in attention.maps.items():
+        query_side, key_side = SIDES[name]
+        keys = input_groups if name == "decoder_self" else groups[key_side]
+        merged = _pool(weights, weights.ndim - 1, keys, "sum")
+        maps[name] = _pool(merged, weights.ndim - 2, groups[query_side], "mean")
+    inputs = [attention.decoder_input_tokens[0], *output_words[:-1]]
+    return SentenceAttention(maps, list(source_words), list(output_words), inputs)

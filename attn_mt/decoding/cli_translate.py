@@ -73,6 +73,7 @@ def run_translate(
     attention_dir: Path | None,
     device: str,
     length_penalty: float | None = None,
+    attention_words: bool = False,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines) per input line."""
     if beam is not None and beam < 1:
@@ -106,4 +107,4 @@ def run_translate(
 
         for i, result in enumerate(results):
             if result.hypotheses:
-                save_attention(translator.attention(result), attention_dir, f"{i:04d}")
+                save_attention(translator.attention(result, attention_words), attention_dir, f"{i:04d}")

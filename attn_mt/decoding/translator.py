@@ -11,8 +11,9 @@ from tqdm import tqdm
 from attn_mt.config import Config
 from attn_mt.data.dataset import encode_sources
 from attn_mt.data.preprocess import preprocess, tokenize
+from attn_mt.data.subword import prepare_text
 from attn_mt.data.vocab import BOS, EOS, Vocab
-from attn_mt.decoding.attention import SentenceAttention, collect_attention
+from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
 from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
@@ -50,6 +51,16 @@ def max_source_tokens(cfg: Config) -> int:
     return cfg.data.num_steps if cfg.data.mode == "book" else 4 * cfg.data.max_len
 
 
+def group_labels(vocab: Vocab, ids: list[int], groups: list[list[int]]) -> list[str]:
+    """One label per group of ids: the detokenised word, or the special token's name (<eos>, ...)."""
+    labels = []
+    for group in groups:
+        group_ids = [ids[p] for p in group]
+        word = vocab.detokenize(group_ids)
+        labels.append(word if word else " ".join(vocab.decode(group_ids)))
+    return labels
+
+
 class Translator:
     """Translates batches of sentences with one trained model, greedy or beam search."""
 
@@ -80,33 +91,44 @@ class Translator:
         encoded = encode_sources([tokens], self.src_vocab, max_len=self.max_src)
         return self._pad(encoded.src)[0].tolist(), int(encoded.src_lens[0])
 
-    def attention(self, translation: Translation) -> SentenceAttention:
+    def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """Every attention map of the model for one translated sentence and its best output.
 
         The maps come from the source exactly as `translate` fed it (book mode's padding included).
+        With `words`, subword pieces are merged into words (see `merge_words`); book tokens already are.
         """
         fed, src_len = self.source_ids(translation.source_tokens)
         ids = fed[:src_len]
         out = translation.hypotheses[0].tokens
-        return collect_attention(
+        pieces = collect_attention(
             self.model,
             fed,
             out,
             bos_id=self.tgt_vocab.bos_id,
-            source_tokens=self.src_vocab.decode(ids),
-            output_tokens=[*self.tgt_vocab.decode(out), EOS],
+            source_tokens=self.src_vocab.labels(ids),
+            output_tokens=[*self.tgt_vocab.labels(out), EOS],
             bos_token=BOS,
             src_len=src_len,
             source_ends_with_eos=ids[-1] == self.src_vocab.eos_id,
         )
+        if not words:
+            return pieces
+        out_ids = [*out, self.tgt_vocab.eos_id]
+        src_groups = word_groups(self.src_vocab.word_starts(ids))
+        out_groups = word_groups(self.tgt_vocab.word_starts(out_ids))
+        return merge_words(pieces, src_groups, out_groups, group_labels(self.src_vocab, ids, src_groups),
+                           group_labels(self.tgt_vocab, out_ids, out_groups))
 
     def detokenize(self, ids: list[int]) -> str:
-        """Target ids -> text, tokens joined by spaces as in the preprocessed corpus."""
-        return " ".join(self.tgt_vocab.decode(ids))
+        """Target ids -> text: book tokens joined by spaces, or sentencepiece's natural text."""
+        return self.tgt_vocab.detokenize(ids)
 
     def prepare(self, sentence: str) -> list[str]:
-        """Preprocess a user sentence exactly as the training data was."""
-        return tokenize(preprocess(sentence, self.cfg.data.normalize_apostrophes))
+        """Preprocess and tokenize a user sentence exactly as the training data was."""
+        data = self.cfg.data
+        if data.tokenizer == "book":
+            return tokenize(preprocess(sentence, data.normalize_apostrophes))
+        return self.src_vocab.tokenize(prepare_text(sentence, data.normalize_apostrophes))
 
     @torch.inference_mode()
     def translate(

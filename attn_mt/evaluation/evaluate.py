@@ -13,9 +13,13 @@ from attn_mt.decoding.translator import Translator, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import (
     BOOK_SENTENCES,
+    RAW_BOOK_SENTENCES,
+    SCORED_TEXT,
     book_bleu_rows,
+    check_same_scoring,
     compare_eval_dirs,
     corpus_scores,
+    scored_text_of,
     write_eval_files,
     write_scores,
 )
@@ -25,13 +29,22 @@ from attn_mt.run.run_dir import LoadedRun, RunPaths, load_run
 SPLITS = ("test", "valid", "book")
 
 
-def trained_corpus(run_dir: Path) -> str | None:
-    """The corpus file the run was trained on, from its data_report.json, if that file still exists."""
+def trained_report(run_dir: Path) -> dict[str, Any]:
+    """The run's data_report.json ({} when it is missing or damaged)."""
     try:
-        corpus = json.loads(RunPaths(Path(run_dir)).data_report.read_text(encoding="utf-8")).get("corpus")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return corpus if isinstance(corpus, str) and Path(corpus).is_file() else None
+        report = json.loads(RunPaths(Path(run_dir)).data_report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def trained_corpus(run_dir: Path) -> str | list[str] | None:
+    """The corpus file (or two files) the run was trained on, from its data_report.json, if still there."""
+    corpus = trained_report(run_dir).get("corpus")
+    files = corpus if isinstance(corpus, list) else [corpus]
+    if all(isinstance(f, str) and Path(f).is_file() for f in files):
+        return corpus
+    return None
 
 
 def split_examples(
@@ -43,7 +56,10 @@ def split_examples(
     (named in its data_report.json), else the usual search ($ATTN_MT_DATA, the cache, a download).
     """
     if split == "book":
-        return [en for en, _ in BOOK_SENTENCES], [[fr] for _, fr in BOOK_SENTENCES]
+        pairs = RAW_BOOK_SENTENCES if run.config.data.tokenizer == "sentencepiece" else BOOK_SENTENCES
+        if run.config.data.direction == "fr-en":
+            pairs = tuple((fr, en) for en, fr in pairs)
+        return [src for src, _ in pairs], [[tgt] for _, tgt in pairs]
     if run.config.data.mode == "book":
         raise UserError(
             f"--split {split}: this run was trained in book mode, which holds nothing out; use --split book"
@@ -53,11 +69,21 @@ def split_examples(
     trained = trained_corpus(run_dir) if run_dir is not None else None
     if data_path is None and run.config.data.path is None:
         data_path = trained
+    hint = f"; it was trained on {trained}: pass --data {trained}" if trained else ""
+    if run.config.data.tokenizer == "sentencepiece":
+        data = load_data(run.config.data, data_path, (run.src_vocab, run.tgt_vocab))
+        saved = trained_report(run_dir).get("train_sha1") if run_dir is not None else None
+        if saved is not None and saved != data.report.get("train_sha1"):
+            raise UserError(
+                f"the corpus {data.report.get('corpus', '')} gives another training split than the run's: "
+                f"it is not the corpus this run was trained on, so its held-out splits would differ{hint}"
+            )
+        examples = data.test if split == "test" else data.valid
+        return [ex.src for ex in examples], [list(ex.refs) for ex in examples]
     data = load_data(run.config.data, data_path)
     for name, vocab in (("source", data.src_vocab), ("target", data.tgt_vocab)):
         saved = run.src_vocab if name == "source" else run.tgt_vocab
         if vocab.idx_to_token != saved.idx_to_token:
-            hint = f"; it was trained on {trained}: pass --data {trained}" if trained else ""
             raise UserError(
                 f"the corpus {data.report.get('corpus', '')} gives a different {name} vocabulary than the "
                 f"run's: it is not the corpus this run was trained on, so its splits would differ{hint}"
@@ -69,7 +95,9 @@ def split_examples(
 def format_table(scores: dict[str, Any]) -> str:
     """A short human-readable table of the scores."""
     lines = [
-        f"split {scores['split']}: {scores['num_sentences']} sentences, beam {scores['beam_size']}, "
+        f"split {scores['split']} ({scores.get('direction', 'en-fr')}), scored on "
+        f"{scores.get('scored_text', SCORED_TEXT['book'])} text: {scores['num_sentences']} sentences, "
+        f"beam {scores['beam_size']}, "
         f"length penalty {scores.get('length_penalty')}, "
         f"checkpoint {scores['checkpoint']} (step {scores['step']})",
         f"  BLEU {scores['bleu']:6.2f}   {scores['bleu_signature']}",
@@ -104,6 +132,7 @@ def run_eval(
     data_path: str | None,
     device: str,
     length_penalty: float | None = None,
+    attention_words: bool = False,
 ) -> dict[str, Any]:
     """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}."""
     if split not in SPLITS:
@@ -123,15 +152,21 @@ def run_eval(
     dev = pick_device(device)
     run = load_run(run_dir, checkpoint, dev)
     cfg = with_length_penalty(run.config, length_penalty)
+    scored_text = SCORED_TEXT[cfg.data.tokenizer]
+    out_dir = RunPaths(Path(run_dir)).eval_dir(split)
+    if compare is not None:
+        other = RunPaths(Path(compare)).eval_dir(split)
+        check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
     sources, refs = split_examples(run, split, data_path, Path(run_dir))
     beam_size = cfg.decode.beam_size if beam is None else beam
     translator = Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, dev)
     results = translator.translate(sources, beam_size=beam_size, progress=True)
     hyps = [r.text for r in results]
-    out_dir = RunPaths(Path(run_dir)).eval_dir(split)
     write_eval_files(out_dir, sources, hyps, refs)
     scores: dict[str, Any] = {
         "split": split,
+        "direction": cfg.data.direction,
+        "scored_text": scored_text,
         "beam_size": beam_size,
         "length_penalty": cfg.decode.length_penalty,
         "checkpoint": run.checkpoint.name,
@@ -144,9 +179,11 @@ def run_eval(
     if attention:
         for i, result in enumerate(results[:attention]):
             if result.hypotheses:
-                save_attention(translator.attention(result), out_dir / "attention", f"{i:04d}")
+                sentence = translator.attention(result, attention_words)
+                save_attention(sentence, out_dir / "attention", f"{i:04d}")
     if compare is not None:
-        scores["compare"] = compare_eval_dirs(RunPaths(Path(compare)).eval_dir(split), out_dir)
+        scores["compare"] = compare_eval_dirs(RunPaths(Path(compare)).eval_dir(split), out_dir,
+                                              system_text=scored_text)
         scores["compare"]["baseline_name"] = str(compare)
     write_scores(out_dir, scores)
     typer.echo(format_table(scores))

@@ -31,6 +31,17 @@ BOOK_SENTENCES = (  # the book's four test pairs (d2l.ai section 10.7.6)
     ("he's calm .", "il est calme ."),
     ("i'm home .", "je suis chez moi ."),
 )
+RAW_BOOK_SENTENCES = (  # the same four pairs as fra.txt writes them, for runs on raw text
+    ("Go.", "Va !"),
+    ("I lost.", "J'ai perdu."),
+    ("He's calm.", "Il est calme."),
+    ("I'm home.", "Je suis chez moi."),
+)
+# Which text the scores were computed on, by data.tokenizer. Scores on different texts are not comparable.
+SCORED_TEXT = {
+    "book": "lowercased, book-tokenised",
+    "sentencepiece": "raw cased, detokenised",
+}
 
 
 def _metrics() -> dict[str, Metric]:
@@ -231,8 +242,34 @@ def read_scores(eval_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def compare_eval_dirs(baseline_dir: Path, system_dir: Path, n_samples: int = 1000) -> dict[str, Any]:
-    """Paired bootstrap of two eval directories, which must hold the same sources and references."""
+def scored_text_of(eval_dir: Path) -> str:
+    """Which text an eval directory's scores were computed on (older evaluations were all book-tokenised)."""
+    path = Path(eval_dir) / SCORES_FILE
+    try:
+        scores = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        scores = {}
+    text = scores.get("scored_text") if isinstance(scores, dict) else None
+    return text if isinstance(text, str) else SCORED_TEXT["book"]
+
+
+def check_same_scoring(baseline_dir: Path, baseline_text: str, system_dir: Path, system_text: str) -> None:
+    """Refuse to compare two evaluations scored on different text (raw cased against book-tokenised)."""
+    if baseline_text != system_text:
+        raise UserError(
+            f"{baseline_dir} was scored on {baseline_text} text but {system_dir} on {system_text} text: "
+            "their scores cannot be compared"
+        )
+
+
+def compare_eval_dirs(baseline_dir: Path, system_dir: Path, n_samples: int = 1000,
+                      system_text: str | None = None) -> dict[str, Any]:
+    """Paired bootstrap of two eval directories, which must hold the same sources, references and scored text.
+
+    `system_text` is the system's scored text when its scores.json is not written yet.
+    """
+    check_same_scoring(baseline_dir, scored_text_of(baseline_dir), system_dir,
+                       system_text if system_text is not None else scored_text_of(system_dir))
     baseline, system = read_eval_files(baseline_dir), read_eval_files(system_dir)
     if baseline.sources != system.sources or baseline.refs != system.refs:
         raise UserError(

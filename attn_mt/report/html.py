@@ -16,6 +16,7 @@ from typing import Any
 from attn_mt.data.report import format_report
 from attn_mt.decoding.attention import TITLES
 from attn_mt.errors import UserError
+from attn_mt.evaluation.scores import SCORED_TEXT, scored_text_of
 from attn_mt.report.collect import (
     AttentionDump,
     Comparison,
@@ -219,7 +220,9 @@ def scores_block(evaluation: SplitEval) -> str:
     if scores is None:
         return note(f"eval/{evaluation.split} has no scores.json")
     refs = scores.get("refs_per_sentence")
-    facts = (f"{scores.get('num_sentences', 'n/a')} sentences, references per sentence "
+    scored = scores.get("scored_text", SCORED_TEXT["book"])
+    facts = (f"{scores.get('direction', 'en-fr')}, scored on {scored} text, "
+             f"{scores.get('num_sentences', 'n/a')} sentences, references per sentence "
              f"{number(refs.get('mean')) if isinstance(refs, dict) else 'n/a'}, "
              f"beam {scores.get('beam_size', 'n/a')}, "
              f"checkpoint {scores.get('checkpoint', 'n/a')} (step {scores.get('step', 'n/a')})")
@@ -393,6 +396,10 @@ def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison
         rows.append(row)
     parts = ["<h2>Runs side by side</h2>\n", table(header, rows, numeric=tuple(range(3, len(header))))]
     for split in splits:
+        texts = {scored_text_of(e.path) for run in runs if (e := run.eval_for(split)) is not None}
+        if len(texts) > 1:
+            parts.append(note(f"{split}: the runs were scored on different text "
+                              f"({' / '.join(sorted(texts))}); their scores are not comparable"))
         for key, label in METRICS:
             signatures = {
                 str(e.scores.get(f"{key}_signature")) for run in runs

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from attn_mt.config import Config, config_from_dict, load_config
+from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
@@ -35,12 +36,12 @@ class RunPaths:
 
     @property
     def src_vocab(self) -> Path:
-        """Source vocabulary (JSON)."""
+        """Source vocabulary (JSON; a sentencepiece run also keeps src_vocab.model beside it)."""
         return self.root / "src_vocab.json"
 
     @property
     def tgt_vocab(self) -> Path:
-        """Target vocabulary (JSON)."""
+        """Target vocabulary (JSON; a sentencepiece run also keeps tgt_vocab.model beside it)."""
         return self.root / "tgt_vocab.json"
 
     @property
@@ -140,6 +141,12 @@ def describe_contents(path: Path, shown: int = 5) -> str:
     return ", ".join(names) + more
 
 
+def load_vocabs(paths: RunPaths, cfg: Config) -> tuple[Vocab, Vocab]:
+    """The run's source and target vocabularies: JSON word lists, or sentencepiece models beside them."""
+    kind = SubwordVocab if cfg.data.tokenizer == "sentencepiece" else Vocab
+    return kind.load(paths.src_vocab), kind.load(paths.tgt_vocab)
+
+
 def load_run(run_dir: str | Path, which: str = "best", device: torch.device | str = "cpu") -> LoadedRun:
     """Load config, vocabularies and model weights of a trained run; refuses checkpoints that do not fit."""
     paths = check_run_dir(run_dir)
@@ -151,7 +158,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
             f"run directory {paths.root} has no checkpoint {ckpt_path.name} (was training started?)"
         )
     cfg = load_config(paths.config)
-    src_vocab, tgt_vocab = Vocab.load(paths.src_vocab), Vocab.load(paths.tgt_vocab)
+    src_vocab, tgt_vocab = load_vocabs(paths, cfg)
     state = load_checkpoint(ckpt_path, map_location="cpu")
     check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, ckpt_path)
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))

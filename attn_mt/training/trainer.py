@@ -37,6 +37,7 @@ from attn_mt.run.run_dir import (
     check_fits,
     describe_contents,
     is_run_dir,
+    load_vocabs,
     read_metrics,
     truncate_metrics,
 )
@@ -620,7 +621,8 @@ def _train(
     dev = rank_device(device, ctx)
     setup_device(dev, cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
-    data = load_data(cfg.data, data_path)
+    reused = load_vocabs(paths, cfg) if resume and cfg.data.tokenizer == "sentencepiece" else None
+    data = load_data(cfg.data, data_path, reused)
     if ctx.is_main and not resume:
         prepare_run_dir(run_dir, resume, overwrite)
     ctx.barrier()

@@ -10,7 +10,6 @@ import torch
 from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
-from attn_mt.data.preprocess import tokenize
 from attn_mt.data.splits import EvalExample
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.scores import corpus_scores
@@ -50,7 +49,7 @@ class Validator:
         self.examples = spread_subset(data.valid, cfg.train.valid_max_sentences)
         sv, tv = data.src_vocab, data.tgt_vocab
         pairs = [
-            (sv.encode(tokenize(ex.src)) + [sv.eos_id], tv.encode(tokenize(ref)) + [tv.eos_id])
+            (sv.encode_text(ex.src) + [sv.eos_id], tv.encode_text(ref) + [tv.eos_id])
             for ex in self.examples
             for ref in ex.refs
         ]

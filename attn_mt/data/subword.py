@@ -1,0 +1,259 @@
+"""Subword vocabularies learned with the `sentencepiece` library (Kudo & Richardson 2018).
+
+`SubwordVocab` is a `Vocab` whose tokens are sentencepiece pieces, so batching, decoding and
+evaluation treat it exactly like the book's word vocabulary; what differs is how text becomes
+tokens and tokens become text again (`tokenize`, `encode_text`, `detokenize`, `labels`).
+
+The model is learned from the training split only, with:
+  * byte fallback: a character the model never saw becomes its UTF-8 bytes (`<0xE6>` ...), never <unk>;
+  * identity normalisation: case, accents, U+202F before French punctuation and every other
+    character are kept as they are, so detokenising gives back the text exactly;
+  * the book's special ids: <unk> = 0, <pad> = 1, <bos> = 2, <eos> = 3 (as `Vocab.build` gives them).
+The learned `.model` file is saved beside the JSON vocabulary in the run directory. Learned models
+and the encoded training split are also cached (see `cache_dir`), keyed by the training text and
+the settings, so loading the same corpus again learns and encodes nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+import tempfile
+import unicodedata
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+
+from attn_mt.data.corpus import cache_path
+from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
+from attn_mt.errors import UserError
+
+WORD_START = "\u2581"  # sentencepiece's "▁": the piece begins a new word
+CONTINUATION = "\u00b7"  # labels mark a piece that continues a word with a leading "·"
+VISIBLE_SPACE = "\u2423"  # the label of a lone "▁" piece
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
+SPECIAL_IDS = {UNK: 0, PAD: 1, BOS: 2, EOS: 3}
+MODEL_TYPES = ("unigram", "bpe")
+ASCII_SPACES = re.compile(r" {2,}")
+
+
+def prepare_text(text: str, normalize_apostrophes: bool = False) -> str:
+    """Raw text as the subword models see it: NFC, runs of spaces made one, no outer spaces; case kept.
+
+    With `normalize_apostrophes` the typographic ’ and ‘ become ', as in the book pipeline.
+    """
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
+        if normalize_apostrophes:
+            text = text.replace("\u2019", "'").replace("\u2018", "'")
+    if "  " in text:
+        text = ASCII_SPACES.sub(" ", text)
+    return text.strip(" ")
+
+
+class SubwordVocab(Vocab):
+    """A `Vocab` over sentencepiece pieces; ids are the sentencepiece model's own."""
+
+    def __init__(self, model_proto: bytes):
+        self.processor = spm.SentencePieceProcessor(model_proto=model_proto)
+        self.model_proto = model_proto
+        pieces = [self.processor.id_to_piece(i) for i in range(self.processor.get_piece_size())]
+        super().__init__(pieces)
+        for token, expected in SPECIAL_IDS.items():
+            if self.token_to_idx.get(token) != expected:
+                raise ValueError(f"sentencepiece model has {token} at id {self.token_to_idx.get(token)}, "
+                                 f"expected {expected}")
+        self._hidden = set(SPECIAL_IDS.values())
+
+    def tokenize(self, text: str) -> list[str]:
+        """The pieces of prepared text."""
+        return self.processor.encode(text, out_type=str)
+
+    def encode_text(self, text: str) -> list[int]:
+        """Ids of prepared text (without <eos>)."""
+        return self.processor.encode(text)
+
+    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        """Ids of many prepared texts at once (sentencepiece's threaded batch encoder)."""
+        return self.processor.encode(list(texts), num_threads=2)
+
+    def detokenize(self, ids: Iterable[int]) -> str:
+        """Natural text of `ids`: pieces joined, "▁" back to spaces, bytes back to characters.
+
+        Special ids (<unk>, <pad>, <bos>, <eos>) are dropped, so no output ever shows them.
+        """
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        return self.processor.decode([i for i in ids if i not in self._hidden])
+
+    def labels(self, ids: Iterable[int]) -> list[str]:
+        """Readable piece labels: a word-initial piece without its "▁", a continuation piece as "·piece".
+
+        A lone "▁" piece (a space before a piece that has no word-initial form) shows as "␣", and the
+        piece after it as a word start.
+        """
+        out: list[str] = []
+        for piece in self.decode(ids):
+            after_space = bool(out) and out[-1] == VISIBLE_SPACE
+            if piece in SPECIAL_IDS or BYTE_PIECE.fullmatch(piece):
+                out.append(piece)
+            elif piece == WORD_START:
+                out.append(VISIBLE_SPACE)
+            elif piece.startswith(WORD_START):
+                out.append(piece[1:])
+            else:
+                out.append(piece if after_space or not out else CONTINUATION + piece)
+        return out
+
+    def word_starts(self, ids: Sequence[int]) -> list[bool]:
+        """For each id, whether its piece starts a new word (special tokens count as their own word)."""
+        starts = []
+        for i, piece in zip(ids, self.decode(ids), strict=True):
+            starts.append(i in self._hidden or piece.startswith(WORD_START) or not starts)
+        return starts
+
+    def save(self, path: str | Path) -> None:
+        """Write the JSON piece list at `path` and the sentencepiece model beside it (`.model`)."""
+        super().save(path)
+        model_path(path).write_bytes(self.model_proto)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SubwordVocab:
+        """Read the `.model` file beside the JSON vocabulary `path`; a missing or bad one is a UserError."""
+        where = model_path(path)
+        try:
+            proto = where.read_bytes()
+        except FileNotFoundError:
+            raise UserError(f"sentencepiece model not found: {where}") from None
+        except OSError as exc:
+            raise UserError(f"cannot read sentencepiece model {where}: {exc.strerror or exc}") from None
+        try:
+            return cls(proto)
+        except (RuntimeError, ValueError) as exc:
+            raise UserError(f"{where} is not a usable sentencepiece model: {exc}") from None
+
+    def fingerprint(self) -> str:
+        """SHA-1 of the model bytes (two runs with equal fingerprints share their pieces and ids)."""
+        return hashlib.sha1(self.model_proto).hexdigest()
+
+
+def model_path(vocab_path: str | Path) -> Path:
+    """The `.model` file that sits beside a JSON vocabulary (`src_vocab.json` -> `src_vocab.model`)."""
+    return Path(vocab_path).with_suffix(".model")
+
+
+def learn_subwords(texts: Sequence[str], model_type: str, vocab_size: int, what: str) -> SubwordVocab:
+    """Learn a sentencepiece model of `vocab_size` pieces from `texts` (training sentences, prepared).
+
+    Nothing is written to disk: the sentences go in through an iterator and the model comes back
+    as bytes. A vocabulary size the text cannot fill is a UserError naming the largest possible.
+    """
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
+    model = _ModelBytes()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts), model_writer=model, model_type=model_type, vocab_size=vocab_size,
+            byte_fallback=True, normalization_rule_name="identity", character_coverage=0.9995,
+            unk_id=SPECIAL_IDS[UNK], pad_id=SPECIAL_IDS[PAD],
+            bos_id=SPECIAL_IDS[BOS], eos_id=SPECIAL_IDS[EOS],
+            unk_piece=UNK, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, input_sentence_size=0,
+            shuffle_input_sentence=False, num_threads=2, minloglevel=2,
+        )
+    except RuntimeError as exc:
+        message = str(exc)
+        too_high = re.search(r"Vocabulary size too high .*value <= (\d+)", message)
+        too_small = re.search(r"smaller than required_chars\. \d+ vs (\d+)", message)
+        if too_high:
+            raise UserError(
+                f"data.vocab_size = {vocab_size} is larger than the {what} training text allows "
+                f"(at most {too_high.group(1)}); lower data.vocab_size"
+            ) from None
+        if too_small:
+            raise UserError(
+                f"data.vocab_size = {vocab_size} is smaller than the {what} training text needs "
+                f"(its characters, the byte pieces and the specials: {too_small.group(1)}); "
+                "raise data.vocab_size"
+            ) from None
+        reason = message.splitlines()[-1]
+        raise UserError(f"sentencepiece could not learn the {what} model: {reason}") from None
+    return SubwordVocab(model.data)
+
+
+class _ModelBytes:
+    """The `model_writer` sentencepiece writes the learned model into."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, data: bytes) -> None:
+        """Keep the model bytes."""
+        self.data += data
+
+
+# ----- the cache: learned models and encoded training splits, keyed by what they were made from -----
+
+CACHE_FORMAT = 1  # bump when the learning options or the stored arrays change
+
+
+def cache_dir() -> Path:
+    """Where learned models and encoded training splits are kept: `$XDG_CACHE_HOME/attn-mt/subwords`."""
+    return cache_path().parent / "subwords"
+
+
+def cache_key(*parts: object) -> str:
+    """A file-name-safe SHA-1 of `parts` and the cache format."""
+    return hashlib.sha1("|".join(map(str, (CACHE_FORMAT, spm.__version__, *parts))).encode()).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def cached_models(key: str, learn: Callable[[], tuple[SubwordVocab, SubwordVocab]]
+                  ) -> tuple[SubwordVocab, SubwordVocab, bool]:
+    """(source, target, whether they were learned now): from the cache when present, else `learn()` and store.
+
+    A cache that cannot be read or written is skipped: it only saves time.
+    """
+    paths = [cache_dir() / f"{key}.{side}.model" for side in ("src", "tgt")]
+    try:
+        protos = [p.read_bytes() for p in paths]
+        src = SubwordVocab(protos[0])
+        return src, (src if protos[1] == protos[0] else SubwordVocab(protos[1])), False
+    except (OSError, RuntimeError, ValueError):
+        pass
+    src, tgt = learn()
+    with contextlib.suppress(OSError):
+        for path, vocab in zip(paths, (src, tgt), strict=True):
+            _write_atomic(path, vocab.model_proto)
+    return src, tgt, True
+
+
+def cached_ids(key: str, encode: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
+    """Arrays (flat ids and offsets of both sides) from the cache when present, else `encode()` and store."""
+    path = cache_dir() / f"{key}.npz"
+    try:
+        with np.load(path) as stored:
+            return [stored[f"a{i}"] for i in range(len(stored.files))]
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        pass
+    arrays = encode()
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"a{i}": a for i, a in enumerate(arrays)})
+    with contextlib.suppress(OSError):
+        _write_atomic(path, buffer.getvalue())
+    return arrays
