@@ -157,7 +157,7 @@ RESUME_CASES = {
     # the plateau schedule of configs/bahdanau.yaml, shrunk: every validation can halve the lr
     "bahdanau-plateau": (
         ROOT / "configs" / "bahdanau.yaml",
-        ["model.embed_size=16", "model.num_hiddens=16", "data.min_freq=1", "train.amp=none",
+        ["model.embed_size=16", "model.num_hiddens=16", "data.vocab_size=300", "train.amp=none",
          "train.threads=1", "train.plateau_patience=0", "train.best_metric=valid_loss", "train.lr=0.05"],
     ),
 }
