@@ -20,6 +20,7 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
+CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
 DATA_HELP = "Path to fra-eng.zip or fra.txt (else data.path, $ATTN_MT_DATA, the cache, or a download)."
 
 
@@ -124,7 +125,7 @@ def translate(
         None, "--length-penalty", help="GNMT length penalty alpha (default: the run's decode.length_penalty)."
     ),
     nbest: int = typer.Option(1, "--nbest", help="Print the N best translations with their scores."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     attention_dir: Path | None = typer.Option(
         None, "--attention-dir", help="Dump attention maps and heatmaps here."
     ),
@@ -159,7 +160,7 @@ def evaluate(
         False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
     ),
     compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
 ) -> None:
@@ -168,6 +169,19 @@ def evaluate(
 
     run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device, length_penalty,
              attention_words)
+
+
+@app.command()
+def average(
+    run_dir: Path = typer.Argument(..., help="A run trained with train.keep_checkpoints."),
+    last: int | None = typer.Option(None, "--last", help="Average the newest N kept checkpoints."),
+    best: int | None = typer.Option(None, "--best", help="Average the N best kept checkpoints."),
+    out: str = typer.Option("average", "--out", help="Name of the result: checkpoints/NAME.pt."),
+) -> None:
+    """Average kept checkpoints (step-*.pt) into one; use it with --checkpoint NAME."""
+    from attn_mt.shipping.average import average_run
+
+    typer.echo(f"averaged checkpoint written to {average_run(run_dir, last, best, out)}")
 
 
 def _scalars_only(tree: dict) -> dict:

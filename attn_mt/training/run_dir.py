@@ -90,12 +90,15 @@ class LoadedRun:
 
 
 def resolve_checkpoint(run_dir: Path, which: str) -> Path:
-    """`best` (falling back to `last`), `last`, or an explicit checkpoint path."""
+    """`best` (falling back to `last`), `last`, a NAME in checkpoints/ (NAME.pt), or a checkpoint path."""
     paths = RunPaths(run_dir)
     if which == "best":
         return paths.best if paths.best.exists() else paths.last
     if which == "last":
         return paths.last
+    named = paths.checkpoints / f"{which}.pt"
+    if "/" not in which and not which.endswith(".pt") and named.exists():
+        return named
     return Path(which)
 
 

@@ -39,6 +39,7 @@ from attn_mt.training.device import (
     release_freed_memory,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, shutdown_distributed
+from attn_mt.training.kept_checkpoints import keep_checkpoint
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
@@ -229,6 +230,12 @@ class Trainer:
             self._best_state = None
         self._last_save = now
 
+    def _keep_checkpoint(self, scores: dict[str, float]) -> None:
+        """With train.keep_checkpoints = N, save this validation's weights as step-STEP.pt (N are kept)."""
+        keep = self.cfg.train.keep_checkpoints
+        if keep and self.dist.is_main:
+            keep_checkpoint(self.paths.checkpoints, self.state(), scores, keep)
+
     # ----- one optimiser step -----
     def train_step(
         self, batches: list[Batch], stop_flag: bool = False, time_used: float = 0.0
@@ -334,6 +341,7 @@ class Trainer:
         else:
             pr.bad_validations += 1
         self.save(force=False)
+        self._keep_checkpoint(scores)
         if self.validator is not None and self.device.type == "cpu" and not self.dist.enabled:
             # the heap holes left by the steps and the validation's decoding; one process only, so no
             # collective's threads allocate while glibc walks the heap
