@@ -21,6 +21,7 @@ STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
+QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DATA_HELP = "Path to fra-eng.zip or fra.txt (else data.path, $ATTN_MT_DATA, the cache, or a download)."
 
 
@@ -112,7 +113,7 @@ def train(
 
 @app.command()
 def translate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
     text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
     input_file: str | None = typer.Option(
         None, "--input", "-i", help="File with one sentence per line, or -."
@@ -133,6 +134,7 @@ def translate(
         False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Translate sentences with a trained run, one output line per input line."""
     from attn_mt.decoding.cli_translate import run_translate
@@ -141,13 +143,13 @@ def translate(
         raise UserError(f"--output {output} is a directory; give a file path")
     run_translate(
         run_dir, text or [], input_file, output, beam, nbest, checkpoint, attention_dir, device,
-        length_penalty, attention_words,
+        length_penalty, attention_words, quantize,
     )
 
 
 @app.command("eval")
 def evaluate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
     split: str = typer.Option(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
@@ -163,12 +165,13 @@ def evaluate(
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
     from attn_mt.evaluation.evaluate import run_eval
 
     run_eval(run_dir, split, beam, attention, compare, checkpoint, data, device, length_penalty,
-             attention_words)
+             attention_words, quantize)
 
 
 @app.command()
@@ -182,6 +185,18 @@ def average(
     from attn_mt.shipping.average import average_run
 
     typer.echo(f"averaged checkpoint written to {average_run(run_dir, last, best, out)}")
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    out: Path = typer.Argument(..., help="The file to write (MODEL.pt)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
+) -> None:
+    """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
+    from attn_mt.shipping.export import export_run
+
+    typer.echo(f"export written to {export_run(run_dir, out, checkpoint)}")
 
 
 def _scalars_only(tree: dict) -> dict:
