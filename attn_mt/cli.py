@@ -190,10 +190,18 @@ def average(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),
-    out: Path = typer.Argument(..., help="The file to write (MODEL.pt)."),
+    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder for --format onnx."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
+    fmt: str = typer.Option("pt", "--format", help="pt: one file for translate/eval; onnx: ONNX graphs."),
 ) -> None:
     """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
+    if fmt == "onnx":
+        from attn_mt.shipping.onnx_graphs import export_onnx
+
+        typer.echo(f"ONNX encoder and decoder step written to {export_onnx(run_dir, out, checkpoint)}")
+        return
+    if fmt != "pt":
+        raise UserError(f"--format {fmt!r}: choose pt or onnx")
     from attn_mt.shipping.export import export_run
 
     typer.echo(f"export written to {export_run(run_dir, out, checkpoint)}")

@@ -214,3 +214,21 @@ def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path):
     named = cli("translate", str(good), "--checkpoint", "last", "Alpha.")
     assert named.returncode == 2 and "is an export file, which holds one model" in named.stderr
     assert not any("Traceback" in r.stderr for r in (result, foreign, named))
+
+
+def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
+    from attn_mt.data.dataset import encode_sources
+    from attn_mt.shipping.onnx_graphs import onnx_greedy
+
+    result = cli("export", str(trained), str(tmp_path / "onnx"), "--format", "onnx")
+    assert result.returncode == 0, result.stderr
+    run = load_run(trained, "best")
+    translator = attn_mt.load(trained).translator
+    encoded = encode_sources([translator.prepare(s) for s in SENTENCES], run.src_vocab, max_len=40)
+    with torch.inference_mode():
+        expected = greedy_search(run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3,
+                                 max_len_a=1.5, max_len_b=5)
+    limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
+    got = onnx_greedy(tmp_path / "onnx", encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
+    assert got == [h.tokens for h in expected]
+    assert any(len(tokens) > 2 for tokens in got)
