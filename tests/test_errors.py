@@ -160,6 +160,11 @@ CASES: dict[str, list[str]] = {
     "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
     "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
     "unknown-demo": ["demo", "attention"],
+    "average-too-few": ["average", "RUN", "--last", "2"],
+    "bad-quantize": ["translate", "RUN", "--quantize", "int4", "go ."],
+    "damaged-export": ["translate", "damaged.pt", "go ."],
+    "not-an-export": ["translate", "other.pt", "go ."],
+    "onnx-not-transformer": ["export", "RUN", "onnx", "--format", "onnx"],
 }
 
 

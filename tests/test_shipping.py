@@ -218,7 +218,7 @@ def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path):
 
 def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
     from attn_mt.data.dataset import encode_sources
-    from attn_mt.shipping.onnx_graphs import onnx_greedy
+    from attn_mt.shipping.onnx_graphs import OnnxModel
 
     result = cli("export", str(trained), str(tmp_path / "onnx"), "--format", "onnx")
     assert result.returncode == 0, result.stderr
@@ -229,6 +229,6 @@ def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
         expected = greedy_search(run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3,
                                  max_len_a=1.5, max_len_b=5)
     limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
-    got = onnx_greedy(tmp_path / "onnx", encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
+    got = OnnxModel(tmp_path / "onnx").greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
     assert got == [h.tokens for h in expected]
     assert any(len(tokens) > 2 for tokens in got)

@@ -9,7 +9,8 @@ Shapes: B batch, S source steps, L layers, h heads, d head size, t target steps 
                        -> logits (B, V), new_past_keys, new_past_values (L, B, h, t + 1, d)
 The graphs come from torch's TorchScript-based exporter (`torch.onnx.export(..., dynamo=False)`),
 which traces `Transformer.encode`, `init_state` and `step`, so they compute what search computes.
-Only the Transformer is exported: the GRU + Bahdanau model is refused.
+Only the Transformer is exported: the GRU + Bahdanau model is refused. `OnnxModel.greedy` runs
+greedy search over the two graphs with onnxruntime.
 """
 
 from __future__ import annotations
@@ -121,38 +122,46 @@ def export_onnx(run_dir: Path, out: Path, checkpoint: str = "best") -> Path:
     return out
 
 
-def onnx_greedy(
-    folder: Path, src: np.ndarray, src_lens: np.ndarray, bos_id: int, eos_id: int, max_lens: np.ndarray
-) -> list[list[int]]:
-    """Greedy search with onnxruntime over an exported folder: src (B, S) int64 -> tokens per sentence.
+class OnnxModel:
+    """The two graphs of an exported folder in onnxruntime sessions (CPU)."""
 
-    The same rule as `greedy_search`: at most `max_lens[i]` tokens incl. <eos>, <eos> forced at the last.
-    """
-    import onnxruntime
+    def __init__(self, folder: Path, threads: int = 0):
+        import onnxruntime
 
-    options = onnxruntime.SessionOptions()
-    encoder = onnxruntime.InferenceSession(str(folder / "encoder.onnx"), options, ["CPUExecutionProvider"])
-    step = onnxruntime.InferenceSession(str(folder / "decoder_step.onnx"), options, ["CPUExecutionProvider"])
-    meta = json.loads((folder / "model.json").read_text(encoding="utf-8"))
-    cross_keys, cross_values = encoder.run(None, {"src": src, "src_lens": src_lens})
-    batch = src.shape[0]
-    past_keys = np.zeros((meta["layers"], batch, meta["heads"], 0, meta["head_size"]), dtype=np.float32)
-    past_values = past_keys
-    tokens = np.full((batch,), bos_id, dtype=np.int64)
-    outputs: list[list[int]] = [[] for _ in range(batch)]
-    done = np.zeros(batch, dtype=bool)
-    for t in range(int(max_lens.max())):
-        logits, past_keys, past_values = step.run(None, {
-            "tokens": tokens, "src_lens": src_lens, "cross_keys": cross_keys, "cross_values": cross_values,
-            "past_keys": past_keys, "past_values": past_values,
-        })
-        tokens = logits.argmax(axis=1).astype(np.int64)  # (B,)
-        tokens[t + 1 >= max_lens] = eos_id
-        for i in np.flatnonzero(~done):
-            if tokens[i] == eos_id:
-                done[i] = True
-            else:
-                outputs[i].append(int(tokens[i]))
-        if done.all():
-            break
-    return outputs
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads  # 0: onnxruntime's default
+        self.encoder = onnxruntime.InferenceSession(str(folder / "encoder.onnx"), options,
+                                                    ["CPUExecutionProvider"])
+        self.step = onnxruntime.InferenceSession(str(folder / "decoder_step.onnx"), options,
+                                                 ["CPUExecutionProvider"])
+        self.meta = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+
+    def greedy(
+        self, src: np.ndarray, src_lens: np.ndarray, bos_id: int, eos_id: int, max_lens: np.ndarray
+    ) -> list[list[int]]:
+        """Greedy search: src (B, S) int64, src_lens (B,) -> output tokens per sentence (no <eos>).
+
+        The same rule as `greedy_search`: at most `max_lens[i]` tokens incl. <eos>, <eos> forced at
+        the last one.
+        """
+        cross_keys, cross_values = self.encoder.run(None, {"src": src, "src_lens": src_lens})
+        batch, meta = src.shape[0], self.meta
+        past_keys = np.zeros((meta["layers"], batch, meta["heads"], 0, meta["head_size"]), dtype=np.float32)
+        past_values = past_keys
+        tokens = np.full((batch,), bos_id, dtype=np.int64)
+        outputs: list[list[int]] = [[] for _ in range(batch)]
+        done = np.zeros(batch, dtype=bool)
+        for t in range(int(max_lens.max())):
+            inputs = {"tokens": tokens, "src_lens": src_lens, "cross_keys": cross_keys,
+                      "cross_values": cross_values, "past_keys": past_keys, "past_values": past_values}
+            logits, past_keys, past_values = self.step.run(None, inputs)
+            tokens = logits.argmax(axis=1).astype(np.int64)  # (B,)
+            tokens[t + 1 >= max_lens] = eos_id
+            for i in np.flatnonzero(~done):
+                if tokens[i] == eos_id:
+                    done[i] = True
+                else:
+                    outputs[i].append(int(tokens[i]))
+            if done.all():
+                break
+        return outputs
