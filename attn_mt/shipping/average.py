@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from attn_mt.config import load_config
 from attn_mt.errors import UserError
 from attn_mt.training.checkpoint import load_checkpoint, save_checkpoint
 from attn_mt.training.kept_checkpoints import kept_checkpoints
@@ -101,8 +102,6 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
 
 def choose_checkpoints(run_dir: Path, last: int | None, best: int | None) -> list[Path]:
     """The run's kept checkpoints to average: the newest `last`, or the `best` by train.best_metric."""
-    from attn_mt.config import load_config
-
     paths = check_run_dir(run_dir)
     if (last is None) == (best is None):
         raise UserError("give one of --last N or --best N")
