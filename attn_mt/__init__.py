@@ -1,3 +1,12 @@
 """attn-mt: attention-based English-French translation, from the d2l.ai attention chapter to real runs."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # noqa: ANN202 - the lazy `attn_mt.load`, so `import attn_mt` stays light
+    """`attn_mt.load(path)`: an export file or run directory, ready to translate (attn_mt.shipping.api)."""
+    if name == "load":
+        from attn_mt.shipping.api import load
+
+        return load
+    raise AttributeError(f"module 'attn_mt' has no attribute {name!r}")

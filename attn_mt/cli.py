@@ -20,6 +20,8 @@ app = typer.Typer(
 STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
+CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
+QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DATA_HELP = (
     "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
     "(else data.path, $ATTN_MT_DATA, the cache, or a download)."
@@ -117,7 +119,7 @@ def train(
 
 @app.command()
 def translate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
     text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
     input_file: str | None = typer.Option(
         None, "--input", "-i", help="File with one sentence per line, or -."
@@ -130,7 +132,7 @@ def translate(
         None, "--length-penalty", help="GNMT length penalty alpha (default: the run's decode.length_penalty)."
     ),
     nbest: int = typer.Option(1, "--nbest", help="Print the N best translations with their scores."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     attention_dir: Path | None = typer.Option(
         None, "--attention-dir", help="Dump attention maps and heatmaps here."
     ),
@@ -138,6 +140,7 @@ def translate(
         False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Translate sentences with a trained run, one output line per input line."""
     from attn_mt.decoding.cli_translate import run_translate
@@ -156,30 +159,41 @@ def translate(
         device=device,
         length_penalty=length_penalty,
         attention_words=attention_words,
+        quantize=quantize,
     )
 
 
 @app.command()
 def serve(
-    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free port, printed at start)."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     max_batch: int = typer.Option(64, "--max-batch", help="Most sentences decoded in one batch."),
     max_wait_ms: float = typer.Option(
         5.0, "--max-wait-ms", help="How long a batch waits for more requests after its first."
     ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
     from attn_mt.serving import serve as run_server
 
-    run_server(run_dir, host, port, checkpoint, max_batch, max_wait_ms, device)
+    run_server(
+        run_dir,
+        host=host,
+        port=port,
+        checkpoint=checkpoint,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        device=device,
+        quantize=quantize,
+    )
 
 
 @app.command("eval")
 def evaluate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
     split: str = typer.Option(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
@@ -192,9 +206,10 @@ def evaluate(
         False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
     ),
     compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best, last, or a checkpoint path."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
     from attn_mt.evaluation.evaluate import run_eval
@@ -210,7 +225,41 @@ def evaluate(
         device=device,
         length_penalty=length_penalty,
         attention_words=attention_words,
+        quantize=quantize,
     )
+
+
+@app.command()
+def average(
+    run_dir: Path = typer.Argument(..., help="A run trained with train.keep_checkpoints."),
+    last: int | None = typer.Option(None, "--last", help="Average the newest N kept checkpoints."),
+    best: int | None = typer.Option(None, "--best", help="Average the N best kept checkpoints."),
+    out: str = typer.Option("average", "--out", help="Name of the result: checkpoints/NAME.pt."),
+) -> None:
+    """Average kept checkpoints (step-*.pt) into one; use it with --checkpoint NAME."""
+    from attn_mt.shipping.average import average_run
+
+    typer.echo(f"averaged checkpoint written to {average_run(run_dir, last, best, out)}")
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="A trained run directory."),
+    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder for --format onnx."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
+    fmt: str = typer.Option("pt", "--format", help="pt: one file for translate/eval; onnx: ONNX graphs."),
+) -> None:
+    """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
+    if fmt == "onnx":
+        from attn_mt.shipping.onnx_graphs import export_onnx
+
+        typer.echo(f"ONNX encoder and decoder step written to {export_onnx(run_dir, out, checkpoint)}")
+        return
+    if fmt != "pt":
+        raise UserError(f"--format {fmt!r}: choose pt or onnx")
+    from attn_mt.shipping.export import export_run
+
+    typer.echo(f"export written to {export_run(run_dir, out, checkpoint)}")
 
 
 def _scalars_only(tree: dict) -> dict:

@@ -112,6 +112,7 @@ class TrainConfig:
     log_every: int = 50
     valid_every: int = 0
     checkpoint_minutes: float = 1.0
+    keep_checkpoints: int = 0
     valid_max_sentences: int = 1000
     best_metric: str = "train_loss"
     patience: int = 0
@@ -271,6 +272,7 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         "train.threads",
         "train.valid_every",
         "train.checkpoint_minutes",
+        "train.keep_checkpoints",
         "train.valid_max_sentences",
         "train.patience",
         "decode.max_len_a",

@@ -180,6 +180,11 @@ CASES: dict[str, list[str]] = {
     "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
     "unknown-demo": ["demo", "attention"],
     "serve-bad-port": ["serve", "RUN", "--port", "70000"],
+    "average-too-few": ["average", "RUN", "--last", "2"],
+    "bad-quantize": ["translate", "RUN", "--quantize", "int4", "go ."],
+    "damaged-export": ["translate", "damaged.pt", "go ."],
+    "not-an-export": ["translate", "other.pt", "go ."],
+    "onnx-not-transformer": ["export", "RUN", "onnx", "--format", "onnx"],
 }
 
 

@@ -391,7 +391,7 @@ def test_serve_refuses_a_port_in_use_and_bad_options(runs, capsys, monkeypatch):
         for argv, message in (
             (["--port", str(port)], f"cannot listen on 127.0.0.1:{port}"),
             (["--max-batch", "0"], "--max-batch must be at least 1"),
-            (["--checkpoint", "newest"], "--checkpoint 'newest': choose best or last"),
+            (["--checkpoint", "newest"], "--checkpoint newest: no such checkpoint file"),
         ):
             monkeypatch.setattr(sys, "argv", ["attn-mt", "serve", str(runs["transformer"]), *argv])
             with pytest.raises(SystemExit) as info:

@@ -8,7 +8,7 @@ from pathlib import Path
 from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.run.device import pick_device
-from attn_mt.run.run_dir import load_run
+from attn_mt.shipping.load import load_model
 
 
 def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
@@ -74,6 +74,7 @@ def run_translate(
     device: str,
     length_penalty: float | None = None,
     attention_words: bool = False,
+    quantize: str | None = None,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines) per input line."""
     if beam is not None and beam < 1:
@@ -82,7 +83,7 @@ def run_translate(
         raise UserError(f"--nbest must be at least 1, got {nbest}")
     lines = read_input_lines(input_file, texts)
     dev = pick_device(device)
-    run = load_run(run_dir, checkpoint, dev)
+    run = load_model(run_dir, checkpoint, dev, quantize)
     cfg = with_length_penalty(run.config, length_penalty)
     beam_size = run.config.decode.beam_size if beam is None else beam
     if nbest > beam_size:

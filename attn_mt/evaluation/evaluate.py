@@ -24,7 +24,7 @@ from attn_mt.evaluation.scores import (
     write_scores,
 )
 from attn_mt.run.device import pick_device
-from attn_mt.run.run_dir import LoadedRun, RunPaths, load_run
+from attn_mt.run.run_dir import LoadedRun, RunPaths
 
 SPLITS = ("test", "valid", "book")
 
@@ -133,8 +133,14 @@ def run_eval(
     device: str,
     length_penalty: float | None = None,
     attention_words: bool = False,
+    quantize: str | None = None,
 ) -> dict[str, Any]:
-    """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}."""
+    """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}.
+
+    An export file MODEL.pt in place of the run directory writes MODEL.pt.eval/<split>/ beside it.
+    """
+    from attn_mt.shipping.load import load_model
+
     if split not in SPLITS:
         raise UserError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
     if beam is not None and beam < 1:
@@ -150,10 +156,11 @@ def run_eval(
                 f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
             )
     dev = pick_device(device)
-    run = load_run(run_dir, checkpoint, dev)
+    run = load_model(run_dir, checkpoint, dev, quantize)
     cfg = with_length_penalty(run.config, length_penalty)
     scored_text = SCORED_TEXT[cfg.data.tokenizer]
-    out_dir = RunPaths(Path(run_dir)).eval_dir(split)
+    is_export = Path(run_dir).is_file()
+    out_dir = Path(f"{run_dir}.eval") / split if is_export else RunPaths(Path(run_dir)).eval_dir(split)
     if compare is not None:
         other = RunPaths(Path(compare)).eval_dir(split)
         check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
@@ -171,6 +178,7 @@ def run_eval(
         "length_penalty": cfg.decode.length_penalty,
         "checkpoint": run.checkpoint.name,
         "step": run.step,
+        "quantize": quantize or "none",
         **corpus_scores(hyps, refs),
     }
     if split == "book":

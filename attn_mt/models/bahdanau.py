@@ -118,6 +118,8 @@ class GRUBahdanau(EncoderDecoder):
     The decoder starts from the encoder's final hidden state.
     """
 
+    direct_weight_layers = ("decoder.attention.W_q", "decoder.attention.w_v")  # see step_weights, weights
+
     def __init__(
         self,
         src_vocab_size: int,

@@ -27,6 +27,8 @@ class EncoderDecoder(nn.Module):
     """Base class: subclasses implement encode / decode / init_state / step / reorder_state."""
 
     reads_source_padding = True  # False when no output depends on the source's padding columns
+    # nn.Linear layers whose weight is read as a tensor rather than called (int8 quantisation skips them)
+    direct_weight_layers: tuple[str, ...] = ()
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
         """Run the encoder; returns what the decoder needs (memory, masks, valid lengths)."""

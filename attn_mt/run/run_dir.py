@@ -102,12 +102,15 @@ class LoadedRun:
 
 
 def resolve_checkpoint(run_dir: Path, which: str) -> Path:
-    """`best` (falling back to `last`), `last`, or an explicit checkpoint path."""
+    """`best` (falling back to `last`), `last`, a NAME in checkpoints/ (NAME.pt), or a checkpoint path."""
     paths = RunPaths(run_dir)
     if which == "best":
         return paths.best if paths.best.exists() else paths.last
     if which == "last":
         return paths.last
+    named = paths.checkpoints / f"{which}.pt"
+    if "/" not in which and not which.endswith(".pt") and named.exists():
+        return named
     return Path(which)
 
 
@@ -161,16 +164,22 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
     src_vocab, tgt_vocab = load_vocabs(paths, cfg)
     state = load_checkpoint(ckpt_path, map_location="cpu")
     check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, ckpt_path)
-    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    try:
-        model.load_state_dict(state["model"])
-    except (RuntimeError, TypeError, ValueError) as exc:
-        detail = " ".join(str(exc).split())[:300]
-        raise UserError(
-            f"checkpoint {ckpt_path} does not fit this run: its weights differ ({detail})"
-        ) from None
+    model = model_with_weights(cfg, len(src_vocab), len(tgt_vocab), state["model"], ckpt_path)
     model.to(device).eval()
     return LoadedRun(cfg, src_vocab, tgt_vocab, model, ckpt_path, int(state.get("step", 0)))
+
+
+def model_with_weights(
+    cfg: Config, src_size: int, tgt_size: int, weights: dict[str, torch.Tensor], where: Path
+) -> EncoderDecoder:
+    """The config's model holding `weights`; weights that do not fit it are a UserError naming `where`."""
+    model = build_model(cfg.model, src_size, tgt_size)
+    try:
+        model.load_state_dict(weights)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise UserError(f"checkpoint {where} does not fit this run: its weights differ ({detail})") from None
+    return model
 
 
 def check_fits(

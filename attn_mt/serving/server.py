@@ -7,9 +7,9 @@ from pathlib import Path
 
 from attn_mt.errors import UserError
 from attn_mt.run.device import pick_device
-from attn_mt.run.run_dir import load_run
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.service import TranslationService
+from attn_mt.shipping.load import load_model
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -38,8 +38,9 @@ def serve(
     max_batch: int = 64,
     max_wait_ms: float = 5.0,
     device: str = "auto",
+    quantize: str | None = None,
 ) -> None:
-    """Serve translations of one run over HTTP until interrupted (Ctrl-C or SIGTERM)."""
+    """Serve translations of one run (or export file) over HTTP until interrupted (Ctrl-C or SIGTERM)."""
     import uvicorn
 
     from attn_mt.serving.app import create_app
@@ -50,10 +51,8 @@ def serve(
         raise UserError(f"--max-batch must be at least 1, got {max_batch}")
     if not 0 <= max_wait_ms <= 10_000:
         raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
-    if checkpoint not in ("best", "last"):
-        raise UserError(f"--checkpoint {checkpoint!r}: choose best or last")
     dev = pick_device(device)
-    run = load_run(run_dir, checkpoint, dev)
+    run = load_model(run_dir, checkpoint, dev, quantize)
     sock = bind(host, port)
     service = TranslationService(run, run_dir, dev, max_batch, max_wait_ms / 1000)
     batcher = Batcher(service.decode, max_batch, max_wait_ms / 1000)

@@ -42,6 +42,7 @@ from attn_mt.run.run_dir import (
     truncate_metrics,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
+from attn_mt.training.kept_checkpoints import keep_checkpoint
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
@@ -259,6 +260,12 @@ class Trainer:
             save_checkpoint(self._best_state, self.paths.best)
             self._best_state = None
         self._last_save = now
+
+    def _keep_checkpoint(self, scores: dict[str, float]) -> None:
+        """With train.keep_checkpoints = N, save this validation's weights as step-STEP.pt (N are kept)."""
+        keep = self.cfg.train.keep_checkpoints
+        if keep and self.dist.is_main:
+            keep_checkpoint(self.paths.checkpoints, self.state(), scores, keep)
 
     # ----- one optimiser step -----
     def train_step(
@@ -489,6 +496,7 @@ class Trainer:
             if self.dist.is_main:
                 self._best_state = snapshot(self.state())
         self.save(force=False)
+        self._keep_checkpoint(scores)
         if self.validator is not None:  # the holes left by the steps and the validation's decoding
             tidy_heap(self.device, self.dist.world_size)
         hooks_started = time.perf_counter()

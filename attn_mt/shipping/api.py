@@ -1,0 +1,44 @@
+"""The Python API: `attn_mt.load("model.pt").translate(["I lost."], beam=4)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attn_mt.decoding.translator import Translation, Translator
+from attn_mt.run.device import pick_device
+from attn_mt.run.run_dir import LoadedRun
+from attn_mt.shipping.load import load_model
+
+
+class TranslationModel:
+    """A loaded model that turns raw sentences into translations (see `load`)."""
+
+    def __init__(self, run: LoadedRun, device: torch.device):
+        self.run = run
+        self.config = run.config
+        self.translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, device)
+
+    def translate_full(
+        self, sentences: list[str], beam: int | None = None, nbest: int = 1
+    ) -> list[Translation]:
+        """Every sentence's n-best outputs, hypotheses (token ids, scores) and input warnings."""
+        if isinstance(sentences, str):
+            raise TypeError("translate takes a list of sentences, e.g. ['I lost.']")
+        return self.translator.translate(list(sentences), beam_size=beam, nbest=nbest)
+
+    def translate(self, sentences: list[str], beam: int | None = None) -> list[str]:
+        """One translation per sentence; `beam` defaults to the model's decode.beam_size (1 = greedy)."""
+        return [result.text for result in self.translate_full(sentences, beam)]
+
+
+def load(
+    path: str | Path, device: str = "cpu", quantize: str | None = None, checkpoint: str = "best"
+) -> TranslationModel:
+    """An export file (`attn-mt export`) or a run directory, ready to translate raw text.
+
+    `device`: auto, cpu, cuda or mps; `quantize="int8"`: int8 linear layers (CPU only).
+    """
+    dev = pick_device(device)
+    return TranslationModel(load_model(Path(path), checkpoint, dev, quantize), dev)

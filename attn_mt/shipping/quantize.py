@@ -1,0 +1,45 @@
+"""int8 inference on the CPU: torch's dynamic quantisation of the models' linear layers.
+
+`torch.ao.quantization.quantize_dynamic` stores each chosen `nn.Linear`'s weights as int8 (one
+scale per output row) and quantises its input on the fly at every call, so nothing is calibrated
+and the model's code is unchanged: search still calls `encode`, `init_state`, `step` and
+`reorder_state`. Layers whose weight the model reads as a tensor instead of calling the layer
+(`EncoderDecoder.direct_weight_layers`, e.g. the Bahdanau decoder's fused W_q) stay in float32.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+from attn_mt.errors import UserError
+from attn_mt.models.base import EncoderDecoder
+
+QUANTIZE_CHOICES = ("int8",)
+
+
+def quantizable_linears(model: EncoderDecoder) -> set[str]:
+    """Names of the `nn.Linear` layers that dynamic int8 quantisation may replace."""
+    skip = set(model.direct_weight_layers)
+    linears = {name for name, module in model.named_modules() if isinstance(module, nn.Linear)}
+    return linears - skip
+
+
+def quantize_model(model: EncoderDecoder, kind: str, device: torch.device) -> EncoderDecoder:
+    """A copy of `model` with int8 linear layers (`kind` "int8"); refuses devices other than the CPU."""
+    if kind not in QUANTIZE_CHOICES:
+        raise UserError(f"--quantize {kind!r}: choose one of {', '.join(QUANTIZE_CHOICES)}")
+    if device.type != "cpu":
+        raise UserError(
+            f"--quantize {kind} runs on the CPU only (torch's dynamic int8 kernels), not on {device.type}; "
+            "add --device cpu"
+        )
+    if torch.backends.quantized.engine == "none":
+        raise UserError(f"--quantize {kind}: this torch build has no quantized CPU engine")
+    model = model.to("cpu").eval()
+    with warnings.catch_warnings():  # torch announces torchao as the successor of these (working) tools
+        warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor", category=UserWarning)
+        return torch.ao.quantization.quantize_dynamic(model, quantizable_linears(model), dtype=torch.qint8)

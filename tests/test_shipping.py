@@ -1,0 +1,234 @@
+"""Shipping a model: kept checkpoints and averaging, int8 inference, the one-file export, ONNX."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from synthetic import write_corpus
+from test_training import SYNTH, TINY, cli
+
+import attn_mt
+from attn_mt.config import load_config
+from attn_mt.decoding.search import greedy_search
+from attn_mt.errors import UserError
+from attn_mt.models.build import build_model
+from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.run.run_dir import load_run
+from attn_mt.shipping.average import average_checkpoints, average_run
+from attn_mt.shipping.export import EXPORT_FORMAT
+from attn_mt.shipping.quantize import quantize_model
+from attn_mt.training.trainer import train
+
+SHIP = [
+    *SYNTH,
+    "data.tokenizer=sentencepiece",
+    "data.vocab_size=320",
+    "data.max_len=40",
+    "data.max_tokens=400",
+    "model.num_hiddens=32",
+    "model.ffn_num_hiddens=64",
+    "model.num_layers=2",
+    "train.epochs=12",
+    "train.keep_checkpoints=3",
+    "train.checkpoint_minutes=0",
+]
+SENTENCES = ["Alpha bravo.", "Charlie delta echo.", "Golf hotel alpha bravo.", "Echo foxtrot.",
+             "Delta delta golf.", "Hotel charlie bravo alpha echo."]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A small sentencepiece Transformer trained on the reverse task; its last 3 validations are kept."""
+    folder = tmp_path_factory.mktemp("shipping")
+    corpus = write_corpus(folder / "reverse.txt", n=300)
+    cfg = load_config(TINY, [*SHIP, "train.lr=0.005"])
+    train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
+    return folder / "run"
+
+
+def _state(values: dict[str, list[float]], config: dict | None = None, tgt: list[str] | None = None) -> dict:
+    """A hand-made checkpoint state."""
+    return {
+        "model": {name: torch.tensor(v) for name, v in values.items()},
+        "config": config or {"data": {"max_len": 10}, "model": {"type": "transformer", "num_hiddens": 2}},
+        "src_vocab": ["<unk>", "<pad>", "a"],
+        "tgt_vocab": tgt or ["<unk>", "<pad>", "b"],
+        "step": 1,
+    }
+
+
+def test_keep_checkpoints_keeps_the_newest_named_by_step(trained):
+    kept = sorted((trained / "checkpoints").glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+    assert len(kept) == 3
+    steps = [load_checkpoint(p)["step"] for p in kept]
+    assert [p.name for p in kept] == [f"step-{s}.pt" for s in steps]
+    assert steps[-1] == load_checkpoint(trained / "checkpoints" / "last.pt")["step"]
+    state = load_checkpoint(kept[0])
+    assert "optimizer" not in state and "valid_loss" in state["scores"]
+
+
+def test_average_of_two_hand_made_checkpoints_is_the_elementwise_mean(tmp_path):
+    first, second = tmp_path / "a.pt", tmp_path / "b.pt"
+    save_checkpoint(_state({"w": [1.0, 2.0, 4.0], "b": [0.5]}), first)
+    save_checkpoint(_state({"w": [3.0, -2.0, 5.0], "b": [1.5]}), second)
+    averaged = average_checkpoints([first, second])
+    assert torch.equal(averaged["model"]["w"], torch.tensor([2.0, 0.0, 4.5]))
+    assert torch.equal(averaged["model"]["b"], torch.tensor([1.0]))
+    assert averaged["averaged"] == ["a.pt", "b.pt"]
+
+
+@pytest.mark.parametrize(
+    ("other", "named"),
+    [
+        (_state({"w": [1.0, 2.0]}, config={"data": {"max_len": 10},
+                                           "model": {"type": "transformer", "num_hiddens": 4}}),
+         "model.num_hiddens is 2 in one and 4 in the other"),
+        (_state({"w": [1.0, 2.0]}, tgt=["<unk>", "<pad>", "c"]), "tgt_vocab token 2 is 'b' in one and 'c'"),
+        (_state({"w": [1.0, 2.0, 3.0]}), "weight w is (2,)"),
+        (_state({"v": [1.0, 2.0]}), "weight v is in only one of them"),
+    ],
+)
+def test_averaging_refuses_mismatches_naming_the_difference(tmp_path, other, named):
+    save_checkpoint(_state({"w": [1.0, 2.0]}), tmp_path / "a.pt")
+    save_checkpoint(other, tmp_path / "b.pt")
+    with pytest.raises(UserError, match="cannot average a.pt with b.pt") as info:
+        average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
+    assert named in str(info.value)
+
+
+def test_average_command_writes_a_checkpoint_translate_accepts(trained):
+    result = cli("average", str(trained), "--last", "3", "--out", "avg3")
+    assert result.returncode == 0, result.stderr
+    kept = sorted((trained / "checkpoints").glob("step-*.pt"))
+    expected = average_checkpoints(kept)["model"]
+    run = load_run(trained, "avg3")
+    assert run.checkpoint.name == "avg3.pt"
+    for name, tensor in run.model.state_dict().items():
+        assert torch.allclose(tensor, expected[name]), name
+    out = cli("translate", str(trained), "--checkpoint", "avg3", "--device", "cpu", *SENTENCES[:2])
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 2
+
+
+def test_average_best_ranks_by_the_runs_metric(trained):
+    kept = sorted((trained / "checkpoints").glob("step-*.pt"))
+    losses = {p: load_checkpoint(p)["scores"]["valid_loss"] for p in kept}
+    best_two = sorted(kept, key=losses.get)[:2]
+    path = average_run(trained, None, 2, "best2")
+    assert sorted(load_checkpoint(path)["averaged"]) == sorted(p.name for p in best_two)
+
+
+def test_average_refuses_too_few_kept_checkpoints(trained):
+    result = cli("average", str(trained), "--last", "4")
+    assert result.returncode == 2
+    assert "holds 3 kept checkpoints (step-*.pt), fewer than 4" in result.stderr
+    both = cli("average", str(trained), "--last", "2", "--best", "2")
+    assert both.returncode == 2 and "give one of --last N or --best N" in both.stderr
+
+
+def _dynamic_linears(model: torch.nn.Module) -> list[str]:
+    """Names of the modules that are torch's dynamically quantised int8 Linear."""
+    return [name for name, m in model.named_modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+
+
+def test_int8_model_has_quantized_linears_and_translates_like_float(trained):
+    run = load_run(trained, "best")
+    quantized = quantize_model(run.model, "int8", torch.device("cpu"))
+    assert set(_dynamic_linears(quantized)) == {
+        name for name, m in run.model.named_modules() if isinstance(m, torch.nn.Linear)
+    }
+    assert not _dynamic_linears(run.model)  # the float model is left as it was
+    float_out = attn_mt.load(trained).translate(SENTENCES, beam=1)
+    int8 = attn_mt.load(trained, quantize="int8")
+    assert _dynamic_linears(int8.run.model)
+    int8_out = int8.translate(SENTENCES, beam=1)
+    assert sum(a == b for a, b in zip(float_out, int8_out, strict=True)) >= len(SENTENCES) - 1
+    assert len(int8.translate(SENTENCES, beam=4)) == len(SENTENCES)
+
+
+@pytest.mark.parametrize("model_type", ["gru_bahdanau", "transformer"])
+def test_int8_step_logits_stay_close_to_float(model_type):
+    torch.manual_seed(0)
+    cfg = load_config(TINY, [f"model.type={model_type}", "model.num_hiddens=32", "model.embed_size=32"])
+    model = build_model(cfg.model, 20, 24).eval()
+    quantized = quantize_model(model, "int8", torch.device("cpu"))
+    if model_type == "gru_bahdanau":  # W_q and w_v are read as tensors, so they stay float
+        assert set(_dynamic_linears(quantized)) == {"decoder.dense", "decoder.attention.W_k"}
+    src, src_lens = torch.randint(4, 20, (3, 7)), torch.tensor([7, 5, 2])
+    tokens = torch.tensor([2, 5, 9])
+    with torch.inference_mode():
+        expected, _, _ = model.step(tokens, model.init_state(model.encode(src, src_lens)))
+        got, _, _ = quantized.step(tokens, quantized.init_state(quantized.encode(src, src_lens)))
+        hyps = greedy_search(quantized, src, src_lens, bos_id=2, eos_id=3, max_len_a=1.0, max_len_b=3)
+    assert got.shape == expected.shape == (3, 24)
+    assert (got - expected).abs().max() < 0.05 * expected.abs().max()
+    assert len(hyps) == 3
+
+
+def test_int8_refuses_devices_other_than_the_cpu(trained):
+    run = load_run(trained, "best")
+    with pytest.raises(UserError, match="runs on the CPU only .* not on cuda; add --device cpu"):
+        quantize_model(run.model, "int8", torch.device("cuda"))
+    with pytest.raises(UserError, match="--quantize 'int4': choose one of int8"):
+        quantize_model(run.model, "int4", torch.device("cpu"))
+
+
+def test_translate_and_eval_take_quantize(trained):
+    out = cli("translate", str(trained), "--quantize", "int8", "--device", "cpu", "--beam", "1", *SENTENCES)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == attn_mt.load(trained, quantize="int8").translate(SENTENCES, beam=1)
+    scored = cli("eval", str(trained), "--quantize", "int8", "--device", "cpu")
+    assert scored.returncode == 0, scored.stderr
+    assert '"quantize": "int8"' in (trained / "eval" / "test" / "scores.json").read_text()
+
+
+def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path):
+    out = tmp_path / "model.pt"
+    result = cli("export", str(trained), str(out))
+    assert result.returncode == 0, result.stderr
+    state = torch.load(out, weights_only=True)
+    assert state["format"] == EXPORT_FORMAT and state["config"]["data"]["tokenizer"] == "sentencepiece"
+    assert state["src_sentencepiece"] == (trained / "src_vocab.model").read_bytes()
+    assert state["config"]["decode"]["beam_size"] == 2
+    from_run = cli("translate", str(trained), "--device", "cpu", "--beam", "3", *SENTENCES)
+    from_file = cli("translate", str(out), "--device", "cpu", "--beam", "3", *SENTENCES)
+    assert from_run.returncode == 0 and from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == from_run.stdout
+    assert attn_mt.load(out).translate(SENTENCES, beam=3) == from_run.stdout.splitlines()
+    scored = cli("eval", str(out), "--device", "cpu", "--beam", "1")
+    assert scored.returncode == 0, scored.stderr
+    assert (tmp_path / "model.pt.eval" / "test" / "hyp.txt").is_file()
+
+
+def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path):
+    good = tmp_path / "model.pt"
+    assert cli("export", str(trained), str(good)).returncode == 0
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(good.read_bytes()[:2000])
+    result = cli("translate", str(cut), "Alpha.")
+    assert result.returncode == 2 and "damaged, or not a PyTorch checkpoint" in result.stderr
+    foreign = cli("translate", str(trained / "checkpoints" / "last.pt"), "Alpha.")
+    assert foreign.returncode == 2 and "is not an attn-mt export file" in foreign.stderr
+    named = cli("translate", str(good), "--checkpoint", "last", "Alpha.")
+    assert named.returncode == 2 and "is an export file, which holds one model" in named.stderr
+    assert not any("Traceback" in r.stderr for r in (result, foreign, named))
+
+
+def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
+    from attn_mt.data.dataset import encode_sources
+    from attn_mt.shipping.onnx_graphs import OnnxModel
+
+    result = cli("export", str(trained), str(tmp_path / "onnx"), "--format", "onnx")
+    assert result.returncode == 0, result.stderr
+    run = load_run(trained, "best")
+    translator = attn_mt.load(trained).translator
+    encoded = encode_sources([translator.prepare(s) for s in SENTENCES], run.src_vocab, max_len=40)
+    with torch.inference_mode():
+        expected = greedy_search(run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3,
+                                 max_len_a=1.5, max_len_b=5)
+    limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
+    got = OnnxModel(tmp_path / "onnx").greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
+    assert got == [h.tokens for h in expected]
+    assert any(len(tokens) > 2 for tokens in got)
