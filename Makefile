@@ -24,7 +24,7 @@ install: $(BIN)/attn-mt
 train: install
 	$(BIN)/attn-mt train $(CONFIG) $(ARGS)
 
-test: install
+test: install browser
 	$(BIN)/pytest
 
 lint: install
@@ -32,7 +32,8 @@ lint: install
 
 check: lint test
 
-# Headless Chromium for tests/test_report.py's browser test (Debian/Ubuntu, as root); .ci/run calls it.
+# Headless Chromium for the browser tests (report page, serve's explorer): `make test` runs this step, which
+# installs Debian's chromium with apt-get (as root) only when no `chromium` is on PATH.
 browser:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 

@@ -259,7 +259,7 @@ def test_cli_writes_the_report(runs, tmp_path):
     assert len(parser.images) == 1 + 3 * DUMPS  # curves + encoder self, decoder self and cross per dump
 
 
-BROWSER_STEP = "`make browser` (apt-get install chromium; .ci/run runs it before the tests)"
+BROWSER_STEP = "`make browser` (apt-get install chromium; `make test` runs it first)"
 
 
 def chromium_binary() -> str:
