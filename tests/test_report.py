@@ -14,17 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from matplotlib.image import imread
 from sacrebleu.metrics import CHRF
-from synthetic import write_corpus
+from synthetic import train_reverse_runs
 
-from attn_mt.config import load_config
 from attn_mt.errors import UserError
 from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import compare_eval_dirs
 from attn_mt.report import run_report
-from attn_mt.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -129,18 +126,9 @@ def sentence_chrf(eval_dir: Path) -> list[float]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A GRU-Bahdanau and a Transformer run on the reverse task, both evaluated on test with attention
     dumps; the Transformer's evaluation holds a paired bootstrap against the GRU's."""
-    root = tmp_path_factory.mktemp("report_runs")
-    corpus = write_corpus(root / "reverse.txt", n=200)
-    dirs = {name: root / name for name in ("gru_bahdanau", "transformer")}
-    threads = torch.get_num_threads()
-    try:
-        for name, run_dir in dirs.items():
-            cfg = load_config(TINY, [*SYNTH, f"model.type={name}"])
-            train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
-        run_eval(dirs["gru_bahdanau"], "test", None, DUMPS, None, "best", str(corpus), "cpu")
-        run_eval(dirs["transformer"], "test", None, DUMPS, dirs["gru_bahdanau"], "best", str(corpus), "cpu")
-    finally:
-        torch.set_num_threads(threads)  # training set it for the whole process; leave other tests as found
+    corpus, dirs = train_reverse_runs(tmp_path_factory.mktemp("report_runs"), SYNTH)
+    run_eval(dirs["gru_bahdanau"], "test", None, DUMPS, None, "best", str(corpus), "cpu")
+    run_eval(dirs["transformer"], "test", None, DUMPS, dirs["gru_bahdanau"], "best", str(corpus), "cpu")
     return dirs
 
 

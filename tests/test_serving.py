@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from devtools import Browser
-from synthetic import reverse_pairs, write_corpus
+from synthetic import reverse_pairs, train_reverse_runs
 from test_report import CHROMIUM_FLAGS, chromium_binary
 
 from attn_mt.cli import main
@@ -32,7 +31,6 @@ from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.run.run_dir import load_run
 from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_CHARS, MAX_SENTENCES
-from attn_mt.training.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -149,17 +147,8 @@ def as_nbest_lines(answer: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A Transformer (2 layers, 2 heads; evaluated on test) and a GRU + Bahdanau run on the reverse task."""
-    root = tmp_path_factory.mktemp("serving_runs")
-    corpus = write_corpus(root / "reverse.txt", n=200)
-    dirs = {name: root / name for name in ("transformer", "gru_bahdanau")}
-    threads = torch.get_num_threads()
-    try:
-        for name, run_dir in dirs.items():
-            train(load_config(TINY, [*SYNTH, f"model.type={name}"]), run_dir, data_path=str(corpus),
-                  quiet=True, device="cpu")
-        run_eval(dirs["transformer"], "test", None, 0, None, "best", str(corpus), "cpu")
-    finally:
-        torch.set_num_threads(threads)
+    corpus, dirs = train_reverse_runs(tmp_path_factory.mktemp("serving_runs"), SYNTH)
+    run_eval(dirs["transformer"], "test", None, 0, None, "best", str(corpus), "cpu")
     return dirs
 
 
