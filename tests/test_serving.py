@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -96,6 +97,16 @@ def call(address: str, path: str, body: object = None, raw: bytes | None = None,
     except urllib.error.HTTPError as error:
         with error:
             return error.code, json.loads(error.read())
+
+
+def fetch(address: str, path: str) -> tuple[int, str, bytes]:
+    """GET a page or file: its status, content type and bytes."""
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=ANSWER_TIMEOUT_S) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers.get("Content-Type", ""), error.read()
 
 
 def translate(address: str, sentences: list[str], **options: object) -> dict:
@@ -251,6 +262,41 @@ def test_health_info_and_api_description(runs, transformer_server):
     assert set(request_schema["properties"]) == {"sentences", "beam", "nbest", "length_penalty", "attention"}
     with urllib.request.urlopen(f"http://{transformer_server}/docs", timeout=ANSWER_TIMEOUT_S) as page:
         assert page.status == 200 and b"/openapi.json" in page.read()
+
+
+def docs_references(html: str) -> list[str]:
+    """Every URL the /docs page loads: its scripts, style sheets, icon and the OpenAPI description."""
+    return re.findall(r'(?:src|href)="([^"]*)"', html) + re.findall(r"url: '([^']*)'", html)
+
+
+def test_api_docs_are_served_offline(transformer_server, tmp_path):
+    status, kind, page = fetch(transformer_server, "/docs")
+    html = page.decode("utf-8")
+    assert status == 200 and kind.startswith("text/html") and "SwaggerUIBundle" in html
+    assert "://" not in html  # nothing from another host: no CDN, no fonts
+    references = docs_references(html)
+    assert {"/openapi.json", "/docs/static/swagger-ui-bundle.js", "/docs/static/swagger-ui.css"} <= set(
+        references), references
+    for reference in references:
+        assert reference.startswith("/") and not reference.startswith("//"), reference
+        status, kind, content = fetch(transformer_server, reference)
+        assert status == 200 and len(content) > 0, reference
+    status, _, content = fetch(transformer_server, "/redoc")  # only one API page, the offline one
+    assert status == 404 and set(json.loads(content)) == {"error", "problems"}
+
+    browser = Browser(chromium_binary(), CHROMIUM_FLAGS + ["--window-size=1200,1600"], tmp_path / "profile")
+    try:
+        origin = f"http://{transformer_server}"
+        browser.open(origin + "/docs")
+        shown = browser.wait_for(
+            "(() => { const paths = [...document.querySelectorAll('.opblock-summary-path')]"
+            ".map((e) => e.dataset.path); return paths.length >= 3 && paths; })()"
+        )
+        assert {"/translate", "/health", "/info"} <= set(shown), shown
+        assert browser.errors() == []
+        assert all(url.startswith(origin + "/") for url in browser.requested_urls()), browser.requested_urls()
+    finally:
+        browser.close()
 
 
 # Requests for each row of the HTTP table in docs/errors.md.

@@ -1,8 +1,10 @@
 """The FastAPI application: the JSON API, the explorer page, and errors as one-line JSON answers.
 
 Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`,
-`GET /health`, `GET /info`, and FastAPI's own `/docs` and `/openapi.json`. Every error is a JSON
-object `{"error": "...", "problems": [...]}` with a 4xx status; a request never sees a traceback.
+`GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's Swagger UI page with
+its script and style served from `/docs/static/*` (the files the fastapi-offline package ships),
+so every page works offline. Every error is a JSON object `{"error": "...", "problems": [...]}`
+with a 4xx status; a request never sees a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,6 +27,7 @@ from attn_mt.serving.schemas import MAX_BODY_BYTES, ErrorBody, Info, TranslateRe
 from attn_mt.serving.service import RequestError, TranslationService
 
 PAGE_DIR = Path(__file__).parent / "page"
+DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
     for code, what in ((400, "Malformed JSON"), (413, "Body too large"), (422, "Invalid request"))
@@ -100,8 +104,11 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
         title="attn-mt",
         summary=f"English-French translation with a {service.run.config.model.type} model and its attention.",
         version="0.1.0",
+        docs_url=None,
+        redoc_url=None,
     )
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
+    app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
     @app.exception_handler(RequestValidationError)
@@ -130,6 +137,17 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
     @app.get("/", include_in_schema=False)
     async def explorer() -> FileResponse:
         return FileResponse(PAGE_DIR / "index.html", media_type="text/html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs() -> HTMLResponse:
+        """Swagger UI over /openapi.json, its script and style served by this server."""
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url="/docs/static/swagger-ui-bundle.js",
+            swagger_css_url="/docs/static/swagger-ui.css",
+            swagger_favicon_url="/docs/static/favicon.png",
+        )
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
