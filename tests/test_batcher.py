@@ -78,6 +78,22 @@ def test_cancelled_jobs_are_not_decoded_and_errors_reach_only_their_batch():
     assert batcher.submit(["after"], "x").result(WAIT_S) == ["x:AFTER"]  # the worker carries on
     batcher.close()
     assert all("gone" not in sentences for sentences, _ in decoder.calls)
+    assert batcher.dropped == 1
+
+
+def test_jobs_cancelled_before_their_batch_take_no_room_in_it():
+    decoder = GatedDecoder()
+    batcher = Batcher(decoder, max_batch=2, max_wait_s=WAIT_S)
+    batcher.submit(["a", "a"], "x")
+    assert decoder.started.wait(WAIT_S)
+    gone = batcher.submit(["gone"], "x")
+    b, c = batcher.submit(["b"], "x"), batcher.submit(["c"], "x")
+    assert gone.cancel()
+    decoder.release.set()
+    assert b.result(WAIT_S) == ["x:B"] and c.result(WAIT_S) == ["x:C"]  # one full batch, no wait
+    batcher.close()
+    assert [call[0] for call in decoder.calls] == [["a", "a"], ["b", "c"]]
+    assert (batcher.batches, batcher.sentences, batcher.dropped) == (2, 4, 1)
 
 
 def test_limits_are_checked():

@@ -13,9 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,6 +108,18 @@ def fetch(address: str, path: str) -> tuple[int, str, bytes]:
     except urllib.error.HTTPError as error:
         with error:
             return error.code, error.headers.get("Content-Type", ""), error.read()
+
+
+def wait_for_health(address: str, condition: Callable[[dict], bool]) -> dict:
+    """Poll /health until `condition` holds for its answer; that answer."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while True:
+        status, health = call(address, "/health")
+        assert status == 200, health
+        if condition(health):
+            return health
+        assert time.monotonic() < deadline, f"/health never met the condition: {health}"
+        time.sleep(0.05)
 
 
 def translate(address: str, sentences: list[str], **options: object) -> dict:
@@ -238,6 +251,7 @@ def test_health_info_and_api_description(runs, transformer_server):
     run_dir = runs["transformer"]
     status, health = call(transformer_server, "/health")
     assert status == 200 and health["status"] == "ok"
+    assert set(health) == {"status", "waiting", "batches", "sentences", "dropped"}
     host, port = transformer_server.rsplit(":", 1)
     assert host == "127.0.0.1"
     outside = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
@@ -416,6 +430,24 @@ def test_clients_that_disconnect_do_not_disturb_others(transformer_server):
     assert_same_answers(during, [before] * 4)
     assert_same_answers(after, before)
     assert call(transformer_server, "/health")[0] == 200
+
+
+def test_a_client_that_leaves_while_queued_is_not_decoded(runs, transformer_server):
+    sentences = [en for en, _ in reverse_pairs(4, seed=5)]
+    alone = [translate(transformer_server, [s], beam=1) for s in sentences[1:]]
+    # Room for 4 sentences and a 5 s wait: whether the worker meets the cancelled job in the batch it
+    # is gathering or before it, the 3 later requests are decoded as one batch without it.
+    with server(runs["transformer"], "--max-batch", "4", "--max-wait-ms", "5000") as address:
+        body = json.dumps({"sentences": sentences[:1], "beam": 1}).encode()
+        leaving = raw_request(address, body, len(body))
+        wait_for_health(address, lambda health: health["waiting"] == 1)
+        leaving.close()
+        wait_for_health(address, lambda health: health["waiting"] == 0)  # the server saw it leave
+        with ThreadPoolExecutor(3) as pool:
+            staying = list(pool.map(lambda s: translate(address, [s], beam=1), sentences[1:]))
+        _, health = call(address, "/health")
+    assert_same_answers(staying, alone)
+    assert (health["batches"], health["sentences"], health["dropped"]) == (1, 3, 1), health
 
 
 def test_serve_refuses_a_port_in_use_and_bad_options(runs, capsys, monkeypatch):

@@ -4,13 +4,15 @@ Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POS
 `GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's Swagger UI page with
 its script and style served from `/docs/static/*` (the files the fastapi-offline package ships),
 so every page works offline. Every error is a JSON object `{"error": "...", "problems": [...]}`
-with a 4xx status; a request never sees a traceback.
+with a 4xx status; a request never sees a traceback. A client that disconnects while its
+translation is still queued has its job cancelled, so the worker never decodes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from attn_mt.serving.service import RequestError, TranslationService
 
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
+CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
     for code, what in ((400, "Malformed JSON"), (413, "Body too large"), (422, "Invalid request"))
@@ -53,6 +56,26 @@ def describe(error: dict[str, Any]) -> str:
     elif error.get("type") == "model_attributes_type" and not where:
         message = 'expected a JSON object such as {"sentences": ["i lost ."]}, sent as application/json'
     return f"{where or 'body'}: {message}"
+
+
+async def until_disconnect(receive: Receive) -> None:
+    """Return when the server reports that the client has closed its connection."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def results_unless_gone(job: Future, receive: Receive) -> Any:
+    """The job's results; if the client disconnects first, the job is cancelled and None returned."""
+    results = asyncio.wrap_future(job)
+    gone = asyncio.ensure_future(until_disconnect(receive))
+    try:
+        await asyncio.wait((results, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not results.done():  # the client left, or this request's task was cancelled
+            job.cancel()  # a queued job is then never decoded; one being decoded finishes unread
+            results.cancel()
+    return results.result() if not results.cancelled() else None
 
 
 class BodyLimit:
@@ -110,6 +133,7 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    waiting: set[Future] = set()  # jobs of requests still waiting for their answer
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -151,8 +175,14 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Liveness: `ok` and how much the decoding worker has done."""
-        return {"status": "ok", "batches": batcher.batches, "sentences": batcher.sentences}
+        """Liveness: `ok`, the requests waiting for an answer, and how much the decoding worker has done."""
+        return {
+            "status": "ok",
+            "waiting": len(waiting),
+            "batches": batcher.batches,
+            "sentences": batcher.sentences,
+            "dropped": batcher.dropped,
+        }
 
     @app.get("/info", response_model=Info)
     async def info() -> Info:
@@ -160,13 +190,20 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
         return service.info()
 
     @app.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES)
-    async def translate(request: TranslateRequest) -> Any:
+    async def translate(request: TranslateRequest, connection: Request) -> Any:
         """Translate one or many sentences; requests arriving together are decoded in one batch."""
         try:
             options = service.options(request)
         except RequestError as exc:
             return error_response(422, str(exc), [str(exc)])
-        results = await asyncio.wrap_future(batcher.submit(request.sentences, options))
+        job = batcher.submit(request.sentences, options)
+        waiting.add(job)
+        try:
+            results = await results_unless_gone(job, connection.receive)
+        finally:
+            waiting.discard(job)
+        if results is None:
+            return error_response(CLIENT_GONE, "the client closed its connection before the answer")
         return TranslateResponse(
             results=results, beam=options.beam, nbest=options.nbest, length_penalty=options.length_penalty
         )

@@ -4,7 +4,9 @@ The web server's threads only put jobs on the queue and wait on their futures; t
 runs the model. It takes the oldest job, then keeps taking jobs for up to `max_wait_s` or until
 `max_batch` sentences are gathered. Jobs whose decoding options differ from the first job's are
 set aside for the next round, in arrival order, so a batch is always decoded with one set of
-options. A job whose client has gone (its future cancelled) is dropped without being decoded.
+options. A job whose client has gone (its future cancelled) is dropped without being decoded: it
+takes no room in a batch when it is gone before the batch is formed, and is left out of the
+decoding when it goes while the batch waits for more jobs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Batcher:
         self._set_aside: deque[Job] = deque()
         self.batches = 0  # batches decoded so far
         self.sentences = 0  # sentences decoded so far
+        self.dropped = 0  # jobs not decoded because their client had gone
         self._thread = threading.Thread(target=self._run, name="attn-mt-decoder", daemon=True)
         self._thread.start()
 
@@ -57,24 +60,35 @@ class Batcher:
         self._queue.put(None)
         self._thread.join()
 
-    def _next_job(self, timeout: float | None) -> Job | None:
-        """The oldest set-aside job, else the next queued one (None: stop, or nothing before `timeout`)."""
-        if self._set_aside:
-            return self._set_aside.popleft()
-        try:
-            return self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
+    def _gone(self, job: Job) -> bool:
+        """Whether the job's client has gone (its future cancelled); such a job is counted as dropped."""
+        if job.future.cancelled():
+            self.dropped += 1
+            return True
+        return False
+
+    def _next_job(self) -> Job | None:
+        """The oldest live set-aside job, else the next live queued one, waiting for it; None means stop."""
+        while self._set_aside:
+            job = self._set_aside.popleft()
+            if not self._gone(job):
+                return job
+        while True:
+            job = self._queue.get()
+            if job is None or not self._gone(job):
+                return job
 
     def gather(self) -> list[Job] | None:
         """Wait for a job, then collect jobs with its options for up to max_wait_s; None means stop."""
-        first = self._next_job(None)
+        first = self._next_job()
         if first is None:
             return None
         batch, size = [first], len(first.sentences)
         others: list[Job] = []
         set_aside, self._set_aside = self._set_aside, deque()
         for job in set_aside:  # older jobs first, before anything newer from the queue
+            if self._gone(job):
+                continue
             if job.options == first.options and size < self.max_batch:
                 batch.append(job)
                 size += len(job.sentences)
@@ -90,6 +104,8 @@ class Batcher:
             if job is None:
                 self._queue.put(None)  # stop after this batch
                 break
+            if self._gone(job):
+                continue
             if job.options == first.options:
                 batch.append(job)
                 size += len(job.sentences)
@@ -105,6 +121,7 @@ class Batcher:
             if batch is None:
                 return
             live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+            self.dropped += len(batch) - len(live)  # clients that left while the batch was gathered
             if not live:
                 continue
             sentences = [s for job in live for s in job.sentences]
