@@ -184,7 +184,7 @@ CASES: dict[str, list[str]] = {
     "bad-quantize": ["translate", "RUN", "--quantize", "int4", "go ."],
     "damaged-export": ["translate", "damaged.pt", "go ."],
     "not-an-export": ["translate", "other.pt", "go ."],
-    "onnx-not-transformer": ["export", "RUN", "onnx", "--format", "onnx"],
+    "onnx-out-is-file": ["export", "RUN", "empty.txt", "--format", "onnx"],
 }
 
 

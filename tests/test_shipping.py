@@ -11,6 +11,7 @@ from test_training import SYNTH, TINY, cli
 
 import attn_mt
 from attn_mt.config import load_config
+from attn_mt.data.dataset import encode_sources
 from attn_mt.decoding.search import greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
@@ -18,6 +19,7 @@ from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
 from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.average import average_checkpoints, average_run
 from attn_mt.shipping.export import EXPORT_FORMAT
+from attn_mt.shipping.onnx_graphs import OnnxModel
 from attn_mt.shipping.quantize import quantize_model
 from attn_mt.training.trainer import train
 
@@ -216,19 +218,49 @@ def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path):
     assert not any("Traceback" in r.stderr for r in (result, foreign, named))
 
 
-def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
-    from attn_mt.data.dataset import encode_sources
-    from attn_mt.shipping.onnx_graphs import OnnxModel
+@pytest.fixture(scope="module", params=[True, False], ids=["packed", "unpacked"])
+def gru_run(request, tmp_path_factory) -> Path:
+    """A tiny GRU + Bahdanau run on the reverse task; its encoder packed (bahdanau.yaml) or the book's."""
+    folder = tmp_path_factory.mktemp("gru")
+    corpus = write_corpus(folder / "reverse.txt", n=300)
+    cfg = load_config(TINY, [*SYNTH, "model.type=gru_bahdanau", f"model.pack_padded={request.param}",
+                             "model.num_hiddens=32", "model.num_layers=2", "train.epochs=6",
+                             "train.threads=1"])
+    threads = torch.get_num_threads()
+    try:
+        train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
+    finally:
+        torch.set_num_threads(threads)  # training set it for the whole process
+    return folder / "run"
 
-    result = cli("export", str(trained), str(tmp_path / "onnx"), "--format", "onnx")
+
+def onnx_greedy_is_torchs(run_dir: Path, folder: Path) -> OnnxModel:
+    """Export `run_dir` to ONNX in `folder`; onnxruntime's greedy output must be torch's, token for token."""
+    result = cli("export", str(run_dir), str(folder), "--format", "onnx")
     assert result.returncode == 0, result.stderr
-    run = load_run(trained, "best")
-    translator = attn_mt.load(trained).translator
+    run = load_run(run_dir, "best")
+    translator = attn_mt.load(run_dir).translator
     encoded = encode_sources([translator.prepare(s) for s in SENTENCES], run.src_vocab, max_len=40)
+    assert len(set(encoded.src_lens.tolist())) > 1, "the batch must hold padding"
     with torch.inference_mode():
         expected = greedy_search(run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3,
                                  max_len_a=1.5, max_len_b=5)
     limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
-    got = OnnxModel(tmp_path / "onnx").greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
+    model = OnnxModel(folder)
+    got = model.greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
     assert got == [h.tokens for h in expected]
     assert any(len(tokens) > 2 for tokens in got)
+    return model
+
+
+def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
+    model = onnx_greedy_is_torchs(trained, tmp_path / "onnx")
+    assert model.meta["decoder_step_state"] == ["past_keys", "past_values"]
+
+
+def test_onnx_graphs_of_the_gru_decode_greedily_like_torch(gru_run, tmp_path):
+    model = onnx_greedy_is_torchs(gru_run, tmp_path / "onnx")
+    assert model.meta["decoder_step_constants"] == ["memory", "keys"]
+    assert model.meta["decoder_step_state"] == ["hidden"]
+    packed = model.meta["config"]["model"]["pack_padded"]
+    assert [i.name for i in model.encoder.get_inputs()] == (["src", "src_lens"] if packed else ["src"])
