@@ -28,7 +28,7 @@ OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
 LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
-AMP_MODES = ("none", "bf16", "fp16")
+AMP_MODES = ("none", "auto", "bf16", "fp16")
 KERNEL_CHOICES = ("auto", "reference", "cpu")  # see attn_mt/kernels
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
 # the repository's configs/ folder, reached through the attn_mt/configs link and shipped in the

@@ -41,7 +41,7 @@ def test_all_problems_reported_together_with_suggestions():
     assert "train.lrr: unknown key (did you mean train.lr?)" in problems
     assert "train.lr: expected a number, got 'fast'" in problems
     assert "train.epochs: expected an integer, got True" in problems
-    assert "train.amp: 'bf61' is not one of none, bf16, fp16 (did you mean 'bf16'?)" in problems
+    assert "train.amp: 'bf61' is not one of none, auto, bf16, fp16 (did you mean 'bf16'?)" in problems
     assert "model.num_hiddens: expected an integer, got 3.5" in problems
     assert len(problems) == 6
 

@@ -174,6 +174,9 @@ def test_bf16_autocast_applies_on_cpus_with_native_bf16_and_fp16_does_not(monkey
     assert effective_amp(cpu, "bf16") == "none"  # emulated bfloat16 is many times slower
     assert effective_amp(cpu, "fp16") == "none"
     assert effective_amp(cpu, "none") == "none"
+    assert effective_amp(cpu, "auto") == "none"  # nothing to time without native bf16
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: True)
+    assert effective_amp(cpu, "auto") == "auto"  # the trainer times both (training/precision.py)
     layer = torch.nn.Linear(8, 8)
     with autocast_context(cpu, "bf16"):
         assert layer(torch.randn(2, 8)).dtype == torch.bfloat16

@@ -5,6 +5,7 @@ Shapes: B batch, S source steps, T target steps, V target vocabulary.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,11 @@ from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
 from attn_mt.data.vocab import Vocab
 from attn_mt.models import GRUBahdanau, Transformer
+from attn_mt.run import device as device_module
 from attn_mt.training import trainer as trainer_module
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, build_optimizer, xavier_init_
+from attn_mt.training.precision import faster_mode, time_modes
 from attn_mt.training.trainer import Trainer, read_metrics, train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
@@ -169,3 +172,44 @@ def test_small_logits_take_the_plain_path_and_large_ones_the_chunked(tmp_path, m
     train(cfg, tmp_path / "chunked", data_path=str(corpus), quiet=True, device="cpu")
     assert calls and all(fused for fused, _ in calls)
     assert all(shape[-1] == cfg.model.num_hiddens for _, shape in calls)  # (B, T, H) hidden states
+
+
+def test_amp_probe_times_modes_interleaved_and_prefers_float32_unless_clearly_slower():
+    """time_modes warms each mode up, then alternates them; bf16 needs a >5% lead to be chosen."""
+    calls = []
+
+    def run_pass(mode: str) -> None:
+        calls.append(mode)
+        time.sleep(0.02 if mode == "bf16" else 0.0)
+
+    seconds = time_modes(run_pass, ("none", "bf16"), rounds=2)
+    assert calls == ["none", "bf16"] * 3
+    assert seconds["bf16"] >= 0.02 > seconds["none"]
+    assert faster_mode(seconds) == "none"
+    assert faster_mode({"none": 1.0, "bf16": 0.9}) == "bf16"
+    assert faster_mode({"none": 1.0, "bf16": 0.97}) == "none"  # within the margin: keep float32
+
+
+@pytest.mark.parametrize("chosen", ["none", "bf16"])
+def test_amp_auto_trains_exactly_like_the_mode_it_picks(tmp_path, monkeypatch, chosen):
+    """train.amp=auto's timing passes leave no trace: the run equals one configured with its choice."""
+    corpus = write_corpus(tmp_path / "reverse.txt", n=200)
+    monkeypatch.setattr(device_module, "cpu_has_native_bf16", lambda: True)
+    timed = []
+
+    def pick(seconds: dict[str, float]) -> str:
+        timed.append(seconds)
+        return chosen
+
+    monkeypatch.setattr(trainer_module, "faster_mode", pick)
+    overrides = ["data.valid_size=10", "data.test_size=10", "train.epochs=1", "train.max_steps=4"]
+    weights = {}
+    for amp in ("auto", chosen):
+        run_dir = tmp_path / amp
+        train(load_config(TINY, [*overrides, f"train.amp={amp}"]), run_dir, data_path=str(corpus), quiet=True)
+        weights[amp] = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["model"]
+    assert len(timed) == 1 and set(timed[0]) == {"none", "bf16"}  # only the auto run timed both
+    said = "train.amp=auto: " + ("bf16" if chosen == "bf16" else "float32")
+    assert said in (tmp_path / "auto" / "train.log").read_text()
+    for name, tensor in weights[chosen].items():
+        assert torch.equal(weights["auto"][name], tensor), name

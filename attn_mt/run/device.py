@@ -105,8 +105,15 @@ def effective_amp(device: torch.device, amp: str) -> str:
     bf16 applies on CUDA and on CPUs with native bfloat16 arithmetic (matrix products in bfloat16,
     weights and loss in float32); elsewhere the CPU emulates it, measured 13x slower than float32
     for the whole-corpus Transformer on an AVX2 Zen 3, so training falls back to float32.
-    fp16 needs a gradient scaler and applies on CUDA only.
+    fp16 needs a gradient scaler and applies on CUDA only. "auto" is bf16 on CUDA where supported
+    (fp16 otherwise), stays "auto" on a CPU with native bf16 for the trainer to time both, and is
+    float32 elsewhere.
     """
+    if amp == "auto":
+        if device.type == "cuda":
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        # a CPU with native bf16 is timed on the run's batches (training/precision.py)
+        return "auto" if device.type == "cpu" and cpu_has_native_bf16() else "none"
     if amp == "none" or device.type == "cuda":
         return amp
     if amp == "bf16" and device.type == "cpu":

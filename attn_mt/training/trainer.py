@@ -46,6 +46,7 @@ from attn_mt.training.kept_checkpoints import keep_checkpoint
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_
+from attn_mt.training.precision import faster_mode, time_modes
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
 from attn_mt.training.validation import Validator
 
@@ -290,19 +291,8 @@ class Trainer:
             batch = batch.trimmed(source=not self.model.reads_source_padding).to(self.device)
             sync = i == len(batches) - 1 or not self.dist.enabled
             context = contextlib.nullcontext() if sync else self.forward.no_sync()
-            bos = torch.full((batch.tgt.shape[0], 1), self.bos_id, dtype=batch.tgt.dtype, device=self.device)
-            tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T)
-            logits_bytes = 4 * batch.tgt.numel() * self.tgt_vocab_size
-            fused = self.fused_loss and logits_bytes >= self.fuse_min_logits_bytes
             with context:
-                loss_args = (batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing, width)
-                with autocast_context(self.device, self.amp):
-                    out = self.forward(batch.src, batch.src_lens, tgt_in, features=fused)
-                    if fused:  # out: (B, T, H)
-                        layer = self.model.output_layer
-                        objective, total = masked_cross_entropy(out, *loss_args, output_layer=layer)
-                if not fused:  # out: (B, T, V)
-                    objective, total = masked_cross_entropy(out, *loss_args)
+                objective, total = self._objective(self.forward, batch, width, self.amp)
                 if tc.loss_average == "token":
                     objective = objective / len(batches)
                 else:
@@ -328,13 +318,68 @@ class Trainer:
         self.schedule.after_step(time_used / self.dist.world_size)
         return loss_sum, int(token_sum), stops > 0
 
+    def _objective(
+        self, forward: torch.nn.Module, batch: Batch, width: int, amp: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced loss of one trimmed batch: (objective to differentiate, summed loss)."""
+        tc = self.cfg.train
+        bos = torch.full((batch.tgt.shape[0], 1), self.bos_id, dtype=batch.tgt.dtype, device=self.device)
+        tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T)
+        logits_bytes = 4 * batch.tgt.numel() * self.tgt_vocab_size
+        fused = self.fused_loss and logits_bytes >= self.fuse_min_logits_bytes
+        loss_args = (batch.tgt, batch.tgt_lens, tc.loss_average, tc.label_smoothing, width)
+        with autocast_context(self.device, amp):
+            out = forward(batch.src, batch.src_lens, tgt_in, features=fused)
+            if fused:  # out: (B, T, H)
+                return masked_cross_entropy(out, *loss_args, output_layer=self.model.output_layer)
+        return masked_cross_entropy(out, *loss_args)  # out: (B, T, V)
+
+    def settle_amp(self, probe_batches: int = 3) -> None:
+        """train.amp=auto on a CPU with native bf16: time float32 and bf16 on real batches, keep the faster.
+
+        The passes run forward and backward only (no update) with the RNG state restored afterwards,
+        so the run's weights and random stream are those of a run without the probe.
+        """
+        if self.amp != "auto":
+            return
+        plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
+        batches = []
+        for ix in plan[:probe_batches]:
+            batch = self.data.train.collate(ix)
+            width = batch.tgt.shape[1]
+            batches.append((batch.trimmed(source=not self.model.reads_source_padding).to(self.device), width))
+
+        def run_pass(amp: str) -> None:
+            for batch, width in batches:
+                objective, _ = self._objective(self.net, batch, width, amp)
+                objective.backward()
+
+        with torch.random.fork_rng(devices=[]):
+            seconds = time_modes(run_pass, ("none", "bf16"))
+        if self.flat is not None:
+            self.flat.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+        if self.dist.enabled:  # every rank takes the same choice
+            totals = self.dist.sum([seconds["none"], seconds["bf16"]])
+            seconds = {"none": totals[0], "bf16": totals[1]}
+        self.amp = faster_mode(seconds)
+        log.info(
+            "train.amp=auto: %s (%d batches forward and backward: float32 %.3f s, bf16 %.3f s)",
+            "bf16" if self.amp == "bf16" else "float32",
+            len(batches),
+            seconds["none"],
+            seconds["bf16"],
+        )
+
     # ----- the loop -----
     def fit(self) -> TrainResult:
         """Train until the epochs, step limit, time limit or patience run out, or the user interrupts."""
         tc, pr = self.cfg.train, self.progress
         self.schedule.total_steps = self._planned_steps()
-        self.session = Session(training_start=time.perf_counter() - pr.elapsed_s - self.hook_s)
         self.model.train()
+        self.settle_amp()
+        self.session = Session(training_start=time.perf_counter() - pr.elapsed_s - self.hook_s)
         stop = ""
         with self._stop_on_signals(), self._progress_bar() as bar:
             while not stop and pr.epoch < tc.epochs:
