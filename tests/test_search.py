@@ -13,7 +13,13 @@ from attn_mt.config import Config, ModelConfig
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import translator as translator_module
 from attn_mt.decoding.cli_translate import read_input_lines, split_input_lines
-from attn_mt.decoding.search import beam_search, gnmt_length_penalty, greedy_search, max_output_lengths
+from attn_mt.decoding.search import (
+    beam_search,
+    gnmt_length_penalty,
+    greedy_pick,
+    greedy_search,
+    max_output_lengths,
+)
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
@@ -365,3 +371,24 @@ def test_translator_shows_progress_only_on_a_terminal(monkeypatch):
         assert expected, (name, shown)
     assert outputs["terminal"] == outputs["file"] == outputs["off"]
     assert [o == [] for o in outputs["off"]] == [s == "" for s in sentences]
+
+
+@pytest.mark.parametrize("vocab", [8000, 8003, 7, 1])
+def test_greedy_pick_equals_log_softmax_then_max(vocab):
+    """greedy_pick gives max(log_softmax) exactly: first index on ties, <eos> forced at the limit."""
+    torch.manual_seed(vocab)
+    logits = torch.randn(37, vocab) * 4  # (N, V)
+    logits[3] = 0.0  # a row of ties: the first index wins
+    if vocab > 5:
+        logits[4, [2, vocab - 1]] = 50.0  # two maxima far apart
+    expected_scores, expected_tokens = torch.log_softmax(logits, dim=-1).max(dim=-1)
+    scores, tokens = greedy_pick(logits, None, EOS)
+    assert torch.equal(tokens, expected_tokens)
+    torch.testing.assert_close(scores, expected_scores, rtol=0, atol=1e-5)
+    if vocab > EOS:
+        at_limit = torch.arange(37) % 3 == 0  # (N,)
+        scores, tokens = greedy_pick(logits, at_limit, EOS)
+        log_probs = torch.log_softmax(logits, dim=-1)
+        assert torch.equal(tokens[at_limit], torch.full((13,), EOS))
+        torch.testing.assert_close(scores[at_limit], log_probs[at_limit, EOS], rtol=0, atol=1e-5)
+        assert torch.equal(tokens[~at_limit], expected_tokens[~at_limit])

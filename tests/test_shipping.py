@@ -8,6 +8,7 @@ import pytest
 import torch
 from synthetic import write_corpus
 from test_training import SYNTH, TINY, cli
+from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU
 
 import attn_mt
 from attn_mt.config import load_config
@@ -15,6 +16,7 @@ from attn_mt.data.dataset import encode_sources
 from attn_mt.decoding.search import greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
+from attn_mt.models.transformer import PositionWiseFFN
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
 from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.average import average_checkpoints, average_run
@@ -158,6 +160,12 @@ def test_int8_step_logits_stay_close_to_float(model_type):
     quantized = quantize_model(model, "int8", torch.device("cpu"))
     if model_type == "gru_bahdanau":  # W_q and w_v are read as tensors, so they stay float
         assert set(_dynamic_linears(quantized)) == {"decoder.dense", "decoder.attention.W_k"}
+    else:  # each feed-forward dense1 + ReLU became one int8 LinearReLU
+        ffns = [m for m in quantized.modules() if isinstance(m, PositionWiseFFN)]
+        assert len(ffns) == 2 * cfg.model.num_layers
+        assert all(isinstance(f.dense1, LinearReLU) and isinstance(f.relu, torch.nn.Identity) for f in ffns)
+        originals = [m for m in model.modules() if isinstance(m, PositionWiseFFN)]
+        assert all(isinstance(m.relu, torch.nn.ReLU) for m in originals)  # the float model is untouched
     src, src_lens = torch.randint(4, 20, (3, 7)), torch.tensor([7, 5, 2])
     tokens = torch.tensor([2, 5, 9])
     with torch.inference_mode():

@@ -5,6 +5,8 @@ scale per output row) and quantises its input on the fly at every call, so nothi
 and the model's code is unchanged: search still calls `encode`, `init_state`, `step` and
 `reorder_state`. Layers whose weight the model reads as a tensor instead of calling the layer
 (`EncoderDecoder.direct_weight_layers`, e.g. the Bahdanau decoder's fused W_q) stay in float32.
+The Transformer's feed-forward `dense1` and its ReLU are first fused into one `LinearReLU`
+(torch's `fuse_modules`), so the int8 kernel applies the ReLU as it writes its output.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ def quantizable_linears(model: EncoderDecoder) -> set[str]:
     return linears - skip
 
 
+def linear_relu_pairs(model: EncoderDecoder, linears: set[str]) -> list[list[str]]:
+    """[dense1, relu] name pairs of the feed-forward layers, to quantise as one fused LinearReLU."""
+    pairs = []
+    for name, module in model.named_modules():
+        dense, relu = getattr(module, "dense1", None), getattr(module, "relu", None)
+        if isinstance(dense, nn.Linear) and isinstance(relu, nn.ReLU) and f"{name}.dense1" in linears:
+            pairs.append([f"{name}.dense1", f"{name}.relu"])
+    return pairs
+
+
 def quantize_model(model: EncoderDecoder, kind: str, device: torch.device) -> EncoderDecoder:
     """A copy of `model` with int8 linear layers (`kind` "int8"); refuses devices other than the CPU."""
     if kind not in QUANTIZE_CHOICES:
@@ -39,7 +51,11 @@ def quantize_model(model: EncoderDecoder, kind: str, device: torch.device) -> En
     if torch.backends.quantized.engine == "none":
         raise UserError(f"--quantize {kind}: this torch build has no quantized CPU engine")
     model = model.to("cpu").eval()
+    linears = quantizable_linears(model)
+    pairs = linear_relu_pairs(model, linears)
     with warnings.catch_warnings():  # torch announces torchao as the successor of these (working) tools
         warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
         warnings.filterwarnings("ignore", message="torch.quantize_per_tensor", category=UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, quantizable_linears(model), dtype=torch.qint8)
+        if pairs:  # the ReLU runs inside the int8 kernel's output pass (nn.Identity takes its place)
+            model = torch.ao.quantization.fuse_modules(model, pairs, inplace=False)
+        return torch.ao.quantization.quantize_dynamic(model, linears, dtype=torch.qint8)
