@@ -21,11 +21,11 @@ from attn_mt.decoding.attention import (
     attention_stats,
     collect_attention,
     key_share,
-    save_attention,
     trim_maps,
 )
 from attn_mt.decoding.search import greedy_search
 from attn_mt.decoding.translator import Translator
+from attn_mt.evaluation.attention_dumps import save_attention
 from attn_mt.evaluation.plots import attention_figure, plot_training_curves, training_curves_figure
 from attn_mt.evaluation.scores import BOOK_SENTENCES
 from attn_mt.models.build import build_model

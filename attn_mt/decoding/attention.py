@@ -19,16 +19,13 @@ for a truncated source, which has no <eos>); both are also given per layer and h
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from attn_mt.evaluation.plots import plot_attention
 from attn_mt.models.base import EncoderDecoder
 
 SOURCE, TARGET = "source", "target"
@@ -164,24 +161,6 @@ def collect_attention(model: EncoderDecoder, src_ids: Sequence[int], out_ids: Se
     outputs = list(output_tokens)
     return SentenceAttention(trimmed, list(source_tokens), outputs, [bos_token, *outputs[:-1]],
                              source_ends_with_eos)
-
-
-def save_attention(attention: SentenceAttention, out_dir: Path, stem: str,
-                   heatmaps: bool = True) -> list[Path]:
-    """Write `<stem>.npz` (every map), `<stem>.json` (tokens, shapes, stats) and one heatmap PNG per map."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = [out_dir / f"{stem}.npz"]
-    np.savez_compressed(written[0], **{name: w.astype(np.float32) for name, w in attention.maps.items()})
-    summary = attention.summary()
-    if heatmaps:
-        for name, weights in attention.maps.items():
-            rows, cols = attention.labels(name)
-            written.append(plot_attention(weights, rows, cols, out_dir / f"{stem}_{name}.png", TITLES[name]))
-    summary["files"] = [p.name for p in written]
-    json_path = out_dir / f"{stem}.json"
-    json_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return [*written, json_path]
 
 
 def word_groups(starts: Sequence[bool]) -> list[list[int]]:

@@ -104,7 +104,7 @@ def run_translate(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
     if attention_dir is not None:
-        from attn_mt.decoding.attention import save_attention
+        from attn_mt.evaluation.attention_dumps import save_attention
 
         for i, result in enumerate(results):
             if result.hypotheses:

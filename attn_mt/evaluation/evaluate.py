@@ -8,9 +8,9 @@ from typing import Any
 
 import typer
 
-from attn_mt.decoding.attention import save_attention
 from attn_mt.decoding.translator import Translator, with_length_penalty
 from attn_mt.errors import UserError
+from attn_mt.evaluation.attention_dumps import save_attention
 from attn_mt.evaluation.scores import (
     BOOK_SENTENCES,
     RAW_BOOK_SENTENCES,
