@@ -281,10 +281,7 @@ class Trainer:
         so every replica steps with the same learning rate.
         """
         tc = self.cfg.train
-        if self.flat is not None:
-            self.flat.zero_grad()
-        else:
-            self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         loss_sum, tokens = 0.0, 0
         for i, batch in enumerate(batches):
             width = batch.tgt.shape[1]  # the book averages each sentence's loss over the padded width
@@ -317,6 +314,13 @@ class Trainer:
         self.scaler.update()
         self.schedule.after_step(time_used / self.dist.world_size)
         return loss_sum, int(token_sum), stops > 0
+
+    def _zero_grad(self) -> None:
+        """Clear the gradients, in the flat tensor when the parameters are flattened."""
+        if self.flat is not None:
+            self.flat.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
 
     def _objective(
         self, forward: torch.nn.Module, batch: Batch, width: int, amp: str
@@ -356,10 +360,7 @@ class Trainer:
 
         with torch.random.fork_rng(devices=[]):
             seconds = time_modes(run_pass, ("none", "bf16"))
-        if self.flat is not None:
-            self.flat.zero_grad()
-        else:
-            self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         if self.dist.enabled:  # every rank takes the same choice
             totals = self.dist.sum([seconds["none"], seconds["bf16"]])
             seconds = {"none": totals[0], "bf16": totals[1]}
