@@ -73,6 +73,7 @@ def main() -> None:
     final = run_eval(run_dir, "test", None, 0, None, "best", args.data, "auto")
     summary = {
         "config": str(args.config),
+        "overrides": args.overrides,
         "minutes_budget": args.minutes,
         "steps": result.step,
         "epochs": result.epoch,
