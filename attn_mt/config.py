@@ -82,6 +82,7 @@ class ModelConfig:
     dropout: float = 0.1
     pack_padded: bool = False
     tie_embeddings: bool = False
+    tie_source_embedding: bool = False
 
 
 @dataclass
@@ -341,6 +342,21 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
         problems.append(
             f"model.tie_embeddings: only the transformer ties its target embedding to its output layer, "
             f"but model.type is {cfg.model.type!r}"
+        )
+    if _sound(problems, "model.type", "model.tie_source_embedding") and (
+        cfg.model.tie_source_embedding and cfg.model.type != "transformer"
+    ):
+        problems.append(
+            f"model.tie_source_embedding: only the transformer shares one embedding between encoder and "
+            f"decoder, but model.type is {cfg.model.type!r}"
+        )
+    if _sound(problems, "model.tie_source_embedding", "data.tokenizer", "data.shared_vocab") and (
+        cfg.model.tie_source_embedding
+        and (cfg.data.tokenizer != "sentencepiece" or not cfg.data.shared_vocab)
+    ):
+        problems.append(
+            "model.tie_source_embedding: the encoder can use the decoder's embedding only with one "
+            "vocabulary for both languages (data.tokenizer: sentencepiece and data.shared_vocab: true)"
         )
     if _sound(problems, "data.mode", "train.best_metric") and (
         cfg.data.mode == "book" and cfg.train.best_metric != "train_loss"

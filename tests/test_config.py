@@ -57,6 +57,14 @@ def test_impossible_combinations():
         config_from_dict({"model": {"dropout": 1.5}})
     with pytest.raises(ConfigError, match="model.tie_embeddings: only the transformer .* 'gru_bahdanau'"):
         config_from_dict({"model": {"type": "gru_bahdanau", "tie_embeddings": True}})
+    with pytest.raises(ConfigError, match="tie_source_embedding: only the transformer .* 'gru_bahdanau'"):
+        config_from_dict({"model": {"type": "gru_bahdanau", "tie_source_embedding": True}})
+    separate = {"mode": "split", "tokenizer": "sentencepiece", "shared_vocab": False}
+    for data in ({"tokenizer": "book"}, separate):
+        with pytest.raises(ConfigError, match="tie_source_embedding: .* one vocabulary for both languages"):
+            config_from_dict({"data": data, "model": {"type": "transformer", "tie_source_embedding": True}})
+    config_from_dict({"data": {"mode": "split", "tokenizer": "sentencepiece", "shared_vocab": True},
+                      "model": {"type": "transformer", "tie_source_embedding": True}})
 
 
 def test_combinations_are_checked_alongside_other_problems():

@@ -417,3 +417,29 @@ def test_tied_embeddings_share_one_matrix_through_init_training_and_a_reload():
     reloaded.load_state_dict(tied.state_dict())
     tied.eval(), reloaded.eval()
     torch.testing.assert_close(reloaded(src, src_lens, tgt_in), tied(src, src_lens, tgt_in), rtol=0, atol=0)
+
+
+def test_a_tied_source_embedding_is_the_decoder_matrix_through_training_and_a_reload():
+    torch.manual_seed(0)
+    cfg = ModelConfig(type="transformer", num_hiddens=16, num_layers=1, num_heads=2, ffn_num_hiddens=8,
+                      dropout=0.0, tie_embeddings=True, tie_source_embedding=True)
+    shared = build_model(cfg, 40, 40)
+    output_only = build_model(ModelConfig(**{**vars(cfg), "tie_source_embedding": False}), 40, 40)
+    assert shared.encoder.embedding.weight is shared.decoder.embedding.weight is shared.decoder.dense.weight
+    count = sum(p.numel() for p in shared.parameters())
+    assert count == sum(p.numel() for p in output_only.parameters()) - 40 * 16
+    src, src_lens, tgt_in = batch([3, 2])
+    src, tgt_in = src.remainder(40), tgt_in.remainder(40)
+    shared(src, src_lens, tgt_in).logsumexp(-1).sum().backward()
+    grad = shared.encoder.embedding.weight.grad  # (V, H): rows of source-only pieces get gradient too
+    source_only = sorted(set(src.flatten().tolist()) - set(tgt_in.flatten().tolist()))
+    assert source_only and grad[source_only].abs().sum() > 0
+    torch.optim.SGD(shared.parameters(), lr=0.1).step()
+    assert shared.encoder.embedding.weight is shared.decoder.embedding.weight
+    reloaded = build_model(cfg, 40, 40)
+    reloaded.load_state_dict(shared.state_dict())
+    assert reloaded.encoder.embedding.weight is reloaded.decoder.embedding.weight
+    shared.eval(), reloaded.eval()
+    torch.testing.assert_close(reloaded(src, src_lens, tgt_in), shared(src, src_lens, tgt_in), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="needs one vocabulary, got sizes 41 and 40"):
+        build_model(cfg, 41, 40)

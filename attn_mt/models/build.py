@@ -25,7 +25,7 @@ def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: in
 
 
 def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-    """Transformer with num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout, tie_embeddings.
+    """Transformer with the model config's sizes, dropout and embedding ties.
 
     The config's validation has checked that the heads divide num_hiddens (MultiHeadAttention checks again).
     """
@@ -38,6 +38,7 @@ def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
         cfg.num_layers,
         cfg.dropout,
         cfg.tie_embeddings,
+        cfg.tie_source_embedding,
     )
 
 

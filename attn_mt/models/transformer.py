@@ -227,6 +227,7 @@ class Transformer(EncoderDecoder):
         num_layers: int,
         dropout: float,
         tie_embeddings: bool = False,
+        tie_source_embedding: bool = False,
     ):
         super().__init__()
         sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout)
@@ -238,6 +239,14 @@ class Transformer(EncoderDecoder):
             # N(0, 1/H) as in Vaswani et al., so the sqrt(H)-scaled embeddings start near unit variance
             self.decoder.dense.weight = self.decoder.embedding.weight
             nn.init.normal_(self.decoder.embedding.weight, 0.0, num_hiddens**-0.5)
+        if tie_source_embedding:
+            # one vocabulary for both languages: the encoder embeds source pieces with the decoder's
+            # matrix, so names, digits and shared pieces learn from both sides (fairseq's
+            # share_all_embeddings)
+            if src_vocab_size != tgt_vocab_size:
+                raise ValueError(f"tie_source_embedding needs one vocabulary, got sizes {src_vocab_size} "
+                                 f"and {tgt_vocab_size}")
+            self.encoder.embedding.weight = self.decoder.embedding.weight
 
     def _encode(
         self, src: torch.Tensor, src_lens: torch.Tensor, need_weights: bool
