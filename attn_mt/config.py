@@ -28,6 +28,7 @@ OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
 LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
+EMBED_INITS = ("book", "scaled")
 AMP_MODES = ("none", "auto", "bf16", "fp16")
 KERNEL_CHOICES = ("auto", "reference", "cpu")  # see attn_mt/kernels
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
@@ -83,6 +84,7 @@ class ModelConfig:
     pack_padded: bool = False
     tie_embeddings: bool = False
     tie_source_embedding: bool = False
+    embed_init: str = "book"
 
 
 @dataclass
@@ -154,6 +156,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.tokenizer": TOKENIZERS,
     "data.subword_type": SUBWORD_TYPES,
     "model.type": MODEL_TYPES,
+    "model.embed_init": EMBED_INITS,
     "train.optimizer": OPTIMIZERS,
     "train.schedule": SCHEDULES,
     "train.loss_average": LOSS_AVERAGES,
@@ -349,6 +352,13 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
         problems.append(
             f"model.tie_source_embedding: only the transformer shares one embedding between encoder and "
             f"decoder, but model.type is {cfg.model.type!r}"
+        )
+    if _sound(problems, "model.type", "model.embed_init") and (
+        cfg.model.embed_init != "book" and cfg.model.type != "transformer"
+    ):
+        problems.append(
+            f"model.embed_init: {cfg.model.embed_init!r} rescales the transformer's sqrt(H)-scaled "
+            f"embeddings, but model.type is {cfg.model.type!r}"
         )
     if _sound(problems, "model.tie_source_embedding", "data.tokenizer", "data.shared_vocab") and (
         cfg.model.tie_source_embedding

@@ -59,6 +59,8 @@ def test_impossible_combinations():
         config_from_dict({"model": {"type": "gru_bahdanau", "tie_embeddings": True}})
     with pytest.raises(ConfigError, match="tie_source_embedding: only the transformer .* 'gru_bahdanau'"):
         config_from_dict({"model": {"type": "gru_bahdanau", "tie_source_embedding": True}})
+    with pytest.raises(ConfigError, match="model.embed_init: 'scaled' rescales .* 'gru_bahdanau'"):
+        config_from_dict({"model": {"type": "gru_bahdanau", "embed_init": "scaled"}})
     separate = {"mode": "split", "tokenizer": "sentencepiece", "shared_vocab": False}
     for data in ({"tokenizer": "book"}, separate):
         with pytest.raises(ConfigError, match="tie_source_embedding: .* one vocabulary for both languages"):

@@ -419,6 +419,18 @@ def test_tied_embeddings_share_one_matrix_through_init_training_and_a_reload():
     torch.testing.assert_close(reloaded(src, src_lens, tgt_in), tied(src, src_lens, tgt_in), rtol=0, atol=0)
 
 
+def test_scaled_embed_init_starts_both_embeddings_at_the_positional_encodings_scale():
+    torch.manual_seed(0)
+    cfg = ModelConfig(type="transformer", num_hiddens=64, num_layers=1, num_heads=2, ffn_num_hiddens=8)
+    book = build_model(cfg, 500, 400)
+    scaled = build_model(ModelConfig(**{**vars(cfg), "embed_init": "scaled"}), 500, 400)
+    for side in ("encoder", "decoder"):
+        # the book's nn.Embedding N(0, 1) times sqrt(64) has std 8; N(0, 1/64) times sqrt(64) has std 1
+        assert abs(getattr(book, side).embedding.weight.std().item() - 1.0) < 0.02
+        assert abs(getattr(scaled, side).embedding.weight.std().item() - 64**-0.5) < 0.005
+    src = torch.randint(0, 400, (3, 7))
+    assert abs(scaled.encoder.embedding(src).mul(8).std().item() - 1.0) < 0.1
+
 def test_a_tied_source_embedding_is_the_decoder_matrix_through_training_and_a_reload():
     torch.manual_seed(0)
     cfg = ModelConfig(type="transformer", num_hiddens=16, num_layers=1, num_heads=2, ffn_num_hiddens=8,

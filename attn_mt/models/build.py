@@ -25,7 +25,7 @@ def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: in
 
 
 def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-    """Transformer with the model config's sizes, dropout and embedding ties.
+    """Transformer with the model config's sizes, dropout, embedding ties and embedding init.
 
     The config's validation has checked that the heads divide num_hiddens (MultiHeadAttention checks again).
     """
@@ -39,6 +39,7 @@ def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
         cfg.dropout,
         cfg.tie_embeddings,
         cfg.tie_source_embedding,
+        cfg.embed_init,
     )
 
 

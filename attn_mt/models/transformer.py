@@ -228,12 +228,18 @@ class Transformer(EncoderDecoder):
         dropout: float,
         tie_embeddings: bool = False,
         tie_source_embedding: bool = False,
+        embed_init: str = "book",
     ):
         super().__init__()
         sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout)
         self.encoder = TransformerEncoder(src_vocab_size, *sizes)
         self.decoder = TransformerDecoder(tgt_vocab_size, *sizes)
         self.num_heads = num_heads
+        if embed_init == "scaled":
+            # N(0, 1/H), as the tied matrix below: the sqrt(H)-scaled embeddings start near unit variance,
+            # the scale of the positional encodings, where the book's N(0, 1) start sqrt(H) times larger
+            nn.init.normal_(self.encoder.embedding.weight, 0.0, num_hiddens**-0.5)
+            nn.init.normal_(self.decoder.embedding.weight, 0.0, num_hiddens**-0.5)
         if tie_embeddings:
             # one (V, H) matrix embeds the target tokens and scores them (Press & Wolf 2017); drawn from
             # N(0, 1/H) as in Vaswani et al., so the sqrt(H)-scaled embeddings start near unit variance
