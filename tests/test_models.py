@@ -431,6 +431,7 @@ def test_scaled_embed_init_starts_both_embeddings_at_the_positional_encodings_sc
     src = torch.randint(0, 400, (3, 7))
     assert abs(scaled.encoder.embedding(src).mul(8).std().item() - 1.0) < 0.1
 
+
 def test_a_tied_source_embedding_is_the_decoder_matrix_through_training_and_a_reload():
     torch.manual_seed(0)
     cfg = ModelConfig(type="transformer", num_hiddens=16, num_layers=1, num_heads=2, ffn_num_hiddens=8,

@@ -235,16 +235,15 @@ class Transformer(EncoderDecoder):
         self.encoder = TransformerEncoder(src_vocab_size, *sizes)
         self.decoder = TransformerDecoder(tgt_vocab_size, *sizes)
         self.num_heads = num_heads
+        # N(0, 1/H) as in Vaswani et al.: the sqrt(H)-scaled embeddings start near unit variance, the
+        # scale of the positional encodings, where the book's nn.Embedding N(0, 1) starts sqrt(H) times larger
         if embed_init == "scaled":
-            # N(0, 1/H), as the tied matrix below: the sqrt(H)-scaled embeddings start near unit variance,
-            # the scale of the positional encodings, where the book's N(0, 1) start sqrt(H) times larger
             nn.init.normal_(self.encoder.embedding.weight, 0.0, num_hiddens**-0.5)
+        if embed_init == "scaled" or tie_embeddings:
             nn.init.normal_(self.decoder.embedding.weight, 0.0, num_hiddens**-0.5)
         if tie_embeddings:
-            # one (V, H) matrix embeds the target tokens and scores them (Press & Wolf 2017); drawn from
-            # N(0, 1/H) as in Vaswani et al., so the sqrt(H)-scaled embeddings start near unit variance
+            # one (V, H) matrix embeds the target tokens and scores them (Press & Wolf 2017)
             self.decoder.dense.weight = self.decoder.embedding.weight
-            nn.init.normal_(self.decoder.embedding.weight, 0.0, num_hiddens**-0.5)
         if tie_source_embedding:
             # one vocabulary for both languages: the encoder embeds source pieces with the decoder's
             # matrix, so names, digits and shared pieces learn from both sides (fairseq's
