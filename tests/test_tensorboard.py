@@ -29,6 +29,10 @@ from attn_mt.training.tensorboard import (
     tag_of,
 )
 
+ATTENTION = SentenceAttention(
+    maps={"cross": np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]], dtype=np.float32)},  # (T, S)
+    source_tokens=["go", ".", "<eos>"], output_tokens=["va", "<eos>"], decoder_input_tokens=["<bos>", "va"])
+
 
 def read_events(folder) -> EventAccumulator:
     """Every event in `folder`, as TensorBoard loads it (later sessions' purges applied)."""
@@ -41,8 +45,8 @@ def train_session(paths: RunPaths, log: TensorBoardLog, first: int, last: int, s
                   final: bool = False) -> None:
     """Steps first..last as the trainer records them: a window every 2 steps, a validation every 5.
 
-    Every record goes to metrics.jsonl and to the writer, as the trainer's `_record` does; with
-    `final`, the session ends with a final validation at `last`.
+    Every record goes to metrics.jsonl and to the writer, as the trainer's `_record` does, and each
+    validation writes its samples; with `final`, the session ends with a final validation at `last`.
     """
     rng = np.random.default_rng(seed)
     with paths.metrics.open("a", encoding="utf-8") as handle:
@@ -57,6 +61,7 @@ def train_session(paths: RunPaths, log: TensorBoardLog, first: int, last: int, s
                                 "valid_loss": round(float(rng.uniform(2, 6)), 4),
                                 "valid_bleu": round(float(rng.uniform(0, 40)), 4),
                                 **({"final": True} if step % 5 else {})})
+                log.validation(step, [Sample(f"sentence {step}", f"session {seed}", "")], ATTENTION)
             for values in records:
                 record = {"step": step, "epoch": step // 7, **values, "lr": 0.001 * step,
                           "elapsed_s": step * 0.5}
@@ -65,15 +70,20 @@ def train_session(paths: RunPaths, log: TensorBoardLog, first: int, last: int, s
     log.close()
 
 
+def resume(paths: RunPaths, step: int) -> TensorBoardLog:
+    """What a resume from a checkpoint at `step` does: open the writer, then truncate metrics.jsonl."""
+    log = TensorBoardLog.for_run(paths, resume_step=step)
+    truncate_metrics(paths.metrics, step)
+    return log
+
+
 def test_events_equal_metrics_jsonl_after_a_crash_and_an_interrupted_session(tmp_path):
     paths = RunPaths(tmp_path)
     # session 1 writes up to step 13 but its last checkpoint is at step 10 (a crash)
     train_session(paths, TensorBoardLog.for_run(paths), 1, 13, seed=1)
-    truncate_metrics(paths.metrics, 10)
     # session 2 is interrupted at step 17: a final validation there, last.pt at 17
-    train_session(paths, TensorBoardLog.for_run(paths, resume_step=10), 11, 17, seed=2, final=True)
-    truncate_metrics(paths.metrics, 17)
-    train_session(paths, TensorBoardLog.for_run(paths, resume_step=17), 18, 22, seed=3)
+    train_session(paths, resume(paths, 10), 11, 17, seed=2, final=True)
+    train_session(paths, resume(paths, 17), 18, 22, seed=3)
     records = read_metrics(paths.metrics)
     events = read_events(tmp_path / FOLDER)
     expected: dict[str, list[tuple[int, float]]] = {}
@@ -90,16 +100,14 @@ def test_events_equal_metrics_jsonl_after_a_crash_and_an_interrupted_session(tmp
         assert [v for _, v in got] == pytest.approx([v for _, v in pairs], rel=1e-6), tag
     assert [s for s, _ in expected["valid/loss"]] == [5, 10, 15, 20]  # no final validation at 17
     assert [s for s, _ in expected["train/loss"]] == list(range(2, 23, 2))
+    # the image of the validation at step 10 (session 1's checkpoint) stays; the final one at 17 goes
+    assert [image.step for image in events.Images(ATTENTION_TAG)] == [5, 10, 15, 20]
 
 
 def test_validation_writes_sample_translations_and_the_attention_image(tmp_path):
     log = TensorBoardLog(tmp_path)
-    attention = SentenceAttention(
-        maps={"cross": np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]], dtype=np.float32)},  # (T, S)
-        source_tokens=["go", ".", "<eos>"], output_tokens=["va", "<eos>"],
-        decoder_input_tokens=["<bos>", "va"])
     samples = [Sample("go .", "va !", "va !"), Sample("a | b", "", "c")]
-    log.validation(5, samples, attention)
+    log.validation(5, samples, ATTENTION)
     log.validation(10, samples[:1], None)
     log.close()
     events = read_events(tmp_path)

@@ -5,10 +5,11 @@ Every number the trainer appends to metrics.jsonl is also written as a scalar at
 ...). At each validation a few sample translations go in as a text table and the encoder-decoder
 attention of one fixed validation sentence as an image (the heatmap of `evaluation/plots.py`).
 
-A resumed run opens the writer with `purge_step` at the checkpoint's step: readers drop what an
-earlier session wrote from that step on (work lost to the crash, or a final validation the resumed
-run does not repeat), and the metrics.jsonl records kept at that step are written again, so the
-curves continue without a duplicated or missing step and still equal metrics.jsonl.
+A resumed run opens the writer with `purge_step` just past the checkpoint's step, so readers drop
+what an earlier session wrote after it (work lost to a crash). When that session ended with a final
+validation at the checkpoint's step (one the resumed run does not repeat, and metrics.jsonl drops
+on resume), the purge starts at that step instead and the records a resume keeps there are written
+again. Either way the curves continue without a duplicated or missing step and equal metrics.jsonl.
 
 Writing needs the `tensorboard` package (`pip install 'attn-mt[tensorboard]'`), which
 torch.utils.tensorboard uses; `require_tensorboard` checks for it before a run starts.
@@ -73,23 +74,26 @@ def tag_of(key: str) -> str:
 class TensorBoardLog:
     """Writes one run's scalars, sample translations and attention images as TensorBoard events."""
 
-    def __init__(self, folder: Path, resume_step: int | None = None,
-                 kept: Sequence[Mapping[str, Any]] = ()):
-        """Open `folder`; with `resume_step`, purge events from that step on and rewrite `kept`'s."""
+    def __init__(self, folder: Path, purge_step: int | None = None,
+                 rewrite: Sequence[Mapping[str, Any]] = ()):
+        """Open `folder`; readers drop events from `purge_step` on; `rewrite` records are written first."""
         require_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
 
         self.folder = Path(folder)
-        self.writer = SummaryWriter(log_dir=str(self.folder), purge_step=resume_step)
-        for record in kept:
-            if resume_step is not None and record.get("step") == resume_step:
-                self.scalars(resume_step, record)
+        self.writer = SummaryWriter(log_dir=str(self.folder), purge_step=purge_step)
+        for record in rewrite:
+            self.scalars(int(record["step"]), record)
 
     @classmethod
     def for_run(cls, paths: RunPaths, resume_step: int | None = None) -> TensorBoardLog:
-        """The writer of the run in `paths`; on resume, call it after metrics.jsonl was truncated."""
-        kept = read_metrics(paths.metrics) if resume_step is not None else []
-        return cls(paths.root / FOLDER, resume_step, kept)
+        """The writer of the run in `paths`; on resume, call it before metrics.jsonl is truncated."""
+        if resume_step is None:
+            return cls(paths.root / FOLDER)
+        at_step = [r for r in read_metrics(paths.metrics) if r.get("step") == resume_step]
+        if not any(r.get("final") for r in at_step):
+            return cls(paths.root / FOLDER, resume_step + 1)
+        return cls(paths.root / FOLDER, resume_step, [r for r in at_step if not r.get("final")])
 
     def scalars(self, step: int, values: Mapping[str, Any]) -> None:
         """Every number of one metrics.jsonl record (its step, epoch, time and flags left out)."""
