@@ -343,3 +343,18 @@ def report(
     from attn_mt.report import run_report
 
     typer.echo(f"report written to {run_report(run_dirs, out)}")
+
+
+@app.command()
+def runs(
+    folders: list[Path] = typer.Argument(None, help="Run directories or folders of runs (default: runs/)."),
+    sort: str | None = typer.Option(None, "--sort", help="Column to sort by, e.g. test_bleu or minutes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+) -> None:
+    """A table of runs: model, size, data, steps, minutes, stop reason, best valid BLEU, test scores."""
+    from attn_mt.report.runs import list_runs
+
+    text, notes = list_runs(folders or [Path("runs")], sort, as_json)
+    for note in notes:
+        _echo_err(note)
+    typer.echo(text)

@@ -113,6 +113,7 @@ class TrainConfig:
     seed: int = 0
     threads: int = 0
     log_every: int = 50
+    tensorboard: bool = False
     valid_every: int = 0
     checkpoint_minutes: float = 1.0
     keep_checkpoints: int = 0

@@ -353,7 +353,7 @@ def test_input_lines_split_on_newlines_only(tmp_path):
     assert read_input_lines(str(path), []) == lines
 
 
-def test_translator_shows_progress_only_on_a_terminal(monkeypatch):
+def test_translator_shows_a_bar_on_a_terminal_and_a_line_in_a_file(monkeypatch):
     tokens = [f"w{i}" for i in range(REAL_VOCAB - 4)]
     vocab = Vocab(["<unk>", "<pad>", "<bos>", "<eos>", *tokens])
     cfg = Config()
@@ -367,7 +367,9 @@ def test_translator_shows_progress_only_on_a_terminal(monkeypatch):
         monkeypatch.setattr(sys, "stderr", stream)
         outputs[name] = [r.outputs for r in translator.translate(sentences, beam_size=2, progress=progress)]
         shown = stream.getvalue()
-        expected = "translating" in shown and "/9" in shown if name == "terminal" else shown == ""
+        expected = {"terminal": "translating" in shown and "/9" in shown,
+                    "file": shown.startswith("translating: 9/9 sentences (100%)") and shown.count("\n") == 1
+                    and "\r" not in shown, "off": shown == ""}[name]
         assert expected, (name, shown)
     assert outputs["terminal"] == outputs["file"] == outputs["off"]
     assert [o == [] for o in outputs["off"]] == [s == "" for s in sentences]

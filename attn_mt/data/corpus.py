@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -19,9 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from tqdm import tqdm
-
 from attn_mt.errors import UserError
+from attn_mt.progress import progress_bar
 
 CORPUS_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 CORPUS_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
@@ -106,8 +104,8 @@ def _fetch(url: str, out: BinaryIO, progress: bool, timeout: float) -> tuple[str
         with urllib.request.urlopen(url, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             expected = int(length) if length and length.isdigit() else None
-            with tqdm(total=expected, unit="B", unit_scale=True, file=sys.stderr, disable=not progress,
-                      desc=f"downloading {PurePosixPath(url).name}") as bar:
+            with progress_bar(expected, f"downloading {PurePosixPath(url).name}", "B", enabled=progress,
+                              unit_scale=True) as bar:
                 while chunk := response.read(CHUNK_BYTES):
                     out.write(chunk)
                     digest.update(chunk)

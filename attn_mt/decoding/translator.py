@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field, replace
 
 import torch
-from tqdm import tqdm
 
 from attn_mt.config import Config
 from attn_mt.data.dataset import encode_sources
@@ -17,6 +15,7 @@ from attn_mt.decoding.attention import SentenceAttention, collect_attention, mer
 from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
+from attn_mt.progress import progress_bar
 
 PROGRESS_DELAY_S = 1.0  # a progress bar appears only when translating takes longer than this
 
@@ -141,7 +140,7 @@ class Translator:
     ) -> list[Translation]:
         """Translate every sentence (blank ones give blank outputs), longest-first in batches.
 
-        With `progress`, a bar on stderr counts the sentences done (only when stderr is a terminal).
+        With `progress`, stderr counts the sentences done: a bar on a terminal, a line now and then in a file.
         """
         dc = self.cfg.decode
         beam = dc.beam_size if beam_size is None else beam_size
@@ -150,16 +149,8 @@ class Translator:
         results = [Translation(s, self.prepare(s)) for s in sentences]
         todo = [i for i, r in enumerate(results) if r.source_tokens]
         todo.sort(key=lambda i: -len(results[i].source_tokens))
-        bar = tqdm(
-            total=len(todo),
-            desc="translating",
-            unit=" sentences",
-            file=sys.stderr,
-            leave=False,
-            dynamic_ncols=True,
-            delay=PROGRESS_DELAY_S,
-            disable=None if progress else True,  # None: shown only on a terminal
-        )
+        bar = progress_bar(len(todo), "translating", " sentences", enabled=progress, leave=False,
+                           delay=PROGRESS_DELAY_S)
         for start in range(0, len(todo), dc.batch_size):
             chunk = todo[start : start + dc.batch_size]
             encoded = encode_sources(

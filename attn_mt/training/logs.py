@@ -9,6 +9,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 FORMAT = "%(asctime)s %(levelname)s %(message)s"
+FILE_ONLY = {"file_only": True}  # `extra=` of a record for train.log only (progress lines shown otherwise)
 
 
 class TqdmHandler(logging.Handler):
@@ -23,13 +24,17 @@ class TqdmHandler(logging.Handler):
 
 
 def setup_logging(log_file: Path | None, quiet: bool = False) -> logging.Logger:
-    """Configure the `attn_mt` logger: INFO to `log_file`, INFO (WARNING when quiet) to stderr."""
+    """Configure the `attn_mt` logger: INFO to `log_file`, INFO (WARNING when quiet) to stderr.
+
+    Records logged with `extra=FILE_ONLY` go to `log_file` alone.
+    """
     logger = logging.getLogger("attn_mt")
     logger.setLevel(logging.INFO)
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
         handler.close()
     console = TqdmHandler()
+    console.addFilter(lambda record: not getattr(record, "file_only", False))
     console.setLevel(logging.WARNING if quiet else logging.INFO)
     console.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(console)
