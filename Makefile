@@ -27,8 +27,11 @@ train: install
 test: install browser
 	$(BIN)/pytest
 
+# ruff's rules and formatting, then the layers of the pipeline (import-linter, [tool.importlinter] in pyproject.toml).
 lint: install
 	$(BIN)/ruff check attn_mt tests scripts
+	$(BIN)/ruff format --check attn_mt tests scripts
+	$(BIN)/lint-imports
 
 check: lint test
 
@@ -48,4 +51,4 @@ bench-full: install
 	$(BIN)/python scripts/bench_full_corpus.py configs/bahdanau.yaml --minutes 60 --out docs/bench/bahdanau $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache *.egg-info

@@ -1,4 +1,4 @@
-"""The `attn-mt` command line: a thin layer over data, training, decoding and evaluation."""
+"""The `attn-mt` command line: options and help, over the command bodies in attn_mt/commands/."""
 
 from __future__ import annotations
 
@@ -58,17 +58,9 @@ def data_report(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON here."),
 ) -> None:
     """Load the corpus as the config says and print pairs, lengths, vocabularies and split overlap."""
-    import json
+    from attn_mt.commands.data_report import run_data_report
 
-    from attn_mt.config import load_config
-    from attn_mt.data.dataset import load_data
-    from attn_mt.data.report import format_report
-
-    cfg = load_config(config, overrides)
-    loaded = load_data(cfg.data, data)
-    typer.echo(format_report(loaded.report))
-    if json_out is not None:
-        json_out.write_text(json.dumps(loaded.report, indent=2), encoding="utf-8")
+    run_data_report(config, overrides, data, json_out)
 
 
 @app.command()
@@ -143,10 +135,8 @@ def translate(
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Translate sentences with a trained run, one output line per input line."""
-    from attn_mt.decoding.cli_translate import run_translate
+    from attn_mt.commands.translate import run_translate
 
-    if output is not None and output.is_dir():
-        raise UserError(f"--output {output} is a directory; give a file path")
     run_translate(
         run_dir,
         texts=text or [],
@@ -177,9 +167,9 @@ def serve(
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
-    from attn_mt.serving import serve as run_server
+    from attn_mt.commands.serve import run_serve
 
-    run_server(
+    run_serve(
         run_dir,
         host=host,
         port=port,
@@ -212,7 +202,7 @@ def evaluate(
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
-    from attn_mt.evaluation.evaluate import run_eval
+    from attn_mt.commands.evaluate import run_eval
 
     run_eval(
         run_dir,
@@ -237,9 +227,9 @@ def average(
     out: str = typer.Option("average", "--out", help="Name of the result: checkpoints/NAME.pt."),
 ) -> None:
     """Average kept checkpoints (step-*.pt) into one; use it with --checkpoint NAME."""
-    from attn_mt.shipping.average import average_run
+    from attn_mt.commands.average import run_average
 
-    typer.echo(f"averaged checkpoint written to {average_run(run_dir, last, best, out)}")
+    run_average(run_dir, last, best, out)
 
 
 @app.command()
@@ -250,27 +240,9 @@ def export(
     fmt: str = typer.Option("pt", "--format", help="pt: one file for translate/eval; onnx: ONNX graphs."),
 ) -> None:
     """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
-    if fmt == "onnx":
-        from attn_mt.shipping.onnx_graphs import export_onnx
+    from attn_mt.commands.export import run_export
 
-        typer.echo(f"ONNX encoder and decoder step written to {export_onnx(run_dir, out, checkpoint)}")
-        return
-    if fmt != "pt":
-        raise UserError(f"--format {fmt!r}: choose pt or onnx")
-    from attn_mt.shipping.export import export_run
-
-    typer.echo(f"export written to {export_run(run_dir, out, checkpoint)}")
-
-
-def _scalars_only(tree: dict) -> dict:
-    """A nested dict without its lists: the headline numbers of a demo."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            value = _scalars_only(value)
-        if not isinstance(value, (list, tuple)) and value != {}:
-            out[key] = value
-    return out
+    run_export(run_dir, out, checkpoint, fmt)
 
 
 @app.command()
@@ -280,17 +252,9 @@ def demo(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
 ) -> None:
     """Run one of the attention chapter's demonstrations and write its figures."""
-    import json
+    from attn_mt.commands.demo import run_demo
 
-    from attn_mt.demos import DEMOS
-
-    if name not in DEMOS:
-        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
-    target = out / name
-    target.mkdir(parents=True, exist_ok=True)
-    numbers = DEMOS[name](target, seed)
-    typer.echo(json.dumps(_scalars_only(numbers), indent=2, default=str))
-    typer.echo(f"figures and the full JSON written to {target}")
+    run_demo(name, out, seed)
 
 
 def main() -> None:
@@ -340,9 +304,9 @@ def report(
     ),
 ) -> None:
     """Write one self-contained HTML report: config, data, curves, scores, comparisons, attention gallery."""
-    from attn_mt.report import run_report
+    from attn_mt.commands.report import run_report
 
-    typer.echo(f"report written to {run_report(run_dirs, out)}")
+    run_report(run_dirs, out)
 
 
 @app.command()

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.decoding.translator import Translator
-from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import corpus_scores
 from attn_mt.training.trainer import Trainer, train
 

@@ -24,15 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attn_mt.commands.average import run_average
 from attn_mt.data.dataset import encode_sources
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.evaluate import split_examples
 from attn_mt.evaluation.scores import corpus_scores
 from attn_mt.run.device import cpu_has_native_bf16
-from attn_mt.shipping.average import average_run
-from attn_mt.shipping.load import load_model
-from attn_mt.shipping.onnx_graphs import OnnxModel, export_onnx
+from attn_mt.run.load import load_model
+from attn_mt.shipping.onnx_graphs import OnnxModel, write_onnx
 
 
 def best_of(repeats: int, work) -> tuple[float, object]:
@@ -73,7 +73,7 @@ def main() -> None:
     out: dict = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
                  "sentences": len(sources), "run_step": best.step}
 
-    average_run(args.run_dir, args.average, None, "bench-average")
+    run_average(args.run_dir, args.average, None, "bench-average")
     averaged = load_model(args.run_dir, "bench-average")
     out["averaging"] = {
         name: {f"beam{beam}": measure(Translator(run.model, run.src_vocab, run.tgt_vocab, run.config),
@@ -102,7 +102,7 @@ def main() -> None:
         batches.append((chunk, encoded.src.numpy(), encoded.src_lens.numpy(), limits))
     bos, eos = best.tgt_vocab.bos_id, best.tgt_vocab.eos_id
     with tempfile.TemporaryDirectory() as tmp:
-        onnx = OnnxModel(export_onnx(args.run_dir, Path(tmp) / "onnx"), args.threads)
+        onnx = OnnxModel(write_onnx(best, Path(tmp) / "onnx"), args.threads)
         onnx_s, onnx_out = best_of(args.repeats, lambda: [
             (i, tokens) for chunk, src, lens, limits in batches
             for i, tokens in zip(chunk, onnx.greedy(src, lens, bos, eos, limits), strict=True)

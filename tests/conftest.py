@@ -1,10 +1,17 @@
-"""Shared fixtures: the real corpus from $ATTN_MT_DATA, a tiny synthetic corpus file, a private cache."""
+"""Shared fixtures: the real corpus from $ATTN_MT_DATA, a tiny synthetic corpus file, a private cache, and
+the small trained runs the end-to-end tests share (trained once per session)."""
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from synthetic import SUBWORD_RUN_SETTINGS, TINY_RUN_SETTINGS, train_tiny, write_corpus
 
 CORPUS_ENV = "ATTN_MT_DATA"
 
@@ -42,6 +49,18 @@ def private_cache(tmp_path_factory) -> Path:
         os.environ["XDG_CACHE_HOME"] = previous
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    """The tests' models are tiny, so a second intra-op thread only adds overhead: on a busy 2-core machine
+    test_subwords' 1,000 random inputs took 28 s to translate on torch's 2 threads and 4 s on 1."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def corpus_path() -> Path:
     """The real fra-eng corpus named by $ATTN_MT_DATA; the test FAILS (not skips) when it is missing."""
@@ -62,3 +81,81 @@ def tiny_corpus(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.txt"
     path.write_text("\n".join(TINY_CORPUS_LINES) + "\n", encoding="utf-8")
     return path
+
+
+class CliResult(NamedTuple):
+    """What one `attn-mt` command did: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys) -> Callable[..., CliResult]:
+    """Run `attn-mt ARGS` in this process (no interpreter start-up per command)."""
+    from attn_mt.cli import main
+
+    def run(*args: str) -> CliResult:
+        monkeypatch.setattr(sys, "argv", ["attn-mt", *args])
+        capsys.readouterr()
+        code = 0
+        try:
+            main()
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    return run
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@dataclass(frozen=True)
+class TinyRuns:
+    """A GRU + Bahdanau and a Transformer run of configs/tiny.yaml, and the corpus they were trained on."""
+
+    corpus: Path
+    gru_bahdanau: Path
+    transformer: Path
+
+    def copy_to(self, folder: Path) -> dict[str, Path]:
+        """Copies of both runs in `folder` (for tests that write into a run), by model type."""
+        return {name: Path(shutil.copytree(getattr(self, name), folder / name))
+                for name in ("gru_bahdanau", "transformer")}
+
+
+def assert_unchanged(folder: Path, before: dict[str, tuple[int, int]]) -> None:
+    """Fail if a file under `folder` was added, changed or deleted since `before` (its snapshot)."""
+    after = snapshot(folder)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"a test changed the shared runs in {folder}: {changed[:5]}; copy a run to change it"
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory: pytest.TempPathFactory):
+    """configs/tiny.yaml's GRU + Bahdanau and Transformer runs on a 200-pair reverse corpus, trained once per
+    session and shared read-only by the report, serving and shipping tests."""
+    root = tmp_path_factory.mktemp("tiny_runs")
+    corpus = write_corpus(root / "reverse.txt", n=200)
+    runs = TinyRuns(corpus, *(train_tiny(root / name, corpus, [*TINY_RUN_SETTINGS, f"model.type={name}"])
+                              for name in ("gru_bahdanau", "transformer")))
+    before = snapshot(root)
+    yield runs
+    assert_unchanged(root, before)
+
+
+@pytest.fixture(scope="session")
+def subword_run(tmp_path_factory: pytest.TempPathFactory):
+    """tiny.yaml's Transformer with one sentencepiece vocabulary on a 300-pair cased reverse corpus, its last
+    3 validations kept: trained once per session and shared read-only by the shipping and subword tests."""
+    root = tmp_path_factory.mktemp("subword_run")
+    run_dir = train_tiny(root / "run", write_corpus(root / "reverse.txt", n=300), SUBWORD_RUN_SETTINGS)
+    before = snapshot(root)
+    yield run_dir
+    assert_unchanged(root, before)

@@ -12,8 +12,8 @@ import torch
 from synthetic import write_corpus
 
 from attn_mt.cli import main
+from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
-from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.training.trainer import train
 

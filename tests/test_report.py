@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,24 +17,12 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 from sacrebleu.metrics import CHRF
-from synthetic import train_reverse_runs
 
+from attn_mt.commands.evaluate import run_eval
+from attn_mt.commands.report import run_report
 from attn_mt.errors import UserError
-from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import compare_eval_dirs
-from attn_mt.report import run_report
 
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.yaml"
-SYNTH = [
-    "data.valid_size=10",
-    "data.test_size=10",
-    "data.max_tokens=200",
-    "train.log_every=5",
-    "train.valid_max_sentences=10",
-    "train.epochs=2",
-    "train.threads=1",  # on a busy 2-core machine one thread trains these tiny models many times faster
-]
 DUMPS = 3  # attention dumps written by the evaluation of each run
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 RUN_PARTS = ("overview", "config", "data", "curves", "scores", "samples")
@@ -123,12 +112,13 @@ def sentence_chrf(eval_dir: Path) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A GRU-Bahdanau and a Transformer run on the reverse task, both evaluated on test with attention
+def runs(tiny_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Copies of the session's GRU-Bahdanau and Transformer runs, both evaluated on test with attention
     dumps; the Transformer's evaluation holds a paired bootstrap against the GRU's."""
-    corpus, dirs = train_reverse_runs(tmp_path_factory.mktemp("report_runs"), SYNTH)
-    run_eval(dirs["gru_bahdanau"], "test", None, DUMPS, None, "best", str(corpus), "cpu")
-    run_eval(dirs["transformer"], "test", None, DUMPS, dirs["gru_bahdanau"], "best", str(corpus), "cpu")
+    dirs = tiny_runs.copy_to(tmp_path_factory.mktemp("report_runs"))
+    corpus = str(tiny_runs.corpus)
+    run_eval(dirs["gru_bahdanau"], "test", None, DUMPS, None, "best", corpus, "cpu")
+    run_eval(dirs["transformer"], "test", None, DUMPS, dirs["gru_bahdanau"], "best", corpus, "cpu")
     return dirs
 
 
@@ -209,17 +199,18 @@ def test_bootstrap_is_computed_when_no_evaluation_stored_it(runs, tmp_path):
 
 def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
     gru = runs["gru_bahdanau"]
-    unevaluated, no_dumps, empty = tmp_path / "unevaluated", tmp_path / "no_dumps", tmp_path / "empty"
+    unevaluated, no_dumps, log_only = tmp_path / "unevaluated", tmp_path / "no_dumps", tmp_path / "log_only"
     shutil.copytree(gru, unevaluated, ignore=shutil.ignore_patterns("eval", "metrics.jsonl"))
     shutil.copytree(gru, no_dumps, ignore=shutil.ignore_patterns("attention"))
-    empty.mkdir()
+    log_only.mkdir()
+    shutil.copy(gru / "train.log", log_only / "train.log")  # a run whose other files were deleted
     with (no_dumps / "metrics.jsonl").open("a", encoding="utf-8") as handle:
         handle.write('{"step": 99, "loss\n')  # a line cut short by a crash
     hyp_file = no_dumps / "eval" / "test" / "hyp.txt"
     lines = hyp_file.read_text(encoding="utf-8").splitlines()
     hyp_file.write_text("\n".join(['<script>alert("x")</script> & ça', *lines[1:]]) + "\n", encoding="utf-8")
 
-    parser, page = parse_page(run_report([no_dumps, unevaluated, empty], tmp_path / "partial.html"))
+    parser, page = parse_page(run_report([no_dumps, unevaluated, log_only], tmp_path / "partial.html"))
     assert '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ça' in page
     missing = parser.text["missing"]
     assert "metrics.jsonl lines" in missing and "no attention dumps for split test" in missing
@@ -235,6 +226,24 @@ def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
 
     with pytest.raises(UserError, match="run directory not found"):
         run_report([tmp_path / "nowhere"], None)
+
+
+def test_cli_refuses_a_folder_holding_no_run_file(runs, tmp_path, run_cli):
+    notes = tmp_path / "notes"
+    (notes / "drafts").mkdir(parents=True)
+    (notes / "thesis.tex").write_text("not a run\n", encoding="utf-8")
+    result = run_cli("report", str(runs["transformer"]), str(notes), "--out", str(tmp_path / "page.html"))
+    assert result.returncode == 2
+    assert result.stderr == (f"attn-mt: error: {notes} is not a run directory: none of a run's files "
+                             "(config.yaml, metrics.jsonl, checkpoints/, eval/, ...) is in it; it holds "
+                             "drafts/, thesis.tex\n")
+    assert not (tmp_path / "page.html").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = f"^{re.escape(str(empty))} is not a run directory: .*; it holds nothing$"
+    with pytest.raises(UserError, match=refused):
+        run_report([empty], None)
+    assert not (empty / "report.html").exists()
 
 
 def test_cli_writes_the_report(runs, tmp_path):

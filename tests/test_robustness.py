@@ -16,8 +16,8 @@ import pytest
 import torch
 from synthetic import write_corpus
 
+from attn_mt.commands.translate import run_translate
 from attn_mt.config import load_config
-from attn_mt.decoding.cli_translate import run_translate
 from attn_mt.errors import UserError
 from attn_mt.run import checkpoint as checkpoint_module
 from attn_mt.run.checkpoint import CheckpointWriteError, load_checkpoint, save_checkpoint

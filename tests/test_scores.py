@@ -14,9 +14,9 @@ import sacrebleu
 import torch
 from synthetic import write_corpus
 
+from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.errors import UserError
-from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.evaluation.scores import (
     BOOK_SENTENCES,
     HYP_FILE,

@@ -9,10 +9,10 @@ import pytest
 import torch
 from search_fakes import BOS, EOS, PAD, TableModel, ToyAttentionModel
 
+from attn_mt.commands.translate import read_input_lines, split_input_lines
 from attn_mt.config import Config, ModelConfig
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import translator as translator_module
-from attn_mt.decoding.cli_translate import read_input_lines, split_input_lines
 from attn_mt.decoding.search import (
     beam_search,
     gnmt_length_penalty,

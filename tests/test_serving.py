@@ -24,27 +24,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from devtools import Browser
-from synthetic import reverse_pairs, train_reverse_runs
+from synthetic import reverse_pairs
 from test_report import CHROMIUM_FLAGS, chromium_binary
 
 from attn_mt.cli import main
+from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.decoding.translator import Translator
-from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.run.run_dir import load_run
 from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_CHARS, MAX_SENTENCES
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "configs" / "tiny.yaml"
 ERRORS_DOC = ROOT / "docs" / "errors.md"
-SYNTH = [
-    "data.valid_size=10",
-    "data.test_size=10",
-    "data.max_tokens=200",
-    "train.epochs=2",
-    "train.threads=1",
-    "model.num_layers=2",  # two layers and (tiny.yaml's) two heads: the layer and head switches matter
-]
 START_TIMEOUT_S = 120  # a server that has not printed its address by then has failed
 ANSWER_TIMEOUT_S = 60
 # Sentences of the reverse task, one with words the vocabulary lacks, one blank, one over-long.
@@ -169,10 +160,10 @@ def as_nbest_lines(answer: dict) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A Transformer (2 layers, 2 heads; evaluated on test) and a GRU + Bahdanau run on the reverse task."""
-    corpus, dirs = train_reverse_runs(tmp_path_factory.mktemp("serving_runs"), SYNTH)
-    run_eval(dirs["transformer"], "test", None, 0, None, "best", str(corpus), "cpu")
+def runs(tiny_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Copies of the session's Transformer (2 layers, 2 heads; evaluated on test) and GRU + Bahdanau runs."""
+    dirs = tiny_runs.copy_to(tmp_path_factory.mktemp("serving_runs"))
+    run_eval(dirs["transformer"], "test", None, 0, None, "best", str(tiny_runs.corpus), "cpu")
     return dirs
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from synthetic import write_corpus
-from test_training import SYNTH, TINY, cli
+from synthetic import TINY, TINY_RUN_SETTINGS, train_tiny
 from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU
 
 import attn_mt
+from attn_mt.commands.average import run_average
 from attn_mt.config import load_config
 from attn_mt.data.dataset import encode_sources
 from attn_mt.decoding.search import greedy_search
@@ -18,40 +20,21 @@ from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.models.transformer import PositionWiseFFN
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.run.load import EXPORT_FORMAT
+from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import load_run
-from attn_mt.shipping.average import average_checkpoints, average_run
-from attn_mt.shipping.export import EXPORT_FORMAT
+from attn_mt.shipping.average import average_checkpoints
 from attn_mt.shipping.onnx_graphs import OnnxModel
-from attn_mt.shipping.quantize import quantize_model
-from attn_mt.training.trainer import train
 
-SHIP = [
-    *SYNTH,
-    "data.tokenizer=sentencepiece",
-    "data.vocab_size=320",
-    "data.max_len=40",
-    "data.max_tokens=400",
-    "model.num_hiddens=32",
-    "model.ffn_num_hiddens=64",
-    "model.num_layers=2",
-    "model.tie_embeddings=true",
-    "model.tie_source_embedding=true",
-    "train.epochs=12",
-    "train.keep_checkpoints=3",
-    "train.checkpoint_minutes=0",
-]
 SENTENCES = ["Alpha bravo.", "Charlie delta echo.", "Golf hotel alpha bravo.", "Echo foxtrot.",
              "Delta delta golf.", "Hotel charlie bravo alpha echo."]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    """A small sentencepiece Transformer trained on the reverse task; its last 3 validations are kept."""
-    folder = tmp_path_factory.mktemp("shipping")
-    corpus = write_corpus(folder / "reverse.txt", n=300)
-    cfg = load_config(TINY, [*SHIP, "train.lr=0.005"])
-    train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
-    return folder / "run"
+def trained(subword_run, tmp_path_factory) -> Path:
+    """A copy of the session's sentencepiece Transformer (its last 3 validations kept), which tests here
+    average and evaluate into."""
+    return Path(shutil.copytree(subword_run, tmp_path_factory.mktemp("shipping") / "run"))
 
 
 def _state(values: dict[str, list[float]], config: dict | None = None, tgt: list[str] | None = None) -> dict:
@@ -104,8 +87,8 @@ def test_averaging_refuses_mismatches_naming_the_difference(tmp_path, other, nam
     assert named in str(info.value)
 
 
-def test_average_command_writes_a_checkpoint_translate_accepts(trained):
-    result = cli("average", str(trained), "--last", "3", "--out", "avg3")
+def test_average_command_writes_a_checkpoint_translate_accepts(trained, run_cli):
+    result = run_cli("average", str(trained), "--last", "3", "--out", "avg3")
     assert result.returncode == 0, result.stderr
     kept = sorted((trained / "checkpoints").glob("step-*.pt"))
     expected = average_checkpoints(kept)["model"]
@@ -113,7 +96,7 @@ def test_average_command_writes_a_checkpoint_translate_accepts(trained):
     assert run.checkpoint.name == "avg3.pt"
     for name, tensor in run.model.state_dict().items():
         assert torch.allclose(tensor, expected[name]), name
-    out = cli("translate", str(trained), "--checkpoint", "avg3", "--device", "cpu", *SENTENCES[:2])
+    out = run_cli("translate", str(trained), "--checkpoint", "avg3", "--device", "cpu", *SENTENCES[:2])
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.splitlines()) == 2
 
@@ -122,15 +105,15 @@ def test_average_best_ranks_by_the_runs_metric(trained):
     kept = sorted((trained / "checkpoints").glob("step-*.pt"))
     losses = {p: load_checkpoint(p)["scores"]["valid_loss"] for p in kept}
     best_two = sorted(kept, key=losses.get)[:2]
-    path = average_run(trained, None, 2, "best2")
+    path = run_average(trained, None, 2, "best2")
     assert sorted(load_checkpoint(path)["averaged"]) == sorted(p.name for p in best_two)
 
 
-def test_average_refuses_too_few_kept_checkpoints(trained):
-    result = cli("average", str(trained), "--last", "4")
+def test_average_refuses_too_few_kept_checkpoints(trained, run_cli):
+    result = run_cli("average", str(trained), "--last", "4")
     assert result.returncode == 2
     assert "holds 3 kept checkpoints (step-*.pt), fewer than 4" in result.stderr
-    both = cli("average", str(trained), "--last", "2", "--best", "2")
+    both = run_cli("average", str(trained), "--last", "2", "--best", "2")
     assert both.returncode == 2 and "give one of --last N or --best N" in both.stderr
 
 
@@ -160,7 +143,7 @@ def test_int8_step_logits_stay_close_to_float(model_type):
     cfg = load_config(TINY, [f"model.type={model_type}", "model.num_hiddens=32", "model.embed_size=32"])
     model = build_model(cfg.model, 20, 24).eval()
     quantized = quantize_model(model, "int8", torch.device("cpu"))
-    if model_type == "gru_bahdanau":  # W_q and w_v are read as tensors, so they stay float
+    if model_type == "gru_bahdanau":  # its direct_weight_layers, W_q and w_v, stay float
         assert set(_dynamic_linears(quantized)) == {"decoder.dense", "decoder.attention.W_k"}
     else:  # each feed-forward dense1 + ReLU became one int8 LinearReLU
         ffns = [m for m in quantized.modules() if isinstance(m, PositionWiseFFN)]
@@ -187,66 +170,61 @@ def test_int8_refuses_devices_other_than_the_cpu(trained):
         quantize_model(run.model, "int4", torch.device("cpu"))
 
 
-def test_translate_and_eval_take_quantize(trained):
-    out = cli("translate", str(trained), "--quantize", "int8", "--device", "cpu", "--beam", "1", *SENTENCES)
+def test_translate_and_eval_take_quantize(trained, run_cli):
+    out = run_cli("translate", str(trained), "--quantize", "int8", "--device", "cpu", "--beam", "1",
+                  *SENTENCES)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == attn_mt.load(trained, quantize="int8").translate(SENTENCES, beam=1)
-    scored = cli("eval", str(trained), "--quantize", "int8", "--device", "cpu")
+    scored = run_cli("eval", str(trained), "--quantize", "int8", "--device", "cpu")
     assert scored.returncode == 0, scored.stderr
     assert '"quantize": "int8"' in (trained / "eval" / "test" / "scores.json").read_text()
 
 
-def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path):
+def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path, run_cli):
     out = tmp_path / "model.pt"
-    result = cli("export", str(trained), str(out))
+    result = run_cli("export", str(trained), str(out))
     assert result.returncode == 0, result.stderr
     state = torch.load(out, weights_only=True)
     assert state["format"] == EXPORT_FORMAT and state["config"]["data"]["tokenizer"] == "sentencepiece"
     assert state["src_sentencepiece"] == (trained / "src_vocab.model").read_bytes()
     assert state["config"]["decode"]["beam_size"] == 2
-    from_run = cli("translate", str(trained), "--device", "cpu", "--beam", "3", *SENTENCES)
-    from_file = cli("translate", str(out), "--device", "cpu", "--beam", "3", *SENTENCES)
+    from_run = run_cli("translate", str(trained), "--device", "cpu", "--beam", "3", *SENTENCES)
+    from_file = run_cli("translate", str(out), "--device", "cpu", "--beam", "3", *SENTENCES)
     assert from_run.returncode == 0 and from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == from_run.stdout
     assert attn_mt.load(out).translate(SENTENCES, beam=3) == from_run.stdout.splitlines()
-    scored = cli("eval", str(out), "--device", "cpu", "--beam", "1")
+    scored = run_cli("eval", str(out), "--device", "cpu", "--beam", "1")
     assert scored.returncode == 0, scored.stderr
     assert (tmp_path / "model.pt.eval" / "test" / "hyp.txt").is_file()
 
 
-def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path):
+def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path, run_cli):
     good = tmp_path / "model.pt"
-    assert cli("export", str(trained), str(good)).returncode == 0
+    assert run_cli("export", str(trained), str(good)).returncode == 0
     cut = tmp_path / "cut.pt"
     cut.write_bytes(good.read_bytes()[:2000])
-    result = cli("translate", str(cut), "Alpha.")
+    result = run_cli("translate", str(cut), "Alpha.")
     assert result.returncode == 2 and "damaged, or not a PyTorch checkpoint" in result.stderr
-    foreign = cli("translate", str(trained / "checkpoints" / "last.pt"), "Alpha.")
+    foreign = run_cli("translate", str(trained / "checkpoints" / "last.pt"), "Alpha.")
     assert foreign.returncode == 2 and "is not an attn-mt export file" in foreign.stderr
-    named = cli("translate", str(good), "--checkpoint", "last", "Alpha.")
+    named = run_cli("translate", str(good), "--checkpoint", "last", "Alpha.")
     assert named.returncode == 2 and "is an export file, which holds one model" in named.stderr
     assert not any("Traceback" in r.stderr for r in (result, foreign, named))
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["packed", "unpacked"])
-def gru_run(request, tmp_path_factory) -> Path:
-    """A tiny GRU + Bahdanau run on the reverse task; its encoder packed (bahdanau.yaml) or the book's."""
-    folder = tmp_path_factory.mktemp("gru")
-    corpus = write_corpus(folder / "reverse.txt", n=300)
-    cfg = load_config(TINY, [*SYNTH, "model.type=gru_bahdanau", f"model.pack_padded={request.param}",
-                             "model.num_hiddens=32", "model.num_layers=2", "train.epochs=6",
-                             "train.threads=1"])
-    threads = torch.get_num_threads()
-    try:
-        train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
-    finally:
-        torch.set_num_threads(threads)  # training set it for the whole process
-    return folder / "run"
+def gru_run(request, tiny_runs, tmp_path_factory) -> Path:
+    """The session's GRU + Bahdanau run (its encoder packed, as bahdanau.yaml's), or one like it trained here
+    with the book's unpacked encoder."""
+    if request.param:
+        return tiny_runs.gru_bahdanau
+    settings = [*TINY_RUN_SETTINGS, "model.type=gru_bahdanau", "model.pack_padded=false"]
+    return train_tiny(tmp_path_factory.mktemp("gru") / "run", tiny_runs.corpus, settings)
 
 
-def onnx_greedy_is_torchs(run_dir: Path, folder: Path) -> OnnxModel:
+def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable) -> OnnxModel:
     """Export `run_dir` to ONNX in `folder`; onnxruntime's greedy output must be torch's, token for token."""
-    result = cli("export", str(run_dir), str(folder), "--format", "onnx")
+    result = run_cli("export", str(run_dir), str(folder), "--format", "onnx")
     assert result.returncode == 0, result.stderr
     run = load_run(run_dir, "best")
     translator = attn_mt.load(run_dir).translator
@@ -263,13 +241,13 @@ def onnx_greedy_is_torchs(run_dir: Path, folder: Path) -> OnnxModel:
     return model
 
 
-def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path):
-    model = onnx_greedy_is_torchs(trained, tmp_path / "onnx")
+def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path, run_cli):
+    model = onnx_greedy_is_torchs(trained, tmp_path / "onnx", run_cli)
     assert model.meta["decoder_step_state"] == ["past_keys", "past_values"]
 
 
-def test_onnx_graphs_of_the_gru_decode_greedily_like_torch(gru_run, tmp_path):
-    model = onnx_greedy_is_torchs(gru_run, tmp_path / "onnx")
+def test_onnx_graphs_of_the_gru_decode_greedily_like_torch(gru_run, tmp_path, run_cli):
+    model = onnx_greedy_is_torchs(gru_run, tmp_path / "onnx", run_cli)
     assert model.meta["decoder_step_constants"] == ["memory", "keys"]
     assert model.meta["decoder_step_state"] == ["hidden"]
     packed = model.meta["config"]["model"]["pack_padded"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-import sys
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +12,7 @@ import pytest
 from synthetic import reverse_pairs, write_corpus
 
 import attn_mt.data.dataset as dataset_module
-from attn_mt.cli import main
+from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.data.corpus import read_aligned, read_pairs
 from attn_mt.data.dataset import load_data
@@ -21,7 +21,6 @@ from attn_mt.data.trainset import TokenSequences
 from attn_mt.decoding.attention import SentenceAttention, merge_words, word_groups
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
-from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.run.run_dir import load_run
 from attn_mt.training.trainer import train
 
@@ -50,27 +49,6 @@ SUBWORD_SETTINGS = [
     "decode.max_len_b=5",
     "decode.batch_size=64",
 ]
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run `attn-mt ARGS` in-process; returns (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["attn-mt", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-@pytest.fixture(scope="module")
-def subword_run(tmp_path_factory) -> Path:
-    """A small Transformer trained with a shared sentencepiece vocabulary on the cased synthetic task."""
-    root = tmp_path_factory.mktemp("subwords")
-    corpus = write_corpus(root / "reverse.txt", n=300)
-    train(load_config(None, SUBWORD_SETTINGS), root / "run", data_path=str(corpus), quiet=True, device="cpu")
-    return root / "run"
 
 
 def test_subword_model_keeps_special_ids_case_and_round_trips():
@@ -207,17 +185,18 @@ def test_random_inputs_never_give_unk_or_piece_markers(subword_run):
     assert sum(bool(o) for o in outputs) == 1000
 
 
-def test_too_long_input_is_cut_with_a_warning_on_stderr(subword_run, monkeypatch, capsys):
+def test_too_long_input_is_cut_with_a_warning_on_stderr(subword_run, run_cli):
     long_sentence = " ".join(["Alpha bravo charlie delta."] * 60)
-    code, out, err = run_cli(monkeypatch, capsys, "translate", str(subword_run), "Hotel golf.", long_sentence)
+    code, out, err = run_cli("translate", str(subword_run), "Hotel golf.", long_sentence)
     assert code == 0, err
     assert len(out.splitlines()) == 2 and out.splitlines()[1]
     assert "line 2: source cut to 160 tokens incl. <eos>" in err and "not translated" in err
     assert "line 1" not in err
 
 
-def test_eval_scores_raw_text_and_compare_refuses_mixed_scoring(subword_run, tmp_path, monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, "eval", str(subword_run), "--split", "test")
+def test_eval_scores_raw_text_and_compare_refuses_mixed_scoring(subword_run, tmp_path, run_cli):
+    subword_run = Path(shutil.copytree(subword_run, tmp_path / "run"))  # eval writes into the run
+    code, out, err = run_cli("eval", str(subword_run), "--split", "test")
     assert code == 0, err
     assert "scored on raw cased, detokenised text" in out
     scores = json.loads((subword_run / "eval" / "test" / "scores.json").read_text())
@@ -234,7 +213,7 @@ def test_eval_scores_raw_text_and_compare_refuses_mixed_scoring(subword_run, tmp
     assert json.loads((book_run / "eval" / "book" / "scores.json").read_text())["scored_text"] == (
         "lowercased, book-tokenised")
     before = sorted(p.name for p in (subword_run / "eval").iterdir())
-    code, _, err = run_cli(monkeypatch, capsys, "eval", str(subword_run), "--split", "book",
+    code, _, err = run_cli("eval", str(subword_run), "--split", "book",
                            "--compare", str(book_run))
     assert code == 2
     assert "was scored on lowercased, book-tokenised text but" in err and "cannot be compared" in err
@@ -267,16 +246,16 @@ def test_merge_words_sums_keys_and_averages_queries():
     assert merged.decoder_input_tokens == ["<bos>", "xy"]
 
 
-def test_fr_en_direction_trains_and_scores_through_the_cli(tmp_path, monkeypatch, capsys):
+def test_fr_en_direction_trains_and_scores_through_the_cli(tmp_path, run_cli):
     corpus = write_corpus(tmp_path / "reverse.txt", n=150)
     run_dir = tmp_path / "fren"
     settings = [a for s in SUBWORD_SETTINGS if not s.startswith("train.epochs") for a in ("--set", s)]
-    code, _, err = run_cli(monkeypatch, capsys, "train", "--data", str(corpus), "--run-dir", str(run_dir),
+    code, _, err = run_cli("train", "--data", str(corpus), "--run-dir", str(run_dir),
                            "-q", *settings, "--set", "train.epochs=2", "--set", "data.direction=fr-en")
     assert code == 0, err
     report = json.loads((run_dir / "data_report.json").read_text())
     assert report["direction"] == "fr-en"
-    code, out, err = run_cli(monkeypatch, capsys, "eval", str(run_dir), "--split", "test")
+    code, out, err = run_cli("eval", str(run_dir), "--split", "test")
     assert code == 0, err
     assert "split test (fr-en)" in out
     sources = (run_dir / "eval" / "test" / "src.txt").read_text(encoding="utf-8").splitlines()
@@ -284,7 +263,7 @@ def test_fr_en_direction_trains_and_scores_through_the_cli(tmp_path, monkeypatch
     assert len(sources) == 10 and set(sources) <= french
 
 
-def test_two_line_aligned_files_train_through_the_cli(tmp_path, monkeypatch, capsys):
+def test_two_line_aligned_files_train_through_the_cli(tmp_path, run_cli):
     pairs = reverse_pairs(150)
     (tmp_path / "train.en").write_text("".join(en + "\n" for en, _ in pairs), encoding="utf-8")
     (tmp_path / "train.fr").write_text("".join(fr + "\n" for _, fr in pairs), encoding="utf-8")
@@ -292,13 +271,13 @@ def test_two_line_aligned_files_train_through_the_cli(tmp_path, monkeypatch, cap
     run_dir = tmp_path / "files"
     settings = [a for s in SUBWORD_SETTINGS if not s.startswith("train.epochs") for a in ("--set", s)]
     path = f"data.path=[{tmp_path / 'train.en'}, {tmp_path / 'train.fr'}]"
-    code, _, err = run_cli(monkeypatch, capsys, "train", "--run-dir", str(run_dir), "-q", *settings,
+    code, _, err = run_cli("train", "--run-dir", str(run_dir), "-q", *settings,
                            "--set", "train.epochs=2", "--set", path)
     assert code == 0, err
     report = json.loads((run_dir / "data_report.json").read_text())
     assert report["corpus_pairs"] == 150 and report["corpus"] == [str(tmp_path / "train.en"),
                                                                     str(tmp_path / "train.fr")]
-    code, out, err = run_cli(monkeypatch, capsys, "translate", str(run_dir), "Alpha golf.")
+    code, out, err = run_cli("translate", str(run_dir), "Alpha golf.")
     assert code == 0, err
     assert out.strip()
 

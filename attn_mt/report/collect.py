@@ -18,7 +18,7 @@ from sacrebleu.metrics import CHRF
 from attn_mt.config import improves
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORES_FILE, compare_eval_dirs, read_eval_files
-from attn_mt.run.run_dir import RunPaths, parse_metrics
+from attn_mt.run.run_dir import RunPaths, describe_contents, parse_metrics
 
 SPLIT_ORDER = ("test", "valid", "book")  # the splits `attn-mt eval` writes, in the report's order
 DUMP_STEM = re.compile(r"^\d+$")  # attention dumps are named by the sentence index: 0000.json, 0000_cross.png
@@ -258,6 +258,21 @@ def _split_key(folder: Path) -> tuple[int, str]:
     """Known splits first, in SPLIT_ORDER, then any other folder by name."""
     name = folder.name
     return (SPLIT_ORDER.index(name) if name in SPLIT_ORDER else len(SPLIT_ORDER), name)
+
+
+def check_run_folder(root: Path) -> None:
+    """Refuse a folder that holds none of a run's files: reporting it would only list what is missing."""
+    paths = RunPaths(Path(root))
+    if not paths.root.is_dir():
+        raise UserError(f"run directory not found: {root}")
+    files = (paths.config, paths.src_vocab, paths.tgt_vocab, paths.checkpoints, paths.metrics, paths.log,
+             paths.summary, paths.curves, paths.data_report, paths.root / "eval")
+    if not any(path.exists() for path in files):
+        held = describe_contents(paths.root) or "nothing"
+        raise UserError(
+            f"{root} is not a run directory: none of a run's files (config.yaml, metrics.jsonl, "
+            f"checkpoints/, eval/, ...) is in it; it holds {held}"
+        )
 
 
 def read_run(root: Path) -> RunInfo:

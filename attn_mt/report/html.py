@@ -1,4 +1,4 @@
-"""`attn-mt report`: one self-contained HTML page about one or more runs.
+"""The `attn-mt report` page: one self-contained HTML page about one or more runs.
 
 The page needs nothing beside itself: pictures are PNG `data:` URIs, the style sheet is inline, there
 is no script and no external font. Every piece of text that comes from a run is escaped.
@@ -10,12 +10,10 @@ import datetime
 import json
 from collections.abc import Iterable, Sequence
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from attn_mt.data.report import format_report
 from attn_mt.decoding.attention import TITLES
-from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORED_TEXT, scored_text_of
 from attn_mt.report.collect import (
     AttentionDump,
@@ -25,14 +23,12 @@ from attn_mt.report.collect import (
     SplitEval,
     compare_runs,
     eval_command,
-    read_run,
     select_gallery,
 )
 from attn_mt.report.figures import comparison_data_uri, curves_data_uri, file_data_uri
 
 GALLERY_PER_END = 3  # sentences shown from each end of the sentence-chrF ranking, per split
 SIGNIFICANCE = 0.05  # p-value below which the paired bootstrap calls a difference significant
-REPORT_NAME = "report.html"
 METRICS = (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER"))
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1150px;
@@ -471,24 +467,3 @@ def render_report(runs: Sequence[RunInfo], generated: str | None = None) -> str:
         + "".join(body)
         + "</body>\n</html>\n"
     )
-
-
-def default_output(run_dirs: Sequence[Path]) -> Path:
-    """RUN_DIR/report.html for one run, ./report.html for several."""
-    return Path(run_dirs[0]) / REPORT_NAME if len(run_dirs) == 1 else Path(REPORT_NAME)
-
-
-def run_report(run_dirs: list[Path], out: Path | None) -> Path:
-    """`attn-mt report`: read the runs, write the HTML page (to `out` or the default), return its path."""
-    if not run_dirs:
-        raise UserError("give at least one run directory")
-    for run_dir in run_dirs:
-        if not Path(run_dir).is_dir():
-            raise UserError(f"run directory not found: {run_dir}")
-    target = Path(out) if out is not None else default_output(run_dirs)
-    if target.is_dir():
-        raise UserError(f"--out {target} is a directory; give a file name such as {target / REPORT_NAME}")
-    page = render_report([read_run(Path(d)) for d in run_dirs])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(page, encoding="utf-8")
-    return target

@@ -1,1 +1,1 @@
-"""Run directories, checkpoints and device choice: what training, decoding, evaluation and report share."""
+"""Run directories, checkpoints, devices, and loading a trained model (int8 if asked) to translate with."""

@@ -1,15 +1,16 @@
-"""`attn-mt serve`: load a run once, bind the address, and run the app under uvicorn until stopped."""
+"""The HTTP server: bind the address, and run the app over one loaded run under uvicorn until stopped."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
 
+import torch
+
 from attn_mt.errors import UserError
-from attn_mt.run.device import pick_device
+from attn_mt.run.run_dir import LoadedRun
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.service import TranslationService
-from attn_mt.shipping.load import load_model
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -30,31 +31,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(
-    run_dir: Path,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    checkpoint: str = "best",
-    max_batch: int = 64,
-    max_wait_ms: float = 5.0,
-    device: str = "auto",
-    quantize: str | None = None,
+def run_server(
+    run: LoadedRun, run_dir: Path, device: torch.device, host: str, port: int, max_batch: int,
+    max_wait_ms: float,
 ) -> None:
-    """Serve translations of one run (or export file) over HTTP until interrupted (Ctrl-C or SIGTERM)."""
+    """Bind host:port and serve translations of the loaded `run` until interrupted (Ctrl-C or SIGTERM)."""
     import uvicorn
 
     from attn_mt.serving.app import create_app
 
-    if not 0 <= port <= 65535:
-        raise UserError(f"--port must be between 0 and 65535, got {port}")
-    if max_batch < 1:
-        raise UserError(f"--max-batch must be at least 1, got {max_batch}")
-    if not 0 <= max_wait_ms <= 10_000:
-        raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
-    dev = pick_device(device)
-    run = load_model(run_dir, checkpoint, dev, quantize)
     sock = bind(host, port)
-    service = TranslationService(run, run_dir, dev, max_batch, max_wait_ms / 1000)
+    service = TranslationService(run, run_dir, device, max_batch, max_wait_ms / 1000)
     batcher = Batcher(service.decode, max_batch, max_wait_ms / 1000)
     server = uvicorn.Server(uvicorn.Config(create_app(service, batcher), log_level="warning"))
     bound_host, bound_port = sock.getsockname()[:2]

@@ -1,1 +1,1 @@
-"""Shipping a trained model: checkpoint averaging, int8 inference, one-file and ONNX exports."""
+"""Shipping a trained model: checkpoint averaging, the one-file export, ONNX graphs, the Python API."""

@@ -8,8 +8,8 @@ import torch
 
 from attn_mt.decoding.translator import Translation, Translator
 from attn_mt.run.device import pick_device
+from attn_mt.run.load import load_model
 from attn_mt.run.run_dir import LoadedRun
-from attn_mt.shipping.load import load_model
 
 
 class TranslationModel:

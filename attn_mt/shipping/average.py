@@ -14,9 +14,9 @@ import torch
 
 from attn_mt.config import HIGHER_IS_BETTER, load_config
 from attn_mt.errors import UserError
-from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint
+from attn_mt.run.kept_checkpoints import kept_checkpoints
 from attn_mt.run.run_dir import check_run_dir
-from attn_mt.training.kept_checkpoints import kept_checkpoints
 
 COMPARED_SECTIONS = ("data", "model")  # train.* and decode.* may differ (a resumed run's --set)
 
@@ -125,13 +125,3 @@ def choose_checkpoints(run_dir: Path, last: int | None, best: int | None) -> lis
         scored.append((-value if HIGHER_IS_BETTER[metric] else value, path))
     chosen = {path for _, path in sorted(scored)[:count]}
     return [path for path in kept if path in chosen]
-
-
-def average_run(run_dir: Path, last: int | None, best: int | None, name: str) -> Path:
-    """Average a run's kept checkpoints into checkpoints/NAME.pt; returns its path."""
-    if not name or "/" in name or name.startswith(".") or name in ("last", "best"):
-        raise UserError(f"--out {name!r}: give a plain name other than last and best, e.g. average")
-    chosen = choose_checkpoints(run_dir, last, best)
-    out = check_run_dir(run_dir).checkpoints / f"{name}.pt"
-    save_checkpoint(average_checkpoints(chosen), out)
-    return out

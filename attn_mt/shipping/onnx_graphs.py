@@ -35,12 +35,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_mt.errors import UserError
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.models.transformer import Transformer
-from attn_mt.run.run_dir import load_run
+from attn_mt.run.run_dir import LoadedRun
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -185,11 +184,8 @@ def export_graph(
     )
 
 
-def export_onnx(run_dir: Path, out: Path, checkpoint: str = "best") -> Path:
-    """Write encoder.onnx, decoder_step.onnx, the vocabularies and model.json into the folder `out`."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--format onnx writes a folder, but {out} is a file")
-    run = load_run(run_dir, checkpoint, "cpu")
+def write_onnx(run: LoadedRun, out: Path) -> Path:
+    """Write `run` as encoder.onnx, decoder_step.onnx, the vocabularies and model.json in the folder `out`."""
     out.mkdir(parents=True, exist_ok=True)
     graphs = GRAPH_BUILDERS[run.config.model.type](run.model)
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 1]])  # (2, 4): an example batch to trace

@@ -32,6 +32,7 @@ from attn_mt.kernels import uses_kernels, with_kernels
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
 from attn_mt.run.device import autocast_context, effective_amp, setup_device, tidy_heap
+from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import (
     RunPaths,
     check_fits,
@@ -42,7 +43,6 @@ from attn_mt.run.run_dir import (
     truncate_metrics,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
-from attn_mt.training.kept_checkpoints import keep_checkpoint
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.loss import masked_cross_entropy
 from attn_mt.training.optim import FlatParameters, Schedule, build_optimizer, xavier_init_

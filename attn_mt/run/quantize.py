@@ -1,10 +1,11 @@
-"""int8 inference on the CPU: torch's dynamic quantisation of the models' linear layers.
+"""int8 inference on the CPU: torch's dynamic quantisation of the models' linear layers, applied as a
+model is loaded (`--quantize int8`, run/load.py).
 
 `torch.ao.quantization.quantize_dynamic` stores each chosen `nn.Linear`'s weights as int8 (one
 scale per output row) and quantises its input on the fly at every call, so nothing is calibrated
 and the model's code is unchanged: search still calls `encode`, `init_state`, `step` and
-`reorder_state`. Layers whose weight the model reads as a tensor instead of calling the layer
-(`EncoderDecoder.direct_weight_layers`, e.g. the Bahdanau decoder's fused W_q) stay in float32.
+`reorder_state`. The layers a model names in `EncoderDecoder.direct_weight_layers` stay in float32
+(the GRU + Bahdanau model names its additive attention's W_q and w_v).
 The Transformer's feed-forward `dense1` and its ReLU are first fused into one `LinearReLU`
 (torch's `fuse_modules`), so the int8 kernel applies the ReLU as it writes its output.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.run.device import pick_device
-from attn_mt.shipping.load import load_model
+from attn_mt.run.load import load_model
 
 
 def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
@@ -77,6 +77,8 @@ def run_translate(
     quantize: str | None = None,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines) per input line."""
+    if output is not None and output.is_dir():
+        raise UserError(f"--output {output} is a directory; give a file path")
     if beam is not None and beam < 1:
         raise UserError(f"--beam must be at least 1, got {beam}")
     if nbest < 1:
@@ -104,7 +106,7 @@ def run_translate(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
     if attention_dir is not None:
-        from attn_mt.evaluation.attention_dumps import save_attention
+        from attn_mt.evaluation.attention_dumps import save_attention  # matplotlib, only when asked
 
         for i, result in enumerate(results):
             if result.hypotheses:

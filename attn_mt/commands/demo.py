@@ -1,0 +1,33 @@
+"""`attn-mt demo NAME`: run one of the attention chapter's demonstrations and print its numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from attn_mt.demos import DEMOS
+from attn_mt.errors import UserError
+
+
+def scalars_only(tree: dict) -> dict:
+    """A nested dict without its lists: the headline numbers of a demo."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            value = scalars_only(value)
+        if not isinstance(value, (list, tuple)) and value != {}:
+            out[key] = value
+    return out
+
+
+def run_demo(name: str, out: Path, seed: int) -> None:
+    """Write the demo's figures and full JSON into OUT/NAME and print its headline numbers."""
+    if name not in DEMOS:
+        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+    target = out / name
+    target.mkdir(parents=True, exist_ok=True)
+    numbers = DEMOS[name](target, seed)
+    typer.echo(json.dumps(scalars_only(numbers), indent=2, default=str))
+    typer.echo(f"figures and the full JSON written to {target}")

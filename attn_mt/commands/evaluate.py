@@ -1,0 +1,101 @@
+"""`attn-mt eval`: translate a split, write the files sacreBLEU reads, score them, dump attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from attn_mt.decoding.translator import Translator, with_length_penalty
+from attn_mt.errors import UserError
+from attn_mt.evaluation.attention_dumps import save_attention
+from attn_mt.evaluation.evaluate import SPLITS, format_table, split_examples
+from attn_mt.evaluation.scores import (
+    SCORED_TEXT,
+    book_bleu_rows,
+    check_same_scoring,
+    compare_eval_dirs,
+    corpus_scores,
+    scored_text_of,
+    write_eval_files,
+    write_scores,
+)
+from attn_mt.run.device import pick_device
+from attn_mt.run.load import load_model
+from attn_mt.run.run_dir import RunPaths
+
+
+def run_eval(
+    run_dir: Path,
+    split: str,
+    beam: int | None,
+    attention: int,
+    compare: Path | None,
+    checkpoint: str,
+    data_path: str | None,
+    device: str,
+    length_penalty: float | None = None,
+    attention_words: bool = False,
+    quantize: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}.
+
+    An export file MODEL.pt in place of the run directory writes MODEL.pt.eval/<split>/ beside it.
+    """
+    if split not in SPLITS:
+        raise UserError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
+    if beam is not None and beam < 1:
+        raise UserError(f"--beam must be at least 1, got {beam}")
+    if attention < 0:
+        raise UserError(f"--attention must be 0 or more, got {attention}")
+    if compare is not None:
+        other = RunPaths(Path(compare)).eval_dir(split)
+        if not Path(compare).is_dir():
+            raise UserError(f"--compare {compare}: run directory not found")
+        if not other.is_dir():
+            raise UserError(
+                f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
+            )
+    dev = pick_device(device)
+    run = load_model(run_dir, checkpoint, dev, quantize)
+    cfg = with_length_penalty(run.config, length_penalty)
+    scored_text = SCORED_TEXT[cfg.data.tokenizer]
+    is_export = Path(run_dir).is_file()
+    out_dir = Path(f"{run_dir}.eval") / split if is_export else RunPaths(Path(run_dir)).eval_dir(split)
+    if compare is not None:
+        other = RunPaths(Path(compare)).eval_dir(split)
+        check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
+    sources, refs = split_examples(run, split, data_path, Path(run_dir))
+    beam_size = cfg.decode.beam_size if beam is None else beam
+    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, dev)
+    results = translator.translate(sources, beam_size=beam_size, progress=True)
+    hyps = [r.text for r in results]
+    write_eval_files(out_dir, sources, hyps, refs)
+    scores: dict[str, Any] = {
+        "split": split,
+        "direction": cfg.data.direction,
+        "scored_text": scored_text,
+        "beam_size": beam_size,
+        "length_penalty": cfg.decode.length_penalty,
+        "checkpoint": run.checkpoint.name,
+        "step": run.step,
+        "quantize": quantize or "none",
+        **corpus_scores(hyps, refs),
+    }
+    if split == "book":
+        scores["book_bleu2"] = book_bleu_rows(sources, hyps, [r[0] for r in refs])
+        scores["book_bleu2_mean"] = sum(r["bleu2"] for r in scores["book_bleu2"]) / len(refs)
+    if attention:
+        for i, result in enumerate(results[:attention]):
+            if result.hypotheses:
+                sentence = translator.attention(result, attention_words)
+                save_attention(sentence, out_dir / "attention", f"{i:04d}")
+    if compare is not None:
+        scores["compare"] = compare_eval_dirs(RunPaths(Path(compare)).eval_dir(split), out_dir,
+                                              system_text=scored_text)
+        scores["compare"]["baseline_name"] = str(compare)
+    write_scores(out_dir, scores)
+    typer.echo(format_table(scores))
+    typer.echo(f"files in {out_dir}")
+    return scores

@@ -1,0 +1,32 @@
+"""`attn-mt serve`: check the options, load a run once, and serve it over HTTP until stopped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attn_mt.errors import UserError
+from attn_mt.run.device import pick_device
+from attn_mt.run.load import load_model
+from attn_mt.serving.server import run_server
+
+
+def run_serve(
+    run_dir: Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    checkpoint: str = "best",
+    max_batch: int = 64,
+    max_wait_ms: float = 5.0,
+    device: str = "auto",
+    quantize: str | None = None,
+) -> None:
+    """Serve translations of one run (or export file) over HTTP until interrupted (Ctrl-C or SIGTERM)."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535, got {port}")
+    if max_batch < 1:
+        raise UserError(f"--max-batch must be at least 1, got {max_batch}")
+    if not 0 <= max_wait_ms <= 10_000:
+        raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
+    dev = pick_device(device)
+    run = load_model(run_dir, checkpoint, dev, quantize)
+    run_server(run, run_dir, dev, host, port, max_batch, max_wait_ms)
