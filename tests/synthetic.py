@@ -36,7 +36,7 @@ def train_reverse_runs(root: Path, overrides: list[str]) -> tuple[Path, dict[str
     import torch
 
     from attn_mt.config import load_config
-    from attn_mt.training.trainer import train
+    from attn_mt.training.launch import train
 
     tiny = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
     corpus = write_corpus(root / "reverse.txt", n=200)

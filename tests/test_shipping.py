@@ -23,7 +23,7 @@ from attn_mt.shipping.average import average_checkpoints, average_run
 from attn_mt.shipping.export import EXPORT_FORMAT
 from attn_mt.shipping.onnx_graphs import OnnxModel
 from attn_mt.shipping.quantize import quantize_model
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 SHIP = [
     *SYNTH,

@@ -23,7 +23,7 @@ from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.evaluation.evaluate import run_eval
 from attn_mt.run.run_dir import load_run
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SETTINGS = [
