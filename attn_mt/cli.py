@@ -85,7 +85,8 @@ def train(
 ) -> None:
     """Train a model; writes config, vocabularies, checkpoints, metrics and curves into the run directory."""
     from attn_mt.config import load_config
-    from attn_mt.training.trainer import train as run_training
+    from attn_mt.training.launch import train as run_training
+    from attn_mt.training.stopping import StopReason
 
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; pick one")
@@ -102,7 +103,7 @@ def train(
         overwrite=overwrite,
         quiet=quiet,
     )
-    if result.stopped_because == "interrupted":
+    if result.stopped_because is StopReason.INTERRUPTED:
         _echo_err(
             f"interrupted at step {result.step}; resume with: attn-mt train --resume --run-dir {run_dir}"
         )

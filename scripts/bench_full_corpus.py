@@ -22,7 +22,8 @@ from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.scores import corpus_scores
-from attn_mt.training.trainer import Trainer, train
+from attn_mt.training.launch import train
+from attn_mt.training.trainer import Trainer
 
 FINAL_KEYS = ("bleu", "chrf", "ter", "bleu_signature", "beam_size", "length_penalty", "step")
 

@@ -27,7 +27,7 @@ from attn_mt.config import load_config
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.scores import BOOK_SENTENCES, book_bleu
 from attn_mt.run.run_dir import load_run
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,7 @@ from attn_mt.data.corpus import read_pairs, resolve_corpus
 from attn_mt.data.preprocess import clean_text
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
 

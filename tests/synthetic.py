@@ -72,7 +72,7 @@ def train_tiny(run_dir: Path, corpus: Path, overrides: list[str]) -> Path:
     import torch
 
     from attn_mt.config import load_config
-    from attn_mt.training.trainer import train
+    from attn_mt.training.launch import train
 
     threads = torch.get_num_threads()
     try:

@@ -30,7 +30,7 @@ from attn_mt.evaluation.plots import attention_figure, plot_training_curves, tra
 from attn_mt.evaluation.scores import BOOK_SENTENCES
 from attn_mt.models.build import build_model
 from attn_mt.run.run_dir import load_run
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SENTENCE = [3, 4, 5, 6]  # source ids without <eos>

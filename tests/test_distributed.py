@@ -13,7 +13,8 @@ from synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
-from attn_mt.training.trainer import read_metrics, train
+from attn_mt.run.run_dir import read_metrics
+from attn_mt.training.launch import train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 COMMON = [
@@ -152,7 +153,7 @@ def test_torchrun_worker_follows_device_flag(tmp_path, corpus, monkeypatch, flag
     import torch
     import torch.distributed as dist
 
-    from attn_mt.training import distributed, trainer
+    from attn_mt.training import distributed, launch
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
@@ -168,7 +169,7 @@ def test_torchrun_worker_follows_device_flag(tmp_path, corpus, monkeypatch, flag
         calls["device"] = str(device)
         raise _ModelBuiltError
 
-    monkeypatch.setattr(trainer, "Trainer", built)
+    monkeypatch.setattr(launch, "Trainer", built)
     cfg = load_config(TINY, COMMON)
     with pytest.raises(_ModelBuiltError):
         train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device=flag)

@@ -15,7 +15,7 @@ from attn_mt.cli import main
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
 ERRORS_DOC = ROOT / "docs" / "errors.md"

@@ -9,12 +9,13 @@ import pytest
 import torch
 from graphs import graph_names
 
-from attn_mt.kernels import with_kernels
+from attn_mt.kernels import CpuSpeedups
 from attn_mt.kernels.dropout import draw_keep_masks, dropout, gru_keep_masks
 from attn_mt.kernels.models import loop_weights
 from attn_mt.kernels.recurrence import decoder_loop, encoder_loop, gru_weights
 from attn_mt.models import GRUBahdanau
 from attn_mt.training.optim import xavier_init_
+from attn_mt.training.speed import choose_speed
 
 CPU = torch.device("cpu")
 
@@ -38,7 +39,7 @@ def test_loops_equal_the_book_model_in_values_gradients_and_dropout(layers, p):
     """Same seed, same dropout masks: logits and every parameter's gradient agree to 1e-12."""
     book, src, src_lens, tgt_in = model_and_batch(layers, dropout=p)
     book.train()
-    fast = with_kernels(book, "cpu", CPU, compile=False)
+    fast = CpuSpeedups(1).wrap(book)
     torch.manual_seed(7)
     kernel = fast(src, src_lens, tgt_in)  # (B, T, V)
     torch.manual_seed(7)
@@ -58,21 +59,21 @@ def test_loops_equal_the_book_model_in_values_gradients_and_dropout(layers, p):
 
 def test_the_switch_reference_and_cpu_give_the_same_numbers_without_dropout():
     book, src, src_lens, tgt_in = model_and_batch(2)
-    assert with_kernels(book, "reference", CPU, compile=False) is book
-    fast = with_kernels(book, "auto", CPU, compile=False)
+    assert choose_speed("reference", CPU, False, 1).wrap(book) is book
+    fast = choose_speed("auto", CPU, False, 1).wrap(book)
     torch.testing.assert_close(fast(src, src_lens, tgt_in), book(src, src_lens, tgt_in), rtol=0, atol=1e-12)
 
 
 def test_loops_run_only_where_they_apply():
     """The encoder loop trains an unpacked GRU on the plain CPU; the decoder loop skips autocast and maps."""
     book, src, src_lens, tgt_in = model_and_batch(2, dtype=torch.float32)
-    fast = with_kernels(book, "cpu", CPU, compile=False)
+    fast = CpuSpeedups(1).wrap(book)
     assert graph_names(fast(src, src_lens, tgt_in)) >= LOOPS
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not LOOPS & graph_names(fast(src, src_lens, tgt_in))
     assert not LOOPS & graph_names(fast.attention_maps(src, src_lens, tgt_in)["cross"])
     packed = GRUBahdanau(17, 19, 6, 8, 2, 0.0, pack_padded=True)
-    names = graph_names(with_kernels(packed, "cpu", CPU, compile=False)(src, src_lens, tgt_in))
+    names = graph_names(CpuSpeedups(1).wrap(packed)(src, src_lens, tgt_in))
     assert "_DecoderLoopBackward" in names and "_EncoderLoopBackward" not in names
 
 
@@ -101,7 +102,7 @@ def test_decoder_loop_gradcheck_with_dropout(layers):
 
 def test_empty_source_rows_get_zero_attention_and_finite_gradients():
     book, src, src_lens, tgt_in = model_and_batch(2)
-    fast = with_kernels(book.train(), "cpu", CPU, compile=False)
+    fast = CpuSpeedups(1).wrap(book.train())
     enc = fast.encode(src, torch.tensor([0, 3, 1, 5]))
     outputs = fast.decode_features(tgt_in, enc)
     outputs.sum().backward()

@@ -10,7 +10,7 @@ import torch
 from graphs import graph_names
 
 from attn_mt.errors import UserError
-from attn_mt.kernels import kernels_apply, with_kernels
+from attn_mt.kernels import CpuSpeedups
 from attn_mt.kernels.packed_attention import keys_first
 from attn_mt.kernels.transformer_blocks import (
     DecoderBlockFunction,
@@ -20,6 +20,7 @@ from attn_mt.kernels.transformer_blocks import (
 )
 from attn_mt.models import AttentionMask
 from attn_mt.models.transformer import DecoderBlock, EncoderBlock, Transformer
+from attn_mt.training.speed import PlainTorch, choose_speed, kernels_apply
 
 CPU = torch.device("cpu")
 BLOCK_NODES = {"EncoderBlockFunctionBackward", "DecoderBlockFunctionBackward"}
@@ -41,7 +42,7 @@ def test_block_kernels_equal_the_book_blocks(training, src_lens):
     """Same seed, same dropout masks: logits and every parameter's gradient agree to 1e-12."""
     torch.manual_seed(0)
     book = Transformer(11, 13, 16, 24, 4, 2, 0.2).double().train(training)
-    fast = with_kernels(book, "cpu", CPU, compile=False)  # the book model's dropouts now draw as the kernels
+    fast = CpuSpeedups(1).wrap(book)  # the book model's dropouts now draw as the kernels
     params = list(book.parameters())
     kernel_logits, kernel_grads = logits_and_grads(fast, params, src_lens)
     book_logits, book_grads = logits_and_grads(book, params, src_lens)
@@ -55,14 +56,14 @@ def test_block_kernels_equal_the_book_blocks(training, src_lens):
 
 
 def test_the_switch_reference_and_cpu_give_the_same_model_without_dropout():
-    """`reference` returns the book model itself; `cpu` without dropout computes the same numbers."""
+    """`reference` runs the book model itself; `cpu` without dropout computes the same numbers."""
     torch.manual_seed(0)
     book = Transformer(11, 13, 16, 24, 4, 2, 0.0).double()
-    assert with_kernels(book, "reference", CPU, compile=False) is book
-    assert with_kernels(book, "auto", CPU, compile=True) is book
+    assert choose_speed("reference", CPU, False, 1).wrap(book) is book
+    assert choose_speed("auto", CPU, True, 1).wrap(book) is book
     params = list(book.parameters())
     reference, reference_grads = logits_and_grads(book, params, [4, 2, 3])
-    kernel, kernel_grads = logits_and_grads(with_kernels(book, "auto", CPU, compile=False), params, [4, 2, 3])
+    kernel, kernel_grads = logits_and_grads(choose_speed("auto", CPU, False, 1).wrap(book), params, [4, 2, 3])
     torch.testing.assert_close(kernel, reference, rtol=0, atol=1e-12)
     for got, want in zip(kernel_grads, reference_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
@@ -71,14 +72,14 @@ def test_the_switch_reference_and_cpu_give_the_same_model_without_dropout():
 def test_block_kernels_only_where_they_apply():
     """Attention maps, autocast and wide heads keep the book path; CPU training takes the kernels."""
     torch.manual_seed(0)
-    model = with_kernels(Transformer(11, 13, 16, 24, 4, 1, 0.1).train(), "cpu", CPU, compile=False)
+    model = CpuSpeedups(1).wrap(Transformer(11, 13, 16, 24, 4, 1, 0.1).train())
     src, lens, tgt_in = torch.tensor([[1, 2, 3]]), torch.tensor([3]), torch.tensor([[1, 2]])
     assert "EncoderBlockFunctionBackward" in graph_names(model(src, lens, tgt_in))
     maps = model.attention_maps(src, lens, tgt_in)
     assert maps["cross"].grad_fn is not None and not BLOCK_NODES & graph_names(maps["cross"])
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not BLOCK_NODES & graph_names(model(src, lens, tgt_in))
-    wide = with_kernels(Transformer(11, 13, 64, 24, 2, 1, 0.1).train(), "cpu", CPU, compile=False)
+    wide = CpuSpeedups(1).wrap(Transformer(11, 13, 64, 24, 2, 1, 0.1).train())
     assert not BLOCK_NODES & graph_names(wide(src, lens, tgt_in))  # heads of 32 channels
 
 
@@ -129,5 +130,6 @@ def test_auto_means_the_book_path_off_the_cpu_and_under_compile():
     with pytest.raises(UserError, match="train.kernels: cpu runs on the CPU only"):
         kernels_apply("cpu", cuda, compile=False)
     book = Transformer(11, 13, 16, 24, 4, 1, 0.1)
-    assert with_kernels(book, "auto", cuda, compile=False) is book
+    speed = choose_speed("auto", cuda, False, 1)
+    assert isinstance(speed, PlainTorch) and speed.wrap(book) is book
     assert all(type(m) is torch.nn.Dropout for m in book.modules() if isinstance(m, torch.nn.Dropout))

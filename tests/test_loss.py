@@ -1,4 +1,4 @@
-"""The masked, label-smoothed cross-entropy: values and gradients against torch's, padding, dtypes."""
+"""The masked, label-smoothed cross-entropy and its CPU kernels: values and gradients against torch's."""
 
 from __future__ import annotations
 
@@ -10,21 +10,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_mt.run import device as device_module
-from attn_mt.run.device import (
-    autocast_context,
-    effective_amp,
-    keep_freed_memory,
-    limit_kernel_cache,
-    release_freed_memory,
-)
-from attn_mt.training.loss import (
+from attn_mt.data.batch import Batch
+from attn_mt.kernels.heap import keep_freed_memory, release_freed_memory
+from attn_mt.kernels.loss import (
+    CpuLoss,
     LinearCrossEntropy,
     linear_chunk,
-    masked_cross_entropy,
+    output_layer_loss,
     row_chunk,
     token_cross_entropy,
 )
+from attn_mt.run import device as device_module
+from attn_mt.run.device import autocast_context, effective_amp, limit_kernel_cache
+from attn_mt.training.loss import masked_cross_entropy
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
@@ -72,18 +70,27 @@ def test_padding_positions_contribute_nothing() -> None:
     logits = torch.randn(2, 5, 11, requires_grad=True)
     target = torch.randint(0, 11, (2, 5))
     lens = torch.tensor([5, 2])
-    objective, total = masked_cross_entropy(logits, target, lens, average="token", label_smoothing=0.1)
-    objective.backward()
+    total = masked_cross_entropy(logits, target, lens, label_smoothing=0.1)
+    total.backward()
     assert torch.count_nonzero(logits.grad[1, 2:]) == 0
     per_token = F.cross_entropy(
         logits.reshape(10, 11), target.reshape(10), reduction="none", label_smoothing=0.1
     )
     expected = per_token.reshape(2, 5)[0].sum() + per_token.reshape(2, 5)[1, :2].sum()
     torch.testing.assert_close(total, expected)
-    torch.testing.assert_close(objective, expected / 7)
-    book_objective, _ = masked_cross_entropy(logits, target, lens, average="book")
     unsmoothed = F.cross_entropy(logits.reshape(10, 11), target.reshape(10), reduction="none").reshape(2, 5)
-    torch.testing.assert_close(book_objective, (unsmoothed[0].sum() + unsmoothed[1, :2].sum()) / 5)
+    torch.testing.assert_close(
+        masked_cross_entropy(logits, target, lens), unsmoothed[0].sum() + unsmoothed[1, :2].sum()
+    )
+
+
+def test_half_precision_logits_are_scored_in_float32() -> None:
+    torch.manual_seed(1)
+    logits = torch.randn(3, 4, 50).bfloat16()
+    target, lens = torch.randint(0, 50, (3, 4)), torch.tensor([4, 1, 3])
+    total = masked_cross_entropy(logits, target, lens, 0.1)
+    assert total.dtype == torch.float32
+    torch.testing.assert_close(total, masked_cross_entropy(logits.float(), target, lens, 0.1))
 
 
 def output_grads(loss: torch.Tensor, *tensors: torch.Tensor) -> list[torch.Tensor]:
@@ -121,22 +128,68 @@ def test_linear_cross_entropy_hand_computed() -> None:
     torch.testing.assert_close(X.grad, torch.zeros(1, 2))  # W = 0
 
 
-@pytest.mark.parametrize("average", ["book", "token"])
+class OutputLayerModel(torch.nn.Module):
+    """A stand-in model whose teacher-forced hidden states are given: forward applies the output layer."""
+
+    def __init__(self, hidden: torch.Tensor, vocab: int):
+        super().__init__()
+        self.hidden = hidden  # (B, T, H)
+        self.output_layer = torch.nn.Linear(hidden.shape[-1], vocab).to(hidden.dtype)
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> dict:
+        return {}
+
+    def decode_features(self, tgt_in: torch.Tensor, enc: dict) -> torch.Tensor:
+        return self.hidden
+
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        return self.output_layer(self.hidden)  # (B, T, V)
+
+
+def cpu_loss(through_output_layer: bool, min_logits_bytes: int) -> CpuLoss:
+    """CpuLoss with its threshold for scoring through the output layer set to `min_logits_bytes`."""
+    loss = CpuLoss(through_output_layer)
+    loss.min_logits_bytes = min_logits_bytes
+    return loss
+
+
+def target_batch(target: torch.Tensor, lens: list[int]) -> Batch:
+    """A batch of targets (B, T) with lengths `lens`; the stand-in model ignores its one-token sources."""
+    sources = torch.zeros(len(lens), 1, dtype=torch.long)  # (B, 1)
+    return Batch(sources, torch.ones(len(lens), dtype=torch.long), target, torch.tensor(lens))
+
+
+@pytest.mark.parametrize("through_output_layer", [True, False])
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
-def test_masked_cross_entropy_through_the_output_layer_equals_it_over_logits(average, smoothing) -> None:
+def test_cpu_loss_equals_torch_cross_entropy_over_the_logits(through_output_layer, smoothing) -> None:
+    """Either way CpuLoss scores a batch (output layer chunk by chunk, or logits), the sum is torch's."""
     torch.manual_seed(3)
     hidden = torch.randn(4, 6, 5, dtype=torch.float64, requires_grad=True)  # (B, T, H)
-    layer = torch.nn.Linear(5, 30).double()
-    target = torch.randint(0, 30, (4, 6))
-    lens = torch.tensor([6, 2, 0, 4])
-    ours, ours_total = masked_cross_entropy(hidden, target, lens, average, smoothing, 9, layer)
-    ref, ref_total = masked_cross_entropy(layer(hidden), target, lens, average, smoothing, 9)
+    model = OutputLayerModel(hidden, 30)
+    batch = target_batch(torch.randint(0, 30, (4, 6)), [6, 2, 0, 4])
+    ours = cpu_loss(through_output_layer, 0)(model, batch, batch.tgt, smoothing)
+    logits = model(batch.src, batch.src_lens, batch.tgt)  # (B, T, V)
+    ref = masked_cross_entropy(logits, batch.tgt, batch.tgt_lens, smoothing)
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
-    torch.testing.assert_close(ours_total, ref_total, rtol=0, atol=1e-12)
-    ours_grads = output_grads(ours, hidden, layer.weight, layer.bias)
-    for got, want in zip(ours_grads, output_grads(ref, hidden, layer.weight, layer.bias), strict=True):
+    inputs = (hidden, model.output_layer.weight, model.output_layer.bias)
+    ours_grads = output_grads(ours, *inputs)
+    for got, want in zip(ours_grads, output_grads(ref, *inputs), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
     assert not ours_grads[0][1, 2:].any() and not ours_grads[0][2].any()  # padding: no gradient
+
+
+def test_cpu_loss_scores_through_the_output_layer_only_batches_with_large_logits() -> None:
+    """Below min_logits_bytes (or with several processes) the logits are computed; above, never."""
+    hidden = torch.randn(2, 3, 4)
+    model = OutputLayerModel(hidden, 10)  # float32 logits of 2 x 3 x 10 x 4 = 240 bytes
+    batch = target_batch(torch.randint(0, 10, (2, 3)), [3, 2])
+    calls = []
+    model.output_layer.register_forward_hook(lambda *args: calls.append("logits"))
+    cpu_loss(True, 240)(model, batch, batch.tgt, 0.0)
+    assert calls == []
+    cpu_loss(True, 241)(model, batch, batch.tgt, 0.0)
+    cpu_loss(False, 0)(model, batch, batch.tgt, 0.0)
+    assert calls == ["logits", "logits"]
 
 
 def test_output_layer_loss_takes_bfloat16_products_under_autocast() -> None:
@@ -144,10 +197,11 @@ def test_output_layer_loss_takes_bfloat16_products_under_autocast() -> None:
     hidden = torch.randn(8, 5, 32, requires_grad=True)
     layer = torch.nn.Linear(32, 500)
     target, lens = torch.randint(0, 500, (8, 5)), torch.tensor([5, 4, 3, 5, 1, 2, 5, 5])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        ours, _ = masked_cross_entropy(hidden, target, lens, "token", 0.1, output_layer=layer)
-        ref, _ = masked_cross_entropy(layer(hidden), target, lens, "token", 0.1)
-    exact, _ = masked_cross_entropy(layer(hidden), target, lens, "token", 0.1)
+    keep, tokens = torch.arange(5)[None, :] < lens[:, None], int(lens.sum())  # (B, T), 30
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # token means below
+        ours = output_layer_loss(hidden[keep], layer, target[keep], 0.1) / tokens
+        ref = masked_cross_entropy(layer(hidden), target, lens, 0.1) / tokens
+    exact = masked_cross_entropy(layer(hidden), target, lens, 0.1) / tokens
     assert ours.dtype == torch.float32
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-4)  # the same bfloat16 products
     assert 1e-5 < abs(float(ours.detach() - exact.detach())) < 0.05  # ... which are not the float32 ones

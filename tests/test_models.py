@@ -291,7 +291,7 @@ def test_bahdanau_attention_maps_mask_padding():
 def test_features_are_what_the_output_layer_turns_into_the_logits(kind, training):
     model = make(kind).train(training)
     src, src_lens, tgt_in = batch([4, 2, 3], tgt_steps=5)
-    hidden = model(src, src_lens, tgt_in, features=True)
+    hidden = model.decode_features(tgt_in, model.encode(src, src_lens))
     assert hidden.shape == (3, 5, 8)  # (B, T, H)
     assert model.output_layer.out_features == TGT_V
     torch.testing.assert_close(model.output_layer(hidden), model(src, src_lens, tgt_in), rtol=0, atol=1e-6)

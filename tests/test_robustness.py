@@ -21,8 +21,10 @@ from attn_mt.config import load_config
 from attn_mt.errors import UserError
 from attn_mt.run import checkpoint as checkpoint_module
 from attn_mt.run.checkpoint import CheckpointWriteError, load_checkpoint, save_checkpoint
+from attn_mt.run.run_dir import read_metrics
 from attn_mt.training import trainer as trainer_module
-from attn_mt.training.trainer import TrainingDivergedError, read_metrics, train
+from attn_mt.training.launch import train
+from attn_mt.training.trainer import TrainingDivergedError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.yaml"
@@ -59,17 +61,17 @@ def test_same_seed_gives_identical_loss_curves(tmp_path, corpus):
 
 
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path, corpus, monkeypatch):
-    real = trainer_module.masked_cross_entropy
+    real = trainer_module.Trainer._objective
     calls = {"n": 0}
 
-    def poisoned(*args, **kwargs):
-        objective, total = real(*args, **kwargs)
+    def poisoned(self, *args):
+        objective, loss = real(self, *args)
         calls["n"] += 1
         if calls["n"] >= 12:
-            return objective * float("nan"), total * float("nan")
-        return objective, total
+            return objective * float("nan"), loss * float("nan")
+        return objective, loss
 
-    monkeypatch.setattr(trainer_module, "masked_cross_entropy", poisoned)
+    monkeypatch.setattr(trainer_module.Trainer, "_objective", poisoned)
     cfg = load_config(TINY, [*SYNTH, "train.epochs=5"])
     with pytest.raises(TrainingDivergedError, match="the loss became nan at step 12"):
         train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")

@@ -9,8 +9,9 @@ import torch
 from synthetic import write_corpus
 
 from attn_mt.config import TrainConfig, load_config
+from attn_mt.run.run_dir import read_metrics
+from attn_mt.training.launch import train
 from attn_mt.training.optim import Schedule, inverse_sqrt_factor, linear_factor
-from attn_mt.training.trainer import read_metrics, train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 

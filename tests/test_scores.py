@@ -33,7 +33,7 @@ from attn_mt.evaluation.scores import (
     write_eval_files,
     write_scores,
 )
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 

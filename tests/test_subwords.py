@@ -22,7 +22,7 @@ from attn_mt.decoding.attention import SentenceAttention, merge_words, word_grou
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.run.run_dir import load_run
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SETTINGS = [

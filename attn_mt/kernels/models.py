@@ -1,9 +1,10 @@
 """The book's models with their training passes on the CPU kernels; everything else is the book's code.
 
 Shapes: B batch, S source steps, T target steps, E embedding size, H hidden, L layers, h heads.
-Each class wraps a book model (models/) and reads its parameters by name; `kernels.with_kernels`
-decides whether a run uses one. A kernel runs only where it applies (CPU, no autocast, not under
-torch.compile, and the conditions below); anywhere else the book model's own method runs.
+Each class wraps a book model (models/) and reads its parameters by name; `CpuSpeedups.wrap`
+(kernels/__init__.py) puts one around the model of a `train.kernels: cpu` run. A kernel runs only
+where it applies (CPU, no autocast, not under torch.compile, and the conditions below); anywhere
+else the book model's own method runs.
 """
 
 from __future__ import annotations

@@ -94,12 +94,12 @@ class BahdanauDecoder(nn.Module):
         output, hidden = self.rnn(torch.cat((context, x.unsqueeze(1)), -1), hidden)  # (B, 1, H), (L, B, H)
         return output.squeeze(1), {**state, "hidden": hidden}
 
-    def forward(
-        self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False, features: bool = False
+    def hidden_states(
+        self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Teacher-forced decoding of (B, T) from `state`: logits (B, T, V) and weights (B, T, S) or None.
+        """Teacher-forced decoding of (B, T) from `state`: top-layer outputs (B, T, H), weights (B, T, S).
 
-        With `features` the first result is the top layer's hidden states (B, T, H), before the dense layer.
+        The weights are None unless `need_weights`.
         """
         outputs, weights = [], []
         for x in self.embedding(tgt_in).unbind(1):  # T x (B, E)
@@ -107,9 +107,14 @@ class BahdanauDecoder(nn.Module):
             outputs.append(output)
             if need_weights:
                 weights.append(self.attention.attention_weights)
-        hidden_states = torch.stack(outputs, dim=1)  # (B, T, H)
-        out = hidden_states if features else self.dense(hidden_states)  # (B, T, H) or (B, T, V)
-        return out, torch.cat(weights, dim=1) if need_weights else None
+        return torch.stack(outputs, dim=1), torch.cat(weights, dim=1) if need_weights else None
+
+    def forward(
+        self, tgt_in: torch.Tensor, state: DecoderState, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher-forced decoding of (B, T) from `state`: logits (B, T, V) and weights (B, T, S) or None."""
+        hidden, weights = self.hidden_states(tgt_in, state, need_weights)  # (B, T, H)
+        return self.dense(hidden), weights
 
 
 class GRUBahdanau(EncoderDecoder):
@@ -118,7 +123,7 @@ class GRUBahdanau(EncoderDecoder):
     The decoder starts from the encoder's final hidden state.
     """
 
-    direct_weight_layers = ("decoder.attention.W_q", "decoder.attention.w_v")  # see step_weights, weights
+    direct_weight_layers = ("decoder.attention.W_q", "decoder.attention.w_v")
 
     def __init__(
         self,
@@ -160,7 +165,7 @@ class GRUBahdanau(EncoderDecoder):
 
     def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
         """Teacher-forced hidden states (B, T, H) of the top GRU layer."""
-        return self.decoder(tgt_in, self.init_state(enc), features=True)[0]
+        return self.decoder.hidden_states(tgt_in, self.init_state(enc))[0]
 
     def step(
         self, tokens: torch.Tensor, state: DecoderState, need_attention: bool = False
@@ -175,7 +180,8 @@ class GRUBahdanau(EncoderDecoder):
         self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """{"cross": (B, T, S)} of a teacher-forced pass."""
-        _, weights = self.decoder(tgt_in, self.init_state(self.encode(src, src_lens)), need_weights=True)
+        enc = self.encode(src, src_lens)
+        _, weights = self.decoder.hidden_states(tgt_in, self.init_state(enc), need_weights=True)
         assert weights is not None
         return {CROSS: weights}
 

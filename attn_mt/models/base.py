@@ -1,8 +1,14 @@
-"""The encoder-decoder contract that training and decoding code relies on.
+"""The encoder-decoder contract every model implements, for decoding and for training.
 
-Shapes: B batch, S source steps, T target steps, V target vocabulary.
-Training calls `forward` (teacher forcing). Search calls `encode`, `init_state`, `step` and
-`reorder_state` only, so greedy and beam search never ask which model they hold.
+Shapes: B batch, S source steps, T target steps, H hidden, V target vocabulary.
+- Search (decoding/search.py) calls `encode`, `init_state`, `step` and `reorder_state` only, so
+  greedy and beam search never ask which model they hold.
+- Training calls `forward` (teacher-forced logits) and reads two more parts of the contract:
+  `decode_features` and `output_layer`, the hidden states under the logits and the layer that
+  turns them into logits (`decode` is the two together), so a loss may apply the layer itself
+  (kernels/loss.py does for big batches, never holding the logits); and `reads_source_padding`,
+  whether any output depends on a batch's all-padding source columns (if not, training cuts them).
+- Attention dumps and heatmaps call `attention_maps`.
 """
 
 from __future__ import annotations
@@ -24,11 +30,11 @@ def check_source(src: torch.Tensor, src_lens: torch.Tensor) -> None:
 
 
 class EncoderDecoder(nn.Module):
-    """Base class: subclasses implement encode / decode / init_state / step / reorder_state."""
+    """Base class: subclasses implement encode, output_layer, decode_features, init_state, step,
+    attention_maps and reorder_state, and set reads_source_padding."""
 
     reads_source_padding = True  # False when no output depends on the source's padding columns
-    # nn.Linear layers whose weight is read as a tensor rather than called (int8 quantisation skips them)
-    direct_weight_layers: tuple[str, ...] = ()
+    direct_weight_layers: tuple[str, ...] = ()  # nn.Linear layers int8 quantisation leaves in float32
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
         """Run the encoder; returns what the decoder needs (memory, masks, valid lengths)."""
@@ -47,16 +53,9 @@ class EncoderDecoder(nn.Module):
         """Teacher-forced decoding of `tgt_in` (B, T) -> logits (B, T, V)."""
         return self.output_layer(self.decode_features(tgt_in, enc))
 
-    def forward(
-        self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, features: bool = False
-    ) -> torch.Tensor:
-        """Logits (B, T, V) for the decoder inputs `tgt_in` (B, T) given the source (B, S).
-
-        With `features`, the hidden states (B, T, H) instead, for a loss that applies
-        `output_layer` itself (training's LinearCrossEntropy).
-        """
-        enc = self.encode(src, src_lens)
-        return self.decode_features(tgt_in, enc) if features else self.decode(tgt_in, enc)
+    def forward(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) for the decoder inputs `tgt_in` (B, T) given the source (B, S)."""
+        return self.decode(tgt_in, self.encode(src, src_lens))
 
     def init_state(self, enc: DecoderState) -> DecoderState:
         """The incremental decoder state before the first target step."""

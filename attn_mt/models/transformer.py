@@ -182,20 +182,18 @@ class TransformerDecoder(nn.Module):
         """Target ids (B, T) at positions offset.. -> dropout(sqrt(H) embedding + positions) (B, T, H)."""
         return self.pos_encoding(self.embedding(tgt) * math.sqrt(self.num_hiddens), offset)
 
-    def forward(
+    def hidden_states(
         self,
         tgt: torch.Tensor,
         cross: list[KeyValues],
         src_mask: AttentionMask,
         past: list[KeyValues] | None = None,
         need_weights: bool = False,
-        features: bool = False,
     ) -> tuple[torch.Tensor, list[KeyValues], list[torch.Tensor], list[torch.Tensor]]:
-        """Target ids (B, T) following `past` cached steps -> logits (B, T, V), the new caches, weights.
+        """Target ids (B, T) after `past` cached steps -> the last block's output (B, T, H), caches, weights.
 
         Without `past` the T steps attend causally to each other; with it the new steps (one at a
-        time in incremental decoding) attend to every cached step and themselves. With `features`
-        the first result is the last block's output (B, T, H), before the dense layer.
+        time in incremental decoding) attend to every cached step and themselves.
         """
         offset = 0 if past is None else past[0][0].shape[2]
         X = self.embed(tgt, offset)  # (B, T, H)
@@ -209,7 +207,19 @@ class TransformerDecoder(nn.Module):
             if need_weights:
                 self_weights.append(layer_self)
                 cross_weights.append(layer_cross)
-        return X if features else self.dense(X), caches, self_weights, cross_weights
+        return X, caches, self_weights, cross_weights
+
+    def forward(
+        self,
+        tgt: torch.Tensor,
+        cross: list[KeyValues],
+        src_mask: AttentionMask,
+        past: list[KeyValues] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[KeyValues], list[torch.Tensor], list[torch.Tensor]]:
+        """Target ids (B, T) following `past` cached steps -> logits (B, T, V), the new caches, weights."""
+        X, caches, self_weights, cross_weights = self.hidden_states(tgt, cross, src_mask, past, need_weights)
+        return self.dense(X), caches, self_weights, cross_weights
 
 
 class Transformer(EncoderDecoder):
@@ -274,7 +284,7 @@ class Transformer(EncoderDecoder):
     def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
         """Teacher-forced hidden states (B, T, H) of the last decoder block, causal."""
         cross = self.decoder.project_memory(enc["memory"])
-        return self.decoder(tgt_in, cross, enc["src_mask"], features=True)[0]
+        return self.decoder.hidden_states(tgt_in, cross, enc["src_mask"])[0]
 
     def init_state(self, enc: DecoderState) -> DecoderState:
         """Cross-attention keys/values per layer, computed once, and empty self-attention caches."""

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import sys
 from pathlib import Path
 
 import torch
@@ -33,22 +31,6 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def keep_freed_memory() -> bool:
-    """Make glibc keep freed memory for reuse instead of handing it back to the kernel.
-
-    By default every allocation over 32 MiB (a step's logits on a big vocabulary, their gradient,
-    the output layer's products) is a fresh mmap, so each training step faults in and zeroes
-    hundreds of megabytes anew, a large share of a whole-corpus CPU step. Keeping freed memory (as
-    jemalloc or tcmalloc would) raises peak memory, more so with many batch shapes, which fragment
-    the heap (docs/benchmarks.md). Linux with glibc only; returns whether it applied.
-    """
-    libc = _glibc()
-    if libc is None:
-        return False
-    m_trim_threshold, m_mmap_max = -1, -4
-    return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
-
-
 def limit_kernel_cache(entries: int = 16) -> str:
     """Keep oneDNN's cache of compiled matrix-product kernels small, unless the user sized it.
 
@@ -59,27 +41,6 @@ def limit_kernel_cache(entries: int = 16) -> str:
     training; returns the size in force.
     """
     return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
-
-
-def release_freed_memory() -> bool:
-    """Hand the free pages inside glibc's heap back to the kernel (malloc_trim); False off glibc.
-
-    With freed memory kept (keep_freed_memory), batches of many shapes leave free holes in the heap
-    that still count as resident, and the process grows through a long run. Called at each
-    validation, it returns the holes; the next steps fault back in only what they reuse.
-    """
-    libc = _glibc()
-    return libc is not None and bool(libc.malloc_trim(0))
-
-
-def _glibc() -> ctypes.CDLL | None:
-    """The C library on Linux (where keep/release_freed_memory apply), else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
 
 
 def cpu_has_native_bf16() -> bool:
@@ -129,18 +90,8 @@ def effective_amp(device: torch.device, amp: str) -> str:
 
 
 def setup_device(device: torch.device, threads: int) -> None:
-    """Before training: torch's thread count (0 keeps torch's), and on the CPU the heap and oneDNN cache."""
+    """Before training: torch's thread count (0 keeps torch's) and, on the CPU, the oneDNN cache's size."""
     if threads:
         torch.set_num_threads(threads)
     if device.type == "cpu":
-        keep_freed_memory()
         limit_kernel_cache()
-
-
-def tidy_heap(device: torch.device, processes: int) -> None:
-    """Between training phases: return the heap's free holes, on a single CPU process only.
-
-    With several processes a collective's threads may allocate while glibc walks the heap.
-    """
-    if device.type == "cpu" and processes == 1:
-        release_freed_memory()

@@ -54,6 +54,18 @@ class DistContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor.cpu().tolist()
 
+    def rank_batches(self, plan: list[list[int]], position: int, per_rank: int) -> list[list[int]]:
+        """This rank's `per_rank` batches of the step starting at `position` in an epoch's plan.
+
+        A step takes per_rank x world_size consecutive batches (wrapping round to the start of the
+        plan at the end of an epoch, so every rank makes the same number of steps); rank r takes
+        its per_rank-long slice, so N ranks see what one process accumulating them would.
+        """
+        group = plan[position : position + per_rank * self.world_size]
+        while len(group) < per_rank * self.world_size:
+            group = group + plan[: per_rank * self.world_size - len(group)]
+        return group[self.rank * per_rank : (self.rank + 1) * per_rank]
+
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""
         if not self.enabled:

@@ -23,67 +23,6 @@ def xavier_init_(model: nn.Module) -> None:
                     nn.init.xavier_uniform_(param)
 
 
-class FlatParameters:
-    """Every trainable parameter's values as a slice of one flat tensor, with one flat gradient.
-
-    A book-size model has ~60 small tensors, and on the CPU the optimiser and the gradient clipping
-    cost about one call per tensor (torch's multi-tensor kernels loop over them there). With the
-    parameters viewing one flat tensor, each is one call. The parameters stay ordinary leaves, so
-    autograd, state_dict and load_state_dict see no difference: autograd writes each parameter's
-    gradient as usual, and `gather_grads` copies them all into the flat gradient with one
-    concatenation before clipping and the update. Optimiser state is converted to and from the
-    per-parameter layout, so checkpoints are the same with or without flattening.
-    """
-
-    def __init__(self, params: list[nn.Parameter]):
-        self.params = params
-        self.sizes = [p.numel() for p in params]
-        self.flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))  # (N,)
-        self.flat.grad = torch.zeros_like(self.flat)  # (N,)
-        for param, values in zip(params, self.flat.data.split(self.sizes), strict=True):
-            param.data = values.view_as(param)
-
-    def zero_grad(self) -> None:
-        """Forget the parameters' gradients, so the next backward writes them afresh."""
-        for param in self.params:
-            param.grad = None
-
-    def gather_grads(self) -> None:
-        """Copy every parameter's gradient into the flat gradient in one call (zeros where there is none)."""
-        grads = [
-            p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in self.params
-        ]
-        torch.cat(grads, out=self.flat.grad)
-
-    def per_parameter_state(self, state: dict) -> dict:
-        """The flat optimiser's state_dict in the layout of an optimiser over the separate parameters."""
-        flat_state = state["state"].get(0, {})
-        count = len(self.params)
-        split = {key: self._split(value) for key, value in flat_state.items()}  # key -> per-parameter list
-        per_param = {i: {key: pieces[i] for key, pieces in split.items()} for i in range(count)}
-        groups = [{**group, "params": list(range(count))} for group in state["param_groups"]]
-        return {"state": per_param if flat_state else {}, "param_groups": groups}
-
-    def flat_state(self, state: dict) -> dict:
-        """The inverse of per_parameter_state: a per-parameter state_dict for the flat optimiser."""
-        pieces = state["state"]
-        flat_state = {}
-        if pieces:
-            for key, first in pieces[0].items():
-                if torch.is_tensor(first) and first.numel() == self.sizes[0] and first.dim() > 0:
-                    flat_state[key] = torch.cat([pieces[i][key].reshape(-1) for i in range(len(self.params))])
-                else:
-                    flat_state[key] = first
-        groups = [{**group, "params": [0]} for group in state["param_groups"]]
-        return {"state": {0: flat_state} if flat_state else {}, "param_groups": groups}
-
-    def _split(self, value: object) -> list:
-        """A flat state tensor as per-parameter views; a scalar (the step count) shared by all."""
-        if torch.is_tensor(value) and value.dim() == 1 and value.numel() == self.flat.numel():
-            return [piece.view_as(p) for piece, p in zip(value.split(self.sizes), self.params, strict=True)]
-        return [value] * len(self.params)
-
-
 def build_optimizer(params: list[nn.Parameter] | nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """Adam (the book's) or AdamW over the trainable parameters (of a module, or a list).
 

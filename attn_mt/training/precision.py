@@ -8,9 +8,16 @@ run's own batches, as cuDNN's benchmark mode picks convolution algorithms.
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
+
+import torch
+
+from attn_mt.training.distributed import DistContext
+
+log = logging.getLogger("attn_mt")
 
 
 def time_modes(run_pass: Callable[[str], None], modes: Sequence[str], rounds: int = 3) -> dict[str, float]:
@@ -29,3 +36,25 @@ def time_modes(run_pass: Callable[[str], None], modes: Sequence[str], rounds: in
 def faster_mode(seconds: dict[str, float], margin: float = 0.05) -> str:
     """bf16 only when it beats float32 ("none") by more than `margin`; float32 otherwise."""
     return "bf16" if seconds["bf16"] < (1.0 - margin) * seconds["none"] else "none"
+
+
+def choose_amp(run_pass: Callable[[str], None], dist: DistContext, batches: int) -> str:
+    """"bf16" or "none", whichever `run_pass(mode)` (forward and backward, no update) runs faster.
+
+    The passes run with the RNG state restored afterwards, so the run's random stream is that of a
+    run without them; every rank takes the same choice.
+    """
+    with torch.random.fork_rng(devices=[]):
+        seconds = time_modes(run_pass, ("none", "bf16"))
+    if dist.enabled:
+        totals = dist.sum([seconds["none"], seconds["bf16"]])
+        seconds = {"none": totals[0], "bf16": totals[1]}
+    amp = faster_mode(seconds)
+    log.info(
+        "train.amp=auto: %s (%d batches forward and backward: float32 %.3f s, bf16 %.3f s)",
+        "bf16" if amp == "bf16" else "float32",
+        batches,
+        seconds["none"],
+        seconds["bf16"],
+    )
+    return amp

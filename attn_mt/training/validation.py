@@ -72,7 +72,7 @@ class Validator:
             logits = self.model(
                 batch.src, batch.src_lens, torch.cat([bos, batch.tgt[:, :-1]], dim=1)
             )  # (B, T, V)
-            _, summed = masked_cross_entropy(logits, batch.tgt, batch.tgt_lens, average="token")
+            summed = masked_cross_entropy(logits, batch.tgt, batch.tgt_lens)
             total, tokens = total + float(summed), tokens + batch.num_tgt_tokens
         return total / max(tokens, 1)
 

@@ -1,0 +1,213 @@
+"""`attn-mt train` for one process of the job: the run directory, the data, the Trainer, the run summary.
+
+Under torchrun every process runs `train`; rank 0 alone writes the run directory. The training
+algorithm itself is `Trainer.fit` (training/trainer.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attn_mt.config import Config, load_config, save_config
+from attn_mt.data.dataset import NMTData, load_data
+from attn_mt.data.report import format_report
+from attn_mt.data.vocab import Vocab
+from attn_mt.errors import UserError
+from attn_mt.run.device import setup_device
+from attn_mt.run.run_dir import (
+    RunPaths,
+    describe_contents,
+    is_run_dir,
+    load_vocabs,
+    read_metrics,
+    truncate_metrics,
+)
+from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
+from attn_mt.training.logs import setup_logging
+from attn_mt.training.progress import TrainResult
+from attn_mt.training.resume import record_config_changes, resolve_resume_config
+from attn_mt.training.stopping import StopReason
+from attn_mt.training.trainer import Trainer
+
+log = logging.getLogger("attn_mt")
+
+
+def train(
+    cfg: Config | None,
+    run_dir: Path,
+    *,
+    overrides: list[str] | None = None,
+    data_path: str | None = None,
+    device: str = "auto",
+    resume: bool = False,
+    overwrite: bool = False,
+    quiet: bool = False,
+    on_validation: Callable[[Trainer], None] | None = None,
+) -> TrainResult:
+    """`attn-mt train`: prepare the run directory, load data, build the model, train, save.
+
+    Without `resume`, `cfg` is the run's config (None: the default one with `overrides`); with it,
+    `cfg` and `overrides` may change the train.* and decode.* keys of the saved config.
+    Under torchrun every process calls this; rank 0 alone writes the run directory.
+    """
+    ctx = init_distributed(device)
+    try:
+        paths = RunPaths(run_dir)
+        setup_logging(None, quiet or not ctx.is_main)
+        saved_cfg = None
+        if resume:
+            prepare_run_dir(run_dir, resume, overwrite)
+            saved_cfg = load_config(paths.config)
+            cfg = resolve_resume_config(paths, cfg, overrides or [])
+        else:
+            refuse_existing(run_dir, overwrite)
+            cfg = cfg if cfg is not None else load_config(None, overrides or [])
+        dev = rank_device(device, ctx)
+        setup_device(dev, cfg.train.threads)
+        torch.manual_seed(cfg.train.seed)
+        reused = load_vocabs(paths, cfg) if resume and cfg.data.tokenizer == "sentencepiece" else None
+        data = load_data(cfg.data, data_path, reused)
+        if ctx.is_main and not resume:
+            prepare_run_dir(run_dir, resume, overwrite)
+        ctx.barrier()
+        setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
+        log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
+        log.info("device %s, %d CPU threads, %d process(es)", dev, torch.get_num_threads(), ctx.world_size)
+        write_run_files(paths, cfg, data, ctx, resume)
+        trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
+        if on_validation is not None:
+            trainer.on_validation.append(on_validation)
+        if saved_cfg is not None:
+            resume_trainer(trainer, saved_cfg)
+        if ctx.rank > 0:
+            torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
+        log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
+        started = time.time()
+        result = trainer.fit()
+        if ctx.is_main:
+            plot_curves(paths)
+            write_run_summary(paths.summary, trainer, result, started)
+        log_result(result, paths)
+        return result
+    finally:
+        shutdown_distributed()
+
+
+def refuse_existing(run_dir: Path, overwrite: bool) -> None:
+    """An existing, non-empty run directory is an error unless --overwrite; other directories always are."""
+    if not (run_dir.exists() and any(run_dir.iterdir())):
+        return
+    if not overwrite:
+        raise UserError(
+            f"run directory {run_dir} already exists; pass --resume to continue it, "
+            "--overwrite to start it again, or --run-dir for a new one"
+        )
+    if not is_run_dir(run_dir):
+        raise UserError(
+            f"--overwrite: {run_dir} is not an attn-mt run directory (no valid config.yaml), so it is "
+            f"not deleted; it holds {describe_contents(run_dir)}"
+        )
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
+    """Create the run directory; never reuse an existing one without --resume or --overwrite."""
+    paths = RunPaths(run_dir)
+    if resume:
+        for stale in paths.checkpoints.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)  # left by a process killed while writing
+        if not paths.last.exists():
+            raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
+        return paths
+    refuse_existing(run_dir, overwrite)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return paths
+
+
+def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContext, resume: bool) -> None:
+    """Write a new run's config, vocabularies and data report (a resumed run's must match); log the report."""
+    if resume:
+        for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
+            saved = Vocab.load(getattr(paths, name))
+            if saved.idx_to_token != vocab.idx_to_token:
+                raise UserError(f"--resume: the corpus gives a different {name} than {getattr(paths, name)}")
+    elif ctx.is_main:
+        save_config(cfg, paths.config)
+        data.src_vocab.save(paths.src_vocab)
+        data.tgt_vocab.save(paths.tgt_vocab)
+        paths.data_report.write_text(json.dumps(data.report, indent=2), encoding="utf-8")
+    for line in format_report(data.report).splitlines():
+        log.info("%s", line)
+
+
+def resume_trainer(trainer: Trainer, saved_cfg: Config) -> None:
+    """Continue from last.pt; the metrics after it are dropped and config changes recorded (rank 0)."""
+    paths = trainer.paths
+    trainer.restore(paths.last)
+    if trainer.dist.is_main:
+        truncate_metrics(paths.metrics, trainer.progress.step)
+        record_config_changes(paths, saved_cfg, trainer.cfg, trainer.progress.step)
+    log.info("resumed at step %d (epoch %d)", trainer.progress.step, trainer.progress.epoch)
+
+
+def log_result(result: TrainResult, paths: RunPaths) -> None:
+    """The run's last log line: how to resume an interrupted run, or how a finished one ended."""
+    if result.stopped_because is StopReason.INTERRUPTED:
+        log.warning(
+            "interrupted at step %d; last.pt saved. Resume with: attn-mt train --resume --run-dir %s",
+            result.step,
+            paths.root,
+        )
+    else:
+        log.info(
+            "done after %d steps (%s): loss %.4f, %.0f target tokens/s, %.1f s",
+            result.step,
+            result.stopped_because,
+            result.final_loss,
+            result.tokens_per_s,
+            result.wall_s,
+        )
+
+
+def plot_curves(paths: RunPaths) -> None:
+    """Draw the training curves from the metrics history."""
+    from attn_mt.evaluation.plots import plot_training_curves
+
+    records = read_metrics(paths.metrics)
+    if records:
+        plot_training_curves(records, paths.curves)
+
+
+def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started: float) -> None:
+    """run_summary.json: the model, where it trained and how the session ended (read by `attn-mt report`)."""
+    summary = {
+        "model": trainer.cfg.model.type,
+        "parameters": count_parameters(trainer.model),
+        "device": str(trainer.device),
+        "threads": torch.get_num_threads(),
+        "processes": trainer.dist.world_size,
+        "kernels": trainer.speed.name,
+        "steps": result.step,
+        "epochs": result.epoch,
+        "final_loss": None if math.isnan(result.final_loss) else round(result.final_loss, 5),
+        "tokens_per_s": round(result.tokens_per_s, 1),
+        "wall_s": round(result.wall_s, 2),
+        "stop_reason": result.stopped_because.value,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,84 @@
+"""Where a training run stands (saved in every checkpoint), this session's clocks, and what a run reports."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attn_mt.training.stopping import StopReason
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    best_value: float | None = None  # best train.best_metric of the scheduled validations (patience)
+    bad_validations: int = 0
+    best_saved_value: float | None = None  # train.best_metric of the weights in best.pt
+    elapsed_s: float = 0.0
+    window_loss: float = 0.0
+    window_tokens: int = 0
+    epoch_loss: float = 0.0
+    epoch_tokens: int = 0
+
+    def count_step(self, batches: int, loss_sum: float, tokens: int, elapsed_s: float) -> None:
+        """Count one optimiser step: `batches` batches of the plan, their loss sum and target tokens."""
+        self.batch_in_epoch += batches
+        self.step += 1
+        self.elapsed_s = elapsed_s
+        self.window_loss, self.window_tokens = self.window_loss + loss_sum, self.window_tokens + tokens
+        self.epoch_loss, self.epoch_tokens = self.epoch_loss + loss_sum, self.epoch_tokens + tokens
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) run reports back."""
+
+    run_dir: Path
+    step: int
+    epoch: int
+    final_loss: float
+    tokens_per_s: float
+    wall_s: float
+    stopped_because: StopReason
+
+
+@dataclass
+class Session:
+    """This process's share of a run (a resumed run starts a new session): clocks, tokens, last loss."""
+
+    training_start: float  # perf_counter value at which the whole run's training time was 0
+    started: float = field(default_factory=time.perf_counter)
+    tokens: int = 0
+    window_start: float = field(default_factory=time.perf_counter)
+    window_tokens: int = 0
+    last_loss: float = float("nan")
+
+    def count(self, tokens: int) -> None:
+        """Add one step's target tokens."""
+        self.tokens += tokens
+        self.window_tokens += tokens
+
+    def close_window(self) -> float:
+        """Target tokens per second since the last call (or the start), and start a new window."""
+        now = time.perf_counter()
+        rate = self.window_tokens / max(now - self.window_start, 1e-9)
+        self.window_start, self.window_tokens = now, 0
+        return rate
+
+    def result(self, run_dir: Path, progress: Progress, stopped_because: StopReason) -> TrainResult:
+        """The session's TrainResult, ended now."""
+        wall = time.perf_counter() - self.started
+        return TrainResult(
+            run_dir,
+            progress.step,
+            progress.epoch,
+            self.last_loss,
+            self.tokens / max(wall, 1e-9),
+            wall,
+            stopped_because,
+        )
