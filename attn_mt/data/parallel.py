@@ -8,6 +8,7 @@ Shapes: N sentences, total = the sum of their lengths.
 """
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import sys
@@ -48,7 +49,7 @@ def _encode(vocab: Vocab, texts: Sequence[str], dtype: np.dtype, start: int,
     """Flat ids (total,) and lengths (n,) of sentences [start, stop) of `texts`."""
     rows = vocab.encode_texts(texts[start:stop], threads=1)
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))  # (n,)
-    ids = np.fromiter((i for row in rows for i in row), dtype=dtype, count=int(lengths.sum()))  # (total,)
+    ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=int(lengths.sum()))  # (total,)
     return ids, lengths
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -78,12 +79,18 @@ def store_inputs(cfg: Any, files: Sequence[Path], vocabs: Sequence[str] | None =
     return inputs
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished worker processes."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 @contextlib.contextmanager
-def _timed(seconds: dict[str, float], stage: str) -> Iterator[None]:
-    """Add the time spent in the block to seconds[stage]."""
-    start = time.perf_counter()
+def _timed(seconds: dict[str, list[float]], stage: str) -> Iterator[None]:
+    """Record the block's [wall, CPU] seconds as seconds[stage]."""
+    wall, cpu = time.perf_counter(), _cpu_seconds()
     yield
-    seconds[stage] = round(seconds.get(stage, 0.0) + time.perf_counter() - start, 3)
+    seconds[stage] = [round(time.perf_counter() - wall, 3), round(_cpu_seconds() - cpu, 3)]
 
 
 def learn_vocabs(cfg: Any, train_src: list[str], train_tgt: list[str]) -> tuple[SubwordVocab, SubwordVocab]:
@@ -130,7 +137,7 @@ def _read_vocabs(files: dict[str, bytes]) -> tuple[Vocab, Vocab]:
 def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, workers: int,
            progress: bool) -> Contents:
     """Read, split, learn (unless `vocabs` are given) and encode: the contents of a prepared folder."""
-    seconds: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}
     log.info("preparing the corpus %s with %d worker process(es)", ", ".join(map(str, files)), workers)
     with _timed(seconds, "read"):
         where, pairs = read_corpus_files(cfg, files)
@@ -152,9 +159,9 @@ def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, 
     if cfg.tokenizer == "sentencepiece":
         facts["tokenizer"] = {"type": "sentencepiece", "model": cfg.subword_type,
                               "vocab_size": cfg.vocab_size, "shared": cfg.shared_vocab,
-                              "seconds": seconds["vocabularies"]}
+                              "seconds": seconds["vocabularies"][0]}
     log.info("%s pairs read and split in %.1f s, vocabularies in %.1f s", f"{num_pairs:,}",
-             seconds["read"] + seconds["split"], seconds["vocabularies"])
+             seconds["read"][0] + seconds["split"][0], seconds["vocabularies"][0])
     with _timed(seconds, "encode"):
         src_seqs = encode_parallel(vocabs[0], train_src, workers, "encoding source", progress)
         tgt_seqs = encode_parallel(vocabs[1], train_tgt, workers, "encoding target", progress)
@@ -238,7 +245,7 @@ def format_prepared(prepared: Prepared, built: bool) -> str:
     folder = facts.get("folder") or "memory (the store could not be written)"
     if not built:
         return f"already prepared: {len(prepared.src):,} training pairs in {folder}"
-    stages = ", ".join(f"{stage} {s:.1f} s" for stage, s in facts["seconds"].items())
+    stages = ", ".join(f"{stage} {wall:.1f} s" for stage, (wall, _) in facts["seconds"].items())
     return (f"prepared {len(prepared.src):,} training pairs (of {prepared.facts['corpus_pairs']:,}) "
             f"into {folder}\n"
             f"{stages} ({facts['workers']} worker process(es))")

@@ -598,6 +598,9 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "threads": torch.get_num_threads(),
         "processes": trainer.dist.world_size,
         "kernels": "cpu" if uses_kernels(trainer.net) else "reference",
+        "amp": trainer.amp,
+        "peak_gpu_mb": (round(torch.cuda.max_memory_allocated(trainer.device) / 2**20)
+                        if trainer.device.type == "cuda" else None),
         "steps": result.step,
         "epochs": result.epoch,
         "final_loss": None if math.isnan(result.final_loss) else round(result.final_loss, 5),
