@@ -96,6 +96,8 @@ def train_command(config: str, run_dir: Path, args: argparse.Namespace, override
 def transformer_overrides(args: argparse.Namespace) -> list[str]:
     """The transformer run's budget (minutes or steps), AMP auto, then the user's --set."""
     budget = [f"train.time_limit_minutes={args.minutes}", f"train.max_steps={args.steps}"]
+    if args.steps:
+        budget.append(f"train.log_every={args.steps}")  # the loss of a short run is logged at its end
     return [*budget, "train.amp=auto", *args.overrides]
 
 
