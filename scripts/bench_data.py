@@ -75,12 +75,15 @@ def probe(args: argparse.Namespace) -> None:
     if world > 1:
         dist.barrier()  # every rank has read its share before any measures
     after = memory_kb()
-    figures = {"rank": rank, "load_s": round(load_s, 3), "cpu_s": round(cpu_s, 3),
-               "pairs": data.train.num_examples, "before": before, "loaded": loaded, "after": after}
-    print("PROBE " + json.dumps(figures), flush=True)
-    if world > 1:
-        dist.barrier()  # no rank leaves (and frees its pages) before all have measured
+    figures = [{"rank": rank, "load_s": round(load_s, 3), "cpu_s": round(cpu_s, 3),
+                "pairs": data.train.num_examples, "before": before, "loaded": loaded, "after": after}]
+    if world > 1:  # rank 0 prints every rank's figures (measured before any rank leaves and frees its pages)
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, figures[0])
+        figures = gathered
         dist.destroy_process_group()
+    if rank == 0:
+        print("PROBE " + json.dumps(figures), flush=True)
 
 
 # ----- the driver -----
@@ -117,7 +120,7 @@ def run_probe(tree: Path, cache: Path, corpus: Path, config: Path, epoch: bool,
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=tree)
     if done.returncode:
         raise SystemExit(f"probe failed ({' '.join(command)}):\n{done.stderr[-4000:]}")
-    return [json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    return next(json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("PROBE "))
 
 
 def data_mb(figures: dict[str, Any]) -> float:
@@ -149,14 +152,14 @@ def measure(args: argparse.Namespace) -> None:
                     record["cold"].append(cold)
                     record["cached"].append(cached)
                     record["ranks"].append(ranks)
+                    if args.json:  # after every measurement, so a stopped benchmark keeps what it did
+                        args.json.write_text(json.dumps({f"{t}x {n}": r for (t, n), r in results.items()}))
                     print(f"{times}x {name} repeat {repeat + 1}: cold {cold['load_s']:.2f} s, cached "
                           f"{cached['load_s']:.2f} s, data {data_mb(cached):.0f} MB", file=sys.stderr,
                           flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print_tables(results, args.torchrun)
-    if args.json:
-        args.json.write_text(json.dumps({f"{t}x {n}": r for (t, n), r in results.items()}, indent=1))
 
 
 def print_tables(results: dict[tuple[int, str], dict[str, list]], torchrun: bool) -> None:

@@ -138,7 +138,8 @@ def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, 
            progress: bool) -> Contents:
     """Read, split, learn (unless `vocabs` are given) and encode: the contents of a prepared folder."""
     seconds: dict[str, list[float]] = {}
-    log.info("preparing the corpus %s with %d worker process(es)", ", ".join(map(str, files)), workers)
+    if progress:  # afterwards the data report says what preparing took
+        log.info("preparing the corpus %s with %d worker process(es)", ", ".join(map(str, files)), workers)
     with _timed(seconds, "read"):
         where, pairs = read_corpus_files(cfg, files)
         num_pairs = len(pairs)
@@ -160,8 +161,9 @@ def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, 
         facts["tokenizer"] = {"type": "sentencepiece", "model": cfg.subword_type,
                               "vocab_size": cfg.vocab_size, "shared": cfg.shared_vocab,
                               "seconds": seconds["vocabularies"][0]}
-    log.info("%s pairs read and split in %.1f s, vocabularies in %.1f s", f"{num_pairs:,}",
-             seconds["read"][0] + seconds["split"][0], seconds["vocabularies"][0])
+    if progress:
+        log.info("%s pairs read and split in %.1f s, vocabularies in %.1f s", f"{num_pairs:,}",
+                 seconds["read"][0] + seconds["split"][0], seconds["vocabularies"][0])
     with _timed(seconds, "encode"):
         src_seqs = encode_parallel(vocabs[0], train_src, workers, "encoding source", progress)
         tgt_seqs = encode_parallel(vocabs[1], train_tgt, workers, "encoding target", progress)

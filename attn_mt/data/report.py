@@ -124,6 +124,13 @@ def format_report(report: dict[str, Any]) -> str:
     if overlap:
         cells = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in overlap.items())
         lines.append(f"English sentences shared across splits: {cells}")
+    prepared = report.get("prepared")
+    if prepared and prepared.get("origin") == "built":
+        stages = ", ".join(f"{stage} {wall:.1f} s" for stage, (wall, _) in prepared["seconds"].items())
+        lines.append(f"prepared now ({stages}; {prepared['workers']} worker processes) into "
+                     f"{prepared.get('folder') or 'memory'}")
+    elif prepared:
+        lines.append(f"mapped from {prepared.get('folder')}")
     if "seconds" in report:
         lines.append(f"loaded in {report['seconds']:.2f} s")
     return "\n".join(lines)
