@@ -52,3 +52,9 @@ bench-full: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache *.egg-info
+
+# Every model, AMP, translate/eval and torchrun over all GPUs on this machine's CUDA device(s), one table;
+# `make gpu-check ARGS="--device cpu"` runs the small CPU version.
+.PHONY: gpu-check
+gpu-check: install
+	$(BIN)/python scripts/gpu_check.py $(ARGS)

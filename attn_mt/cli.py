@@ -64,6 +64,25 @@ def data_report(
 
 
 @app.command()
+def prepare(
+    config: Path = typer.Argument(..., help="YAML config of a split-mode run (configs/transformer.yaml)."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    data: str | None = typer.Option(None, "--data", help=DATA_HELP),
+    workers: int = typer.Option(0, "--workers", min=0, help="Encoding processes (0 = one per core)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress; only the summary."),
+) -> None:
+    """Split, learn the vocabularies and encode the corpus once, into arrays every later run maps."""
+    from attn_mt.config import load_config
+    from attn_mt.data.prepare import format_prepared
+    from attn_mt.data.prepare import prepare as prepare_corpus
+    from attn_mt.training.logs import setup_logging
+
+    cfg = load_config(config, overrides)
+    setup_logging(None, quiet)
+    typer.echo(format_prepared(*prepare_corpus(cfg.data, data, workers or None, progress=not quiet)))
+
+
+@app.command()
 def train(
     config: Path | None = typer.Argument(None, help="YAML config (default: the book's Bahdanau run)."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),

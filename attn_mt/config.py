@@ -58,6 +58,7 @@ class DataConfig:
     subword_type: str = "unigram"
     vocab_size: int = 8000
     shared_vocab: bool = True
+    subword_sample: int = 2_000_000  # sentencepiece learns from at most this many sentences (0 = all)
     num_examples: int = 600
     num_steps: int = 10
     batch_size: int = 64
@@ -266,6 +267,7 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
     ]
     non_negative = [
         "data.num_examples",
+        "data.subword_sample",
         "data.min_freq",
         "data.valid_size",
         "data.test_size",
@@ -385,6 +387,13 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
         problems.append(
             f"data.tokenizer: {cfg.data.tokenizer!r} needs data.mode: split "
             "(book mode is the book's word pipeline)"
+        )
+    if _sound(problems, "data.tokenizer", "data.subword_sample", "data.vocab_size") and (
+        cfg.data.tokenizer == "sentencepiece" and 0 < cfg.data.subword_sample < cfg.data.vocab_size
+    ):
+        problems.append(
+            f"data.subword_sample: {cfg.data.subword_sample} sentences are too few to learn "
+            f"data.vocab_size = {cfg.data.vocab_size} pieces from; use 0 (every training sentence) or more"
         )
     if _sound(problems, "data.mode", "train.patience") and cfg.data.mode == "book" and cfg.train.patience:
         problems.append("train.patience: early stopping needs a valid split, but data.mode is 'book'")

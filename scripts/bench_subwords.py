@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from attn_mt.config import SUBWORD_TYPES, load_config
-from attn_mt.data.dataset import _learn_vocabs, load_data, prepare_pairs, read_corpus
+from attn_mt.data.dataset import load_data, prepare_pairs, read_corpus
+from attn_mt.data.prepare import learn_vocabs
 from attn_mt.data.splits import grouped_split
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def time_one(cfg, data_path: str) -> dict[str, float]:
     split = grouped_split(src, tgt, cfg.valid_size, cfg.test_size, cfg.split_seed)
     train_src, train_tgt = [src[i] for i in split.train], [tgt[i] for i in split.train]
     start = time.perf_counter()
-    src_vocab, tgt_vocab = _learn_vocabs(cfg, train_src, train_tgt)
+    src_vocab, tgt_vocab = learn_vocabs(cfg, train_src, train_tgt)
     learned = time.perf_counter()
     src_vocab.encode_texts(train_src)
     tgt_vocab.encode_texts(train_tgt)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from synthetic import reverse_pairs, write_corpus
 
-import attn_mt.data.dataset as dataset_module
+import attn_mt.data.prepare as prepare_module
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.data.corpus import read_aligned, read_pairs
@@ -87,13 +87,13 @@ def test_vocabulary_size_beyond_the_text_is_a_user_error():
 def test_sentencepiece_learns_from_the_training_split_only(tmp_path, monkeypatch):
     corpus = write_corpus(tmp_path / "reverse.txt", n=300)
     seen: list[list[str]] = []
-    real = dataset_module.learn_subwords
+    real = prepare_module.learn_subwords
 
     def spy(texts, *args):
         seen.append(list(texts))
         return real(texts, *args)
 
-    monkeypatch.setattr(dataset_module, "learn_subwords", spy)
+    monkeypatch.setattr(prepare_module, "learn_subwords", spy)
     cfg = load_config(None, [*SUBWORD_SETTINGS, "data.shared_vocab=false", "data.vocab_size=290"]).data
     data = load_data(cfg, str(corpus))
     assert len(seen) == 2  # separate source and target models
@@ -110,12 +110,13 @@ def test_reused_vocabularies_are_not_learned_again(tmp_path, monkeypatch):
     cfg = load_config(None, [*SUBWORD_SETTINGS, "data.max_len=10"]).data
     first = load_data(cfg, str(corpus))
     assert first.report["tokenizer"]["origin"] == "learned"
-    assert len(list((tmp_path / "cache" / "attn-mt" / "subwords").iterdir())) == 3  # 2 models, 1 encoding
+    prepared = [p for p in (tmp_path / "cache" / "attn-mt" / "prepared").iterdir() if p.is_dir()]
+    assert len(prepared) == 1 and (prepared[0] / "src.model").read_bytes() == first.src_vocab.model_proto
 
     def refuse(*args):
         raise AssertionError("learned or encoded again")
 
-    monkeypatch.setattr(dataset_module, "learn_subwords", refuse)
+    monkeypatch.setattr(prepare_module, "learn_subwords", refuse)
     monkeypatch.setattr(SubwordVocab, "encode_texts", refuse)
     cached = load_data(cfg, str(corpus))
     assert cached.report["tokenizer"]["origin"] == "cache" and cached.src_vocab == first.src_vocab
@@ -134,7 +135,8 @@ def test_token_sequences_select_keeps_the_chosen_rows():
     store = TokenSequences.from_lists([[5, 6], [], [7, 8, 9], [10]])
     chosen = store.select(np.array([3, 0, 2]))
     assert [chosen[i] for i in range(len(chosen))] == [[10], [5, 6], [7, 8, 9]]
-    assert chosen.offsets.tolist() == [0, 1, 3, 6]
+    assert chosen.starts.tolist() == [5, 0, 2] and chosen.lengths.tolist() == [1, 2, 3]
+    assert chosen.ids is store.ids  # a selection shares the flat ids
 
 
 @pytest.mark.corpus
@@ -324,9 +326,9 @@ def test_resume_reads_the_run_models_and_learns_nothing(tmp_path, monkeypatch):
     saved = (run_dir / "tgt_vocab.model").read_bytes()
 
     def refuse(*args):
-        raise AssertionError("the models were looked up or learned again")
+        raise AssertionError("the models were learned again")
 
-    monkeypatch.setattr(dataset_module, "cached_models", refuse)
+    monkeypatch.setattr(prepare_module, "learn_subwords", refuse)
     resumed = train(None, run_dir, overrides=["train.epochs=2"], data_path=str(corpus), resume=True,
                     quiet=True, device="cpu")
     assert resumed.step == 2 * first.step

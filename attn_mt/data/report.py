@@ -32,11 +32,12 @@ def length_stats(lengths: Sequence[int] | np.ndarray) -> dict[str, int]:
 def eval_split_stats(examples: Sequence[EvalExample], src_vocab: Vocab, tgt_vocab: Vocab) -> dict[str, Any]:
     """Pairs, sentences, lengths (in vocabulary tokens) and references per sentence of a held-out split."""
     refs = [len(ex.refs) for ex in examples]
+    sources, references = [ex.src for ex in examples], [r for ex in examples for r in ex.refs]
     return {
         "pairs": sum(refs),
         "english_sentences": len({ex.src for ex in examples}),
-        "src_len": length_stats([len(src_vocab.tokenize(ex.src)) + 1 for ex in examples]),
-        "tgt_len": length_stats([len(tgt_vocab.tokenize(r)) + 1 for ex in examples for r in ex.refs]),
+        "src_len": length_stats([len(ids) + 1 for ids in src_vocab.encode_texts(sources)]),
+        "tgt_len": length_stats([len(ids) + 1 for ids in tgt_vocab.encode_texts(references)]),
         "refs_per_sentence": {
             "mean": round(float(np.mean(refs)), 3) if refs else 0.0,
             "max": max(refs, default=0),
@@ -123,6 +124,13 @@ def format_report(report: dict[str, Any]) -> str:
     if overlap:
         cells = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in overlap.items())
         lines.append(f"English sentences shared across splits: {cells}")
+    prepared = report.get("prepared")
+    if prepared and prepared.get("origin") == "built":
+        stages = ", ".join(f"{stage} {wall:.1f} s" for stage, (wall, _) in prepared["seconds"].items())
+        lines.append(f"prepared now ({stages}; {prepared['workers']} worker processes) into "
+                     f"{prepared.get('folder') or 'memory'}")
+    elif prepared:
+        lines.append(f"mapped from {prepared.get('folder')}")
     if "seconds" in report:
         lines.append(f"loaded in {report['seconds']:.2f} s")
     return "\n".join(lines)

@@ -9,27 +9,25 @@ The model is learned from the training split only, with:
   * identity normalisation: case, accents, U+202F before French punctuation and every other
     character are kept as they are, so detokenising gives back the text exactly;
   * the book's special ids: <unk> = 0, <pad> = 1, <bos> = 2, <eos> = 3 (as `Vocab.build` gives them).
-The learned `.model` file is saved beside the JSON vocabulary in the run directory. Learned models
-and the encoded training split are also cached (see `cache_dir`), keyed by the training text and
-the settings, so loading the same corpus again learns and encodes nothing.
+The learned `.model` file is saved beside the JSON vocabulary in the run directory (and, with
+the encoded training split, in the prepared-corpus store: `prepare.py`).
+
+A big training split is learned from a seeded random sample (`data.subword_sample`): the sample
+is drawn here, not with sentencepiece's own `input_sentence_size` / `shuffle_input_sentence`,
+whose draw differs from run to run even after `set_random_generator_seed` (sentencepiece 0.2.3).
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
-import os
 import re
-import tempfile
 import unicodedata
-import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
-from attn_mt.data.corpus import cache_path
+from attn_mt.data.trainset import SEED_MODULUS
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from attn_mt.errors import UserError
 
@@ -40,6 +38,8 @@ BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
 SPECIAL_IDS = {UNK: 0, PAD: 1, BOS: 2, EOS: 3}
 MODEL_TYPES = ("unigram", "bpe")
 ASCII_SPACES = re.compile(r" {2,}")
+LEARN_THREADS = 2  # fixed: the unigram trainer's pieces change with its thread count
+SAMPLE_STREAM = 1  # keeps the subword sample's random stream apart from the split's (same seed)
 
 
 def prepare_text(text: str, normalize_apostrophes: bool = False) -> str:
@@ -78,9 +78,13 @@ class SubwordVocab(Vocab):
         """Ids of prepared text (without <eos>)."""
         return self.processor.encode(text)
 
-    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
-        """Ids of many prepared texts at once (sentencepiece's threaded batch encoder)."""
-        return self.processor.encode(list(texts), num_threads=2)
+    def encode_texts(self, texts: Sequence[str], threads: int = 2) -> list[list[int]]:
+        """Ids of many prepared texts at once (sentencepiece's batch encoder on `threads` threads)."""
+        return self.processor.encode(list(texts), num_threads=threads)
+
+    def __reduce__(self) -> tuple[type, tuple[bytes]]:
+        """Pickle as the model bytes (the sentencepiece processor itself cannot be pickled)."""
+        return SubwordVocab, (self.model_proto,)
 
     def detokenize(self, ids: Iterable[int]) -> str:
         """Natural text of `ids`: pieces joined, "▁" back to spaces, bytes back to characters.
@@ -147,6 +151,15 @@ def model_path(vocab_path: str | Path) -> Path:
     return Path(vocab_path).with_suffix(".model")
 
 
+def sample_sentences(texts: Sequence[str], size: int, seed: int) -> Sequence[str]:
+    """`size` of `texts` drawn with `seed` without replacement, in their order; all if size is 0 or more."""
+    if not size or size >= len(texts):
+        return texts
+    rng = np.random.default_rng([seed % SEED_MODULUS, SAMPLE_STREAM])
+    chosen = np.sort(rng.choice(len(texts), size, replace=False))  # (size,)
+    return [texts[i] for i in chosen.tolist()]
+
+
 def learn_subwords(texts: Sequence[str], model_type: str, vocab_size: int, what: str) -> SubwordVocab:
     """Learn a sentencepiece model of `vocab_size` pieces from `texts` (training sentences, prepared).
 
@@ -163,7 +176,7 @@ def learn_subwords(texts: Sequence[str], model_type: str, vocab_size: int, what:
             unk_id=SPECIAL_IDS[UNK], pad_id=SPECIAL_IDS[PAD],
             bos_id=SPECIAL_IDS[BOS], eos_id=SPECIAL_IDS[EOS],
             unk_piece=UNK, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, input_sentence_size=0,
-            shuffle_input_sentence=False, num_threads=2, minloglevel=2,
+            shuffle_input_sentence=False, num_threads=LEARN_THREADS, minloglevel=2,
         )
     except RuntimeError as exc:
         message = str(exc)
@@ -194,66 +207,3 @@ class _ModelBytes:
     def write(self, data: bytes) -> None:
         """Keep the model bytes."""
         self.data += data
-
-
-# ----- the cache: learned models and encoded training splits, keyed by what they were made from -----
-
-CACHE_FORMAT = 1  # bump when the learning options or the stored arrays change
-
-
-def cache_dir() -> Path:
-    """Where learned models and encoded training splits are kept: `$XDG_CACHE_HOME/attn-mt/subwords`."""
-    return cache_path().parent / "subwords"
-
-
-def cache_key(*parts: object) -> str:
-    """A file-name-safe SHA-1 of `parts` and the cache format."""
-    return hashlib.sha1("|".join(map(str, (CACHE_FORMAT, spm.__version__, *parts))).encode()).hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def cached_models(key: str, learn: Callable[[], tuple[SubwordVocab, SubwordVocab]]
-                  ) -> tuple[SubwordVocab, SubwordVocab, bool]:
-    """(source, target, whether they were learned now): from the cache when present, else `learn()` and store.
-
-    A cache that cannot be read or written is skipped: it only saves time.
-    """
-    paths = [cache_dir() / f"{key}.{side}.model" for side in ("src", "tgt")]
-    try:
-        protos = [p.read_bytes() for p in paths]
-        src = SubwordVocab(protos[0])
-        return src, (src if protos[1] == protos[0] else SubwordVocab(protos[1])), False
-    except (OSError, RuntimeError, ValueError):
-        pass
-    src, tgt = learn()
-    with contextlib.suppress(OSError):
-        for path, vocab in zip(paths, (src, tgt), strict=True):
-            _write_atomic(path, vocab.model_proto)
-    return src, tgt, True
-
-
-def cached_ids(key: str, encode: Callable[[], list[np.ndarray]]) -> list[np.ndarray]:
-    """Arrays (flat ids and offsets of both sides) from the cache when present, else `encode()` and store."""
-    path = cache_dir() / f"{key}.npz"
-    try:
-        with np.load(path) as stored:
-            return [stored[f"a{i}"] for i in range(len(stored.files))]
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-        pass
-    arrays = encode()
-    buffer = io.BytesIO()
-    np.savez(buffer, **{f"a{i}": a for i, a in enumerate(arrays)})
-    with contextlib.suppress(OSError):
-        _write_atomic(path, buffer.getvalue())
-    return arrays

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from attn_mt.data.batch import Batch
-from attn_mt.data.preprocess import tokenize
 from attn_mt.data.vocab import Vocab
 
 SEED_MODULUS = 1 << 64  # numpy seeds must be non-negative; negative seeds wrap around
@@ -54,53 +53,51 @@ def iter_batches(train: TrainSet, epoch: int, seed: int, start: int = 0) -> Iter
 
 
 class TokenSequences:
-    """Many id sequences stored once: one flat int32 array and an offsets array (N + 1,)."""
+    """Many id sequences over one flat id array: sequence i is ids[starts[i]: starts[i] + lengths[i]].
 
-    def __init__(self, ids: np.ndarray, offsets: np.ndarray):
-        if offsets.ndim != 1 or offsets[0] != 0 or offsets[-1] != len(ids):
-            raise ValueError(f"offsets must run from 0 to {len(ids)}, got {offsets[:1]}..{offsets[-1:]}")
-        self.ids = ids
-        self.offsets = offsets
-        self.lengths = np.diff(offsets).astype(np.int32)  # (N,)
+    The flat array may be memory-mapped from the prepared-corpus cache (see `prepared.py`); a
+    selection of sequences (`select`) shares it and copies only the starts and lengths, as
+    fairseq's indexed datasets keep sizes and pointers beside one flat buffer.
+    """
+
+    def __init__(self, ids: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
+        if starts.shape != lengths.shape or starts.ndim != 1:
+            raise ValueError(f"starts {starts.shape} and lengths {lengths.shape} must be equal 1-d shapes")
+        self.ids = ids  # (total,) int32 or uint16
+        self.starts = starts  # (N,) int64
+        self.lengths = lengths  # (N,) int32, without <eos>
 
     @classmethod
-    def from_lists(cls, sequences: Sequence[Sequence[int]]) -> TokenSequences:
+    def from_offsets(cls, ids: np.ndarray, offsets: np.ndarray) -> TokenSequences:
+        """Sequences laid end to end: sequence i is ids[offsets[i]: offsets[i + 1]]."""
+        if offsets.ndim != 1 or not len(offsets) or offsets[0] != 0 or offsets[-1] != len(ids):
+            raise ValueError(f"offsets must run from 0 to {len(ids)}, got {offsets[:1]}..{offsets[-1:]}")
+        return cls(ids, offsets[:-1], np.diff(offsets).astype(np.int32))
+
+    @classmethod
+    def from_lists(cls, sequences: Sequence[Sequence[int]], dtype: type = np.int32) -> TokenSequences:
         """Pack a list of id lists."""
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
         offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        total = int(offsets[-1])
-        ids = np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int32, count=total)
-        return cls(ids, offsets)
+        ids = np.fromiter(itertools.chain.from_iterable(sequences), dtype=dtype, count=int(offsets[-1]))
+        return cls.from_offsets(ids, offsets)
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], vocab: Vocab) -> TokenSequences:
         """Tokenize and encode preprocessed sentences straight into the flat arrays."""
-        lengths = np.fromiter((len(tokenize(t)) for t in texts), dtype=np.int64, count=len(texts))
-        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        ids = np.fromiter(itertools.chain.from_iterable(vocab.encode(tokenize(t)) for t in texts),
-                          dtype=np.int32, count=int(offsets[-1]))
-        return cls(ids, offsets)
+        return cls.from_lists(vocab.encode_texts(texts))
 
     def select(self, indices: np.ndarray) -> TokenSequences:
-        """A new store holding only the sequences `indices`, in that order."""
-        lengths = self.lengths[indices].astype(np.int64)  # (K,)
-        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        starts = np.repeat(self.offsets[indices] - offsets[:-1], lengths)  # (total,) shift of each new slot
-        return TokenSequences(self.ids[starts + np.arange(offsets[-1])], offsets)
+        """The sequences `indices`, in that order, over the same flat array."""
+        return TokenSequences(self.ids, self.starts[indices], self.lengths[indices])
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     def __getitem__(self, index: int) -> list[int]:
-        return self.ids[self.offsets[index]: self.offsets[index + 1]].tolist()
-
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the arrays."""
-        return self.ids.nbytes + self.offsets.nbytes + self.lengths.nbytes
+        start = int(self.starts[index])
+        return self.ids[start: start + int(self.lengths[index])].tolist()
 
     def padded_with_eos(self, indices: Sequence[int], pad_id: int,
                         eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,7 +108,7 @@ class TokenSequences:
         steps = np.arange(width)  # (L,)
         inside = steps[None, :] < lens[:, None]  # (B, L)
         last = max(len(self.ids) - 1, 0)
-        gather = np.minimum(self.offsets[index][:, None] + steps[None, :], last)  # (B, L)
+        gather = np.minimum(self.starts[index][:, None] + steps[None, :], last)  # (B, L)
         tokens = self.ids[gather] if len(self.ids) else np.zeros_like(gather)  # (B, L)
         out = np.where(inside, tokens, pad_id).astype(np.int64)  # (B, L)
         out[np.arange(len(index)), lens] = eos_id

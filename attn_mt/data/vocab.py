@@ -83,8 +83,8 @@ class Vocab:
         """Ids of preprocessed text (without <eos>)."""
         return self.encode(tokenize(text))
 
-    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
-        """Ids of many preprocessed texts."""
+    def encode_texts(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """Ids of many preprocessed texts (`threads` is for sentencepiece's encoder; words need none)."""
         return [self.encode_text(t) for t in texts]
 
     def detokenize(self, ids: Iterable[int]) -> str:

@@ -196,6 +196,8 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "threads": torch.get_num_threads(),
         "processes": trainer.dist.world_size,
         "kernels": trainer.speed.name,
+        "amp": trainer.amp,
+        "peak_gpu_mb": peak_gpu_mb(trainer.device),
         "steps": result.step,
         "epochs": result.epoch,
         "final_loss": None if math.isnan(result.final_loss) else round(result.final_loss, 5),
@@ -206,6 +208,11 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def peak_gpu_mb(device: torch.device) -> int | None:
+    """The most memory this process's tensors held on a CUDA `device`, in MiB (None elsewhere)."""
+    return round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -1,0 +1,94 @@
+"""Encode many sentences in fixed chunks spread over worker processes, results in chunk order.
+
+The chunks are the same whatever the number of workers and each sentence is encoded on its own,
+so the flat ids are identical for 1 worker or 32. Workers are forked where the platform allows
+(they inherit the sentences without copying them) and spawned elsewhere.
+
+Shapes: N sentences, total = the sum of their lengths.
+"""
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from attn_mt.data.trainset import TokenSequences
+from attn_mt.data.vocab import Vocab
+
+CHUNK = 20_000  # sentences per task: small enough for a steady progress bar, large enough to amortise a task
+UINT16_IDS = 1 << 16  # vocabularies up to this size store ids as uint16 (half the memory of int32)
+
+_WORK: tuple[Vocab, Sequence[str], np.dtype] | None = None  # set in each worker by _start_worker
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def id_dtype(vocab: Vocab) -> np.dtype:
+    """The smallest id type that holds every id of `vocab`."""
+    return np.dtype(np.uint16 if len(vocab) <= UINT16_IDS else np.int32)
+
+
+def _start_worker(vocab: Vocab, texts: Sequence[str], dtype: np.dtype) -> None:
+    """Keep what every task of this worker reads."""
+    global _WORK
+    _WORK = (vocab, texts, dtype)
+
+
+def _encode(vocab: Vocab, texts: Sequence[str], dtype: np.dtype, start: int,
+            stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat ids (total,) and lengths (n,) of sentences [start, stop) of `texts`."""
+    rows = vocab.encode_texts(texts[start:stop], threads=1)
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))  # (n,)
+    ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=int(lengths.sum()))  # (total,)
+    return ids, lengths
+
+
+def _encode_range(bounds: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A worker's task: `_encode` on the texts it was started with."""
+    assert _WORK is not None, "worker not started"
+    return _encode(*_WORK, *bounds)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Fork where available (no copy of the sentences), else spawn."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _chunks(vocab: Vocab, texts: Sequence[str], workers: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Each chunk's (ids, lengths), in order, from `workers` processes (this one when 1)."""
+    bounds = [(start, min(start + CHUNK, len(texts))) for start in range(0, len(texts), CHUNK)]
+    dtype = id_dtype(vocab)
+    if workers <= 1 or len(bounds) <= 1:
+        yield from (_encode(vocab, texts, dtype, start, stop) for start, stop in bounds)
+        return
+    with _context().Pool(min(workers, len(bounds)), _start_worker, (vocab, texts, dtype)) as pool:
+        yield from pool.imap(_encode_range, bounds)
+
+
+def encode_parallel(vocab: Vocab, texts: Sequence[str], workers: int, desc: str = "encoding",
+                    progress: bool = False) -> TokenSequences:
+    """Ids of every text (without <eos>) as one flat store, encoded CHUNK sentences at a time by `workers`."""
+    parts_ids, parts_lengths = [], []
+    with tqdm(total=len(texts), desc=desc, unit=" sentences", unit_scale=True, file=sys.stderr,
+              disable=not progress) as bar:
+        for ids, lengths in _chunks(vocab, texts, workers):
+            parts_ids.append(ids)
+            parts_lengths.append(lengths)
+            bar.update(len(lengths))
+    dtype = id_dtype(vocab)
+    ids = np.concatenate(parts_ids) if parts_ids else np.zeros(0, dtype=dtype)  # (total,)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)  # (N + 1,)
+    if parts_lengths:
+        np.cumsum(np.concatenate(parts_lengths), out=offsets[1:])
+    return TokenSequences.from_offsets(ids, offsets)
