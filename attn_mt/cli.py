@@ -21,6 +21,7 @@ STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
+MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DATA_HELP = (
     "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
@@ -119,7 +120,7 @@ def train(
 
 @app.command()
 def translate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
     input_file: str | None = typer.Option(
         None, "--input", "-i", help="File with one sentence per line, or -."
@@ -165,7 +166,7 @@ def translate(
 
 @app.command()
 def serve(
-    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free port, printed at start)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
@@ -193,7 +194,7 @@ def serve(
 
 @app.command("eval")
 def evaluate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     split: str = typer.Option(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
@@ -245,18 +246,33 @@ def average(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),
-    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder for --format onnx."),
+    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder (onnx, ctranslate2)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
-    fmt: str = typer.Option("pt", "--format", help="pt: one file for translate/eval; onnx: ONNX graphs."),
+    fmt: str = typer.Option(
+        "pt", "--format", help="pt: one file for translate/eval/serve; onnx: ONNX graphs; ctranslate2: a "
+        "CTranslate2 folder for translate/eval/serve (Transformer runs; pip install 'attn-mt[ctranslate2]')."
+    ),
+    quantize: str | None = typer.Option(
+        None, "--quantize", help="ctranslate2 weights: int8 (7 bits on CPUs without VNNI), int8_float32, "
+        "int16, float16 (CUDA) or float32 (the default)."
+    ),
 ) -> None:
     """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
+    if fmt == "ctranslate2":
+        from attn_mt.shipping.ctranslate2_export import export_ctranslate2
+
+        typer.echo(f"CTranslate2 folder written to {export_ctranslate2(run_dir, out, checkpoint, quantize)}")
+        return
+    if quantize is not None:
+        raise UserError(f"--quantize {quantize} applies to --format ctranslate2 only (translate, eval and "
+                        "serve take --quantize int8 for a run or export file)")
     if fmt == "onnx":
         from attn_mt.shipping.onnx_graphs import export_onnx
 
         typer.echo(f"ONNX encoder and decoder step written to {export_onnx(run_dir, out, checkpoint)}")
         return
     if fmt != "pt":
-        raise UserError(f"--format {fmt!r}: choose pt or onnx")
+        raise UserError(f"--format {fmt!r}: choose pt, onnx or ctranslate2")
     from attn_mt.shipping.export import export_run
 
     typer.echo(f"export written to {export_run(run_dir, out, checkpoint)}")

@@ -13,8 +13,13 @@ make its output attn-mt's (decoding/search.py states attn-mt's conventions):
      ranks the K finished hypotheses, which come with their <eos>.
   4. At the length limit attn-mt forces <eos>; CTranslate2 stops there without it, so such a
      hypothesis is scored again with its <eos> (`score_batch`), giving attn-mt's score.
-In beam search a sentence that reaches its limit can still end differently: attn-mt closes the
-best K candidates that do not end, CTranslate2 the best K of all (rare, runaway outputs).
+Two cases still differ in beam search. The best output is always the same, except (2) in rare
+runaway outputs:
+  * n-best lists: when more than K hypotheses have finished by the step the search stops, attn-mt
+    keeps the K that finished first, CTranslate2 the K with the highest log-probabilities; the
+    best by the length penalty is in both (it finished last or scores highest), the rest can differ.
+  * at the length limit attn-mt closes the best K candidates that do not end, CTranslate2 the best
+    K of all candidates.
 
 Batches go to `workers` single-thread CTranslate2 translators at once (asynchronous calls), which
 beats one translator with several OpenMP threads (docs/shipping.md).

@@ -5,6 +5,7 @@ attn-mt needs around it, laid out as in a run directory so the same loaders read
     attn_mt_ctranslate2.json   format stamp, attn-mt and ctranslate2 versions, the run's resolved
                                config (its decode and data sections), checkpoint, step, weight type
     src_vocab.json, tgt_vocab.json (+ src_vocab.model, tgt_vocab.model for sentencepiece runs)
+    data_report.json           the run's data report (eval checks a corpus against its training split)
 `ctranslate2` is imported only when a folder is written or opened (the `ctranslate2` extra).
 """
 
@@ -114,10 +115,12 @@ def load_ctranslate2_folder(
 ) -> LoadedRun:
     """Open an exported folder: its config and vocabularies, and a `Ctranslate2Model` over `threads` cores.
 
-    On the CPU, `threads` single-thread workers decode batches side by side (measured faster than one
-    translator with `threads` OpenMP threads, docs/shipping.md); on CUDA one worker runs.
+    `device` is cpu or cuda (mps, which CTranslate2 lacks, runs on the CPU). On the CPU, `threads`
+    single-thread workers decode batches side by side (measured faster than one translator with
+    `threads` OpenMP threads, docs/shipping.md); on CUDA one worker runs.
     """
     folder = Path(folder)
+    device = "cpu" if device == "mps" else device
     if quantize is not None:
         raise UserError(f"--quantize {quantize}: {folder} is a CTranslate2 folder, whose weight type was "
                         "chosen at export; export the run again with `--format ctranslate2 --quantize TYPE`")
@@ -125,6 +128,8 @@ def load_ctranslate2_folder(
     ctranslate2 = import_ctranslate2()
     made_with = str(meta.get("ctranslate2_version", "unknown"))
     check_ctranslate2_version(folder, made_with, ctranslate2.__version__)
+    if device == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        raise UserError("--device cuda: ctranslate2 sees no CUDA device (use --device cpu)")
     cfg = config_from_dict(meta["config"], f"config inside {folder / META_FILE}")
     src_vocab, tgt_vocab = load_vocabs(RunPaths(folder), cfg)
     if not (folder / MODEL_FILE).is_file():

@@ -155,15 +155,21 @@ def export_ctranslate2(
     run_dir: Path, out: Path, checkpoint: str = "best", quantize: str | None = None
 ) -> Path:
     """Write the run's Transformer as a CTranslate2 folder `out` that translates alone (module docstring)."""
-    weights = quantize or "float32"
-    if weights not in WEIGHT_TYPES:
-        raise UserError(f"--quantize {weights!r}: choose one of {', '.join(WEIGHT_TYPES)}")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} exists and is not an empty folder; give a new folder for the CTranslate2 "
                         "model")
+    if quantize is not None and quantize not in WEIGHT_TYPES:
+        raise UserError(f"--quantize {quantize!r}: choose one of {', '.join(WEIGHT_TYPES)}")
+    import_ctranslate2()
+    report = RunPaths(Path(run_dir)).data_report
+    return write_ctranslate2(load_run(run_dir, checkpoint, "cpu"), out, quantize or "float32",
+                             report if report.is_file() else None)
+
+
+def write_ctranslate2(run: LoadedRun, out: Path, weights: str, data_report: Path | None = None) -> Path:
+    """The folder of `export_ctranslate2` for a loaded run, with `weights` (float32, int8, ...)."""
     ctranslate2 = import_ctranslate2()
-    run = load_run(run_dir, checkpoint, "cpu")
     model = _check_transformer(run)
     spec = transformer_spec(model, max_positions(run.config))
     spec.config.layer_norm_epsilon = float(model.encoder.blks["block0"].addnorm1.ln.eps)
@@ -190,6 +196,8 @@ def export_ctranslate2(
     paths = RunPaths(out)
     run.src_vocab.save(paths.src_vocab)
     run.tgt_vocab.save(paths.tgt_vocab)
+    if data_report is not None:  # eval checks a corpus against the run's training split with it
+        shutil.copyfile(data_report, paths.data_report)
     meta = {
         "format": FOLDER_FORMAT,
         "format_version": FOLDER_FORMAT_VERSION,
