@@ -21,6 +21,7 @@ STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
+MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DATA_HELP = (
     "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
@@ -131,7 +132,7 @@ def train(
 
 @app.command()
 def translate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
     input_file: str | None = typer.Option(
         None, "--input", "-i", help="File with one sentence per line, or -."
@@ -175,7 +176,7 @@ def translate(
 
 @app.command()
 def serve(
-    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free port, printed at start)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
@@ -203,7 +204,7 @@ def serve(
 
 @app.command("eval")
 def evaluate(
-    run_dir: Path = typer.Argument(..., help="A trained run directory or an export file."),
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     split: str = typer.Option(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
@@ -255,14 +256,21 @@ def average(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),
-    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder for --format onnx."),
+    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder (onnx, ctranslate2)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
-    fmt: str = typer.Option("pt", "--format", help="pt: one file for translate/eval; onnx: ONNX graphs."),
+    fmt: str = typer.Option(
+        "pt", "--format", help="pt: one file for translate/eval/serve; onnx: ONNX graphs; ctranslate2: a "
+        "CTranslate2 folder for translate/eval/serve (Transformer runs; pip install 'attn-mt[ctranslate2]')."
+    ),
+    quantize: str | None = typer.Option(
+        None, "--quantize", help="ctranslate2 weights: int8 (7 bits on CPUs without VNNI), int8_float32, "
+        "int16, float16 (CUDA) or float32 (the default)."
+    ),
 ) -> None:
     """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
     from attn_mt.commands.export import run_export
 
-    run_export(run_dir, out, checkpoint, fmt)
+    run_export(run_dir, out, checkpoint, fmt, quantize)
 
 
 @app.command()

@@ -1,6 +1,8 @@
-"""Benchmark: what shipping a model gains: checkpoint averaging, int8 and bf16 inference, onnxruntime.
+"""Benchmark: what shipping a model gains: checkpoint averaging, int8 and bf16 inference, onnxruntime,
+and CTranslate2.
 
     python scripts/bench_ship.py runs/transformer --sentences 500 --threads 2
+    python scripts/bench_ship.py runs/transformer --engines --sentences 0 --threads 2
 
 RUN_DIR must be a Transformer run trained with train.keep_checkpoints >= --average. On the first
 --sentences sources of its test split (all their references) it scores and times:
@@ -9,14 +11,26 @@ RUN_DIR must be a Transformer run trained with train.keep_checkpoints >= --avera
     `--quantize int8` models: sentences/s and BLEU, greedy and beam 4;
   * greedy search in onnxruntime over `attn-mt export --format onnx` graphs against torch's.
 Times are the best of --repeats passes. Prints one JSON object; copy the numbers into docs/shipping.md.
+
+With --engines it instead compares the engines of translate/eval/serve on the first --sentences test
+sources (0: all): torch float32, torch `--quantize int8`, and the CTranslate2 folders of
+`attn-mt export --format ctranslate2` in float32 and int8 (2 layouts each: --threads single-thread
+workers, the default, and one translator with --threads OpenMP threads), greedy and beam 4, with the
+same sentences and threads. Passes are interleaved (engine after engine, --repeats rounds, best
+kept) in-process and end to end (`attn-mt translate` in a fresh process, start-up included). It
+reports sentences/s, the share of outputs identical to torch float32's, BLEU, and the CPU's flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,12 +40,15 @@ import torch
 
 from attn_mt.commands.average import run_average
 from attn_mt.data.dataset import encode_sources
+from attn_mt.decoding.engines import engine_description, translator_for
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.evaluate import split_examples
 from attn_mt.evaluation.scores import corpus_scores
+from attn_mt.run.ctranslate2_folder import cpu_flags, import_ctranslate2
 from attn_mt.run.device import cpu_has_native_bf16
 from attn_mt.run.load import load_model
+from attn_mt.shipping.ctranslate2_export import write_ctranslate2
 from attn_mt.shipping.onnx_graphs import OnnxModel, write_onnx
 
 
@@ -56,20 +73,106 @@ def measure(translator: Translator, sources: list[str], refs: list[list[str]], b
             "bleu": round(corpus_scores(hyps, refs)["bleu"], 2)}
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+
+
+def cpu_description() -> dict:
+    """The CPU's model name and which of the flags that decide int8 and bf16 speed it has."""
+    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), platform.processor())
+    flags = cpu_flags()
+    return {"cpu": name, "cores": os.cpu_count(), "flags": {flag: flag in flags for flag in CPU_FLAGS}}
+
+
+def one_translator_layout(run, threads: int):
+    """The same CTranslate2 folder opened as one translator with `threads` OpenMP threads."""
+    model = run.model
+    translator = import_ctranslate2().Translator(str(model.folder), device="cpu", inter_threads=1,
+                                                 compute_type=model.compute_type, intra_threads=threads)
+    whole = dataclasses.replace(model, translator=translator, workers=1, threads_per_worker=threads)
+    return dataclasses.replace(run, model=whole)
+
+
+def end_to_end(model: Path, options: list[str], source: Path, out: Path) -> float:
+    """Seconds of `attn-mt translate MODEL --input SOURCE` in a fresh process, start-up included."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "attn_mt", "translate", str(model), "--device", "cpu", "--input",
+                    str(source), "--output", str(out), *options], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def compare_engines(args: argparse.Namespace) -> dict:
+    """Time and score the engines side by side (see the module docstring)."""
+    best = load_model(args.run_dir, "best")
+    sources, refs = split_examples(best, "test", None, args.run_dir)
+    if args.sentences:
+        sources, refs = sources[: args.sentences], refs[: args.sentences]
+    out: dict = {**cpu_description(), "threads": args.threads, "sentences": len(sources),
+                 "run_step": best.step, "ctranslate2": import_ctranslate2().__version__,
+                 "torch": torch.__version__}
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {w: write_ctranslate2(best, Path(tmp) / w, w) for w in ("float32", "int8")}
+        runs = {"torch float32": best, "torch int8": load_model(args.run_dir, "best", "cpu", "int8")}
+        for weights, folder in folders.items():
+            runs[f"ctranslate2 {weights}, {args.threads} workers x 1 thread"] = load_model(folder)
+            runs[f"ctranslate2 {weights}, 1 x {args.threads} threads"] = one_translator_layout(
+                load_model(folder), args.threads)
+        out["engines"] = {name: engine_description(run) for name, run in runs.items()}
+        translators = {name: translator_for(run, run.config) for name, run in runs.items()}
+        results: dict = {}
+        for beam in (1, 4):
+            seconds = {name: float("inf") for name in translators}
+            texts = {}
+            for _ in range(args.repeats):  # interleaved: every engine once per round
+                for name, translator in translators.items():
+                    start = time.perf_counter()
+                    texts[name] = [r.text for r in translator.translate(sources, beam_size=beam)]
+                    seconds[name] = min(seconds[name], time.perf_counter() - start)
+            reference = texts["torch float32"]
+            results[f"beam{beam}"] = {name: {
+                "sentences_per_s": round(len(sources) / seconds[name], 1),
+                "identical_to_torch_float32": round(float(np.mean([a == b for a, b in zip(
+                    texts[name], reference, strict=True)])), 4),
+                "bleu": round(corpus_scores(texts[name], refs)["bleu"], 2),
+            } for name in translators}
+        out["in_process"] = results
+        source = Path(tmp) / "source.txt"
+        source.write_text("".join(s.replace("\n", " ") + "\n" for s in sources), encoding="utf-8")
+        commands = {"torch float32": (args.run_dir, []),
+                    "torch int8": (args.run_dir, ["--quantize", "int8"]),
+                    "ctranslate2 float32": (folders["float32"], []),
+                    "ctranslate2 int8": (folders["int8"], [])}
+        process: dict = {}
+        for beam in (1, 4):
+            seconds = {name: float("inf") for name in commands}
+            for _ in range(args.repeats):
+                for name, (model, options) in commands.items():
+                    took = end_to_end(model, [*options, "--beam", str(beam)], source, Path(tmp) / "out.txt")
+                    seconds[name] = min(seconds[name], took)
+            process[f"beam{beam}"] = {name: round(len(sources) / s, 1) for name, s in seconds.items()}
+        out["end_to_end_sentences_per_s"] = process
+    return out
+
+
 def main() -> None:
     """Score and time the variants of one run; print JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--sentences", type=int, default=500)
+    parser.add_argument("--sentences", type=int, default=500, help="the first N test sentences (0: all)")
     parser.add_argument("--average", type=int, default=5, help="kept checkpoints to average")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--engines", action="store_true", help="compare torch and CTranslate2 instead")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.engines:
+        print(json.dumps(compare_engines(args), indent=2))
+        return
 
     best = load_model(args.run_dir, "best")
     sources, refs = split_examples(best, "test", None, args.run_dir)
-    sources, refs = sources[: args.sentences], refs[: args.sentences]
+    if args.sentences:
+        sources, refs = sources[: args.sentences], refs[: args.sentences]
     out: dict = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
                  "sentences": len(sources), "run_step": best.step}
 

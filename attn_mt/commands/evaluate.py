@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from attn_mt.decoding.translator import Translator, with_length_penalty
+from attn_mt.decoding.engines import engine_description, translator_for
+from attn_mt.decoding.translator import with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention_dumps import save_attention
 from attn_mt.evaluation.evaluate import SPLITS, format_table, split_examples
@@ -68,7 +69,7 @@ def run_eval(
         check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
     sources, refs = split_examples(run, split, data_path, Path(run_dir))
     beam_size = cfg.decode.beam_size if beam is None else beam
-    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, dev)
+    translator = translator_for(run, cfg, dev)
     results = translator.translate(sources, beam_size=beam_size, progress=True)
     hyps = [r.text for r in results]
     write_eval_files(out_dir, sources, hyps, refs)
@@ -81,6 +82,7 @@ def run_eval(
         "checkpoint": run.checkpoint.name,
         "step": run.step,
         "quantize": quantize or "none",
+        "engine": engine_description(run),
         **corpus_scores(hyps, refs),
     }
     if split == "book":

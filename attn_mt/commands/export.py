@@ -1,4 +1,4 @@
-"""`attn-mt export`: one file holding a run's model, config and vocabularies, or its ONNX graphs."""
+"""`attn-mt export`: a run as one file (model, config, vocabularies), ONNX graphs or a CTranslate2 folder."""
 
 from __future__ import annotations
 
@@ -8,16 +8,28 @@ import typer
 
 from attn_mt.errors import UserError
 from attn_mt.run.run_dir import load_run
+from attn_mt.shipping.ctranslate2_export import export_ctranslate2
 from attn_mt.shipping.export import write_export
 from attn_mt.shipping.onnx_graphs import write_onnx
 
-FORMATS = ("pt", "onnx")
+FORMATS = ("pt", "onnx", "ctranslate2")
 
 
-def run_export(run_dir: Path, out: Path, checkpoint: str = "best", fmt: str = "pt") -> Path:
-    """Write the run's `checkpoint` as one file (`fmt` pt) or a folder of ONNX graphs (onnx) at `out`."""
+def run_export(
+    run_dir: Path, out: Path, checkpoint: str = "best", fmt: str = "pt", quantize: str | None = None
+) -> Path:
+    """Write the run's `checkpoint` as one file (pt), ONNX graphs (onnx) or a CTranslate2 folder at `out`."""
     if fmt not in FORMATS:
-        raise UserError(f"--format {fmt!r}: choose pt or onnx")
+        raise UserError(f"--format {fmt!r}: choose pt, onnx or ctranslate2")
+    if fmt == "ctranslate2":
+        folder = export_ctranslate2(run_dir, out, checkpoint, quantize)
+        typer.echo(f"CTranslate2 folder written to {folder}")
+        return folder
+    if quantize is not None:
+        raise UserError(
+            f"--quantize {quantize} applies to --format ctranslate2 only (translate, eval and serve take "
+            "--quantize int8 for a run or export file)"
+        )
     if fmt == "onnx":
         if out.exists() and not out.is_dir():
             raise UserError(f"--format onnx writes a folder, but {out} is a file")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
+from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.translator import Translation, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.run.device import pick_device
 from attn_mt.run.load import load_model
@@ -90,7 +91,7 @@ def run_translate(
     beam_size = run.config.decode.beam_size if beam is None else beam
     if nbest > beam_size:
         raise UserError(f"--nbest {nbest} needs a beam at least as large (the beam size is {beam_size})")
-    translator = Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, dev)
+    translator = translator_for(run, cfg, dev)
     results = translator.translate(lines, beam_size=beam_size, nbest=nbest, progress=True)
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:

@@ -60,6 +60,23 @@ def group_labels(vocab: Vocab, ids: list[int], groups: list[list[int]]) -> list[
     return labels
 
 
+def prepare_sentence(cfg: Config, src_vocab: Vocab, sentence: str) -> list[str]:
+    """A user sentence preprocessed and tokenized exactly as the training data was."""
+    if cfg.data.tokenizer == "book":
+        return tokenize(preprocess(sentence, cfg.data.normalize_apostrophes))
+    return src_vocab.tokenize(prepare_text(sentence, cfg.data.normalize_apostrophes))
+
+
+def in_words(pieces: SentenceAttention, src_vocab: Vocab, tgt_vocab: Vocab, src_ids: list[int],
+             out: list[int]) -> SentenceAttention:
+    """Subword-level maps of source `src_ids` and output `out` (no <eos>) merged into words."""
+    out_ids = [*out, tgt_vocab.eos_id]
+    src_groups = word_groups(src_vocab.word_starts(src_ids))
+    out_groups = word_groups(tgt_vocab.word_starts(out_ids))
+    return merge_words(pieces, src_groups, out_groups, group_labels(src_vocab, src_ids, src_groups),
+                       group_labels(tgt_vocab, out_ids, out_groups))
+
+
 class Translator:
     """Translates batches of sentences with one trained model, greedy or beam search."""
 
@@ -110,13 +127,7 @@ class Translator:
             src_len=src_len,
             source_ends_with_eos=ids[-1] == self.src_vocab.eos_id,
         )
-        if not words:
-            return pieces
-        out_ids = [*out, self.tgt_vocab.eos_id]
-        src_groups = word_groups(self.src_vocab.word_starts(ids))
-        out_groups = word_groups(self.tgt_vocab.word_starts(out_ids))
-        return merge_words(pieces, src_groups, out_groups, group_labels(self.src_vocab, ids, src_groups),
-                           group_labels(self.tgt_vocab, out_ids, out_groups))
+        return in_words(pieces, self.src_vocab, self.tgt_vocab, ids, out) if words else pieces
 
     def detokenize(self, ids: list[int]) -> str:
         """Target ids -> text: book tokens joined by spaces, or sentencepiece's natural text."""
@@ -124,10 +135,7 @@ class Translator:
 
     def prepare(self, sentence: str) -> list[str]:
         """Preprocess and tokenize a user sentence exactly as the training data was."""
-        data = self.cfg.data
-        if data.tokenizer == "book":
-            return tokenize(preprocess(sentence, data.normalize_apostrophes))
-        return self.src_vocab.tokenize(prepare_text(sentence, data.normalize_apostrophes))
+        return prepare_sentence(self.cfg, self.src_vocab, sentence)
 
     @torch.inference_mode()
     def translate(

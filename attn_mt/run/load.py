@@ -21,6 +21,7 @@ from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.run.checkpoint import load_checkpoint
+from attn_mt.run.ctranslate2_folder import is_ctranslate2_folder, load_ctranslate2_folder
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import LoadedRun, check_fits, load_run, model_with_weights
 
@@ -64,8 +65,14 @@ def load_export(path: Path, device: torch.device | str = "cpu") -> LoadedRun:
 def load_model(
     source: Path, checkpoint: str = "best", device: torch.device | str = "cpu", quantize: str | None = None
 ) -> LoadedRun:
-    """A run directory's `checkpoint` or an export file, on `device`, int8-quantised when asked."""
+    """A run directory's `checkpoint`, an export file or a CTranslate2 folder on `device`; int8 when asked."""
     source = Path(source)
+    if is_ctranslate2_folder(source):
+        if checkpoint != "best":
+            raise UserError(
+                f"--checkpoint {checkpoint}: {source} is a CTranslate2 folder, which holds one model"
+            )
+        return load_ctranslate2_folder(source, torch.device(device).type, torch.get_num_threads(), quantize)
     if source.is_file():
         if checkpoint != "best":
             raise UserError(f"--checkpoint {checkpoint}: {source} is an export file, which holds one model")

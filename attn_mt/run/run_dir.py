@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,6 +16,9 @@ from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import load_checkpoint
+
+if TYPE_CHECKING:
+    from attn_mt.run.ctranslate2_folder import Ctranslate2Model
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ class LoadedRun:
     config: Config
     src_vocab: Vocab
     tgt_vocab: Vocab
-    model: EncoderDecoder
+    model: EncoderDecoder | Ctranslate2Model  # a CTranslate2 folder's model (run/ctranslate2_folder.py)
     checkpoint: Path
     step: int
 

@@ -1,7 +1,8 @@
 """The loaded run behind the server: decoding options, translation into API results, and model facts.
 
-Translation goes through the same `Translator` and the same run loading as `attn-mt translate`,
-so the server answers with what that command prints for the same sentences and options.
+Translation goes through the same translator (torch's, or CTranslate2 over an exported folder) and
+the same run loading as `attn-mt translate`, so the server answers with what that command prints
+for the same sentences and options.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 import torch
 
 from attn_mt.decoding.attention import SentenceAttention
+from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator
+from attn_mt.decoding.engines import engine_description, parameter_count, translator_for
 from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
 from attn_mt.run.run_dir import LoadedRun
 from attn_mt.serving.schemas import (
@@ -47,8 +50,9 @@ class DecodeOptions:
     attention: bool
 
 
-def attention_json(attention: SentenceAttention) -> AttentionMaps:
-    """Every map as [layer][head][query][key] (the Bahdanau alignment as one layer of one head)."""
+def attention_json(attention: SentenceAttention, description: str | None = None) -> AttentionMaps:
+    """Every map as [layer][head][query][key] (the Bahdanau alignment, or CTranslate2's one averaged
+    map, as one layer of one head; `description` says which)."""
     maps = {}
     for name, weights in attention.maps.items():
         grid = weights if weights.ndim == 4 else weights.reshape(1, 1, *weights.shape)  # (L, h, Q, K)
@@ -58,6 +62,7 @@ def attention_json(attention: SentenceAttention) -> AttentionMaps:
         output_tokens=attention.output_tokens,
         decoder_input_tokens=attention.decoder_input_tokens,
         maps=maps,
+        description=description,
     )
 
 
@@ -80,7 +85,8 @@ class TranslationService:
     ):
         self.run, self.run_dir, self.device = run, Path(run_dir), device
         self.max_batch, self.max_wait_s = max_batch, max_wait_s
-        run.model.eval()
+        if isinstance(run.model, torch.nn.Module):
+            run.model.eval()
 
     def options(self, request: TranslateRequest) -> DecodeOptions:
         """The request's options with the run's defaults filled in; refuses an n-best larger than the beam."""
@@ -91,10 +97,19 @@ class TranslationService:
             raise RequestError(f"nbest {request.nbest} needs a beam at least as large (the beam is {beam})")
         return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
 
-    def translator(self, options: DecodeOptions) -> Translator:
+    def translator(self, options: DecodeOptions) -> Translator | Ctranslate2Translator:
         """A translator over the loaded model with the options' length penalty."""
         cfg = with_length_penalty(self.run.config, options.length_penalty)
-        return Translator(self.run.model, self.run.src_vocab, self.run.tgt_vocab, cfg, self.device)
+        return translator_for(self.run, cfg, self.device)
+
+    def attention_description(self) -> str:
+        """Which attention maps answers carry."""
+        translator = self.translator(DecodeOptions(1, 1, self.run.config.decode.length_penalty, True))
+        if isinstance(translator, Ctranslate2Translator):
+            return translator.attention_description()
+        if self.run.config.model.type == "transformer":
+            return "every map: encoder_self, decoder_self and cross, each layer and head"
+        return "the Bahdanau alignment (cross), as one layer of one head"
 
     def decode(self, sentences: list[str], options: DecodeOptions) -> list[SentenceResult]:
         """Translate a batch of sentences with one set of options (runs on the decoding worker)."""
@@ -102,7 +117,9 @@ class TranslationService:
         translations = translator.translate(sentences, beam_size=options.beam, nbest=options.nbest)
         return [self.result(translator, t, options.attention) for t in translations]
 
-    def result(self, translator: Translator, translation: Translation, attention: bool) -> SentenceResult:
+    def result(
+        self, translator: Translator | Ctranslate2Translator, translation: Translation, attention: bool
+    ) -> SentenceResult:
         """One sentence's answer: the n-best list with scores and tokens, and its attention if asked."""
         decode = self.run.tgt_vocab.decode
         nbest = [
@@ -111,7 +128,9 @@ class TranslationService:
         ]
         maps = None
         if attention and translation.hypotheses:
-            maps = attention_json(translator.attention(translation))
+            limited = isinstance(translator, Ctranslate2Translator)
+            maps = attention_json(translator.attention(translation),
+                                  translator.attention_description() if limited else None)
         return SentenceResult(
             source=translation.source,
             source_tokens=translation.source_tokens,
@@ -126,7 +145,9 @@ class TranslationService:
         run = self.run
         return Info(
             model=run.config.model.type,
-            parameters=sum(p.numel() for p in run.model.parameters()),
+            parameters=parameter_count(run),
+            engine=engine_description(run),
+            attention=self.attention_description(),
             config=run.config.to_dict(),
             source_vocab_size=len(run.src_vocab),
             target_vocab_size=len(run.tgt_vocab),

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import torch
 
-from attn_mt.decoding.translator import Translation, Translator
+from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.translator import Translation
 from attn_mt.run.device import pick_device
 from attn_mt.run.load import load_model
 from attn_mt.run.run_dir import LoadedRun
@@ -18,7 +19,7 @@ class TranslationModel:
     def __init__(self, run: LoadedRun, device: torch.device):
         self.run = run
         self.config = run.config
-        self.translator = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, device)
+        self.translator = translator_for(run, run.config, device)
 
     def translate_full(
         self, sentences: list[str], beam: int | None = None, nbest: int = 1
@@ -36,7 +37,7 @@ class TranslationModel:
 def load(
     path: str | Path, device: str = "cpu", quantize: str | None = None, checkpoint: str = "best"
 ) -> TranslationModel:
-    """An export file (`attn-mt export`) or a run directory, ready to translate raw text.
+    """An export file or CTranslate2 folder (`attn-mt export`) or a run directory, ready to translate.
 
     `device`: auto, cpu, cuda or mps; `quantize="int8"`: int8 linear layers (CPU only).
     """

@@ -120,7 +120,8 @@ function drawHeatmap() {
   });
   drawLegend(svg, left, bottom + 14);
   const head = $("head").value === AVERAGE ? "average of heads" : `head ${Number($("head").value) + 1}`;
-  $("axes").textContent = `${MAP_TITLES[name] || name}, layer ${Number($("layer").value) + 1}, ${head}: ` +
+  const which = current.description || `${MAP_TITLES[name] || name}, layer ${Number($("layer").value) + 1}, ${head}`;
+  $("axes").textContent = `${which}: ` +
     `rows are ${name === "encoder_self" ? "source" : "output"} tokens (queries), ` +
     `columns are ${name === "decoder_self" ? "decoder input" : "source"} tokens (keys).`;
 }
@@ -196,7 +197,8 @@ async function describeModel() {
     $("beam").value = info.config.decode.beam_size;
     $("model").textContent = `${info.model}, ${info.parameters.toLocaleString("en")} parameters, ` +
       `${info.checkpoint} (step ${info.step}), vocabularies ${info.source_vocab_size} / ` +
-      `${info.target_vocab_size} tokens. API: POST /translate, GET /info, GET /health; documentation at /docs.`;
+      `${info.target_vocab_size} tokens, run by ${info.engine}. Attention: ${info.attention}. ` +
+      "API: POST /translate, GET /info, GET /health; documentation at /docs.";
   } catch (error) {
     $("model").textContent = `the server did not describe its model: ${error}`;
   }

@@ -1,0 +1,212 @@
+"""Translating with an exported CTranslate2 folder, with the interface and the results of `Translator`.
+
+CTranslate2 runs its own greedy and beam search (Klein et al., OpenNMT's C++ engine). Four rules
+make its output attn-mt's (decoding/search.py states attn-mt's conventions):
+  1. Length limit per sentence: attn-mt allows floor(max_len_a * src_len + max_len_b) tokens,
+     <eos> included; CTranslate2 takes one `max_decoding_length` per call, so sentences are
+     grouped by their limit (for the Transformer, by source length) and each group is one call.
+  2. `min_decoding_length=0`: attn-mt may end a sentence at once (CTranslate2 forbids <eos> first
+     by default).
+  3. Scores: CTranslate2 returns raw log-probabilities (greedy: `length_penalty=0`; beam: a
+     penalty of 1e-6, whose factor is undone, since with exactly 0 its beam search stops at the
+     first finished hypothesis instead of at K as attn-mt's does); attn-mt's GNMT length penalty
+     ranks the K finished hypotheses, which come with their <eos>.
+  4. At the length limit attn-mt forces <eos>; CTranslate2 stops there without it, so such a
+     hypothesis is scored again with its <eos> (`score_batch`), giving attn-mt's score.
+Two cases still differ in beam search. The best output is always the same, except (2) in rare
+runaway outputs:
+  * n-best lists: when more than K hypotheses have finished by the step the search stops, attn-mt
+    keeps the K that finished first, CTranslate2 the K with the highest log-probabilities; the
+    best by the length penalty is in both (it finished last or scores highest), the rest can differ.
+  * at the length limit attn-mt closes the best K candidates that do not end, CTranslate2 the best
+    K of all candidates.
+
+Batches go to `workers` single-thread CTranslate2 translators at once (asynchronous calls), which
+beats one translator with several OpenMP threads (docs/shipping.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attn_mt.config import Config
+from attn_mt.data.dataset import encode_sources
+from attn_mt.data.vocab import BOS, EOS, Vocab
+from attn_mt.decoding.attention import SentenceAttention
+from attn_mt.decoding.search import Hypothesis, gnmt_length_penalty, max_output_lengths
+from attn_mt.decoding.translator import (
+    PROGRESS_DELAY_S,
+    Translation,
+    in_words,
+    max_source_tokens,
+    prepare_sentence,
+)
+from attn_mt.errors import UserError
+from attn_mt.progress import progress_bar
+from attn_mt.run.ctranslate2_folder import Ctranslate2Model
+
+BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
+
+
+@dataclass
+class _Call:
+    """One CTranslate2 call in flight: which sentences (indices into the work list) and their answers."""
+
+    members: list[int]
+    answers: list  # ctranslate2 AsyncTranslationResult or AsyncScoringResult, one per member
+
+
+class Ctranslate2Translator:
+    """Translates batches of sentences with an exported CTranslate2 folder, greedy or beam search."""
+
+    def __init__(self, model: Ctranslate2Model, src_vocab: Vocab, tgt_vocab: Vocab, cfg: Config):
+        self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
+        self.device = model.device
+        self.max_src = max_source_tokens(cfg)
+
+    def attention_description(self) -> str:
+        """What `attention` can show, for /info and the explorer page."""
+        layers, heads = self.cfg.model.num_layers, self.cfg.model.num_heads
+        return (f"cross-attention of decoder layer {self.model.attention_layer + 1} of {layers}, averaged "
+                f"over its {heads} heads: CTranslate2 returns no other map (no encoder or decoder "
+                "self-attention, other layers or single heads)")
+
+    def prepare(self, sentence: str) -> list[str]:
+        """Preprocess and tokenize a user sentence exactly as the training data was."""
+        return prepare_sentence(self.cfg, self.src_vocab, sentence)
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Target ids -> text: book tokens joined by spaces, or sentencepiece's natural text."""
+        return self.tgt_vocab.detokenize(ids)
+
+    def source_ids(self, tokens: list[str]) -> tuple[list[int], int]:
+        """The ids CTranslate2 reads for a prepared sentence (<eos> last unless truncated), and how many."""
+        encoded = encode_sources([tokens], self.src_vocab, max_len=self.max_src)
+        length = int(encoded.src_lens[0])
+        return encoded.src[0, :length].tolist(), length
+
+    def _submit(self, sources: list[list[str]], limits: list[int], members: list[int], beam: int,
+                nbest: int) -> list[_Call]:
+        """Queue the sentences `members`, grouped by length limit, in batches of decode.batch_size."""
+        groups: dict[int, list[int]] = {}
+        for k in members:
+            groups.setdefault(limits[k], []).append(k)
+        calls = []
+        size = self.cfg.decode.batch_size
+        for limit in sorted(groups, reverse=True):
+            group = groups[limit]
+            for start in range(0, len(group), size):
+                chunk = group[start : start + size]
+                if limit == 1:  # only <eos> is allowed: an empty output, scored in _finish
+                    calls.append(_Call(chunk, [None] * len(chunk)))
+                    continue
+                answers = self.model.translator.translate_batch(
+                    [sources[k] for k in chunk], asynchronous=True, beam_size=beam,
+                    num_hypotheses=beam if beam > 1 else nbest,
+                    length_penalty=BEAM_LENGTH_PENALTY if beam > 1 else 0.0, min_decoding_length=0,
+                    max_decoding_length=limit - 1, max_input_length=0, return_scores=True,
+                    return_end_token=True,
+                )
+                calls.append(_Call(chunk, answers))
+        return calls
+
+    def _hypotheses(self, answer: object, penalty: float) -> list[tuple[list[int], float, bool]]:
+        """(ids, raw log-probability, ended with <eos>) of each hypothesis of one CTranslate2 answer."""
+        if answer is None:
+            return [([], 0.0, False)]
+        result = answer.result()
+        found = []
+        for tokens, score in zip(result.hypotheses, result.scores, strict=True):
+            ended = bool(tokens) and tokens[-1] == EOS
+            raw = score * len(tokens) ** penalty if tokens else score  # CTranslate2 divided by len ** penalty
+            ids = [self.tgt_vocab.token_to_idx[t] for t in (tokens[:-1] if ended else tokens)]
+            found.append((ids, raw, ended))
+        return found
+
+    def _rescore(self, sources: list[list[str]], cut: list[tuple[int, int, list[int]]]) -> list[float]:
+        """Log-probabilities of hypotheses cut at the length limit, closed with <eos> as attn-mt does."""
+        if not cut:
+            return []
+        size = self.cfg.decode.batch_size
+        answers = []
+        for start in range(0, len(cut), size):
+            chunk = cut[start : start + size]
+            answers += self.model.translator.score_batch(
+                [sources[k] for k, _, _ in chunk], [self.tgt_vocab.decode(ids) for _, _, ids in chunk],
+                asynchronous=True, max_input_length=0,
+            )
+        return [float(np.sum(answer.result().log_probs, dtype=np.float64)) for answer in answers]
+
+    def translate(
+        self,
+        sentences: list[str],
+        beam_size: int | None = None,
+        nbest: int = 1,
+        need_attention: bool = False,
+        progress: bool = False,
+    ) -> list[Translation]:
+        """Translate every sentence (blank ones give blank outputs); results as `Translator.translate`'s.
+
+        With `progress`, stderr counts the sentences done: a bar on a terminal, a line now and then in a file.
+        Attention comes from `attention()`, per sentence, not from the search (`need_attention`).
+        """
+        if need_attention:
+            raise ValueError("the CTranslate2 engine returns attention through attention(), not translate()")
+        dc = self.cfg.decode
+        beam = dc.beam_size if beam_size is None else beam_size
+        if beam < 1:
+            raise UserError(f"beam size must be at least 1, got {beam}")
+        if not 1 <= nbest <= beam:
+            raise UserError(f"nbest must be between 1 and the beam size {beam}, got {nbest}")
+        results = [Translation(s, self.prepare(s)) for s in sentences]
+        todo = [i for i, r in enumerate(results) if r.source_tokens]
+        if not todo:
+            return results
+        prepared = [results[i].source_tokens for i in todo]
+        encoded = encode_sources(prepared, self.src_vocab, max_len=self.max_src)
+        for i, warning in zip(todo, encoded.warnings, strict=True):
+            results[i].warnings.extend(warning)
+        lengths = encoded.src_lens.tolist()
+        rows = encoded.src.tolist()  # (B, S) ids, padded
+        sources = [self.src_vocab.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
+        limits = max_output_lengths(encoded.src_lens, dc.max_len_a, dc.max_len_b).tolist()
+        penalty = BEAM_LENGTH_PENALTY if beam > 1 else 0.0
+        bar = progress_bar(len(todo), "translating", " sentences", enabled=progress, leave=False,
+                           delay=PROGRESS_DELAY_S)
+        found: list[list[tuple[list[int], float, bool]]] = [[] for _ in todo]
+        for call in self._submit(sources, limits, list(range(len(todo))), beam, nbest):
+            for k, answer in zip(call.members, call.answers, strict=True):
+                found[k] = self._hypotheses(answer, penalty)
+            bar.update(len(call.members))
+        bar.close()
+        cut = [(k, h, ids) for k, hyps in enumerate(found)
+               for h, (ids, _, ended) in enumerate(hyps) if not ended]
+        for (k, h, ids), score in zip(cut, self._rescore(sources, cut), strict=True):
+            found[k][h] = (ids, score, True)
+        for k, i in enumerate(todo):
+            hyps = []
+            for ids, score, _ in found[k]:
+                norm = score / gnmt_length_penalty(len(ids) + 1, dc.length_penalty) if beam > 1 else score
+                hyps.append(Hypothesis(ids, score, norm))
+            hyps = sorted(hyps, key=lambda h: -h.norm_score)[:nbest]
+            results[i].hypotheses = hyps
+            results[i].outputs = [self.detokenize(h.tokens) for h in hyps]
+        return results
+
+    def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
+        """The cross-attention CTranslate2 returns for a translated sentence's best output (see
+        `attention_description`): a (T, S) map, from a decode forced along that output."""
+        ids, _ = self.source_ids(translation.source_tokens)
+        out = translation.hypotheses[0].tokens
+        answer = self.model.translator.translate_batch(
+            [self.src_vocab.decode(ids)], target_prefix=[self.tgt_vocab.decode(out)], beam_size=1,
+            min_decoding_length=0, max_decoding_length=len(out) + 1, max_input_length=0,
+            return_attention=True, return_end_token=True,
+        )[0]
+        cross = np.asarray(answer.attention[0], dtype=np.float32)[: len(out) + 1]  # (T, S)
+        outputs = [*self.tgt_vocab.labels(out), EOS]
+        pieces = SentenceAttention({"cross": cross}, self.src_vocab.labels(ids), outputs,
+                                   [BOS, *outputs[:-1]], ids[-1] == self.src_vocab.eos_id)
+        return in_words(pieces, self.src_vocab, self.tgt_vocab, ids, out) if words else pieces

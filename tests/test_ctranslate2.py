@@ -1,0 +1,310 @@
+"""CTranslate2: the exported folder of a tiny trained Transformer translates, scores and serves exactly as
+attn-mt's own search does; GRU runs, foreign folders and unusable options are clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import ctranslate2
+import numpy as np
+import pytest
+import torch
+from synthetic import reverse_pairs, write_corpus
+from test_serving import (
+    ERROR_CASES,
+    SENTENCES,
+    as_nbest_lines,
+    assert_same_answers,
+    call,
+    cli_translate,
+    documented_http_errors,
+    raw_answer,
+    raw_request,
+    server,
+    translate,
+)
+from test_shipping import SHIP
+from test_training import TINY, cli
+
+from attn_mt.config import load_config
+from attn_mt.data.vocab import Vocab
+from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator
+from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.search import max_output_lengths
+from attn_mt.decoding.translator import Translator
+from attn_mt.errors import UserError
+from attn_mt.models.build import build_model
+from attn_mt.run.ctranslate2_folder import (
+    META_FILE,
+    cpu_has_vnni,
+    import_ctranslate2,
+    load_ctranslate2_folder,
+)
+from attn_mt.run.load import load_model
+from attn_mt.run.run_dir import LoadedRun, load_run
+from attn_mt.shipping.ctranslate2_export import SEVEN_BIT_RANGE, quantize_seven_bits, write_ctranslate2
+from attn_mt.training.launch import train
+
+WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] * 170) + "."]  # blank, cut
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A tiny sentencepiece Transformer on the reverse task; its embeddings and output layer: one matrix."""
+    folder = tmp_path_factory.mktemp("ct2")
+    corpus = write_corpus(folder / "reverse.txt", n=300)
+    cfg = load_config(TINY, [*SHIP, "train.lr=0.005", "train.epochs=8", "train.keep_checkpoints=0",
+                             "train.threads=1"])
+    threads = torch.get_num_threads()
+    try:
+        train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
+    finally:
+        torch.set_num_threads(threads)
+    return folder / "run"
+
+
+@pytest.fixture(scope="module")
+def folder(trained) -> Path:
+    """`attn-mt export RUN OUT --format ctranslate2` of the tiny run (float32)."""
+    out = trained.parent / "ct2"
+    result = cli("export", str(trained), str(out), "--format", "ctranslate2")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def both(
+    run_dir: Path, out: Path, cfg_change: dict | None = None
+) -> tuple[Translator, Ctranslate2Translator]:
+    """The torch translator of the run and the CTranslate2 one of its folder, with the same settings."""
+    run, exported = load_run(run_dir), load_ctranslate2_folder(out, "cpu", 2)
+    cfg = run.config
+    if cfg_change:
+        cfg = replace(cfg, decode=replace(cfg.decode, **cfg_change))
+    torch_side, ct2_side = translator_for(run, cfg), translator_for(exported, cfg)
+    assert isinstance(torch_side, Translator) and isinstance(ct2_side, Ctranslate2Translator)
+    return torch_side, ct2_side
+
+
+def test_folder_holds_the_model_its_vocabularies_and_settings(trained, folder):
+    meta = json.loads((folder / META_FILE).read_text())
+    assert meta["format"] == "attn-mt-ctranslate2" and meta["ctranslate2_version"] == ctranslate2.__version__
+    assert meta["weights"] == "float32" and meta["int8_bits"] is None and meta["checkpoint"] == "best.pt"
+    assert meta["config"]["decode"]["beam_size"] == 2
+    assert meta["config"]["data"]["tokenizer"] == "sentencepiece"
+    for name in ("src_vocab.model", "tgt_vocab.model", "src_vocab.json", "data_report.json"):
+        assert (folder / name).read_bytes() == (trained / name).read_bytes(), name
+    settings = json.loads((folder / "config.json").read_text())
+    assert settings["add_source_eos"] is False and settings["layer_norm_epsilon"] == 1e-5
+    tokens = (settings["bos_token"], settings["eos_token"], settings["decoder_start_token"])
+    assert tokens == ("<bos>", "<eos>", "<bos>")
+    run = load_run(trained)
+    vocab = len(run.tgt_vocab)
+    hidden = run.config.model.num_hiddens
+    # the one tied (V, H) matrix is stored once: model.bin is smaller than three copies of it would be
+    assert (folder / "model.bin").stat().st_size < meta["parameters"] * 4 + 2 * vocab * hidden * 4
+    assert meta["parameters"] == sum(p.numel() for p in run.model.parameters())
+
+
+@pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (2, 2), (4, 3)])
+def test_ctranslate2_equals_attn_mt_search_tokens_and_scores(trained, folder, beam, nbest):
+    torch_side, ct2_side = both(trained, folder)
+    expected = torch_side.translate(WORDS, beam_size=beam, nbest=nbest)
+    got = ct2_side.translate(WORDS, beam_size=beam, nbest=nbest)
+    same_lists = 0
+    for want, have in zip(expected, got, strict=True):
+        assert have.text == want.text and have.warnings == want.warnings, want.source
+        same_lists += [h.tokens for h in have.hypotheses] == [h.tokens for h in want.hypotheses]
+        for h in have.hypotheses:  # every hypothesis both found has the same scores
+            for w in (w for w in want.hypotheses if w.tokens == h.tokens):
+                assert abs(h.score - w.score) < 1e-4 and abs(h.norm_score - w.norm_score) < 1e-4
+    # n-best lists differ only where more than K hypotheses finish in the step the search stops
+    assert same_lists == len(WORDS) if beam == 1 else same_lists >= 0.95 * len(WORDS)
+    assert len(got[0].hypotheses) == nbest and got[-2].outputs == [] and got[-1].warnings
+
+
+def test_outputs_cut_at_the_length_limit_end_with_a_forced_eos(trained, folder):
+    tight = {"max_len_a": 0.5, "max_len_b": 1}  # most outputs reach the limit
+    torch_side, ct2_side = both(trained, folder, tight)
+    expected, got = torch_side.translate(WORDS[:-2], beam_size=1), ct2_side.translate(WORDS[:-2], beam_size=1)
+    lengths = [len(ct2_side.source_ids(r.source_tokens)[0]) for r in got]
+    limits = max_output_lengths(torch.tensor(lengths), 0.5, 1).tolist()
+    cut = [r for r, limit in zip(got, limits, strict=True) if len(r.hypotheses[0].tokens) == limit - 1]
+    assert len(cut) > len(got) // 2
+    for want, have in zip(expected, got, strict=True):
+        assert have.hypotheses[0].tokens == want.hypotheses[0].tokens
+        assert have.hypotheses[0].score == pytest.approx(want.hypotheses[0].score, abs=1e-4)
+
+
+def test_attention_is_the_last_layers_cross_attention_averaged_over_heads(trained, folder):
+    torch_side, ct2_side = both(trained, folder)
+    for result in torch_side.translate(WORDS[:5], beam_size=2):
+        reference = torch_side.attention(result)
+        shown = ct2_side.attention(result)
+        assert list(shown.maps) == ["cross"]
+        assert shown.source_tokens == reference.source_tokens
+        assert shown.output_tokens == reference.output_tokens
+        np.testing.assert_allclose(shown.maps["cross"], reference.maps["cross"][-1].mean(axis=0), atol=1e-5)
+        words = ct2_side.attention(result, words=True)
+        assert words.maps["cross"].shape == (len(words.output_tokens), len(words.source_tokens))
+    assert "averaged over its 2 heads" in ct2_side.attention_description()
+
+
+def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, tmp_path):
+    sentences = [s for s in WORDS[:30] if s]
+    source = tmp_path / "in.txt"
+    source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+    for options in (["--beam", "1"], ["--beam", "3"]):
+        from_run = cli("translate", str(trained), "--device", "cpu", "--input", str(source), *options)
+        from_folder = cli("translate", str(folder), "--device", "cpu", "--input", str(source), *options)
+        assert from_run.returncode == 0 and from_folder.returncode == 0, from_folder.stderr
+        assert from_folder.stdout == from_run.stdout and from_folder.stdout.count("\n") == len(sentences)
+    nbest = cli("translate", str(folder), "--device", "cpu", "--beam", "3", "--nbest", "3", *sentences[:4])
+    assert nbest.returncode == 0 and len(nbest.stdout.splitlines()) == 12
+    corpus = trained.parent / "reverse.txt"
+    for target in (trained, folder):
+        scored = cli("eval", str(target), "--device", "cpu", "--data", str(corpus), "--attention", "1")
+        assert scored.returncode == 0, scored.stderr
+    hypotheses = [(target / "eval" / "test" / "hyp.txt").read_text() for target in (trained, folder)]
+    assert hypotheses[0] == hypotheses[1]
+    scores = json.loads((folder / "eval" / "test" / "scores.json").read_text())
+    assert scores["engine"].startswith(f"ctranslate2 {ctranslate2.__version__} on cpu, float32 weights")
+    assert (folder / "eval" / "test" / "attention").is_dir()
+
+
+def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):
+    cfg = load_config(TINY, ["model.type=gru_bahdanau"])
+    vocab = Vocab(["<unk>", "<pad>", "<bos>", "<eos>", "a"])
+    gru = LoadedRun(cfg, vocab, vocab, build_model(cfg.model, 5, 5), tmp_path / "best.pt", 1)
+    with pytest.raises(UserError, match="exports Transformer runs only; this run is a gru_bahdanau model: "
+                                        "export it with --format pt or --format onnx"):
+        write_ctranslate2(gru, tmp_path / "out", "float32")
+    assert not (tmp_path / "out").exists()
+
+
+def test_folders_from_elsewhere_or_incomplete_are_clear_errors(trained, folder, tmp_path):
+    def refused(path: Path, *options: str) -> str:
+        result = cli("translate", str(path), "--device", "cpu", *options, "Alpha bravo.")
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        return result.stderr
+
+    older = shutil.copytree(folder, tmp_path / "older", ignore=shutil.ignore_patterns("eval"))
+    meta = json.loads((older / META_FILE).read_text())
+    (older / META_FILE).write_text(json.dumps({**meta, "ctranslate2_version": "3.24.0"}))
+    assert (f"exported with ctranslate2 3.24.0, but ctranslate2 {ctranslate2.__version__} is installed: "
+            "install ctranslate2 3.x or export the run again") in refused(older)
+    newer = shutil.copytree(folder, tmp_path / "newer", ignore=shutil.ignore_patterns("eval"))
+    (newer / META_FILE).write_text(json.dumps({**meta, "format_version": 99}))
+    assert "was exported by a newer attn-mt (folder format 99" in refused(newer)
+    foreign = shutil.copytree(folder, tmp_path / "foreign", ignore=shutil.ignore_patterns("eval"))
+    (foreign / META_FILE).unlink()
+    assert "a CTranslate2 model that `attn-mt export --format ctranslate2` did not write" in refused(foreign)
+    no_pieces = shutil.copytree(folder, tmp_path / "no_pieces", ignore=shutil.ignore_patterns("eval"))
+    (no_pieces / "src_vocab.model").unlink()
+    assert f"sentencepiece model not found: {no_pieces / 'src_vocab.model'}" in refused(no_pieces)
+    assert "whose weight type was chosen at export" in refused(folder, "--quantize", "int8")
+    assert "is a CTranslate2 folder, which holds one model" in refused(folder, "--checkpoint", "last")
+    taken = cli("export", str(trained), str(folder), "--format", "ctranslate2")
+    assert taken.returncode == 2 and "exists and is not an empty folder" in taken.stderr
+    wrong = cli("export", str(trained), str(tmp_path / "x"), "--format", "ctranslate2", "--quantize", "int4")
+    assert wrong.returncode == 2 and "--quantize 'int4': choose one of float32, int8" in wrong.stderr
+    pt_quantized = cli("export", str(trained), str(tmp_path / "m.pt"), "--quantize", "int8")
+    assert pt_quantized.returncode == 2 and "applies to --format ctranslate2 only" in pt_quantized.stderr
+
+
+def test_weights_this_cpu_cannot_run_are_refused_when_loaded(trained, tmp_path):
+    unsupported = sorted({"int16", "float16"} - set(ctranslate2.get_supported_compute_types("cpu")))
+    if not unsupported:
+        pytest.skip("this CPU runs every weight type")
+    out = tmp_path / unsupported[0]
+    result = cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", unsupported[0])
+    assert result.returncode == 0 and f"cannot run {unsupported[0]} weights on this CPU" in result.stderr
+    with pytest.raises(UserError, match=f"holds {unsupported[0]} weights, which ctranslate2 cannot run on"):
+        load_model(out, device="cpu")
+
+
+def test_seven_bit_int8_weights_stay_within_63_and_keep_the_rows():
+    layer = import_ctranslate2().specs.common_spec.LinearSpec()
+    weight = np.array([[0.5, -2.0, 1.0], [0.0, 0.0, 0.0], [3.0, 0.3, -0.03]], dtype=np.float32)
+    layer.weight = weight.copy()
+    quantize_seven_bits(layer)
+    assert layer.weight.dtype == np.int8 and np.abs(layer.weight).max() == SEVEN_BIT_RANGE
+    np.testing.assert_array_equal(layer.weight, [[16, -63, 32], [0, 0, 0], [63, 6, -1]])
+    np.testing.assert_allclose(layer.weight_scale, [31.5, 1.0, 21.0])
+    error = np.abs(layer.weight / layer.weight_scale[:, None] - weight)  # at most half a step of each row
+    assert (error <= 0.5 / layer.weight_scale[:, None] + 1e-7).all()
+
+
+def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trained, folder, tmp_path):
+    out = tmp_path / "int8"
+    result = cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", "int8")
+    assert result.returncode == 0, result.stderr
+    bits = json.loads((out / META_FILE).read_text())["int8_bits"]
+    assert bits == (8 if cpu_has_vnni() else 7)
+    assert ("kept within +-63 (7 bits)" in result.stderr) == (bits == 7)
+    int8 = translator_for(load_model(out), load_run(trained).config)
+    float32 = translator_for(load_model(folder), load_run(trained).config)
+    sentences = [s for s in WORDS[:40] if s]
+    same = sum(a.text == b.text for a, b in zip(int8.translate(sentences, beam_size=1),
+                                                float32.translate(sentences, beam_size=1), strict=True))
+    assert same >= 0.9 * len(sentences)
+
+
+@pytest.fixture(scope="module")
+def folder_server(folder) -> Iterator[str]:
+    """The exported folder served with the default batching options."""
+    with server(folder) as address:
+        yield address
+
+
+def test_serving_the_folder_equals_translate_and_labels_its_attention(folder, folder_server, capsys,
+                                                                     monkeypatch):
+    greedy = translate(folder_server, SENTENCES, beam=1)
+    assert [r["translation"] for r in greedy["results"]] == cli_translate(folder, SENTENCES, ["--beam", "1"],
+                                                                         capsys, monkeypatch)
+    beam = translate(folder_server, SENTENCES, beam=3, nbest=3, length_penalty=0.5)
+    assert as_nbest_lines(beam) == cli_translate(
+        folder, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch)
+    status, info = call(folder_server, "/info")
+    assert status == 200 and info["engine"].startswith("ctranslate2") and info["checkpoint"] == "model.bin"
+    assert "cross-attention of decoder layer 2 of 2, averaged over its 2 heads" in info["attention"]
+    assert "no encoder or decoder self-attention" in info["attention"]
+    exported = load_model(folder)
+    engine = translator_for(exported, exported.config)
+    answer = translate(folder_server, SENTENCES[:3], beam=2, attention=True)
+    for result, expected in zip(answer["results"], engine.translate(SENTENCES[:3], beam_size=2), strict=True):
+        maps = result["attention"]
+        assert list(maps["maps"]) == ["cross"] and maps["description"] == info["attention"]
+        reference = engine.attention(expected).maps["cross"]
+        np.testing.assert_allclose(maps["maps"]["cross"][0][0], reference, atol=1e-5)
+
+
+def test_serving_the_folder_answers_bad_requests_with_4xx(folder_server):
+    documented = documented_http_errors()
+    for case, request in ERROR_CASES.items():
+        if request.get("get"):
+            status, answer = call(folder_server, request["path"])
+        elif "declared" in request:
+            status, answer = raw_answer(raw_request(folder_server, b"", request["declared"]))
+        else:
+            status, answer = call(folder_server, "/translate", request.get("body"), raw=request.get("raw"),
+                                  content_type=request.get("content_type", "application/json"))
+        assert status == documented[case][0] and 400 <= status < 500, (case, answer)
+        assert documented[case][1] in answer["error"], (case, answer)
+
+
+def test_serving_the_folder_concurrently_equals_one_at_a_time(folder, folder_server):
+    sentences = [en for en, _ in reverse_pairs(16, seed=3)]
+    options = [{"beam": 1}, {"beam": 2, "nbest": 2}]
+    jobs = [([s], options[i % 2]) for i, s in enumerate(sentences)]
+    with server(folder, "--max-batch", "4", "--max-wait-ms", "10000") as address:
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            together = list(pool.map(lambda job: translate(address, job[0], **job[1]), jobs))
+        _, health = call(address, "/health")
+    assert (health["batches"], health["sentences"]) == (4, 16)
+    alone = [translate(folder_server, s, **opts) for s, opts in jobs]
+    assert_same_answers(together, alone)
