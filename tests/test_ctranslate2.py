@@ -14,7 +14,7 @@ import ctranslate2
 import numpy as np
 import pytest
 import torch
-from synthetic import reverse_pairs, write_corpus
+from synthetic import reverse_pairs
 from test_serving import (
     ERROR_CASES,
     SENTENCES,
@@ -28,7 +28,6 @@ from test_serving import (
     server,
     translate,
 )
-from test_shipping import SHIP
 from test_training import TINY, cli
 
 from attn_mt.config import load_config
@@ -48,24 +47,16 @@ from attn_mt.run.ctranslate2_folder import (
 from attn_mt.run.load import load_model
 from attn_mt.run.run_dir import LoadedRun, load_run
 from attn_mt.shipping.ctranslate2_export import SEVEN_BIT_RANGE, quantize_seven_bits, write_ctranslate2
-from attn_mt.training.launch import train
 
 WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] * 170) + "."]  # blank, cut
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    """A tiny sentencepiece Transformer on the reverse task; its embeddings and output layer: one matrix."""
-    folder = tmp_path_factory.mktemp("ct2")
-    corpus = write_corpus(folder / "reverse.txt", n=300)
-    cfg = load_config(TINY, [*SHIP, "train.lr=0.005", "train.epochs=8", "train.keep_checkpoints=0",
-                             "train.threads=1"])
-    threads = torch.get_num_threads()
-    try:
-        train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
-    finally:
-        torch.set_num_threads(threads)
-    return folder / "run"
+def trained(subword_run, tmp_path_factory) -> Path:
+    """A copy of the shared tiny sentencepiece Transformer (embeddings and output layer: one matrix)."""
+    copy = tmp_path_factory.mktemp("ct2") / "tiny"
+    shutil.copytree(subword_run.parent, copy)
+    return copy / "run"
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from attn_mt.data.store import HEADER, VERSION
 from attn_mt.data.subword import learn_subwords, prepare_text, sample_sentences
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
-from attn_mt.training.trainer import train
+from attn_mt.training.launch import train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 SUBWORDS = ["data.tokenizer=sentencepiece", "data.vocab_size=330", "data.subword_type=bpe"]

@@ -251,7 +251,6 @@ def test_window_line_says_which_bound_ends_the_run():
                    "(time limit)"
 
 
-@pytest.mark.xfail(reason="wired after the trainer rewrite", strict=False)
 def test_train_with_stderr_in_a_pipe_writes_plain_lines_without_carriage_returns(tmp_path):
     """`attn-mt train 2> file`: no bar redraws, one line per log window besides the validation lines."""
     corpus = tmp_path / "tiny.txt"

@@ -6,20 +6,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synthetic import train_reverse_runs
-from test_report import SYNTH  # the report's small, quick reverse-task runs
-from test_subwords import run_cli
 
-from attn_mt.evaluation.evaluate import run_eval
+from attn_mt.commands.evaluate import run_eval
 from attn_mt.run.run_dir import load_run, read_metrics
 
 
 @pytest.fixture(scope="module")
-def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def runs_root(tiny_runs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with a GRU-Bahdanau run, a Transformer run evaluated on test, and a folder of notes."""
     root = tmp_path_factory.mktemp("runs")
-    corpus, dirs = train_reverse_runs(root, SYNTH)
-    run_eval(dirs["transformer"], "test", None, 0, None, "best", str(corpus), "cpu")
+    dirs = tiny_runs.copy_to(root)
+    run_eval(dirs["transformer"], "test", None, 0, None, "best", str(tiny_runs.corpus), "cpu")
     (root / "notes").mkdir()
     (root / "notes" / "ideas.txt").write_text("try a bigger model\n", encoding="utf-8")
     return root
@@ -53,8 +50,8 @@ def expected_row(run_dir: Path) -> dict:
     return row
 
 
-def test_runs_prints_one_row_per_run_and_notes_the_folder_that_is_not_one(runs_root, monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, "runs", str(runs_root))
+def test_runs_prints_one_row_per_run_and_notes_the_folder_that_is_not_one(runs_root, run_cli):
+    code, out, err = run_cli("runs", str(runs_root))
     assert code == 0, err
     assert err.strip() == f"skipped {runs_root / 'notes'}: not a run directory (no readable config.yaml)"
     header, *rows = out.splitlines()
@@ -74,8 +71,8 @@ def test_runs_prints_one_row_per_run_and_notes_the_folder_that_is_not_one(runs_r
     assert all(len(line) > 0 for line in out.splitlines())
 
 
-def test_runs_json_holds_the_raw_values(runs_root, monkeypatch, capsys):
-    code, out, _ = run_cli(monkeypatch, capsys, "runs", str(runs_root), "--json")
+def test_runs_json_holds_the_raw_values(runs_root, run_cli):
+    code, out, _ = run_cli("runs", str(runs_root), "--json")
     assert code == 0
     rows = json.loads(out)
     assert [r["name"] for r in rows] == ["gru_bahdanau", "transformer"]
@@ -85,9 +82,9 @@ def test_runs_json_holds_the_raw_values(runs_root, monkeypatch, capsys):
     assert rows[1]["test_signature"].startswith("nrefs:") and rows[0]["test_bleu"] is None
 
 
-def test_runs_sort_puts_high_numbers_first_and_empty_cells_last(runs_root, monkeypatch, capsys):
+def test_runs_sort_puts_high_numbers_first_and_empty_cells_last(runs_root, run_cli):
     def names(*options: str) -> list[str]:
-        code, out, err = run_cli(monkeypatch, capsys, "runs", str(runs_root), "--json", *options)
+        code, out, err = run_cli("runs", str(runs_root), "--json", *options)
         assert code == 0, err
         return [r["name"] for r in json.loads(out)]
 
@@ -95,18 +92,18 @@ def test_runs_sort_puts_high_numbers_first_and_empty_cells_last(runs_root, monke
     assert names("--sort", "name") == ["gru_bahdanau", "transformer"]
     params = {name: expected_row(runs_root / name)["parameters"] for name in ("gru_bahdanau", "transformer")}
     assert names("--sort", "parameters") == sorted(params, key=params.get, reverse=True)
-    code, _, err = run_cli(monkeypatch, capsys, "runs", str(runs_root), "--sort", "bleu")
+    code, _, err = run_cli("runs", str(runs_root), "--sort", "bleu")
     assert code == 2 and "--sort bleu: not a column; choose one of name, model, parameters" in err
 
 
 def test_runs_takes_run_directories_too_and_marks_a_run_without_summary_unfinished(
-    runs_root, tmp_path, monkeypatch, capsys
+    runs_root, tmp_path, run_cli
 ):
     killed = tmp_path / "killed"
     shutil.copytree(runs_root / "gru_bahdanau", killed)
     (killed / "run_summary.json").unlink()  # a first session killed before it wrote its summary
     missing = tmp_path / "nowhere"
-    code, out, err = run_cli(monkeypatch, capsys, "runs", str(runs_root / "transformer"), str(killed),
+    code, out, err = run_cli("runs", str(runs_root / "transformer"), str(killed),
                              str(missing), "--json")
     assert code == 0
     rows = json.loads(out)
@@ -118,8 +115,8 @@ def test_runs_takes_run_directories_too_and_marks_a_run_without_summary_unfinish
     assert err.strip() == f"skipped {missing}: no such directory"
 
 
-def test_runs_without_any_run_says_so(tmp_path, monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, "runs", str(tmp_path))
+def test_runs_without_any_run_says_so(tmp_path, run_cli):
+    code, out, err = run_cli("runs", str(tmp_path))
     assert code == 0
     assert out.splitlines()[0].startswith("run ") and len(out.splitlines()) == 1
     assert f"no run directories in {tmp_path}" in err

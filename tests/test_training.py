@@ -20,11 +20,10 @@ from attn_mt.data.splits import EvalExample
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
-from attn_mt.run.checkpoint import load_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint, snapshot
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import count_parameters, train
 from attn_mt.training.optim import build_optimizer
-from attn_mt.training.trainer import snapshot
 from attn_mt.training.validation import spread_subset
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -77,3 +77,18 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise UserError(f"{path} is not an attn-mt checkpoint (no 'model' weights)")
     return state
+
+
+def snapshot(state: Any) -> Any:
+    """A copy of a checkpoint state that later training cannot change: tensors cloned, containers copied.
+
+    Strings and numbers are shared rather than copied (they are immutable), which makes this several
+    times cheaper than copy.deepcopy when a book run keeps a new best state every epoch.
+    """
+    if isinstance(state, torch.Tensor):
+        return state.detach().clone()
+    if isinstance(state, dict):
+        return {key: snapshot(value) for key, value in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(snapshot(value) for value in state)
+    return state

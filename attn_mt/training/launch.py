@@ -35,6 +35,7 @@ from attn_mt.training.logs import setup_logging
 from attn_mt.training.progress import TrainResult
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
 from attn_mt.training.stopping import StopReason
+from attn_mt.training.tensorboard import TensorBoardLog, require_tensorboard
 from attn_mt.training.trainer import Trainer
 
 log = logging.getLogger("attn_mt")
@@ -62,14 +63,7 @@ def train(
     try:
         paths = RunPaths(run_dir)
         setup_logging(None, quiet or not ctx.is_main)
-        saved_cfg = None
-        if resume:
-            prepare_run_dir(run_dir, resume, overwrite)
-            saved_cfg = load_config(paths.config)
-            cfg = resolve_resume_config(paths, cfg, overrides or [])
-        else:
-            refuse_existing(run_dir, overwrite)
-            cfg = cfg if cfg is not None else load_config(None, overrides or [])
+        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite)
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads)
         torch.manual_seed(cfg.train.seed)
@@ -85,8 +79,7 @@ def train(
         trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
         if on_validation is not None:
             trainer.on_validation.append(on_validation)
-        if saved_cfg is not None:
-            resume_trainer(trainer, saved_cfg)
+        start_trainer(trainer, saved_cfg)
         if ctx.rank > 0:
             torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
         log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
@@ -149,10 +142,33 @@ def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContex
         log.info("%s", line)
 
 
-def resume_trainer(trainer: Trainer, saved_cfg: Config) -> None:
-    """Continue from last.pt; the metrics after it are dropped and config changes recorded (rank 0)."""
+def resolve_config(
+    paths: RunPaths, cfg: Config | None, overrides: list[str], resume: bool, overwrite: bool
+) -> tuple[Config, Config | None]:
+    """The run's config and, on resume, the one saved in the run directory; refuses what cannot start."""
+    saved_cfg = None
+    if resume:
+        prepare_run_dir(paths.root, resume, overwrite)
+        saved_cfg = load_config(paths.config)
+        cfg = resolve_resume_config(paths, cfg, overrides)
+    else:
+        refuse_existing(paths.root, overwrite)
+        cfg = cfg if cfg is not None else load_config(None, overrides)
+    if cfg.train.tensorboard:
+        require_tensorboard()  # before the data is loaded: a missing extra is a clear error at once
+    return cfg, saved_cfg
+
+
+def start_trainer(trainer: Trainer, saved_cfg: Config | None) -> None:
+    """Open train.tensorboard's event files (rank 0) and, on resume, continue from last.pt."""
     paths = trainer.paths
+    if saved_cfg is None:
+        if trainer.cfg.train.tensorboard and trainer.dist.is_main:
+            trainer.tensorboard = TensorBoardLog.for_run(paths)
+        return
     trainer.restore(paths.last)
+    if trainer.cfg.train.tensorboard and trainer.dist.is_main:  # before metrics.jsonl is truncated
+        trainer.tensorboard = TensorBoardLog.for_run(paths, trainer.progress.step)
     if trainer.dist.is_main:
         truncate_metrics(paths.metrics, trainer.progress.step)
         record_config_changes(paths, saved_cfg, trainer.cfg, trainer.progress.step)

@@ -10,7 +10,6 @@ import contextlib
 import json
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,23 +17,24 @@ from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from attn_mt.config import Config, improves
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
-from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
+from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint, snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths, check_fits
+from attn_mt.training.display import StopRule, TrainingDisplay
 from attn_mt.training.distributed import DistContext
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
 from attn_mt.training.precision import choose_amp
 from attn_mt.training.progress import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopReason, StopSignals
+from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")
@@ -88,6 +88,8 @@ class Trainer:
         self.hook_s = 0.0  # seconds spent in on_validation hooks, left out of the training clock
         self._last_save = time.monotonic()
         self.session = Session(training_start=time.perf_counter())  # fit starts the real one
+        self.tensorboard: TensorBoardLog | None = None  # train.tensorboard (training/launch.py opens it)
+        self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, when train.grad_clip > 0
 
     # ----- the loop -----
     def fit(self) -> TrainResult:
@@ -105,7 +107,7 @@ class Trainer:
         tc, pr = self.cfg.train, self.progress
         self._start()
         stop: StopReason | None = None
-        with self.signals, self._progress_bar() as bar:
+        with self.signals, self._display() as bar:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
                 while stop is None and pr.batch_in_epoch < len(plan):
@@ -116,7 +118,7 @@ class Trainer:
                     taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
                     pr.count_step(taken, loss_sum, tokens, self._training_seconds())
                     self.session.count(tokens)
-                    bar.update(1)
+                    bar.step(pr.step, pr.elapsed_s)
                     if pr.step % tc.log_every == 0:
                         self._log_window(bar)
                     due = tc.valid_every and pr.step % tc.valid_every == 0
@@ -135,13 +137,14 @@ class Trainer:
                 last_loss = self._epoch_loss() if pr.epoch_tokens else self.session.last_loss
                 self._validate_and_checkpoint(last_loss, final=True)
             self.save()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         return self.session.result(self.paths.root, pr, stop)
 
     def _start(self) -> None:
         """Plan the schedule, settle train.amp=auto and start this session's clocks."""
         tc = self.cfg.train
-        per_step = tc.accum_steps * self.dist.world_size
-        total = tc.epochs * math.ceil(len(self.data.train.plan(0, tc.seed)) / per_step)  # the epochs' steps
+        total = tc.epochs * self._steps_per_epoch()
         self.schedule.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.model.train()
         self.settle_amp()
@@ -183,7 +186,7 @@ class Trainer:
             )
         if tc.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.schedule.after_step(time_used / self.dist.world_size)
@@ -243,26 +246,30 @@ class Trainer:
         """Mean token loss of the current epoch so far."""
         return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
 
-    def _progress_bar(self) -> tqdm:
-        """The step counter on stderr (off when quiet)."""
-        return tqdm(
-            total=self.schedule.total_steps,
-            initial=self.progress.step,
-            disable=self.quiet,
-            unit="step",
-            dynamic_ncols=True,
-            file=sys.stderr,
-            desc="train",
-        )
+    def _steps_per_epoch(self) -> int:
+        """Optimiser steps in one epoch: the plan's batches over train.accum_steps and the processes."""
+        tc = self.cfg.train
+        return math.ceil(len(self.data.train.plan(0, tc.seed)) / (tc.accum_steps * self.dist.world_size))
 
-    def _log_window(self, bar: tqdm) -> None:
+    def _display(self) -> TrainingDisplay:
+        """Progress on stderr (off when quiet): a bar on a terminal, a line per log window elsewhere."""
+        tc = self.cfg.train
+        rule = StopRule(tc.max_steps, tc.epochs, self._steps_per_epoch(), tc.time_limit_minutes)
+        pr = self.progress
+        return TrainingDisplay(rule, start_step=pr.step, start_elapsed_s=pr.elapsed_s, enabled=not self.quiet)
+
+    def _log_window(self, bar: TrainingDisplay) -> None:
         """Record the loss and speed of the steps since the last log line."""
         pr = self.progress
         loss = pr.window_loss / max(pr.window_tokens, 1)
         tokens_per_s = self.session.close_window()
         self.session.last_loss = loss
-        self._record(loss=round(loss, 5), tokens_per_s=round(tokens_per_s, 1))
-        bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tokens_per_s:.0f}")
+        norm = {} if self.grad_norm is None else {"grad_norm": round(float(self.grad_norm), 4)}
+        self._record(loss=round(loss, 5), tokens_per_s=round(tokens_per_s, 1), **norm)
+        bar.window(
+            step=pr.step, epoch=pr.epoch, loss=loss, tokens_per_s=tokens_per_s, lr=self.schedule.lr,
+            elapsed_s=pr.elapsed_s,
+        )
         pr.window_loss, pr.window_tokens = 0.0, 0
 
     def _end_epoch(self) -> bool:
@@ -286,6 +293,8 @@ class Trainer:
         record.update(lr=self.schedule.lr, elapsed_s=round(pr.elapsed_s, 2))
         with self.paths.metrics.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+        if self.tensorboard is not None:
+            self.tensorboard.scalars(pr.step, record)
 
     def _validate_and_checkpoint(self, train_loss: float, final: bool = False) -> bool:
         """Validate (split mode), save last/best, update early stopping; True when patience ran out.
@@ -303,6 +312,9 @@ class Trainer:
                 self.schedule.after_validation(scores["valid_loss"])
             self._record(**{k: round(v, 4) for k, v in scores.items()}, **({"final": True} if final else {}))
             log.info("step %d: %s", pr.step, ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+            if self.tensorboard is not None:
+                samples = sample_translations(self.validator.translator, self.validator.examples)
+                self.tensorboard.validation(pr.step, *samples)
         elif self.schedule.kind == "plateau" and not final:
             self.schedule.after_validation(train_loss)
         value = scores[tc.best_metric]
@@ -374,17 +386,3 @@ class Trainer:
             self._best_state = None
         self._last_save = now
 
-
-def snapshot(state: Any) -> Any:
-    """A copy of a checkpoint state that later training cannot change: tensors cloned, containers copied.
-
-    Strings and numbers are shared rather than copied (they are immutable), which makes this several
-    times cheaper than copy.deepcopy when a book run keeps a new best state every epoch.
-    """
-    if isinstance(state, torch.Tensor):
-        return state.detach().clone()
-    if isinstance(state, dict):
-        return {key: snapshot(value) for key, value in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(snapshot(value) for value in state)
-    return state
