@@ -117,7 +117,7 @@ def test_reused_vocabularies_are_not_learned_again(tmp_path, monkeypatch):
         raise AssertionError("learned or encoded again")
 
     monkeypatch.setattr(prepare_module, "learn_subwords", refuse)
-    monkeypatch.setattr(SubwordVocab, "encode_texts", refuse)
+    monkeypatch.setattr(prepare_module, "encode_parallel", refuse)
     cached = load_data(cfg, str(corpus))
     assert cached.report["tokenizer"]["origin"] == "cache" and cached.src_vocab == first.src_vocab
     again = load_data(cfg, str(corpus), (first.src_vocab, first.tgt_vocab))
