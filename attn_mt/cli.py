@@ -259,12 +259,16 @@ def export(
     out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder (onnx, ctranslate2)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     fmt: str = typer.Option(
-        "pt", "--format", help="pt: one file for translate/eval/serve; onnx: ONNX graphs; ctranslate2: a "
-        "CTranslate2 folder for translate/eval/serve (Transformer runs; pip install 'attn-mt[ctranslate2]')."
+        "pt",
+        "--format",
+        help="pt: one file for translate/eval/serve; onnx: ONNX graphs; ctranslate2: a "
+        "CTranslate2 folder for translate/eval/serve (Transformer runs; pip install 'attn-mt[ctranslate2]').",
     ),
     quantize: str | None = typer.Option(
-        None, "--quantize", help="ctranslate2 weights: int8 (7 bits on CPUs without VNNI), int8_float32, "
-        "int16, float16 (CUDA) or float32 (the default)."
+        None,
+        "--quantize",
+        help="ctranslate2 weights: int8 (7 bits on CPUs without VNNI), int8_float32, "
+        "int16, float16 (CUDA) or float32 (the default).",
     ),
 ) -> None:
     """Write one file holding the model, its config and vocabularies: translate and eval accept it."""

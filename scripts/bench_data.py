@@ -15,6 +15,7 @@ Gloo on the CPU) each load the cached data and collate their half of the epoch; 
 (proportional set size: a page shared by both counts half in each) shows whether the data is
 held once or twice. Best of --repeats is kept. Prints one markdown table per measure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ SMAPS_KEYS = ("Rss", "Pss", "Pss_Anon", "Pss_File")
 
 
 # ----- inside a probe process (run with the tree under test first on PYTHONPATH) -----
+
 
 def memory_kb() -> dict[str, int]:
     """This process's Rss, Pss (with its anonymous and file parts) and peak RSS, in kB."""
@@ -75,8 +77,17 @@ def probe(args: argparse.Namespace) -> None:
     if world > 1:
         dist.barrier()  # every rank has read its share before any measures
     after = memory_kb()
-    figures = [{"rank": rank, "load_s": round(load_s, 3), "cpu_s": round(cpu_s, 3),
-                "pairs": data.train.num_examples, "before": before, "loaded": loaded, "after": after}]
+    figures = [
+        {
+            "rank": rank,
+            "load_s": round(load_s, 3),
+            "cpu_s": round(cpu_s, 3),
+            "pairs": data.train.num_examples,
+            "before": before,
+            "loaded": loaded,
+            "after": after,
+        }
+    ]
     if world > 1:  # rank 0 prints every rank's figures (measured before any rank leaves and frees its pages)
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, figures[0])
@@ -87,6 +98,7 @@ def probe(args: argparse.Namespace) -> None:
 
 
 # ----- the driver -----
+
 
 def scaled_corpus(corpus: Path, times: int, folder: Path) -> Path:
     """`times` copies of the corpus in one Tatoeba-format file; copy k > 0 ends both sides with " ck"."""
@@ -105,16 +117,24 @@ def scaled_corpus(corpus: Path, times: int, folder: Path) -> Path:
     return path
 
 
-def run_probe(tree: Path, cache: Path, corpus: Path, config: Path, epoch: bool,
-              torchrun: bool = False) -> list[dict[str, Any]]:
+def run_probe(
+    tree: Path, cache: Path, corpus: Path, config: Path, epoch: bool, torchrun: bool = False
+) -> list[dict[str, Any]]:
     """One probe process (or two torchrun ranks) over `tree`; their JSON figures."""
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(cache), "OMP_NUM_THREADS": "1"}
     config = config if config.is_absolute() else tree / config  # each tree reads its own copy
     probe_args = [str(Path(__file__).resolve()), "probe", "--config", str(config), "--data", str(corpus)]
     probe_args += ["--epoch"] if epoch else []
     if torchrun:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                   *probe_args]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            *probe_args,
+        ]
     else:
         command = [sys.executable, *probe_args]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=tree)
@@ -154,9 +174,12 @@ def measure(args: argparse.Namespace) -> None:
                     record["ranks"].append(ranks)
                     if args.json:  # after every measurement, so a stopped benchmark keeps what it did
                         args.json.write_text(json.dumps({f"{t}x {n}": r for (t, n), r in results.items()}))
-                    print(f"{times}x {name} repeat {repeat + 1}: cold {cold['load_s']:.2f} s, cached "
-                          f"{cached['load_s']:.2f} s, data {data_mb(cached):.0f} MB", file=sys.stderr,
-                          flush=True)
+                    print(
+                        f"{times}x {name} repeat {repeat + 1}: cold {cold['load_s']:.2f} s, cached "
+                        f"{cached['load_s']:.2f} s, data {data_mb(cached):.0f} MB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print_tables(results, args.torchrun)
@@ -164,42 +187,56 @@ def measure(args: argparse.Namespace) -> None:
 
 def print_tables(results: dict[tuple[int, str], dict[str, list]], torchrun: bool) -> None:
     """Best-of figures per scale and tree as markdown tables."""
-    print("| corpus | tree | pairs kept | cold load s (CPU s) | cold peak RSS MB | cached load s | "
-          "data MB (anon / file Pss) |")
+    print(
+        "| corpus | tree | pairs kept | cold load s (CPU s) | cold peak RSS MB | cached load s | "
+        "data MB (anon / file Pss) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for (times, name), record in results.items():
         cold = min(record["cold"], key=lambda f: f["load_s"])
         cached = min(record["cached"], key=lambda f: f["load_s"])
         memory = min(record["cached"], key=data_mb)
-        print(f"| {times}x | {name} | {cached['pairs']:,} | {cold['load_s']:.2f} ({cold['cpu_s']:.1f}) | "
-              f"{cold['after']['VmHWM'] / 1024:.0f} | {cached['load_s']:.2f} | {data_mb(memory):.0f} "
-              f"({delta_mb(memory, 'Pss_Anon'):.0f} / {delta_mb(memory, 'Pss_File'):.0f}) |")
+        print(
+            f"| {times}x | {name} | {cached['pairs']:,} | {cold['load_s']:.2f} ({cold['cpu_s']:.1f}) | "
+            f"{cold['after']['VmHWM'] / 1024:.0f} | {cached['load_s']:.2f} | {data_mb(memory):.0f} "
+            f"({delta_mb(memory, 'Pss_Anon'):.0f} / {delta_mb(memory, 'Pss_File'):.0f}) |"
+        )
     if not torchrun:
         return
     print()
-    print("| corpus | tree | one process: data Rss MB (anon / file) | 2 ranks: data Pss MB per rank "
-          "(anon / file) | 2 ranks: sum of data Pss MB |")
+    print(
+        "| corpus | tree | one process: data Rss MB (anon / file) | 2 ranks: data Pss MB per rank "
+        "(anon / file) | 2 ranks: sum of data Pss MB |"
+    )
     print("| --- | --- | --- | --- | --- |")
     for (times, name), record in results.items():
         single = min(record["cached"], key=lambda f: delta_mb(f, "Rss"))
         ranks = min(record["ranks"], key=lambda rs: sum(delta_mb(f, "Pss") for f in rs))
-        per_rank = ", ".join(f"{delta_mb(f, 'Pss'):.0f} ({delta_mb(f, 'Pss_Anon'):.0f} / "
-                             f"{delta_mb(f, 'Pss_File'):.0f})"
-                             for f in sorted(ranks, key=lambda f: f["rank"]))
+        per_rank = ", ".join(
+            f"{delta_mb(f, 'Pss'):.0f} ({delta_mb(f, 'Pss_Anon'):.0f} / {delta_mb(f, 'Pss_File'):.0f})"
+            for f in sorted(ranks, key=lambda f: f["rank"])
+        )
         total = sum(delta_mb(f, "Pss") for f in ranks)
-        print(f"| {times}x | {name} | {delta_mb(single, 'Rss'):.0f} ({delta_mb(single, 'Pss_Anon'):.0f} / "
-              f"{delta_mb(single, 'Pss_File'):.0f}) | {per_rank} | {total:.0f} |")
+        print(
+            f"| {times}x | {name} | {delta_mb(single, 'Rss'):.0f} ({delta_mb(single, 'Pss_Anon'):.0f} / "
+            f"{delta_mb(single, 'Pss_File'):.0f}) | {per_rank} | {total:.0f} |"
+        )
 
 
 def main() -> None:
     """Parse the options: `probe` runs inside a measured process, anything else drives the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("mode", nargs="?", default="measure", choices=("measure", "probe"))
     parser.add_argument("--corpus", type=Path, help="the corpus to scale (fra-eng.zip)")
     parser.add_argument("--data", help="(probe) the corpus file to load")
-    parser.add_argument("--config", type=Path, default=Path("configs/transformer.yaml"),
-                        help="a split-mode config; a relative path is read from each tree")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=Path("configs/transformer.yaml"),
+        help="a split-mode config; a relative path is read from each tree",
+    )
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 5, 10])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--compare", type=Path, help="another checkout measured the same way, in turn")

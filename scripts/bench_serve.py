@@ -54,8 +54,18 @@ OPTIONS = [{"beam": 1}, {"beam": 4, "nbest": 2}]  # the two option sets of the l
 def start_server(run_dir: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
     """`attn-mt serve RUN_DIR --port 0` on 127.0.0.1; the process and its host:port."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "attn_mt", "serve", str(run_dir), "--host", "127.0.0.1", "--port", "0",
-         *extra],
+        [
+            sys.executable,
+            "-m",
+            "attn_mt",
+            "serve",
+            str(run_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -124,7 +134,8 @@ def batching(address: str, sentences: list[str], repeats: int) -> dict:
             together = [f.result() for f in futures]
             best_together = max(best_together, len(sentences) / (time.perf_counter() - start))
         same = [a["results"][0]["translation"] for a in alone] == [
-            t["results"][0]["translation"] for t in together]
+            t["results"][0]["translation"] for t in together
+        ]
         if not same:
             sys.exit("concurrent and sequential requests gave different translations")
     return {
@@ -217,7 +228,9 @@ def translate_command(run_dir: Path, sentences: list[str], options: list[str]) -
         source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
         out = subprocess.run(
             [sys.executable, "-m", "attn_mt", "translate", str(run_dir), "--input", str(source), *options],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
     return out.stdout.splitlines()
 
@@ -265,7 +278,8 @@ def main() -> None:
     concurrent, idle = pool[: args.clients], pool[args.clients : args.clients + args.idle_requests]
     load_pool = pool[args.clients + args.idle_requests :]
     process, address = start_server(
-        args.run_dir, ["--max-batch", str(args.max_batch), "--max-wait-ms", str(args.max_wait_ms)])
+        args.run_dir, ["--max-batch", str(args.max_batch), "--max-wait-ms", str(args.max_wait_ms)]
+    )
     try:
         translate(address, concurrent[:8], beam=1)  # warm-up
         info = json.loads(urllib.request.urlopen(f"http://{address}/info", timeout=60).read())

@@ -62,15 +62,23 @@ def best_of(repeats: int, work) -> tuple[float, object]:
     return best, result
 
 
-def measure(translator: Translator, sources: list[str], refs: list[list[str]], beam: int, repeats: int,
-            bf16: bool = False) -> dict[str, float]:
+def measure(
+    translator: Translator,
+    sources: list[str],
+    refs: list[list[str]],
+    beam: int,
+    repeats: int,
+    bf16: bool = False,
+) -> dict[str, float]:
     """Sentences/s and BLEU of one model at one beam size."""
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     with autocast:
         seconds, results = best_of(repeats, lambda: translator.translate(sources, beam_size=beam))
     hyps = [r.text for r in results]
-    return {"sentences_per_s": round(len(sources) / seconds, 1),
-            "bleu": round(corpus_scores(hyps, refs)["bleu"], 2)}
+    return {
+        "sentences_per_s": round(len(sources) / seconds, 1),
+        "bleu": round(corpus_scores(hyps, refs)["bleu"], 2),
+    }
 
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
@@ -78,8 +86,14 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_b
 
 def cpu_description() -> dict:
     """The CPU's model name and which of the flags that decide int8 and bf16 speed it has."""
-    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")), platform.processor())
+    name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     flags = cpu_flags()
     return {"cpu": name, "cores": os.cpu_count(), "flags": {flag: flag in flags for flag in CPU_FLAGS}}
 
@@ -87,8 +101,13 @@ def cpu_description() -> dict:
 def one_translator_layout(run, threads: int):
     """The same CTranslate2 folder opened as one translator with `threads` OpenMP threads."""
     model = run.model
-    translator = import_ctranslate2().Translator(str(model.folder), device="cpu", inter_threads=1,
-                                                 compute_type=model.compute_type, intra_threads=threads)
+    translator = import_ctranslate2().Translator(
+        str(model.folder),
+        device="cpu",
+        inter_threads=1,
+        compute_type=model.compute_type,
+        intra_threads=threads,
+    )
     whole = dataclasses.replace(model, translator=translator, workers=1, threads_per_worker=threads)
     return dataclasses.replace(run, model=whole)
 
@@ -96,8 +115,24 @@ def one_translator_layout(run, threads: int):
 def end_to_end(model: Path, options: list[str], source: Path, out: Path) -> float:
     """Seconds of `attn-mt translate MODEL --input SOURCE` in a fresh process, start-up included."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "attn_mt", "translate", str(model), "--device", "cpu", "--input",
-                    str(source), "--output", str(out), *options], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attn_mt",
+            "translate",
+            str(model),
+            "--device",
+            "cpu",
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            *options,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - start
 
 
@@ -107,16 +142,22 @@ def compare_engines(args: argparse.Namespace) -> dict:
     sources, refs = split_examples(best, "test", None, args.run_dir)
     if args.sentences:
         sources, refs = sources[: args.sentences], refs[: args.sentences]
-    out: dict = {**cpu_description(), "threads": args.threads, "sentences": len(sources),
-                 "run_step": best.step, "ctranslate2": import_ctranslate2().__version__,
-                 "torch": torch.__version__}
+    out: dict = {
+        **cpu_description(),
+        "threads": args.threads,
+        "sentences": len(sources),
+        "run_step": best.step,
+        "ctranslate2": import_ctranslate2().__version__,
+        "torch": torch.__version__,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folders = {w: write_ctranslate2(best, Path(tmp) / w, w) for w in ("float32", "int8")}
         runs = {"torch float32": best, "torch int8": load_model(args.run_dir, "best", "cpu", "int8")}
         for weights, folder in folders.items():
             runs[f"ctranslate2 {weights}, {args.threads} workers x 1 thread"] = load_model(folder)
             runs[f"ctranslate2 {weights}, 1 x {args.threads} threads"] = one_translator_layout(
-                load_model(folder), args.threads)
+                load_model(folder), args.threads
+            )
         out["engines"] = {name: engine_description(run) for name, run in runs.items()}
         translators = {name: translator_for(run, run.config) for name, run in runs.items()}
         results: dict = {}
@@ -129,19 +170,25 @@ def compare_engines(args: argparse.Namespace) -> dict:
                     texts[name] = [r.text for r in translator.translate(sources, beam_size=beam)]
                     seconds[name] = min(seconds[name], time.perf_counter() - start)
             reference = texts["torch float32"]
-            results[f"beam{beam}"] = {name: {
-                "sentences_per_s": round(len(sources) / seconds[name], 1),
-                "identical_to_torch_float32": round(float(np.mean([a == b for a, b in zip(
-                    texts[name], reference, strict=True)])), 4),
-                "bleu": round(corpus_scores(texts[name], refs)["bleu"], 2),
-            } for name in translators}
+            results[f"beam{beam}"] = {
+                name: {
+                    "sentences_per_s": round(len(sources) / seconds[name], 1),
+                    "identical_to_torch_float32": round(
+                        float(np.mean([a == b for a, b in zip(texts[name], reference, strict=True)])), 4
+                    ),
+                    "bleu": round(corpus_scores(texts[name], refs)["bleu"], 2),
+                }
+                for name in translators
+            }
         out["in_process"] = results
         source = Path(tmp) / "source.txt"
         source.write_text("".join(s.replace("\n", " ") + "\n" for s in sources), encoding="utf-8")
-        commands = {"torch float32": (args.run_dir, []),
-                    "torch int8": (args.run_dir, ["--quantize", "int8"]),
-                    "ctranslate2 float32": (folders["float32"], []),
-                    "ctranslate2 int8": (folders["int8"], [])}
+        commands = {
+            "torch float32": (args.run_dir, []),
+            "torch int8": (args.run_dir, ["--quantize", "int8"]),
+            "ctranslate2 float32": (folders["float32"], []),
+            "ctranslate2 int8": (folders["int8"], []),
+        }
         process: dict = {}
         for beam in (1, 4):
             seconds = {name: float("inf") for name in commands}
@@ -173,14 +220,22 @@ def main() -> None:
     sources, refs = split_examples(best, "test", None, args.run_dir)
     if args.sentences:
         sources, refs = sources[: args.sentences], refs[: args.sentences]
-    out: dict = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
-                 "sentences": len(sources), "run_step": best.step}
+    out: dict = {
+        "machine": platform.processor() or platform.machine(),
+        "threads": args.threads,
+        "sentences": len(sources),
+        "run_step": best.step,
+    }
 
     run_average(args.run_dir, args.average, None, "bench-average")
     averaged = load_model(args.run_dir, "bench-average")
     out["averaging"] = {
-        name: {f"beam{beam}": measure(Translator(run.model, run.src_vocab, run.tgt_vocab, run.config),
-                                      sources, refs, beam, 1)["bleu"] for beam in (1, 4)}
+        name: {
+            f"beam{beam}": measure(
+                Translator(run.model, run.src_vocab, run.tgt_vocab, run.config), sources, refs, beam, 1
+            )["bleu"]
+            for beam in (1, 4)
+        }
         for name, run in (("best", best), (f"average_last_{args.average}", averaged))
     }
 
@@ -188,8 +243,17 @@ def main() -> None:
     if cpu_has_native_bf16():
         variants["bf16"] = (best, True)
     out["precision"] = {
-        name: {f"beam{beam}": measure(Translator(run.model, run.src_vocab, run.tgt_vocab, run.config),
-                                      sources, refs, beam, args.repeats, bf16) for beam in (1, 4)}
+        name: {
+            f"beam{beam}": measure(
+                Translator(run.model, run.src_vocab, run.tgt_vocab, run.config),
+                sources,
+                refs,
+                beam,
+                args.repeats,
+                bf16,
+            )
+            for beam in (1, 4)
+        }
         for name, (run, bf16) in variants.items()
     }
 
@@ -199,17 +263,22 @@ def main() -> None:
     batches = []
     for start in range(0, len(order), dc.batch_size):
         chunk = order[start : start + dc.batch_size]
-        encoded = encode_sources([translator.prepare(sources[i]) for i in chunk], best.src_vocab,
-                                 max_len=translator.max_src)
+        encoded = encode_sources(
+            [translator.prepare(sources[i]) for i in chunk], best.src_vocab, max_len=translator.max_src
+        )
         limits = max_output_lengths(encoded.src_lens, dc.max_len_a, dc.max_len_b).numpy()
         batches.append((chunk, encoded.src.numpy(), encoded.src_lens.numpy(), limits))
     bos, eos = best.tgt_vocab.bos_id, best.tgt_vocab.eos_id
     with tempfile.TemporaryDirectory() as tmp:
         onnx = OnnxModel(write_onnx(best, Path(tmp) / "onnx"), args.threads)
-        onnx_s, onnx_out = best_of(args.repeats, lambda: [
-            (i, tokens) for chunk, src, lens, limits in batches
-            for i, tokens in zip(chunk, onnx.greedy(src, lens, bos, eos, limits), strict=True)
-        ])
+        onnx_s, onnx_out = best_of(
+            args.repeats,
+            lambda: [
+                (i, tokens)
+                for chunk, src, lens, limits in batches
+                for i, tokens in zip(chunk, onnx.greedy(src, lens, bos, eos, limits), strict=True)
+            ],
+        )
     onnx_tokens = dict(onnx_out)
     torch_s, results = best_of(args.repeats, lambda: translator.translate(sources, beam_size=1))
     same = np.mean([onnx_tokens[i] == r.hypotheses[0].tokens for i, r in enumerate(results)])

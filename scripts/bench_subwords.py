@@ -11,6 +11,7 @@ repeat with an empty cache in a temporary folder):
   run     seconds of `load_data` given a run's models (what eval and --resume do).
 Results go in docs/subwords.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,22 +52,30 @@ def time_one(cfg, data_path: str) -> dict[str, float]:
         cached = time.perf_counter()
         load_data(cfg, data_path, (data.src_vocab, data.tgt_vocab))
         reloaded = time.perf_counter()
-    return {"learn": learned - start, "encode": encoded - learned, "load": loaded - encoded,
-            "cached": cached - loaded, "run": reloaded - cached}
+    return {
+        "learn": learned - start,
+        "encode": encoded - learned,
+        "load": loaded - encoded,
+        "cached": cached - loaded,
+        "run": reloaded - cached,
+    }
 
 
 def main() -> None:
     """Parse the options and print one line per subword type and repeat."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", required=True, help="the corpus (fra-eng.zip)")
     parser.add_argument("--config", default=str(ROOT / "configs" / "transformer.yaml"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--all-types", action="store_true", help="time unigram and bpe, not just the config")
     args = parser.parse_args()
     base = load_config(args.config).data
-    print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-          f"python {platform.python_version()}, config {args.config}")
+    print(
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+        f"python {platform.python_version()}, config {args.config}"
+    )
     for subword_type in SUBWORD_TYPES if args.all_types else (base.subword_type,):
         cfg = replace(base, subword_type=subword_type)
         for repeat in range(args.repeats):

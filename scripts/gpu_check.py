@@ -10,6 +10,7 @@ of that run, and, with two or more GPUs (or --ranks N), the same transformer run
 seconds). Any failure stops the check with a non-zero exit, the failing command and its stderr.
 --set KEY=VALUE overrides the transformer runs (e.g. a smaller vocabulary for a small --data).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,9 @@ def run(command: list[str], what: str) -> tuple[str, float]:
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
     if done.returncode:
-        raise CheckError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n"
-                         f"{done.stderr[-6000:]}")
+        raise CheckError(
+            f"{what} failed (exit {done.returncode}): {' '.join(command)}\n{done.stderr[-6000:]}"
+        )
     return done.stdout, time.perf_counter() - start
 
 
@@ -78,14 +80,30 @@ def trained_row(name: str, run_dir: Path, seconds: float) -> Row:
     if loss is None or not math.isfinite(loss) or not summary.get("steps"):
         raise CheckError(f"{name}: the run made {summary.get('steps')} steps with final loss {loss}")
     peak = summary.get("peak_gpu_mb")
-    return Row(name, summary["steps"], summary.get("tokens_per_s", "?"), loss, "-",
-               "-" if peak is None else peak, summary.get("amp", "?"), seconds)
+    return Row(
+        name,
+        summary["steps"],
+        summary.get("tokens_per_s", "?"),
+        loss,
+        "-",
+        "-" if peak is None else peak,
+        summary.get("amp", "?"),
+        seconds,
+    )
 
 
 def train_command(config: str, run_dir: Path, args: argparse.Namespace, overrides: list[str]) -> list[str]:
     """`attn-mt train` of `config` into `run_dir` with the check's device, data and overrides."""
-    command = attn_mt("train", str(ROOT / "configs" / f"{config}.yaml"), "--run-dir", str(run_dir),
-                      "--device", args.device, "--quiet", "--overwrite")
+    command = attn_mt(
+        "train",
+        str(ROOT / "configs" / f"{config}.yaml"),
+        "--run-dir",
+        str(run_dir),
+        "--device",
+        args.device,
+        "--quiet",
+        "--overwrite",
+    )
     if args.data:
         command += ["--data", str(args.data)]
     for override in overrides:
@@ -126,8 +144,16 @@ def checks(args: argparse.Namespace, out: Path) -> list[Row]:
     if args.ranks >= 2:
         run_dir = out / "torchrun"
         command = train_command("transformer", run_dir, args, transformer_overrides(args))
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                    str(args.ranks), "-m", "attn_mt"]
+        launcher = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(args.ranks),
+            "-m",
+            "attn_mt",
+        ]
         _, seconds = run(launcher + command[3:], f"torchrun with {args.ranks} processes")
         rows.append(trained_row(f"torchrun x{args.ranks} (amp auto)", run_dir, seconds))
     return rows
@@ -154,16 +180,23 @@ def describe_device(device: str) -> str:
 
 def main() -> None:
     """Parse the options, pick budgets for the device, run every check, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--epochs", type=int, help="epochs of each book config (default: cuda 20, cpu 1)")
     parser.add_argument("--minutes", type=float, help="transformer run's time limit (default: 5 on cuda, 0)")
     parser.add_argument("--steps", type=int, help="transformer run's step limit (default: cuda 0, cpu 20)")
     parser.add_argument("--ranks", type=int, help="torchrun processes (default: the GPUs if 2 or more)")
     parser.add_argument("--data", type=Path, help="the corpus (default: data.path, $ATTN_MT_DATA, the cache)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a key of the transformer runs (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of the transformer runs (repeatable)",
+    )
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args()
     gpus = 0

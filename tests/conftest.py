@@ -1,5 +1,6 @@
 """Shared fixtures: the real corpus from $ATTN_MT_DATA, a tiny synthetic corpus file, a private cache, and
 the small trained runs the end-to-end tests share (trained once per session)."""
+
 from __future__ import annotations
 
 import os
@@ -112,8 +113,11 @@ def run_cli(monkeypatch, capsys) -> Callable[..., CliResult]:
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file under `folder` with its size and modification time."""
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,10 @@ class TinyRuns:
 
     def copy_to(self, folder: Path) -> dict[str, Path]:
         """Copies of both runs in `folder` (for tests that write into a run), by model type."""
-        return {name: Path(shutil.copytree(getattr(self, name), folder / name))
-                for name in ("gru_bahdanau", "transformer")}
+        return {
+            name: Path(shutil.copytree(getattr(self, name), folder / name))
+            for name in ("gru_bahdanau", "transformer")
+        }
 
 
 def assert_unchanged(folder: Path, before: dict[str, tuple[int, int]]) -> None:
@@ -143,8 +149,13 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory):
     session and shared read-only by the report, serving and shipping tests."""
     root = tmp_path_factory.mktemp("tiny_runs")
     corpus = write_corpus(root / "reverse.txt", n=200)
-    runs = TinyRuns(corpus, *(train_tiny(root / name, corpus, [*TINY_RUN_SETTINGS, f"model.type={name}"])
-                              for name in ("gru_bahdanau", "transformer")))
+    runs = TinyRuns(
+        corpus,
+        *(
+            train_tiny(root / name, corpus, [*TINY_RUN_SETTINGS, f"model.type={name}"])
+            for name in ("gru_bahdanau", "transformer")
+        ),
+    )
     before = snapshot(root)
     yield runs
     assert_unchanged(root, before)

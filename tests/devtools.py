@@ -141,15 +141,18 @@ class Browser:
 
     def type_text(self, selector: str, text: str) -> None:
         """Focus an input, select what it holds, and type `text` over it as keyboard input."""
-        self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                      "e.focus(); e.select(); })()")
+        self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+            "e.focus(); e.select(); })()"
+        )
         self.send("Input.insertText", text=text)
 
     def press_enter(self) -> None:
         """Press and release the Enter key in the focused element."""
         for kind in ("keyDown", "keyUp"):
-            self.send("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
-                      windowsVirtualKeyCode=13)
+            self.send(
+                "Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13
+            )
 
     def choose(self, selector: str, value: str) -> None:
         """Pick an option of a <select> as a user would (its change event fires)."""

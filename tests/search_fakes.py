@@ -3,6 +3,7 @@
 Shapes: B batch, N decoder rows, S source steps, T target steps, V vocabulary, H hidden,
 L layers, h heads.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,15 @@ class ToyAttentionModel(EncoderDecoder):
     with the step number, so outputs end at varied lengths. Padding never changes a result.
     """
 
-    def __init__(self, vocab_size: int = 11, hidden: int = 8, heads: int = 0, layers: int = 1,
-                 eos_growth: float = 0.7, seed: int = 0):
+    def __init__(
+        self,
+        vocab_size: int = 11,
+        hidden: int = 8,
+        heads: int = 0,
+        layers: int = 1,
+        eos_growth: float = 0.7,
+        seed: int = 0,
+    ):
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
         self.src_emb = nn.Parameter(torch.randn(vocab_size, hidden, generator=gen))

@@ -46,6 +46,7 @@ SUBWORD_RUN_SETTINGS = [
     "decode.max_len_b=12",
 ]
 
+
 def reverse_pairs(n: int, seed: int = 0, min_len: int = 2, max_len: int = 5) -> list[tuple[str, str]]:
     """`n` distinct pairs: an English word sequence and its reversed French rendering, with a final period."""
     rng = random.Random(seed)

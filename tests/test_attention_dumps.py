@@ -1,4 +1,5 @@
 """Attention dumps: documented shapes, rows summing to 1, statistics by hand, valid PNG heatmaps."""
+
 from __future__ import annotations
 
 import json
@@ -43,12 +44,25 @@ def heatmap_panels(fig) -> int:
 
 def translate_and_collect(model):
     src_ids = [*SENTENCE, EOS]
-    (hyp,) = greedy_search(model, torch.tensor([src_ids]), torch.tensor([len(src_ids)]), bos_id=BOS,
-                           eos_id=EOS, need_attention=True)
+    (hyp,) = greedy_search(
+        model,
+        torch.tensor([src_ids]),
+        torch.tensor([len(src_ids)]),
+        bos_id=BOS,
+        eos_id=EOS,
+        need_attention=True,
+    )
     source_tokens = [f"s{i}" for i in SENTENCE] + ["<eos>"]
     output_tokens = [f"t{i}" for i in hyp.tokens] + ["<eos>"]
-    attention = collect_attention(model, src_ids, hyp.tokens, bos_id=BOS, source_tokens=source_tokens,
-                                  output_tokens=output_tokens, bos_token="<bos>")
+    attention = collect_attention(
+        model,
+        src_ids,
+        hyp.tokens,
+        bos_id=BOS,
+        source_tokens=source_tokens,
+        output_tokens=output_tokens,
+        bos_token="<bos>",
+    )
     return hyp, attention
 
 
@@ -168,7 +182,8 @@ def test_labels_must_match_the_maps():
 
 def test_training_curves(tmp_path):
     metrics = [
-        {"step": 50, "loss": 3.2, "lr": 0.005}, {"step": 100, "loss": 2.9, "lr": 0.005},
+        {"step": 50, "loss": 3.2, "lr": 0.005},
+        {"step": 100, "loss": 2.9, "lr": 0.005},
         {"step": 100, "valid_loss": 3.0, "valid_bleu": 4.5, "lr": 0.005},
         {"step": 150, "epoch_loss": 2.7, "lr": 0.0025},
     ]
@@ -178,25 +193,34 @@ def test_training_curves(tmp_path):
     assert [ax.get_ylabel() for ax in fig.axes] == ["loss (nats per token)", "valid BLEU", "learning rate"]
     assert len(fig.axes[0].get_lines()) == 3  # window, epoch and valid loss
     no_valid = [m for m in metrics if "valid_bleu" not in m]
-    assert [ax.get_ylabel() for ax in training_curves_figure(no_valid).axes] == ["loss (nats per token)",
-                                                                                   "learning rate"]
+    assert [ax.get_ylabel() for ax in training_curves_figure(no_valid).axes] == [
+        "loss (nats per token)",
+        "learning rate",
+    ]
     assert plot_training_curves([], tmp_path / "empty.png").read_bytes()[:8] == PNG_SIGNATURE
 
 
 @pytest.mark.parametrize("kind", ["gru_bahdanau", "transformer"])
 def test_real_model_dumps(tmp_path, kind):
     torch.manual_seed(0)
-    cfg = ModelConfig(type=kind, embed_size=8, num_hiddens=8, num_layers=2, num_heads=2, ffn_num_hiddens=16,
-                      dropout=0.0)
+    cfg = ModelConfig(
+        type=kind, embed_size=8, num_hiddens=8, num_layers=2, num_heads=2, ffn_num_hiddens=16, dropout=0.0
+    )
     model = build_model(cfg, 20, 20).eval()
     hyp, attention = translate_and_collect(model)
     S, T = len(SENTENCE) + 1, len(hyp.tokens) + 1
     save_attention(attention, tmp_path, "s", heatmaps=False)
     with np.load(tmp_path / "s.npz") as npz:
         maps = {name: npz[name] for name in npz.files}
-    expected = {"cross": (T, S)} if kind == "gru_bahdanau" else {
-        "encoder_self": (2, 2, S, S), "decoder_self": (2, 2, T, T), "cross": (2, 2, T, S),
-    }
+    expected = (
+        {"cross": (T, S)}
+        if kind == "gru_bahdanau"
+        else {
+            "encoder_self": (2, 2, S, S),
+            "decoder_self": (2, 2, T, T),
+            "cross": (2, 2, T, S),
+        }
+    )
     assert {name: m.shape for name, m in maps.items()} == expected
     for name, weights in maps.items():
         assert_rows_sum_to_one(name, weights)
@@ -219,13 +243,21 @@ def test_book_gru_dumps_come_from_the_padded_pass_that_translated(tmp_path):
     dumps = {"translate": tmp_path / "dumps", "eval": tmp_path / "run" / "eval" / "book" / "attention"}
     commands = {
         "translate": [
-            "translate", str(tmp_path / "run"), *sentences, "--attention-dir", str(dumps["translate"])
+            "translate",
+            str(tmp_path / "run"),
+            *sentences,
+            "--attention-dir",
+            str(dumps["translate"]),
         ],
         "eval": ["eval", str(tmp_path / "run"), "--split", "book", "--attention", str(len(BOOK_SENTENCES))],
     }
     for how, sources in (("translate", sentences), ("eval", [en for en, _ in BOOK_SENTENCES])):
-        result = subprocess.run([sys.executable, "-m", "attn_mt", *commands[how], "--device", "cpu"],
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-m", "attn_mt", *commands[how], "--device", "cpu"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
         decoded = translator.translate(sources, need_attention=True)
         for i, translation in enumerate(decoded):

@@ -65,8 +65,12 @@ def test_impossible_combinations():
     for data in ({"tokenizer": "book"}, separate):
         with pytest.raises(ConfigError, match="tie_source_embedding: .* one vocabulary for both languages"):
             config_from_dict({"data": data, "model": {"type": "transformer", "tie_source_embedding": True}})
-    config_from_dict({"data": {"mode": "split", "tokenizer": "sentencepiece", "shared_vocab": True},
-                      "model": {"type": "transformer", "tie_source_embedding": True}})
+    config_from_dict(
+        {
+            "data": {"mode": "split", "tokenizer": "sentencepiece", "shared_vocab": True},
+            "model": {"type": "transformer", "tie_source_embedding": True},
+        }
+    )
 
 
 def test_combinations_are_checked_alongside_other_problems():
@@ -86,8 +90,12 @@ def test_combinations_are_checked_alongside_other_problems():
 
 def test_non_finite_numbers_and_betas_out_of_range():
     with pytest.raises(ConfigError) as info:
-        config_from_dict({"train": {"lr": float("nan"), "adam_betas": [0.9, 1.0]},
-                          "decode": {"length_penalty": float("-inf")}})
+        config_from_dict(
+            {
+                "train": {"lr": float("nan"), "adam_betas": [0.9, 1.0]},
+                "decode": {"length_penalty": float("-inf")},
+            }
+        )
     assert sorted(info.value.problems) == [
         "decode.length_penalty: must be a finite number, got -inf",
         "train.adam_betas[1]: must be in [0, 1), got 1.0",

@@ -1,4 +1,5 @@
 """Corpus location, download (against a local HTTP server) and reading of zips and text files."""
+
 from __future__ import annotations
 
 import hashlib
@@ -70,6 +71,7 @@ def _leftovers(folder: Path) -> list[str]:
 
 # ----- download -----
 
+
 def test_download_checksum_ok(server, tmp_path):
     dest = tmp_path / "c" / "fra-eng.zip"
     assert download_corpus(f"{server}/ok", dest, SHA_OK, progress=False) == dest
@@ -119,6 +121,7 @@ def test_resolve_downloads_once_into_the_cache(server, isolated, monkeypatch):
 
 # ----- resolution order -----
 
+
 def test_resolution_order_explicit_env_cache(isolated, monkeypatch):
     explicit, env = isolated / "a.txt", isolated / "b.txt"
     explicit.write_text("x\ty\n")
@@ -156,6 +159,7 @@ def test_cache_path_default_and_xdg(monkeypatch, tmp_path):
 
 # ----- reading -----
 
+
 def _zip(path: Path, members: dict[str, bytes]) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in members.items():
@@ -168,17 +172,22 @@ def test_text_file_two_and_three_columns(tmp_path):
     two.write_text("Go.\tVa !\nHi.\tSalut !\n", encoding="utf-8")
     assert read_pairs(two) == [("Go.", "Va !"), ("Hi.", "Salut !")]
     three = tmp_path / "three.txt"
-    three.write_text("Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272\r\n"
-                     "Hi.\tSalut !\tCC-BY 2.0\r\n", encoding="utf-8-sig")
+    three.write_text(
+        "Go.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272\r\nHi.\tSalut !\tCC-BY 2.0\r\n",
+        encoding="utf-8-sig",
+    )
     assert read_pairs(three) == [("Go.", "Va !"), ("Hi.", "Salut !")]
 
 
 def test_zip_like_the_books_with_macos_junk(tmp_path):
-    path = _zip(tmp_path / "fra-eng.zip", {
-        "__MACOSX/fra-eng/._fra.txt": b"\x00\x05\x16\x07 resource fork",
-        "fra-eng/_about.txt": b"about",
-        "fra-eng/fra.txt": "Go.\tVa !\nWow!\tÇa alors\u202f!\n".encode(),
-    })
+    path = _zip(
+        tmp_path / "fra-eng.zip",
+        {
+            "__MACOSX/fra-eng/._fra.txt": b"\x00\x05\x16\x07 resource fork",
+            "fra-eng/_about.txt": b"about",
+            "fra-eng/fra.txt": "Go.\tVa !\nWow!\tÇa alors\u202f!\n".encode(),
+        },
+    )
     assert read_pairs(path) == [("Go.", "Va !"), ("Wow!", "Ça alors\u202f!")]
 
 
@@ -192,8 +201,9 @@ def test_zip_with_traversal_members_is_never_read(tmp_path):
     with pytest.raises(UserError) as err:
         read_pairs(evil)
     assert "no fra-eng/fra.txt member" in str(err.value) and "../fra.txt" in str(err.value)
-    mixed = _zip(tmp_path / "mixed.zip", {"../../fra-eng/fra.txt": b"evil\tmal\n",
-                                          "fra-eng/fra.txt": b"go\tva\n"})
+    mixed = _zip(
+        tmp_path / "mixed.zip", {"../../fra-eng/fra.txt": b"evil\tmal\n", "fra-eng/fra.txt": b"go\tva\n"}
+    )
     assert read_pairs(mixed) == [("go", "va")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evil.zip", "mixed.zip"]
 
@@ -257,7 +267,7 @@ def _patch_headers(path: Path, *, flags: int = 0, method: int | None = None) -> 
         at = data.index(signature) + flags_at
         data[at] |= flags
         if method is not None:
-            data[at + 2: at + 4] = method.to_bytes(2, "little")
+            data[at + 2 : at + 4] = method.to_bytes(2, "little")
     path.write_bytes(bytes(data))
     return path
 

@@ -14,7 +14,7 @@ import ctranslate2
 import numpy as np
 import pytest
 import torch
-from synthetic import reverse_pairs
+from synthetic import reverse_pairs, write_corpus
 from test_serving import (
     ERROR_CASES,
     SENTENCES,
@@ -28,7 +28,7 @@ from test_serving import (
     server,
     translate,
 )
-from test_training import TINY, cli
+from test_training import SYNTH, TINY, cli
 
 from attn_mt.config import load_config
 from attn_mt.data.vocab import Vocab
@@ -47,16 +47,40 @@ from attn_mt.run.ctranslate2_folder import (
 from attn_mt.run.load import load_model
 from attn_mt.run.run_dir import LoadedRun, load_run
 from attn_mt.shipping.ctranslate2_export import SEVEN_BIT_RANGE, quantize_seven_bits, write_ctranslate2
+from attn_mt.training.launch import train
 
 WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] * 170) + "."]  # blank, cut
 
 
+SHIP = [  # the shared subword run's model (tests/synthetic.py) without its short decoding limit
+    *SYNTH,
+    "data.tokenizer=sentencepiece",
+    "data.vocab_size=320",
+    "data.max_len=40",
+    "data.max_tokens=400",
+    "model.num_hiddens=32",
+    "model.ffn_num_hiddens=64",
+    "model.num_layers=2",
+    "model.tie_embeddings=true",
+    "model.tie_source_embedding=true",
+    "train.checkpoint_minutes=0",
+]
+
+
 @pytest.fixture(scope="module")
-def trained(subword_run, tmp_path_factory) -> Path:
-    """A copy of the shared tiny sentencepiece Transformer (embeddings and output layer: one matrix)."""
-    copy = tmp_path_factory.mktemp("ct2") / "tiny"
-    shutil.copytree(subword_run.parent, copy)
-    return copy / "run"
+def trained(tmp_path_factory) -> Path:
+    """A tiny sentencepiece Transformer on the reverse task; its embeddings and output layer: one matrix."""
+    folder = tmp_path_factory.mktemp("ct2")
+    corpus = write_corpus(folder / "reverse.txt", n=300)
+    cfg = load_config(
+        TINY, [*SHIP, "train.lr=0.005", "train.epochs=8", "train.keep_checkpoints=0", "train.threads=1"]
+    )
+    threads = torch.get_num_threads()
+    try:
+        train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
+    finally:
+        torch.set_num_threads(threads)
+    return folder / "run"
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +195,11 @@ def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):
     cfg = load_config(TINY, ["model.type=gru_bahdanau"])
     vocab = Vocab(["<unk>", "<pad>", "<bos>", "<eos>", "a"])
     gru = LoadedRun(cfg, vocab, vocab, build_model(cfg.model, 5, 5), tmp_path / "best.pt", 1)
-    with pytest.raises(UserError, match="exports Transformer runs only; this run is a gru_bahdanau model: "
-                                        "export it with --format pt or --format onnx"):
+    with pytest.raises(
+        UserError,
+        match="exports Transformer runs only; this run is a gru_bahdanau model: "
+        "export it with --format pt or --format onnx",
+    ):
         write_ctranslate2(gru, tmp_path / "out", "float32")
     assert not (tmp_path / "out").exists()
 
@@ -186,8 +213,10 @@ def test_folders_from_elsewhere_or_incomplete_are_clear_errors(trained, folder, 
     older = shutil.copytree(folder, tmp_path / "older", ignore=shutil.ignore_patterns("eval"))
     meta = json.loads((older / META_FILE).read_text())
     (older / META_FILE).write_text(json.dumps({**meta, "ctranslate2_version": "3.24.0"}))
-    assert (f"exported with ctranslate2 3.24.0, but ctranslate2 {ctranslate2.__version__} is installed: "
-            "install ctranslate2 3.x or export the run again") in refused(older)
+    assert (
+        f"exported with ctranslate2 3.24.0, but ctranslate2 {ctranslate2.__version__} is installed: "
+        "install ctranslate2 3.x or export the run again"
+    ) in refused(older)
     newer = shutil.copytree(folder, tmp_path / "newer", ignore=shutil.ignore_patterns("eval"))
     (newer / META_FILE).write_text(json.dumps({**meta, "format_version": 99}))
     assert "was exported by a newer attn-mt (folder format 99" in refused(newer)
@@ -240,8 +269,12 @@ def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trai
     int8 = translator_for(load_model(out), load_run(trained).config)
     float32 = translator_for(load_model(folder), load_run(trained).config)
     sentences = [s for s in WORDS[:40] if s]
-    same = sum(a.text == b.text for a, b in zip(int8.translate(sentences, beam_size=1),
-                                                float32.translate(sentences, beam_size=1), strict=True))
+    same = sum(
+        a.text == b.text
+        for a, b in zip(
+            int8.translate(sentences, beam_size=1), float32.translate(sentences, beam_size=1), strict=True
+        )
+    )
     assert same >= 0.9 * len(sentences)
 
 
@@ -252,14 +285,17 @@ def folder_server(folder) -> Iterator[str]:
         yield address
 
 
-def test_serving_the_folder_equals_translate_and_labels_its_attention(folder, folder_server, capsys,
-                                                                     monkeypatch):
+def test_serving_the_folder_equals_translate_and_labels_its_attention(
+    folder, folder_server, capsys, monkeypatch
+):
     greedy = translate(folder_server, SENTENCES, beam=1)
-    assert [r["translation"] for r in greedy["results"]] == cli_translate(folder, SENTENCES, ["--beam", "1"],
-                                                                         capsys, monkeypatch)
+    assert [r["translation"] for r in greedy["results"]] == cli_translate(
+        folder, SENTENCES, ["--beam", "1"], capsys, monkeypatch
+    )
     beam = translate(folder_server, SENTENCES, beam=3, nbest=3, length_penalty=0.5)
     assert as_nbest_lines(beam) == cli_translate(
-        folder, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch)
+        folder, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch
+    )
     status, info = call(folder_server, "/info")
     assert status == 200 and info["engine"].startswith("ctranslate2") and info["checkpoint"] == "model.bin"
     assert "cross-attention of decoder layer 2 of 2, averaged over its 2 heads" in info["attention"]
@@ -282,8 +318,13 @@ def test_serving_the_folder_answers_bad_requests_with_4xx(folder_server):
         elif "declared" in request:
             status, answer = raw_answer(raw_request(folder_server, b"", request["declared"]))
         else:
-            status, answer = call(folder_server, "/translate", request.get("body"), raw=request.get("raw"),
-                                  content_type=request.get("content_type", "application/json"))
+            status, answer = call(
+                folder_server,
+                "/translate",
+                request.get("body"),
+                raw=request.get("raw"),
+                content_type=request.get("content_type", "application/json"),
+            )
         assert status == documented[case][0] and 400 <= status < 500, (case, answer)
         assert documented[case][1] in answer["error"], (case, answer)
 

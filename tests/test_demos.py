@@ -1,4 +1,5 @@
 """Chapter demos: the regression data, the pooling estimators, the scoring and encoding examples, files."""
+
 from __future__ import annotations
 
 import json
@@ -223,8 +224,11 @@ def test_demo_names_are_the_cli_names() -> None:
 
 @pytest.mark.parametrize(
     ("name", "json_name", "figure_count"),
-    [("nadaraya-watson", "nadaraya_watson.json", 3), ("scoring", "scoring.json", 3),
-     ("positional-encoding", "positional_encoding.json", 3)],
+    [
+        ("nadaraya-watson", "nadaraya_watson.json", 3),
+        ("scoring", "scoring.json", 3),
+        ("positional-encoding", "positional_encoding.json", 3),
+    ],
 )
 def test_demo_writes_valid_pngs_and_its_json(demo_runs, name: str, json_name: str, figure_count: int) -> None:
     out_dir, results = demo_runs[name]

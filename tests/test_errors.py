@@ -69,10 +69,23 @@ def workspace(tmp_path_factory) -> Path:
     train(cfg, ws / "RUN", data_path=str(corpus), quiet=True, device="cpu")
     train(cfg, ws / "NOCKPT", data_path=str(corpus), quiet=True, device="cpu")
     run_eval(ws / "RUN", "book", None, 0, None, "best", None, "cpu")
-    subwords = ["data.mode=split", "data.tokenizer=sentencepiece", "data.vocab_size=300", "data.valid_size=5",
-                "data.test_size=5", "data.max_tokens=400", "train.epochs=1", "train.best_metric=valid_loss"]
-    train(load_config(ROOT / "configs" / "tiny.yaml", subwords), ws / "SPRUN", data_path=str(corpus),
-          quiet=True, device="cpu")
+    subwords = [
+        "data.mode=split",
+        "data.tokenizer=sentencepiece",
+        "data.vocab_size=300",
+        "data.valid_size=5",
+        "data.test_size=5",
+        "data.max_tokens=400",
+        "train.epochs=1",
+        "train.best_metric=valid_loss",
+    ]
+    train(
+        load_config(ROOT / "configs" / "tiny.yaml", subwords),
+        ws / "SPRUN",
+        data_path=str(corpus),
+        quiet=True,
+        device="cpu",
+    )
     for checkpoint in (ws / "NOCKPT" / "checkpoints").iterdir():
         checkpoint.unlink()
     state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
@@ -145,17 +158,49 @@ CASES: dict[str, list[str]] = {
     "line-counts-differ": ["data-report", "--set", "data.path=[three.en, two.fr]"],
     "direction-mismatch": ["train", "--set", "data.direction=de-en", "--run-dir", "new"],
     "subwords-in-book-mode": ["train", "--set", "data.tokenizer=sentencepiece", "--run-dir", "new"],
-    "vocab-too-large": ["train", "--data", "reverse.txt", "--run-dir", "new",
-                        "--set", "data.mode=split",
-                        "--set", "data.tokenizer=sentencepiece", "--set", "data.vocab_size=50000",
-                        "--set", "data.valid_size=5", "--set", "data.test_size=5"],
-    "empty-train-split": ["train", "--data", "reverse.txt", "--run-dir", "new", "--set", "data.mode=split",
-                          "--set", "data.max_len=1", "--set", "data.valid_size=5",
-                          "--set", "data.test_size=5"],
+    "vocab-too-large": [
+        "train",
+        "--data",
+        "reverse.txt",
+        "--run-dir",
+        "new",
+        "--set",
+        "data.mode=split",
+        "--set",
+        "data.tokenizer=sentencepiece",
+        "--set",
+        "data.vocab_size=50000",
+        "--set",
+        "data.valid_size=5",
+        "--set",
+        "data.test_size=5",
+    ],
+    "empty-train-split": [
+        "train",
+        "--data",
+        "reverse.txt",
+        "--run-dir",
+        "new",
+        "--set",
+        "data.mode=split",
+        "--set",
+        "data.max_len=1",
+        "--set",
+        "data.valid_size=5",
+        "--set",
+        "data.test_size=5",
+    ],
     "compare-mixed-scoring": ["eval", "SPRUN", "--split", "book", "--compare", "RUN"],
     "existing-run-dir": ["train", "--run-dir", "RUN", "--data", "reverse.txt"],
     "overwrite-foreign-dir": [
-        "train", "--overwrite", "--run-dir", "notes", "--data", "reverse.txt", "--set", "train.epochs=1",
+        "train",
+        "--overwrite",
+        "--run-dir",
+        "notes",
+        "--data",
+        "reverse.txt",
+        "--set",
+        "train.epochs=1",
     ],
     "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
     "resume-fixed-key": ["train", "--resume", "--run-dir", "RUN", "--set", "train.lr=0.1"],

@@ -1,4 +1,5 @@
 """scripts/gpu_check.py on the CPU with the smallest budgets: every check runs and one table comes out."""
+
 from __future__ import annotations
 
 import os
@@ -9,28 +10,63 @@ from pathlib import Path
 from synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = ["--set", "data.valid_size=5", "--set", "data.test_size=5", "--set", "data.vocab_size=300",
-         "--set", "data.max_tokens=256", "--set", "model.num_hiddens=16", "--set", "model.ffn_num_hiddens=32",
-         "--set", "decode.beam_size=2"]
+SMALL = [
+    "--set",
+    "data.valid_size=5",
+    "--set",
+    "data.test_size=5",
+    "--set",
+    "data.vocab_size=300",
+    "--set",
+    "data.max_tokens=256",
+    "--set",
+    "model.num_hiddens=16",
+    "--set",
+    "model.ffn_num_hiddens=32",
+    "--set",
+    "decode.beam_size=2",
+]
 
 
 def _gpu_check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """Run the check as a user would, with this checkout first on the path and a private cache."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", *args],
-                          capture_output=True, text=True, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
 
 
 def test_cpu_check_runs_every_step_and_prints_one_table(tmp_path):
     corpus = write_corpus(tmp_path / "reverse.txt", n=200)
-    done = _gpu_check(tmp_path, "--data", str(corpus), "--epochs", "1", "--steps", "2", "--ranks", "0",
-                      "--out", str(tmp_path / "runs"), *SMALL)
+    done = _gpu_check(
+        tmp_path,
+        "--data",
+        str(corpus),
+        "--epochs",
+        "1",
+        "--steps",
+        "2",
+        "--ranks",
+        "0",
+        "--out",
+        str(tmp_path / "runs"),
+        *SMALL,
+    )
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[0].split("|")[1].strip() == "check" and len(rows) == 1 + 5
     named = {row.split("|")[1].strip().split(":")[0]: row.split("|")[2:-1] for row in rows[1:]}
-    assert set(named) == {"d2l_bahdanau", "d2l_transformer", "transformer (amp auto)", "translate",
-                          "eval --split test"}
+    assert set(named) == {
+        "d2l_bahdanau",
+        "d2l_transformer",
+        "transformer (amp auto)",
+        "translate",
+        "eval --split test",
+    }
     steps, _, loss, _, peak, amp, _ = (cell.strip() for cell in named["transformer (amp auto)"])
     assert steps == "2" and float(loss) > 0 and peak == "-" and amp == "none"
     assert 0.0 <= float(named["eval --split test"][3]) <= 100.0

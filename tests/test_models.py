@@ -397,8 +397,15 @@ def test_transformer_uses_fused_attention_unless_weights_are_asked_for(monkeypat
 
 def test_tied_embeddings_share_one_matrix_through_init_training_and_a_reload():
     torch.manual_seed(0)
-    cfg = ModelConfig(type="transformer", num_hiddens=16, num_layers=1, num_heads=2, ffn_num_hiddens=8,
-                      dropout=0.0, tie_embeddings=True)
+    cfg = ModelConfig(
+        type="transformer",
+        num_hiddens=16,
+        num_layers=1,
+        num_heads=2,
+        ffn_num_hiddens=8,
+        dropout=0.0,
+        tie_embeddings=True,
+    )
     tied = build_model(cfg, SRC_V, 40)
     untied = build_model(ModelConfig(**{**vars(cfg), "tie_embeddings": False}), SRC_V, 40)
     xavier_init_(tied)
@@ -434,8 +441,16 @@ def test_scaled_embed_init_starts_both_embeddings_at_the_positional_encodings_sc
 
 def test_a_tied_source_embedding_is_the_decoder_matrix_through_training_and_a_reload():
     torch.manual_seed(0)
-    cfg = ModelConfig(type="transformer", num_hiddens=16, num_layers=1, num_heads=2, ffn_num_hiddens=8,
-                      dropout=0.0, tie_embeddings=True, tie_source_embedding=True)
+    cfg = ModelConfig(
+        type="transformer",
+        num_hiddens=16,
+        num_layers=1,
+        num_heads=2,
+        ffn_num_hiddens=8,
+        dropout=0.0,
+        tie_embeddings=True,
+        tie_source_embedding=True,
+    )
     shared = build_model(cfg, 40, 40)
     output_only = build_model(ModelConfig(**{**vars(cfg), "tie_source_embedding": False}), 40, 40)
     assert shared.encoder.embedding.weight is shared.decoder.embedding.weight is shared.decoder.dense.weight

@@ -1,4 +1,5 @@
 """The prepared-corpus store: same data and losses cold and mapped, any workers, damaged folders, prepare."""
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,8 @@ def _snapshot(data) -> dict:
     """Everything about the data that training or evaluation reads."""
     train_set = data.train
     return {
-        "valid": [(ex.src, ex.refs) for ex in data.valid], "test": [(ex.src, ex.refs) for ex in data.test],
+        "valid": [(ex.src, ex.refs) for ex in data.valid],
+        "test": [(ex.src, ex.refs) for ex in data.test],
         "vocab": (data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token),
         "ids": [(train_set.src[i], train_set.tgt[i]) for i in range(train_set.num_examples)],
         "plans": [[b.tolist() for b in train_set.plan(epoch, 0)] for epoch in range(3)],
@@ -193,8 +195,9 @@ def test_ranks_on_one_machine_prepare_once_and_share_the_folder(tmp_path):
     context = multiprocessing.get_context("fork")
     results = context.Queue()
     cache = str(tmp_path / "cache")
-    ranks = [context.Process(target=_prepare_in_process, args=(corpus, rank, cache, results))
-             for rank in range(3)]
+    ranks = [
+        context.Process(target=_prepare_in_process, args=(corpus, rank, cache, results)) for rank in range(3)
+    ]
     for process in ranks:
         process.start()
     for process in ranks:
@@ -226,8 +229,10 @@ def test_subword_sample_is_seeded_in_order_and_validated(tmp_path, cache, monkey
     assert load_config(TINY, [*SUBWORDS, "data.subword_sample=0"]).data.subword_sample == 0
     with pytest.raises(UserError, match="data.subword_sample: must be >= 0"):
         load_config(TINY, ["data.subword_sample=-1"])
-    with pytest.raises(UserError, match="data.subword_sample: 100 sentences are too few to learn "
-                                        "data.vocab_size = 330 pieces"):
+    with pytest.raises(
+        UserError,
+        match="data.subword_sample: 100 sentences are too few to learn data.vocab_size = 330 pieces",
+    ):
         load_config(TINY, [*SUBWORDS, "data.subword_sample=100"])
     with pytest.raises(UserError, match="data.subword_sample: expected an integer"):
         load_config(TINY, ["data.subword_sample=lots"])
@@ -248,12 +253,14 @@ def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 def test_prepare_command_prepares_once_then_training_maps_it(tmp_path, cache, monkeypatch, capsys):
     corpus = str(write_corpus(tmp_path / "reverse.txt", n=300))
     settings = [arg for s in SUBWORDS for arg in ("--set", s)]
-    code, out, _ = _cli(monkeypatch, capsys, "prepare", str(TINY), "--data", corpus, "--workers", "2", "-q",
-                        *settings)
+    code, out, _ = _cli(
+        monkeypatch, capsys, "prepare", str(TINY), "--data", corpus, "--workers", "2", "-q", *settings
+    )
     assert code == 0 and out.startswith("prepared ") and "(2 worker process(es))" in out
     folder = _folder(cache)
     assert str(folder) in out and {"src_ids.npy", "tgt_offsets.npy", "src.model", HEADER} <= {
-        p.name for p in folder.iterdir()}
+        p.name for p in folder.iterdir()
+    }
     code, out, _ = _cli(monkeypatch, capsys, "prepare", str(TINY), "--data", corpus, *settings)
     assert code == 0 and out.startswith("already prepared: ")
 

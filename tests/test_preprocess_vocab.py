@@ -1,4 +1,5 @@
 """Preprocessing, tokenisation, vocabulary and the book's truncate/pad, against its printed examples."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,14 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 
 # d2l.ai 10.5.1 prints these six lines after preprocess_nmt.
-BOOK_PREPROCESSED = ["go .\tva !", "hi .\tsalut !", "run !\tcours !", "run !\tcourez !", "who ?\tqui ?",
-                     "wow !\tça alors !"]
+BOOK_PREPROCESSED = [
+    "go .\tva !",
+    "hi .\tsalut !",
+    "run !\tcours !",
+    "run !\tcourez !",
+    "who ?\tqui ?",
+    "wow !\tça alors !",
+]
 
 
 def test_preprocess_matches_the_books_printed_lines(tiny_corpus):
@@ -30,18 +37,21 @@ def test_tokenize_matches_the_books_printed_tokens(tiny_corpus):
     assert sources == [["go", "."], ["hi", "."], ["run", "!"], ["run", "!"], ["who", "?"], ["wow", "!"]]
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("Hello,world!Yes?No.", "hello ,world !yes ?no ."),  # a space before each mark not already after one
-    ("Wait...", "wait . . ."),  # each mark looks at the original character before it
-    ("What?!", "what ? !"),
-    ("Already spaced .", "already spaced ."),
-    ("?Leading", "?leading"),  # position 0 never gets a space, as the book's i > 0
-    ("A\xa0B\u202fC", "a b c"),
-    ("Tom\xa0!", "tom !"),  # U+00A0 becomes the space before the mark
-    ("Fille\xa0 ?", "fille  ?"),  # as in 17 corpus lines: two spaces, which tokenize collapses
-    ("J’ai ‘vu’", "j’ai ‘vu’"),  # typographic apostrophes stay unless asked
-    ("ÉCOLE", "école"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Hello,world!Yes?No.", "hello ,world !yes ?no ."),  # a space before each mark not already after one
+        ("Wait...", "wait . . ."),  # each mark looks at the original character before it
+        ("What?!", "what ? !"),
+        ("Already spaced .", "already spaced ."),
+        ("?Leading", "?leading"),  # position 0 never gets a space, as the book's i > 0
+        ("A\xa0B\u202fC", "a b c"),
+        ("Tom\xa0!", "tom !"),  # U+00A0 becomes the space before the mark
+        ("Fille\xa0 ?", "fille  ?"),  # as in 17 corpus lines: two spaces, which tokenize collapses
+        ("J’ai ‘vu’", "j’ai ‘vu’"),  # typographic apostrophes stay unless asked
+        ("ÉCOLE", "école"),
+    ],
+)
 def test_preprocess_rules(raw, expected):
     assert preprocess(raw) == expected
 
@@ -64,6 +74,7 @@ def test_tokenize_edge_cases_for_user_input():
 
 
 # ----- vocabulary -----
+
 
 def test_vocab_order_specials_and_ties():
     lines = [["b", "a", "c"], ["a", "d", "b"], ["a", "e"], ["d", "x"]]
@@ -107,6 +118,7 @@ def test_vocab_save_load_roundtrip_and_errors(tmp_path):
 
 # ----- the book's fixed-width arrays -----
 
+
 def test_truncate_pad():
     assert truncate_pad([5, 6], 4, 1) == [5, 6, 1, 1]
     assert truncate_pad([5, 6, 7, 8, 9], 4, 1) == [5, 6, 7, 8]
@@ -121,6 +133,7 @@ def test_build_array_appends_eos_and_counts_valid_lengths():
 
 
 # ----- user input at translate time -----
+
 
 def test_encode_sources_reports_oov_and_truncation():
     vocab = Vocab.build([["go", ".", "i", "lost", "."]], min_freq=1)  # ., go, i, lost -> 4, 5, 6, 7
@@ -139,10 +152,40 @@ def test_encode_sources_reports_oov_and_truncation():
 
 # ----- the real corpus, book mode -----
 
-BOOK_SRC_HEAD = ["<unk>", "<pad>", "<bos>", "<eos>", ".", "!", "i", "i'm", "it", "go", "tom", "?", "me",
-                 "get", "be"]
-BOOK_TGT_HEAD = ["<unk>", "<pad>", "<bos>", "<eos>", ".", "!", "je", "suis", "tom", "?", "j'ai", "nous", "ça",
-                 "c'est", "est"]
+BOOK_SRC_HEAD = [
+    "<unk>",
+    "<pad>",
+    "<bos>",
+    "<eos>",
+    ".",
+    "!",
+    "i",
+    "i'm",
+    "it",
+    "go",
+    "tom",
+    "?",
+    "me",
+    "get",
+    "be",
+]
+BOOK_TGT_HEAD = [
+    "<unk>",
+    "<pad>",
+    "<bos>",
+    "<eos>",
+    ".",
+    "!",
+    "je",
+    "suis",
+    "tom",
+    "?",
+    "j'ai",
+    "nous",
+    "ça",
+    "c'est",
+    "est",
+]
 
 
 @pytest.mark.corpus
@@ -153,8 +196,17 @@ def test_real_corpus_first_lines_preprocess_like_the_book(corpus_path):
 
 @pytest.mark.corpus
 def test_real_corpus_book_mode_reproduces_the_books_vocabularies(corpus_path):
-    cfg = SimpleNamespace(mode="book", path=None, num_examples=600, num_steps=10, batch_size=64, min_freq=2,
-                          normalize_apostrophes=False, languages="en-fr", direction="en-fr")
+    cfg = SimpleNamespace(
+        mode="book",
+        path=None,
+        num_examples=600,
+        num_steps=10,
+        batch_size=64,
+        min_freq=2,
+        normalize_apostrophes=False,
+        languages="en-fr",
+        direction="en-fr",
+    )
     data = load_data(cfg, str(corpus_path))
     # Numbers from running the book's load_data_nmt(64, 10, 600) on the same file.
     assert data.train.num_examples == 601

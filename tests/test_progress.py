@@ -1,4 +1,5 @@
 """Progress on stderr: a bar on a terminal, plain lines in a file, an end estimate knowing the time limit."""
+
 from __future__ import annotations
 
 import io
@@ -56,6 +57,7 @@ def quiet_logger():
 
 # ----- the general helper: translate, eval, download -----
 
+
 def test_line_progress_writes_a_line_per_interval_and_one_at_the_end():
     clock, stream = FakeClock(), io.StringIO()
     bar = LineProgress(100, "translating", " sentences", stream, interval_s=30, clock=clock)
@@ -90,8 +92,11 @@ def test_line_progress_says_nothing_about_quick_work_shorter_than_its_delay():
 
 def test_progress_bar_is_a_tqdm_bar_on_a_terminal_lines_in_a_file_and_silent_when_off():
     shown = {}
-    for name, stream, enabled in [("terminal", FakeTerminal(), True), ("file", io.StringIO(), True),
-                                  ("off", FakeTerminal(), False)]:
+    for name, stream, enabled in [
+        ("terminal", FakeTerminal(), True),
+        ("file", io.StringIO(), True),
+        ("off", FakeTerminal(), False),
+    ]:
         with progress_bar(5, "work", "item", stream=stream, enabled=enabled) as bar:
             for _ in range(5):
                 bar.update(1)
@@ -103,6 +108,7 @@ def test_progress_bar_is_a_tqdm_bar_on_a_terminal_lines_in_a_file_and_silent_whe
 
 
 # ----- the end estimate -----
+
 
 def simulate(rule: StopRule, seconds_of_step, start_step: int = 0, start_elapsed: float = 0.0):
     """Run steps as the trainer does until the rule stops them: [(step, elapsed, Position)] and the end.
@@ -177,8 +183,9 @@ def test_the_epoch_bound_counts_when_there_is_no_other():
 def test_a_resumed_run_estimates_from_its_own_speed():
     """The first session ran at 1 s a step; this machine does 0.25 s: the time left follows the new speed."""
     rule = StopRule(max_steps=4000, epochs=100, steps_per_epoch=1000)
-    seen, end = simulate(rule, noisy_steps(0.25, valid_every=200, valid_s=2.0), start_step=1000,
-                         start_elapsed=1000.0)
+    seen, end = simulate(
+        rule, noisy_steps(0.25, valid_every=200, valid_s=2.0), start_step=1000, start_elapsed=1000.0
+    )
     assert assert_estimates_within(seen, end, start_elapsed=1000.0) > 2000
     assert EndEstimate(rule, 1000, 1000.0).position(1000, 1000.0).left_s is None  # no step timed yet
 
@@ -190,6 +197,7 @@ def test_before_any_step_is_timed_a_time_limit_gives_the_time_left():
 
 # ----- the training display -----
 
+
 def run_display(display: TrainingDisplay, steps: int, log_every: int, seconds_per_step: float) -> list[str]:
     """Drive a display as the trainer does; returns the window lines it made."""
     lines = []
@@ -197,8 +205,16 @@ def run_display(display: TrainingDisplay, steps: int, log_every: int, seconds_pe
         elapsed = step * seconds_per_step
         display.step(step, elapsed)
         if step % log_every == 0:
-            lines.append(display.window(step=step, epoch=step // 10, loss=4.5 - step / 100,
-                                        tokens_per_s=1234.5, lr=0.0015, elapsed_s=elapsed))
+            lines.append(
+                display.window(
+                    step=step,
+                    epoch=step // 10,
+                    loss=4.5 - step / 100,
+                    tokens_per_s=1234.5,
+                    lr=0.0015,
+                    elapsed_s=elapsed,
+                )
+            )
     display.close()
     return lines
 
@@ -214,8 +230,9 @@ def test_redirected_training_shows_one_plain_line_per_log_window_also_written_to
     assert "\r" not in text
     assert text.splitlines() == lines and len(lines) == 4
     assert all(WINDOW_LINE.match(line) for line in lines), lines
-    assert lines[1] == ("step 10: epoch 1, loss 4.4000, 1,234 target tokens/s, lr 0.0015, "
-                        "elapsed 00:30, left 00:30 (steps)")
+    assert lines[1] == (
+        "step 10: epoch 1, loss 4.4000, 1,234 target tokens/s, lr 0.0015, elapsed 00:30, left 00:30 (steps)"
+    )
     logged = (tmp_path / "train.log").read_text(encoding="utf-8").splitlines()
     assert [line.split(" INFO ", 1)[1] for line in logged] == lines  # with train.log's time stamp
     assert capsys.readouterr().err == ""  # the logger's console handler leaves them to the display
@@ -224,8 +241,10 @@ def test_redirected_training_shows_one_plain_line_per_log_window_also_written_to
 def test_terminal_training_shows_a_bar_in_the_unit_that_ends_the_run(tmp_path, quiet_logger):
     setup_logging(tmp_path / "train.log")
     shown = {}
-    for name, rule in [("steps", StopRule(max_steps=20, epochs=5, steps_per_epoch=10)),
-                       ("minutes", StopRule(epochs=50, steps_per_epoch=1000, time_limit_minutes=2))]:
+    for name, rule in [
+        ("steps", StopRule(max_steps=20, epochs=5, steps_per_epoch=10)),
+        ("minutes", StopRule(epochs=50, steps_per_epoch=1000, time_limit_minutes=2)),
+    ]:
         stream = FakeTerminal()
         lines = run_display(TrainingDisplay(rule, stream=stream), steps=20, log_every=5, seconds_per_step=3.0)
         shown[name] = stream.getvalue()
@@ -247,8 +266,10 @@ def test_a_quiet_display_writes_nothing_to_the_stream_but_keeps_train_log(tmp_pa
 def test_window_line_says_which_bound_ends_the_run():
     position = EndEstimate(StopRule(epochs=1, steps_per_epoch=100, time_limit_minutes=1)).position(10, 6.0)
     line = window_line(10, 0, 2.0, 99.4, 5e-05, 6.0, position)
-    assert line == "step 10: epoch 0, loss 2.0000, 99 target tokens/s, lr 5e-05, elapsed 00:06, left 00:54 " \
-                   "(time limit)"
+    assert (
+        line == "step 10: epoch 0, loss 2.0000, 99 target tokens/s, lr 5e-05, elapsed 00:06, left 00:54 "
+        "(time limit)"
+    )
 
 
 def test_train_with_stderr_in_a_pipe_writes_plain_lines_without_carriage_returns(tmp_path):
@@ -256,9 +277,25 @@ def test_train_with_stderr_in_a_pipe_writes_plain_lines_without_carriage_returns
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("\n".join(TINY_CORPUS_LINES) + "\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "attn_mt", "train", str(ROOT / "configs" / "tiny.yaml"), "--data", str(corpus),
-         "--run-dir", str(tmp_path / "run"), "--set", "train.epochs=4", "--set", "train.log_every=2"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "attn_mt",
+            "train",
+            str(ROOT / "configs" / "tiny.yaml"),
+            "--data",
+            str(corpus),
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--set",
+            "train.epochs=4",
+            "--set",
+            "train.log_every=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr

@@ -27,8 +27,14 @@ DUMPS = 3  # attention dumps written by the evaluation of each run
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 RUN_PARTS = ("overview", "config", "data", "curves", "scores", "samples")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -160,8 +166,11 @@ def test_one_run_report_shows_config_training_scores_and_gallery(runs):
     dumped = [h for h in parser.h5 if "attention dump" in h]
     assert sorted(int(h.split()[1]) for h in dumped) == list(range(DUMPS))
     summary = json.loads((run_dir / "eval" / "test" / "attention" / "0000.json").read_text())
-    card = next(text for key, text in parser.text.items() if key.endswith("-attention")
-                and f"{summary['entropy']:.3f}" in text)
+    card = next(
+        text
+        for key, text in parser.text.items()
+        if key.endswith("-attention") and f"{summary['entropy']:.3f}" in text
+    )
     assert f"{summary['eos_share']:.3f}" in card
     assert "Nothing is missing." in parser.text["missing"]
 
@@ -211,7 +220,7 @@ def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
     hyp_file.write_text("\n".join(['<script>alert("x")</script> & ça', *lines[1:]]) + "\n", encoding="utf-8")
 
     parser, page = parse_page(run_report([no_dumps, unevaluated, log_only], tmp_path / "partial.html"))
-    assert '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ça' in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ça" in page
     missing = parser.text["missing"]
     assert "metrics.jsonl lines" in missing and "no attention dumps for split test" in missing
     assert "--attention N" in missing
@@ -234,9 +243,11 @@ def test_cli_refuses_a_folder_holding_no_run_file(runs, tmp_path, run_cli):
     (notes / "thesis.tex").write_text("not a run\n", encoding="utf-8")
     result = run_cli("report", str(runs["transformer"]), str(notes), "--out", str(tmp_path / "page.html"))
     assert result.returncode == 2
-    assert result.stderr == (f"attn-mt: error: {notes} is not a run directory: none of a run's files "
-                             "(config.yaml, metrics.jsonl, checkpoints/, eval/, ...) is in it; it holds "
-                             "drafts/, thesis.tex\n")
+    assert result.stderr == (
+        f"attn-mt: error: {notes} is not a run directory: none of a run's files "
+        "(config.yaml, metrics.jsonl, checkpoints/, eval/, ...) is in it; it holds "
+        "drafts/, thesis.tex\n"
+    )
     assert not (tmp_path / "page.html").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -263,8 +274,10 @@ def chromium_binary() -> str:
     """Debian's chromium from PATH; the test fails (never skips) without it, naming the install step."""
     found = shutil.which("chromium")
     if not found:
-        pytest.fail(f"the browser test needs headless Chromium, and no `chromium` is on PATH: "
-                    f"install it with {BROWSER_STEP}")
+        pytest.fail(
+            f"the browser test needs headless Chromium, and no `chromium` is on PATH: "
+            f"install it with {BROWSER_STEP}"
+        )
     return found
 
 
@@ -282,8 +295,17 @@ def test_missing_chromium_names_the_install_step_and_installs_nothing(monkeypatc
 def open_in_chromium(page: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
     """Load a page in headless Chromium, print its DOM on stdout and log its console messages on stderr."""
     profile = work / "chromium-profile"
-    command = [chromium_binary(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1200,2000",
-               "--enable-logging=stderr", "--v=0", "--dump-dom", *extra, page.resolve().as_uri()]
+    command = [
+        chromium_binary(),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        "--window-size=1200,2000",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--dump-dom",
+        *extra,
+        page.resolve().as_uri(),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=work)
 
 

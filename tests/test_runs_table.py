@@ -1,4 +1,5 @@
 """`attn-mt runs`: the table of two small trained runs (one evaluated), with a folder that is not a run."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,9 @@ def expected_row(run_dir: Path) -> dict:
     scores_path = run_dir / "eval" / "test" / "scores.json"
     if scores_path.exists():
         scores = json.loads(scores_path.read_text(encoding="utf-8"))
-        row.update(test_bleu=scores["bleu"], test_chrf=scores["chrf"],
-                   test_signature=scores["bleu_signature"])
+        row.update(
+            test_bleu=scores["bleu"], test_chrf=scores["chrf"], test_signature=scores["bleu_signature"]
+        )
     return row
 
 
@@ -66,8 +68,12 @@ def test_runs_prints_one_row_per_run_and_notes_the_folder_that_is_not_one(runs_r
         if want["test_bleu"] is None:
             assert cells[9:] == ["-", "-", f"{want['tokens_per_s']:,.0f}", "-"]
         else:
-            assert cells[9:] == [f"{want['test_bleu']:.2f}", f"{want['test_chrf']:.2f}",
-                                 f"{want['tokens_per_s']:,.0f}", want["test_signature"]]
+            assert cells[9:] == [
+                f"{want['test_bleu']:.2f}",
+                f"{want['test_chrf']:.2f}",
+                f"{want['tokens_per_s']:,.0f}",
+                want["test_signature"],
+            ]
     assert all(len(line) > 0 for line in out.splitlines())
 
 
@@ -103,8 +109,7 @@ def test_runs_takes_run_directories_too_and_marks_a_run_without_summary_unfinish
     shutil.copytree(runs_root / "gru_bahdanau", killed)
     (killed / "run_summary.json").unlink()  # a first session killed before it wrote its summary
     missing = tmp_path / "nowhere"
-    code, out, err = run_cli("runs", str(runs_root / "transformer"), str(killed),
-                             str(missing), "--json")
+    code, out, err = run_cli("runs", str(runs_root / "transformer"), str(killed), str(missing), "--json")
     assert code == 0
     rows = json.loads(out)
     assert [r["name"] for r in rows] == ["transformer", "killed"]

@@ -59,11 +59,20 @@ def test_linear_schedule_follows_the_time_limit_when_it_is_further_along():
 
 def test_training_with_the_linear_schedule_ends_at_zero_and_is_validated_there(tmp_path):
     corpus = write_corpus(tmp_path / "reverse.txt", n=300)
-    cfg = load_config(TINY, [
-        "data.valid_size=10", "data.test_size=10", "data.max_tokens=200", "train.valid_max_sentences=10",
-        "train.schedule=linear", "train.warmup_steps=3", "train.log_every=1", "train.max_steps=12",
-        "train.valid_every=5",
-    ])
+    cfg = load_config(
+        TINY,
+        [
+            "data.valid_size=10",
+            "data.test_size=10",
+            "data.max_tokens=200",
+            "train.valid_max_sentences=10",
+            "train.schedule=linear",
+            "train.warmup_steps=3",
+            "train.log_every=1",
+            "train.max_steps=12",
+            "train.valid_every=5",
+        ],
+    )
     train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
     rates = [r["lr"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
     peak = cfg.train.lr

@@ -1,4 +1,5 @@
 """Scores: the book's BLEU by hand, sacreBLEU numbers checked against sacreBLEU's own command line."""
+
 from __future__ import annotations
 
 import json
@@ -39,29 +40,54 @@ TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 
 SOURCES = [f"sentence {i} ." for i in range(12)]
 REFS_2 = [
-    ["le chat est noir .", "le chat noir est là ."], ["il fait beau .", "il fait bon ."],
-    ["je suis chez moi .", "je suis à la maison ."], ["va !", "pars !"],
-    ["j'ai perdu .", "j'ai perdu la partie ."], ["il est calme .", "il est tranquille ."],
-    ["nous sommes prêts .", "on est prêts ."], ["elle lit un livre .", "elle est en train de lire ."],
-    ["c'est très bien .", "c'est parfait ."], ["où est la gare ?", "où se trouve la gare ?"],
-    ["je ne sais pas .", "aucune idée ."], ["merci beaucoup .", "merci bien ."],
+    ["le chat est noir .", "le chat noir est là ."],
+    ["il fait beau .", "il fait bon ."],
+    ["je suis chez moi .", "je suis à la maison ."],
+    ["va !", "pars !"],
+    ["j'ai perdu .", "j'ai perdu la partie ."],
+    ["il est calme .", "il est tranquille ."],
+    ["nous sommes prêts .", "on est prêts ."],
+    ["elle lit un livre .", "elle est en train de lire ."],
+    ["c'est très bien .", "c'est parfait ."],
+    ["où est la gare ?", "où se trouve la gare ?"],
+    ["je ne sais pas .", "aucune idée ."],
+    ["merci beaucoup .", "merci bien ."],
 ]
 HYPS_A = [
-    "le chat noir .", "il fait très beau .", "je suis chez moi .", "va !", "j'ai perdu le jeu .",
-    "il est calme .", "nous sommes prêt .", "elle lit le livre .", "c'est bien .", "où est gare ?",
-    "je sais pas .", "",
+    "le chat noir .",
+    "il fait très beau .",
+    "je suis chez moi .",
+    "va !",
+    "j'ai perdu le jeu .",
+    "il est calme .",
+    "nous sommes prêt .",
+    "elle lit le livre .",
+    "c'est bien .",
+    "où est gare ?",
+    "je sais pas .",
+    "",
 ]
 HYPS_B = [
-    "le chien est noir .", "il fait beau .", "je suis à la maison .", "allez !", "j'ai perdu .",
-    "il est tranquille .", "on est prêts .", "elle lit .", "c'est parfait .", "où est la gare ?",
-    "je ne sais pas .", "merci .",
+    "le chien est noir .",
+    "il fait beau .",
+    "je suis à la maison .",
+    "allez !",
+    "j'ai perdu .",
+    "il est tranquille .",
+    "on est prêts .",
+    "elle lit .",
+    "c'est parfait .",
+    "où est la gare ?",
+    "je ne sais pas .",
+    "merci .",
 ]
 
 
 def run_sacrebleu(args: list[str], cwd) -> str:
     """sacreBLEU's command line, run as a separate process."""
-    done = subprocess.run([sys.executable, "-m", "sacrebleu", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "sacrebleu", *args], cwd=cwd, capture_output=True, text=True, check=True
+    )
     return done.stdout
 
 
@@ -77,6 +103,7 @@ def stream_files(tmp_path, eval_dir, width: int) -> list[str]:
 
 
 # ----- the book's BLEU -----
+
 
 def test_book_bleu_by_hand():
     assert book_bleu("il est calme .", "il est calme .") == 1.0
@@ -104,9 +131,13 @@ def test_book_rows_for_the_book_sentences():
 
 # ----- sacreBLEU scores -----
 
+
 def test_reference_streams_pad_with_none():
-    assert reference_streams([["a", "b"], ["c"], ["d", "e", "f"]]) == [["a", "c", "d"], ["b", None, "e"],
-                                                                       [None, None, "f"]]
+    assert reference_streams([["a", "b"], ["c"], ["d", "e", "f"]]) == [
+        ["a", "c", "d"],
+        ["b", None, "e"],
+        [None, None, "f"],
+    ]
     with pytest.raises(ValueError, match="sentence 1"):
         reference_streams([["a"], []])
     with pytest.raises(UserError):
@@ -120,8 +151,24 @@ def test_scores_equal_sacrebleu_command_line_on_written_files(tmp_path, width):
     write_eval_files(eval_dir, SOURCES, HYPS_A, refs)
     scores = corpus_scores(HYPS_A, refs)
     write_scores(eval_dir, scores)
-    cli = json.loads(run_sacrebleu([*stream_files(tmp_path, eval_dir, width), "-i", str(eval_dir / HYP_FILE),
-                                    "-m", "bleu", "chrf", "ter", "-w", "6", "-f", "json"], tmp_path))
+    cli = json.loads(
+        run_sacrebleu(
+            [
+                *stream_files(tmp_path, eval_dir, width),
+                "-i",
+                str(eval_dir / HYP_FILE),
+                "-m",
+                "bleu",
+                "chrf",
+                "ter",
+                "-w",
+                "6",
+                "-f",
+                "json",
+            ],
+            tmp_path,
+        )
+    )
     written = read_scores(eval_dir)
     for key, entry in zip(["bleu", "chrf", "ter"], cli, strict=True):
         assert written[key] == pytest.approx(entry["score"], abs=1e-6)
@@ -152,19 +199,38 @@ def test_paired_bootstrap_equals_sacrebleu_command_line(tmp_path):
     write_eval_files(tmp_path / "a", SOURCES, HYPS_A, refs)
     write_eval_files(tmp_path / "b", SOURCES, HYPS_B, refs)
     result = paired_bootstrap(HYPS_A, HYPS_B, refs, names=("a", "b"))
-    text = run_sacrebleu([*stream_files(tmp_path, tmp_path / "a", 1), "-i", str(tmp_path / "a" / HYP_FILE),
-                          str(tmp_path / "b" / HYP_FILE), "-m", "bleu", "chrf", "ter", "--paired-bs",
-                          "-w", "4", "-f", "text"], tmp_path)
+    text = run_sacrebleu(
+        [
+            *stream_files(tmp_path, tmp_path / "a", 1),
+            "-i",
+            str(tmp_path / "a" / HYP_FILE),
+            str(tmp_path / "b" / HYP_FILE),
+            "-m",
+            "bleu",
+            "chrf",
+            "ter",
+            "--paired-bs",
+            "-w",
+            "4",
+            "-f",
+            "text",
+        ],
+        tmp_path,
+    )
     p_values = [float(p) for p in re.findall(r"\(p = ([0-9.]+)\)", text)]
     assert p_values == [round(result[k]["system"]["p_value"], 4) for k in ("bleu", "chrf", "ter")]
-    system_row = next(line for line in text.splitlines() if (tmp_path / "b" / HYP_FILE).name in line
-                      and "Baseline" not in line)
+    system_row = next(
+        line
+        for line in text.splitlines()
+        if (tmp_path / "b" / HYP_FILE).name in line and "Baseline" not in line
+    )
     numbers = [float(x) for x in re.findall(r"[0-9]+\.[0-9]+", system_row)]
     fields = ("score", "mean", "ci")
     expected = [round(result[k]["system"][f], 4) for k in ("bleu", "chrf", "ter") for f in fields]
     assert numbers == pytest.approx(expected, abs=1.5e-4)
-    assert result["bleu"]["signature"] == ("nrefs:1|bs:1000|seed:12345|case:mixed|eff:no|tok:13a|smooth:exp|"
-                                           f"version:{sacrebleu.__version__}")
+    assert result["bleu"]["signature"] == (
+        f"nrefs:1|bs:1000|seed:12345|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+    )
     assert result["bleu"]["baseline"]["score"] == pytest.approx(corpus_scores(HYPS_A, refs)["bleu"])
 
 
@@ -183,6 +249,7 @@ def test_paired_bootstrap_needs_the_same_sentences(tmp_path):
 
 
 # ----- eval files -----
+
 
 def test_eval_files_round_trip(tmp_path):
     refs = [["c'est l'été !", "été"], ["x"], ["y", "z", "w"]]
@@ -207,8 +274,10 @@ def test_eval_file_errors(tmp_path):
 
 # ----- `attn-mt eval` on a trained run -----
 
-def test_eval_finds_the_trained_corpus_checks_compare_first_and_prints_the_bootstrap(tmp_path, monkeypatch,
-                                                                                        capsys):
+
+def test_eval_finds_the_trained_corpus_checks_compare_first_and_prints_the_bootstrap(
+    tmp_path, monkeypatch, capsys
+):
     corpus = write_corpus(tmp_path / "reverse.txt", n=120)
     other = write_corpus(tmp_path / "other.txt", n=120, seed=1)  # other pairs: other vocabulary ids
     cfg = load_config(TINY, ["data.valid_size=8", "data.test_size=8", "train.epochs=1", "train.threads=1"])

@@ -1,4 +1,5 @@
 """Greedy and beam search: hand-computed results on table models, invariants on a toy attention model."""
+
 from __future__ import annotations
 
 import io
@@ -98,15 +99,17 @@ def test_greedy_hand_computed():
 
 def test_beam_finds_better_hypothesis_and_nbest():
     src, lens = sources((KEY_GREEDY_FAILS, 2))
-    (two,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0,
-                         bos_id=BOS, eos_id=EOS)
+    (two,) = beam_search(
+        table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0, bos_id=BOS, eos_id=EOS
+    )
     # Step 1 keeps A, B (<eos> ranks 3rd); step 2's best two candidates are B<eos>, A<eos>: done.
     assert summary(two) == [
         ([B], round(log(0.4) + log(0.9), 6), round(log(0.4) + log(0.9), 6)),
         ([A], round(log(0.5) + log(0.4), 6), round(log(0.5) + log(0.4), 6)),
     ]
-    (three,) = beam_search(table_model(), src, lens, beam_size=3, nbest=3, length_penalty=1.0,
-                           bos_id=BOS, eos_id=EOS)
+    (three,) = beam_search(
+        table_model(), src, lens, beam_size=3, nbest=3, length_penalty=1.0, bos_id=BOS, eos_id=EOS
+    )
     # Beam 3: the empty output (<eos> first, 0.1) ranks 3rd at step 1 and is finished too.
     assert summary(three) == [
         ([B], round(log(0.4) + log(0.9), 6), round((log(0.4) + log(0.9)) / (7 / 6), 6)),
@@ -120,18 +123,21 @@ def test_length_penalty_changes_ranking():
     short = log(0.5) + log(0.7)  # [A]: -1.0498, length 2 with <eos>
     long = log(0.45) + log(0.85) + log(0.9)  # [B B]: -1.0664, length 3
     assert short > long
-    (raw,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0,
-                         bos_id=BOS, eos_id=EOS)
+    (raw,) = beam_search(
+        table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0, bos_id=BOS, eos_id=EOS
+    )
     assert summary(raw) == [([A], round(short, 6), round(short, 6)), ([B, B], round(long, 6), round(long, 6))]
-    (penalised,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=1.0,
-                               bos_id=BOS, eos_id=EOS)
+    (penalised,) = beam_search(
+        table_model(), src, lens, beam_size=2, nbest=2, length_penalty=1.0, bos_id=BOS, eos_id=EOS
+    )
     # alpha = 1: [A] -> -1.0498 / (7/6) = -0.900, [B B] -> -1.0664 / (8/6) = -0.800: the longer one wins.
     assert summary(penalised) == [
         ([B, B], round(long, 6), round(long / (8 / 6), 6)),
         ([A], round(short, 6), round(short / (7 / 6), 6)),
     ]
-    (best,) = beam_search(table_model(), src, lens, beam_size=2, nbest=1, length_penalty=1.0,
-                          bos_id=BOS, eos_id=EOS)
+    (best,) = beam_search(
+        table_model(), src, lens, beam_size=2, nbest=1, length_penalty=1.0, bos_id=BOS, eos_id=EOS
+    )
     assert summary(best) == summary(penalised[:1])
 
 
@@ -142,8 +148,9 @@ def test_a_full_beam_keeps_the_better_ranked_of_simultaneous_endings():
     aa = log(0.5) + log(0.28) + log(0.9)  # [A A] -2.072, ranked second at step 3: no slot left
     alpha = 5.0  # strong enough that [A A] (norm -0.492) would outrank [A] (norm -0.520) if it were kept
     assert aa / gnmt_length_penalty(3, alpha) > a / gnmt_length_penalty(2, alpha)
-    (hyps,) = beam_search(table_model(), src, lens, beam_size=2, nbest=2, length_penalty=alpha,
-                          bos_id=BOS, eos_id=EOS)
+    (hyps,) = beam_search(
+        table_model(), src, lens, beam_size=2, nbest=2, length_penalty=alpha, bos_id=BOS, eos_id=EOS
+    )
     assert summary(hyps) == [
         ([B, B], round(bb, 6), round(bb / gnmt_length_penalty(3, alpha), 6)),
         ([A], round(a, 6), round(a / gnmt_length_penalty(2, alpha), 6)),
@@ -158,8 +165,17 @@ def test_length_limit_forces_eos_per_sentence():
         ([A], round(log(0.9) + log(0.1), 6), round(log(0.9) + log(0.1), 6)),
         ([A, A], round(2 * log(0.9) + log(0.1), 6), round(2 * log(0.9) + log(0.1), 6)),
     ]
-    beam = beam_search(table_model(), src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS,
-                       max_len_a=1.0, max_len_b=0)
+    beam = beam_search(
+        table_model(),
+        src,
+        lens,
+        beam_size=1,
+        length_penalty=0.0,
+        bos_id=BOS,
+        eos_id=EOS,
+        max_len_a=1.0,
+        max_len_b=0,
+    )
     assert [summary(h) for h in beam] == [[s] for s in summary(greedy)]
 
 
@@ -209,8 +225,9 @@ def test_beam_one_equals_greedy(kind):
     model = ToyAttentionModel(**TOY_MODELS[kind])
     src, lens = toy_batch()
     greedy = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, need_attention=True)
-    beam = beam_search(model, src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS,
-                       need_attention=True)
+    beam = beam_search(
+        model, src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS, need_attention=True
+    )
     assert len({len(h.tokens) for h in greedy}) > 2, "outputs should have varied lengths"
     for g, (b,) in zip(greedy, beam, strict=True):
         assert b.tokens == g.tokens
@@ -243,7 +260,7 @@ def test_search_attention_matches_teacher_forced_maps(kind):
         n = int(lens[i])
         for h in hyps:
             tgt_in = torch.tensor([[BOS, *h.tokens]])
-            cross = model.attention_maps(src[i: i + 1, :n], lens[i: i + 1], tgt_in)["cross"][0]
+            cross = model.attention_maps(src[i : i + 1, :n], lens[i : i + 1], tgt_in)["cross"][0]
             if cross.dim() == 4:  # (L, h, T, S) -> the search's (T, L, h, S)
                 cross = cross.permute(2, 0, 1, 3)
             assert h.attention.shape == cross.shape
@@ -259,7 +276,7 @@ def test_beam_scores_are_sums_of_model_log_probs():
     for i, hyps in enumerate(beam):
         assert [h.norm_score for h in hyps] == sorted((h.norm_score for h in hyps), reverse=True)
         for h in hyps:
-            state = model.init_state(model.encode(src[i: i + 1], lens[i: i + 1]))
+            state = model.init_state(model.encode(src[i : i + 1], lens[i : i + 1]))
             total = 0.0
             for prev, nxt in zip([BOS, *h.tokens], [*h.tokens, EOS], strict=True):
                 logits, state, _ = model.step(torch.tensor([prev]), state)
@@ -280,8 +297,16 @@ def tiny_real_model(kind: str):
     torch.manual_seed(0)
     # pack_padded: without it the GRU encoder reads <pad> steps (the book's behaviour), so padding
     # changes a Bahdanau sentence's result and batched decoding could not equal one-at-a-time.
-    cfg = ModelConfig(type=kind, embed_size=8, num_hiddens=8, num_layers=2, num_heads=2, ffn_num_hiddens=16,
-                      dropout=0.0, pack_padded=True)
+    cfg = ModelConfig(
+        type=kind,
+        embed_size=8,
+        num_hiddens=8,
+        num_layers=2,
+        num_heads=2,
+        ffn_num_hiddens=16,
+        dropout=0.0,
+        pack_padded=True,
+    )
     return build_model(cfg, REAL_VOCAB, REAL_VOCAB).eval()
 
 
@@ -290,8 +315,17 @@ def test_real_model_beam_one_equals_greedy(kind):
     model = tiny_real_model(kind)
     src, lens = toy_batch()
     greedy = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, need_attention=True, **REAL_LIMITS)
-    beam = beam_search(model, src, lens, beam_size=1, length_penalty=0.0, bos_id=BOS, eos_id=EOS,
-                       need_attention=True, **REAL_LIMITS)
+    beam = beam_search(
+        model,
+        src,
+        lens,
+        beam_size=1,
+        length_penalty=0.0,
+        bos_id=BOS,
+        eos_id=EOS,
+        need_attention=True,
+        **REAL_LIMITS,
+    )
     for g, (b,) in zip(greedy, beam, strict=True):
         assert b.tokens == g.tokens
         assert b.score == pytest.approx(g.score, abs=1e-5)
@@ -309,8 +343,9 @@ def test_real_model_batched_equals_one_at_a_time(kind):
         one_src, one_len = toy_batch([sentence])
         (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS, **REAL_LIMITS)
         assert (g.tokens, g.score) == (greedy[i].tokens, pytest.approx(greedy[i].score, abs=1e-5))
-        (b,) = beam_search(model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS,
-                           **REAL_LIMITS)
+        (b,) = beam_search(
+            model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS, **REAL_LIMITS
+        )
         assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
         assert [h.score for h in b] == pytest.approx([h.score for h in beam[i]], abs=1e-5)
 
@@ -319,14 +354,15 @@ def test_real_model_batched_equals_one_at_a_time(kind):
 def test_real_model_search_attention_matches_teacher_forced_maps(kind):
     model = tiny_real_model(kind)
     src, lens = toy_batch()
-    beam = beam_search(model, src, lens, beam_size=2, nbest=2, bos_id=BOS, eos_id=EOS, need_attention=True,
-                       **REAL_LIMITS)
+    beam = beam_search(
+        model, src, lens, beam_size=2, nbest=2, bos_id=BOS, eos_id=EOS, need_attention=True, **REAL_LIMITS
+    )
     for i, hyps in enumerate(beam):
         n = int(lens[i])
         for h in hyps:
             tgt_in = torch.tensor([[BOS, *h.tokens]])
             with torch.no_grad():
-                maps = model.attention_maps(src[i: i + 1, :n], lens[i: i + 1], tgt_in)
+                maps = model.attention_maps(src[i : i + 1, :n], lens[i : i + 1], tgt_in)
             cross = maps["cross"][0]
             if cross.dim() == 4:  # (L, h, T, S) -> the search's (T, L, h, S)
                 cross = cross.permute(2, 0, 1, 3)
@@ -335,6 +371,7 @@ def test_real_model_search_attention_matches_teacher_forced_maps(kind):
 
 
 # ----- the translate command: input lines and the progress bar -----
+
 
 class FakeTerminal(io.StringIO):
     """A text stream that says it is a terminal."""
@@ -362,14 +399,21 @@ def test_translator_shows_a_bar_on_a_terminal_and_a_line_in_a_file(monkeypatch):
     sentences = ["w1 w2 w3", "", "w4", "w5 w6 w7 w8"] * 3
     monkeypatch.setattr(translator_module, "PROGRESS_DELAY_S", 0.0)
     outputs = {}
-    for name, stream, progress in [("terminal", FakeTerminal(), True), ("file", io.StringIO(), True),
-                                   ("off", FakeTerminal(), False)]:
+    for name, stream, progress in [
+        ("terminal", FakeTerminal(), True),
+        ("file", io.StringIO(), True),
+        ("off", FakeTerminal(), False),
+    ]:
         monkeypatch.setattr(sys, "stderr", stream)
         outputs[name] = [r.outputs for r in translator.translate(sentences, beam_size=2, progress=progress)]
         shown = stream.getvalue()
-        expected = {"terminal": "translating" in shown and "/9" in shown,
-                    "file": shown.startswith("translating: 9/9 sentences (100%)") and shown.count("\n") == 1
-                    and "\r" not in shown, "off": shown == ""}[name]
+        expected = {
+            "terminal": "translating" in shown and "/9" in shown,
+            "file": shown.startswith("translating: 9/9 sentences (100%)")
+            and shown.count("\n") == 1
+            and "\r" not in shown,
+            "off": shown == "",
+        }[name]
         assert expected, (name, shown)
     assert outputs["terminal"] == outputs["file"] == outputs["off"]
     assert [o == [] for o in outputs["off"]] == [s == "" for s in sentences]

@@ -75,12 +75,18 @@ def server(run_dir: Path, *options: str) -> Iterator[str]:
         process.stderr.close()
 
 
-def call(address: str, path: str, body: object = None, raw: bytes | None = None,
-         content_type: str = "application/json") -> tuple[int, dict]:
+def call(
+    address: str,
+    path: str,
+    body: object = None,
+    raw: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, dict]:
     """One HTTP request (POST when there is a body); the status and the decoded JSON answer."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode("utf-8"))
-    request = urllib.request.Request(f"http://{address}{path}", data=data,
-                                     method="GET" if data is None else "POST")
+    request = urllib.request.Request(
+        f"http://{address}{path}", data=data, method="GET" if data is None else "POST"
+    )
     if data is not None:
         request.add_header("Content-Type", content_type)
     try:
@@ -125,8 +131,11 @@ def cli_translate(run_dir: Path, sentences: list[str], options: list[str], capsy
     source = run_dir.parent / "cli_input.txt"
     source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
     capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["attn-mt", "translate", str(run_dir), "--input", str(source),
-                                      "--device", "cpu", *options])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["attn-mt", "translate", str(run_dir), "--input", str(source), "--device", "cpu", *options],
+    )
     with pytest.raises(SystemExit) as info:
         main()
     assert info.value.code == 0
@@ -179,14 +188,17 @@ def test_translations_and_nbest_equal_the_translate_command(runs, transformer_se
     greedy = translate(transformer_server, SENTENCES, beam=1)
     assert (greedy["beam"], greedy["nbest"]) == (1, 1)
     assert [r["translation"] for r in greedy["results"]] == cli_translate(
-        run_dir, SENTENCES, ["--beam", "1"], capsys, monkeypatch)
+        run_dir, SENTENCES, ["--beam", "1"], capsys, monkeypatch
+    )
     beam = translate(transformer_server, SENTENCES, beam=3, nbest=3, length_penalty=0.5)
     assert as_nbest_lines(beam) == cli_translate(
-        run_dir, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch)
+        run_dir, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch
+    )
     default = translate(transformer_server, SENTENCES[:3])
     assert default["beam"] == load_config(run_dir / "config.yaml").decode.beam_size  # the run's own: 2
     assert [r["translation"] for r in default["results"]] == cli_translate(
-        run_dir, SENTENCES[:3], [], capsys, monkeypatch)
+        run_dir, SENTENCES[:3], [], capsys, monkeypatch
+    )
 
     for result in beam["results"]:
         assert len(result["nbest"]) == (3 if result["source"] else 0)
@@ -213,8 +225,11 @@ def test_attention_maps_have_the_models_shapes_and_values(runs, transformer_serv
         assert attention["output_tokens"] == [*result["nbest"][0]["tokens"], "<eos>"]
         assert attention["decoder_input_tokens"] == ["<bos>", *result["nbest"][0]["tokens"]]
         shapes = {name: np.asarray(maps).shape for name, maps in attention["maps"].items()}
-        assert shapes == {"encoder_self": (layers, heads, S, S), "decoder_self": (layers, heads, T, T),
-                          "cross": (layers, heads, T, S)}
+        assert shapes == {
+            "encoder_self": (layers, heads, S, S),
+            "decoder_self": (layers, heads, T, T),
+            "cross": (layers, heads, T, S),
+        }
         reference = translator.attention(expected)
         for name, maps in attention["maps"].items():
             np.testing.assert_allclose(maps, reference.maps[name], atol=1e-5)
@@ -281,7 +296,8 @@ def test_api_docs_are_served_offline(transformer_server, tmp_path):
     assert "://" not in html  # nothing from another host: no CDN, no fonts
     references = docs_references(html)
     assert {"/openapi.json", "/docs/static/swagger-ui-bundle.js", "/docs/static/swagger-ui.css"} <= set(
-        references), references
+        references
+    ), references
     for reference in references:
         assert reference.startswith("/") and not reference.startswith("//"), reference
         status, kind, content = fetch(transformer_server, reference)
@@ -350,20 +366,28 @@ def test_every_documented_http_error(transformer_server):
             status, answer = raw_answer(raw_request(transformer_server, b"", request["declared"]))
         else:
             kind = request.get("content_type", "application/json")
-            status, answer = call(transformer_server, "/translate", request.get("body"),
-                                  raw=request.get("raw"), content_type=kind)
+            status, answer = call(
+                transformer_server,
+                "/translate",
+                request.get("body"),
+                raw=request.get("raw"),
+                content_type=kind,
+            )
         expected_status, message = documented[case]
         assert status == expected_status, (case, answer)
         assert set(answer) == {"error", "problems"} and message in answer["error"], (case, answer)
         assert "Traceback" not in json.dumps(answer)
     status, answer = call(transformer_server, "/translate", {"sentences": ["alpha .", 3], "beam": "2"})
-    assert status == 422 and answer["problems"] == ["sentences[1]: Input should be a valid string",
-                                                    "beam: Input should be a valid integer"]
+    assert status == 422 and answer["problems"] == [
+        "sentences[1]: Input should be a valid string",
+        "beam: Input should be a valid integer",
+    ]
     assert translate(transformer_server, ["alpha ."] * MAX_SENTENCES)["results"][0]["translation"] != ""
 
 
-def test_concurrent_requests_equal_sequential_ones_and_translate(runs, transformer_server, capsys,
-                                                                 monkeypatch):
+def test_concurrent_requests_equal_sequential_ones_and_translate(
+    runs, transformer_server, capsys, monkeypatch
+):
     run_dir = runs["transformer"]
     sentences = [en for en, _ in reverse_pairs(16, seed=3)]
     options = [{"beam": 1}, {"beam": 2, "nbest": 2}]  # two option sets, interleaved, 8 requests each
@@ -386,15 +410,18 @@ def test_concurrent_requests_equal_sequential_ones_and_translate(runs, transform
             assert answer["results"][0]["translation"] == greedy[i]
         else:
             assert [line.split(" ||| ", 1)[1] for line in as_nbest_lines(answer)] == [
-                line.split(" ||| ", 1)[1] for line in nbest[2 * i : 2 * i + 2]]
+                line.split(" ||| ", 1)[1] for line in nbest[2 * i : 2 * i + 2]
+            ]
 
 
 def raw_request(address: str, body: bytes, declared_length: int) -> socket.socket:
     """Open a connection and send a POST /translate head and `body` (possibly less than declared)."""
     host, port = address.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=ANSWER_TIMEOUT_S)
-    head = (f"POST /translate HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {declared_length}\r\n\r\n")
+    head = (
+        f"POST /translate HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared_length}\r\n\r\n"
+    )
     sock.sendall(head.encode("ascii") + body)
     return sock
 
@@ -520,7 +547,8 @@ def test_explorer_page_in_headless_chromium(runs, transformer_server, tmp_path):
         weight = expected["maps"]["decoder_self"][1][1][1][0]
         assert f"weight {weight:.4f}" in browser.wait_for(
             "document.getElementById('hover').textContent.includes('weight') && "
-            "document.getElementById('hover').textContent")
+            "document.getElementById('hover').textContent"
+        )
         other = translate(transformer_server, ["Golf hotel."], beam=3, nbest=3, attention=True)["results"][0]
         browser.type_text("#source", "Golf hotel.")
         browser.evaluate("document.getElementById('status').textContent = ''")
@@ -533,6 +561,7 @@ def test_explorer_page_in_headless_chromium(runs, transformer_server, tmp_path):
         assert browser.errors() == []
         assert all(url.startswith(page + "/") for url in browser.requested_urls()), browser.requested_urls()
         assert {page + "/page/explorer.js", page + "/page/style.css", page + "/translate"} <= set(
-            browser.requested_urls())
+            browser.requested_urls()
+        )
     finally:
         browser.close()

@@ -26,8 +26,14 @@ from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.average import average_checkpoints
 from attn_mt.shipping.onnx_graphs import OnnxModel
 
-SENTENCES = ["Alpha bravo.", "Charlie delta echo.", "Golf hotel alpha bravo.", "Echo foxtrot.",
-             "Delta delta golf.", "Hotel charlie bravo alpha echo."]
+SENTENCES = [
+    "Alpha bravo.",
+    "Charlie delta echo.",
+    "Golf hotel alpha bravo.",
+    "Echo foxtrot.",
+    "Delta delta golf.",
+    "Hotel charlie bravo alpha echo.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +77,13 @@ def test_average_of_two_hand_made_checkpoints_is_the_elementwise_mean(tmp_path):
 @pytest.mark.parametrize(
     ("other", "named"),
     [
-        (_state({"w": [1.0, 2.0]}, config={"data": {"max_len": 10},
-                                           "model": {"type": "transformer", "num_hiddens": 4}}),
-         "model.num_hiddens is 2 in one and 4 in the other"),
+        (
+            _state(
+                {"w": [1.0, 2.0]},
+                config={"data": {"max_len": 10}, "model": {"type": "transformer", "num_hiddens": 4}},
+            ),
+            "model.num_hiddens is 2 in one and 4 in the other",
+        ),
         (_state({"w": [1.0, 2.0]}, tgt=["<unk>", "<pad>", "c"]), "tgt_vocab token 2 is 'b' in one and 'c'"),
         (_state({"w": [1.0, 2.0, 3.0]}), "weight w is (2,)"),
         (_state({"v": [1.0, 2.0]}), "weight v is in only one of them"),
@@ -171,8 +181,9 @@ def test_int8_refuses_devices_other_than_the_cpu(trained):
 
 
 def test_translate_and_eval_take_quantize(trained, run_cli):
-    out = run_cli("translate", str(trained), "--quantize", "int8", "--device", "cpu", "--beam", "1",
-                  *SENTENCES)
+    out = run_cli(
+        "translate", str(trained), "--quantize", "int8", "--device", "cpu", "--beam", "1", *SENTENCES
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == attn_mt.load(trained, quantize="int8").translate(SENTENCES, beam=1)
     scored = run_cli("eval", str(trained), "--quantize", "int8", "--device", "cpu")
@@ -231,8 +242,9 @@ def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable) -> Onn
     encoded = encode_sources([translator.prepare(s) for s in SENTENCES], run.src_vocab, max_len=40)
     assert len(set(encoded.src_lens.tolist())) > 1, "the batch must hold padding"
     with torch.inference_mode():
-        expected = greedy_search(run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3,
-                                 max_len_a=1.5, max_len_b=5)
+        expected = greedy_search(
+            run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3, max_len_a=1.5, max_len_b=5
+        )
     limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
     model = OnnxModel(folder)
     got = model.greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)

@@ -1,4 +1,5 @@
 """Grouped splits, token-budget and book batches, load_data in both modes, and the data report."""
+
 from __future__ import annotations
 
 import collections
@@ -42,14 +43,29 @@ def synthetic(tmp_path) -> Path:
 
 
 def _split_cfg(**overrides) -> SimpleNamespace:
-    values = dict(mode="split", path=None, num_examples=600, num_steps=10, batch_size=64, min_freq=1,
-                  normalize_apostrophes=False, split_seed=0, valid_size=5, test_size=7, max_len=30,
-                  max_tokens=64, languages="en-fr", direction="en-fr", tokenizer="book")
+    values = dict(
+        mode="split",
+        path=None,
+        num_examples=600,
+        num_steps=10,
+        batch_size=64,
+        min_freq=1,
+        normalize_apostrophes=False,
+        split_seed=0,
+        valid_size=5,
+        test_size=7,
+        max_len=30,
+        max_tokens=64,
+        languages="en-fr",
+        direction="en-fr",
+        tokenizer="book",
+    )
     values.update(overrides)
     return SimpleNamespace(**values)
 
 
 # ----- grouped split -----
+
 
 def test_split_is_grouped_deterministic_and_disjoint():
     src = ["a", "b", "a", "c", "d", "b", "e", "f", "g", "a"]
@@ -84,6 +100,7 @@ def test_split_without_training_data_is_a_user_error():
 
 
 # ----- token-budget batches -----
+
 
 def test_token_budget_batches_cover_everything_within_budget():
     rng = np.random.default_rng(0)
@@ -144,6 +161,7 @@ def test_token_sequences_from_texts_and_iter_batches():
 
 # ----- book batches -----
 
+
 def test_book_plan_like_a_shuffled_dataloader():
     array, valid = build_array([[i % 50 + 4] for i in range(601)], num_steps=10, pad_id=1, eos_id=3)
     train = BookTrainSet(array, valid, array, valid, batch_size=64)
@@ -172,6 +190,7 @@ def test_book_mode_takes_num_examples_plus_one_pairs(synthetic):
 
 # ----- load_data, split mode -----
 
+
 def test_split_mode_end_to_end(synthetic):
     data = load_data(_split_cfg(max_len=7), str(synthetic))
     lines = _synthetic_lines()
@@ -186,8 +205,12 @@ def test_split_mode_end_to_end(synthetic):
     train = report["splits"]["train"]
     held = {ex.src for ex in data.valid + data.test}
     train_english = [e for e in by_english if e not in held]
-    kept = [(e, f) for e in train_english for f in by_english[e]
-            if len(tokenize(e)) + 1 <= 7 and len(tokenize(f)) + 1 <= 7]
+    kept = [
+        (e, f)
+        for e in train_english
+        for f in by_english[e]
+        if len(tokenize(e)) + 1 <= 7 and len(tokenize(f)) + 1 <= 7
+    ]
     assert train["pairs"] == data.train.num_examples == len(kept)
     assert train["dropped_for_length"] == sum(len(by_english[e]) for e in train_english) - len(kept)
     assert train["dropped_for_length"] > 0
@@ -218,6 +241,7 @@ def test_split_mode_with_the_real_config_class_and_errors(synthetic):
 
 
 # ----- the real corpus -----
+
 
 @pytest.mark.corpus
 def test_real_corpus_split_mode(corpus_path):

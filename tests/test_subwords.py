@@ -77,8 +77,11 @@ def test_labels_show_word_starts_and_continuations():
 
 def test_vocabulary_size_beyond_the_text_is_a_user_error():
     texts = [prepare_text(s) for pair in reverse_pairs(50) for s in pair]
-    with pytest.raises(UserError, match=r"data.vocab_size = 50000 is larger than the source training text "
-                                        r"allows \(at most \d+\)"):
+    with pytest.raises(
+        UserError,
+        match=r"data.vocab_size = 50000 is larger than the source training text "
+        r"allows \(at most \d+\)",
+    ):
         learn_subwords(texts, "unigram", 50000, "source")
     with pytest.raises(UserError, match="data.vocab_size = 100 is smaller than"):
         learn_subwords(texts, "bpe", 100, "source")
@@ -127,7 +130,8 @@ def test_reused_vocabularies_are_not_learned_again(tmp_path, monkeypatch):
     for data in (cached, again):
         assert data.train.num_examples == first.train.num_examples
         assert [data.train.src[i] for i in range(data.train.num_examples)] == [
-            first.train.src[i] for i in range(first.train.num_examples)]
+            first.train.src[i] for i in range(first.train.num_examples)
+        ]
         assert data.train.tgt.ids.tolist() == first.train.tgt.ids.tolist()
 
 
@@ -165,8 +169,13 @@ def test_run_directory_alone_translates_cased_text(subword_run):
 
 def test_random_inputs_never_give_unk_or_piece_markers(subword_run):
     rng = random.Random(0)
-    alphabet = [*"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", *"éèêàçùôœÉÀÇ",
-                *"😀🎉👍🏽", *"東京語日本中文한국", *"!?.,;:…«»\"'()-–—/"]
+    alphabet = [
+        *"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+        *"éèêàçùôœÉÀÇ",
+        *"😀🎉👍🏽",
+        *"東京語日本中文한국",
+        *"!?.,;:…«»\"'()-–—/",
+    ]
     words = ["Alpha", "bravo", "golf", "hotel"]
     inputs = []
     for _ in range(1000):
@@ -209,14 +218,19 @@ def test_eval_scores_raw_text_and_compare_refuses_mixed_scoring(subword_run, tmp
     assert any(h[:1].isupper() for h in hyps) and all(r[0][:1].isupper() for r in refs)
     book_run = tmp_path / "book"
     corpus = write_corpus(tmp_path / "reverse.txt", n=120)
-    train(load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"]), book_run,
-          data_path=str(corpus), quiet=True, device="cpu")
+    train(
+        load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"]),
+        book_run,
+        data_path=str(corpus),
+        quiet=True,
+        device="cpu",
+    )
     run_eval(book_run, "book", None, 0, None, "best", None, "cpu")
     assert json.loads((book_run / "eval" / "book" / "scores.json").read_text())["scored_text"] == (
-        "lowercased, book-tokenised")
+        "lowercased, book-tokenised"
+    )
     before = sorted(p.name for p in (subword_run / "eval").iterdir())
-    code, _, err = run_cli("eval", str(subword_run), "--split", "book",
-                           "--compare", str(book_run))
+    code, _, err = run_cli("eval", str(subword_run), "--split", "book", "--compare", str(book_run))
     assert code == 2
     assert "was scored on lowercased, book-tokenised text but" in err and "cannot be compared" in err
     assert sorted(p.name for p in (subword_run / "eval").iterdir()) == before  # nothing written
@@ -236,13 +250,19 @@ def test_attention_dumps_label_pieces_and_merge_words(subword_run, tmp_path):
 
 
 def test_merge_words_sums_keys_and_averages_queries():
-    cross = np.array([[0.1, 0.2, 0.7],
-                      [0.3, 0.3, 0.4],
-                      [0.5, 0.25, 0.25]])  # 3 target positions (2 pieces + <eos>) x 3 source pieces
-    sentence = SentenceAttention({"cross": cross}, ["a", "\u00b7b", "<eos>"], ["x", "\u00b7y", "<eos>"],
-                                 ["<bos>", "x", "\u00b7y"])
-    merged = merge_words(sentence, word_groups([True, False, True]), word_groups([True, False, True]),
-                         ["ab", "<eos>"], ["xy", "<eos>"])
+    cross = np.array(
+        [[0.1, 0.2, 0.7], [0.3, 0.3, 0.4], [0.5, 0.25, 0.25]]
+    )  # 3 target positions (2 pieces + <eos>) x 3 source pieces
+    sentence = SentenceAttention(
+        {"cross": cross}, ["a", "\u00b7b", "<eos>"], ["x", "\u00b7y", "<eos>"], ["<bos>", "x", "\u00b7y"]
+    )
+    merged = merge_words(
+        sentence,
+        word_groups([True, False, True]),
+        word_groups([True, False, True]),
+        ["ab", "<eos>"],
+        ["xy", "<eos>"],
+    )
     # source pieces a, b summed (columns); target pieces x, y averaged (rows)
     assert np.allclose(merged.maps["cross"], [[(0.3 + 0.6) / 2, (0.7 + 0.4) / 2], [0.75, 0.25]])
     assert merged.decoder_input_tokens == ["<bos>", "xy"]
@@ -252,8 +272,19 @@ def test_fr_en_direction_trains_and_scores_through_the_cli(tmp_path, run_cli):
     corpus = write_corpus(tmp_path / "reverse.txt", n=150)
     run_dir = tmp_path / "fren"
     settings = [a for s in SUBWORD_SETTINGS if not s.startswith("train.epochs") for a in ("--set", s)]
-    code, _, err = run_cli("train", "--data", str(corpus), "--run-dir", str(run_dir),
-                           "-q", *settings, "--set", "train.epochs=2", "--set", "data.direction=fr-en")
+    code, _, err = run_cli(
+        "train",
+        "--data",
+        str(corpus),
+        "--run-dir",
+        str(run_dir),
+        "-q",
+        *settings,
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "data.direction=fr-en",
+    )
     assert code == 0, err
     report = json.loads((run_dir / "data_report.json").read_text())
     assert report["direction"] == "fr-en"
@@ -273,12 +304,15 @@ def test_two_line_aligned_files_train_through_the_cli(tmp_path, run_cli):
     run_dir = tmp_path / "files"
     settings = [a for s in SUBWORD_SETTINGS if not s.startswith("train.epochs") for a in ("--set", s)]
     path = f"data.path=[{tmp_path / 'train.en'}, {tmp_path / 'train.fr'}]"
-    code, _, err = run_cli("train", "--run-dir", str(run_dir), "-q", *settings,
-                           "--set", "train.epochs=2", "--set", path)
+    code, _, err = run_cli(
+        "train", "--run-dir", str(run_dir), "-q", *settings, "--set", "train.epochs=2", "--set", path
+    )
     assert code == 0, err
     report = json.loads((run_dir / "data_report.json").read_text())
-    assert report["corpus_pairs"] == 150 and report["corpus"] == [str(tmp_path / "train.en"),
-                                                                    str(tmp_path / "train.fr")]
+    assert report["corpus_pairs"] == 150 and report["corpus"] == [
+        str(tmp_path / "train.en"),
+        str(tmp_path / "train.fr"),
+    ]
     code, out, err = run_cli("translate", str(run_dir), "Alpha golf.")
     assert code == 0, err
     assert out.strip()
@@ -321,15 +355,27 @@ def test_resume_reads_the_run_models_and_learns_nothing(tmp_path, monkeypatch):
     corpus = write_corpus(tmp_path / "reverse.txt", n=120)
     run_dir = tmp_path / "run"
     settings = [s for s in SUBWORD_SETTINGS if not s.startswith("train.epochs")] + ["data.vocab_size=300"]
-    first = train(load_config(None, [*settings, "train.epochs=1"]), run_dir, data_path=str(corpus),
-                  quiet=True, device="cpu")
+    first = train(
+        load_config(None, [*settings, "train.epochs=1"]),
+        run_dir,
+        data_path=str(corpus),
+        quiet=True,
+        device="cpu",
+    )
     saved = (run_dir / "tgt_vocab.model").read_bytes()
 
     def refuse(*args):
         raise AssertionError("the models were learned again")
 
     monkeypatch.setattr(prepare_module, "learn_subwords", refuse)
-    resumed = train(None, run_dir, overrides=["train.epochs=2"], data_path=str(corpus), resume=True,
-                    quiet=True, device="cpu")
+    resumed = train(
+        None,
+        run_dir,
+        overrides=["train.epochs=2"],
+        data_path=str(corpus),
+        resume=True,
+        quiet=True,
+        device="cpu",
+    )
     assert resumed.step == 2 * first.step
     assert (run_dir / "tgt_vocab.model").read_bytes() == saved

@@ -1,4 +1,5 @@
 """TensorBoard events: read back with tensorboard's own reader, they equal metrics.jsonl, across resumes."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,10 @@ from attn_mt.training.tensorboard import (
 
 ATTENTION = SentenceAttention(
     maps={"cross": np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]], dtype=np.float32)},  # (T, S)
-    source_tokens=["go", ".", "<eos>"], output_tokens=["va", "<eos>"], decoder_input_tokens=["<bos>", "va"])
+    source_tokens=["go", ".", "<eos>"],
+    output_tokens=["va", "<eos>"],
+    decoder_input_tokens=["<bos>", "va"],
+)
 
 
 def read_events(folder) -> EventAccumulator:
@@ -41,8 +45,9 @@ def read_events(folder) -> EventAccumulator:
     return events
 
 
-def train_session(paths: RunPaths, log: TensorBoardLog, first: int, last: int, seed: int,
-                  final: bool = False) -> None:
+def train_session(
+    paths: RunPaths, log: TensorBoardLog, first: int, last: int, seed: int, final: bool = False
+) -> None:
     """Steps first..last as the trainer records them: a window every 2 steps, a validation every 5.
 
     Every record goes to metrics.jsonl and to the writer, as the trainer's `_record` does, and each
@@ -53,18 +58,31 @@ def train_session(paths: RunPaths, log: TensorBoardLog, first: int, last: int, s
         for step in range(first, last + 1):
             records = []
             if step % 2 == 0:
-                records.append({"loss": round(float(rng.uniform(1, 5)), 5),
-                                "tokens_per_s": float(rng.integers(900, 1100)),
-                                "grad_norm": round(float(rng.uniform(0, 2)), 4)})
+                records.append(
+                    {
+                        "loss": round(float(rng.uniform(1, 5)), 5),
+                        "tokens_per_s": float(rng.integers(900, 1100)),
+                        "grad_norm": round(float(rng.uniform(0, 2)), 4),
+                    }
+                )
             if step % 5 == 0 or (final and step == last):
-                records.append({"train_loss": round(float(rng.uniform(1, 5)), 4),
-                                "valid_loss": round(float(rng.uniform(2, 6)), 4),
-                                "valid_bleu": round(float(rng.uniform(0, 40)), 4),
-                                **({"final": True} if step % 5 else {})})
+                records.append(
+                    {
+                        "train_loss": round(float(rng.uniform(1, 5)), 4),
+                        "valid_loss": round(float(rng.uniform(2, 6)), 4),
+                        "valid_bleu": round(float(rng.uniform(0, 40)), 4),
+                        **({"final": True} if step % 5 else {}),
+                    }
+                )
                 log.validation(step, [Sample(f"sentence {step}", f"session {seed}", "")], ATTENTION)
             for values in records:
-                record = {"step": step, "epoch": step // 7, **values, "lr": 0.001 * step,
-                          "elapsed_s": step * 0.5}
+                record = {
+                    "step": step,
+                    "epoch": step // 7,
+                    **values,
+                    "lr": 0.001 * step,
+                    "elapsed_s": step * 0.5,
+                }
                 handle.write(json.dumps(record) + "\n")
                 log.scalars(step, record)
     log.close()
@@ -91,9 +109,19 @@ def test_events_equal_metrics_jsonl_after_a_crash_and_an_interrupted_session(tmp
         for key, value in record.items():
             if key not in ("step", "epoch", "elapsed_s", "final"):
                 expected.setdefault(tag_of(key), []).append((record["step"], value))
-    assert set(events.Tags()["scalars"]) == set(expected) == {
-        "train/loss", "train/target_tokens_per_s", "train/grad_norm", "train/lr", "train/loss_at_validation",
-        "valid/loss", "valid/bleu"}
+    assert (
+        set(events.Tags()["scalars"])
+        == set(expected)
+        == {
+            "train/loss",
+            "train/target_tokens_per_s",
+            "train/grad_norm",
+            "train/lr",
+            "train/loss_at_validation",
+            "valid/loss",
+            "valid/bleu",
+        }
+    )
     for tag, pairs in expected.items():
         got = [(e.step, e.value) for e in events.Scalars(tag)]
         assert [s for s, _ in got] == [s for s, _ in pairs], tag  # each step once, in order
@@ -117,8 +145,12 @@ def test_validation_writes_sample_translations_and_the_attention_image(tmp_path)
     texts = events.Tensors(f"{SAMPLES_TAG}/text_summary")
     assert [t.step for t in texts] == [5, 10]
     table = texts[0].tensor_proto.string_val[0].decode("utf-8")
-    assert table.splitlines() == ["| source | output | reference |", "|---|---|---|",
-                                  "| go . | va ! | va ! |", "| a \\| b |   | c |"]
+    assert table.splitlines() == [
+        "| source | output | reference |",
+        "|---|---|---|",
+        "| go . | va ! | va ! |",
+        "| a \\| b |   | c |",
+    ]
 
 
 def test_sample_translations_are_the_first_examples_with_the_first_ones_attention():
@@ -126,12 +158,28 @@ def test_sample_translations_are_the_first_examples_with_the_first_ones_attentio
     vocab = Vocab(["<unk>", "<pad>", "<bos>", "<eos>", "a", "b", "c"])
     cfg = Config()
     cfg.data.mode = "split"
-    model = build_model(config_from_dict({"model": {"type": "transformer", "num_hiddens": 8, "num_heads": 2,
-                                                    "ffn_num_hiddens": 16, "num_layers": 1}}).model,
-                        len(vocab), len(vocab))
+    model = build_model(
+        config_from_dict(
+            {
+                "model": {
+                    "type": "transformer",
+                    "num_hiddens": 8,
+                    "num_heads": 2,
+                    "ffn_num_hiddens": 16,
+                    "num_layers": 1,
+                }
+            }
+        ).model,
+        len(vocab),
+        len(vocab),
+    )
     translator = Translator(model, vocab, vocab, cfg)
-    examples = [EvalExample("a b", ["b a"]), EvalExample("c", ["c c", "c"]), EvalExample("b", ["a"]),
-                EvalExample("a", ["a"])]
+    examples = [
+        EvalExample("a b", ["b a"]),
+        EvalExample("c", ["c c", "c"]),
+        EvalExample("b", ["a"]),
+        EvalExample("a", ["a"]),
+    ]
     samples, attention = sample_translations(translator, examples, count=3)
     assert [(s.source, s.reference) for s in samples] == [("a b", "b a"), ("c", "c c"), ("b", "a")]
     again = translator.translate(["a b", "c", "b"], beam_size=1)
@@ -143,8 +191,11 @@ def test_sample_translations_are_the_first_examples_with_the_first_ones_attentio
 
 def test_without_the_tensorboard_package_asking_for_it_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # `import tensorboard` now raises ImportError
-    with pytest.raises(UserError, match=r"train.tensorboard: true needs the tensorboard package: "
-                                        r"pip install 'attn-mt\[tensorboard\]'"):
+    with pytest.raises(
+        UserError,
+        match=r"train.tensorboard: true needs the tensorboard package: "
+        r"pip install 'attn-mt\[tensorboard\]'",
+    ):
         require_tensorboard()
     with pytest.raises(UserError, match="pip install"):
         TensorBoardLog(tmp_path)

@@ -145,8 +145,11 @@ def test_loss_falls_on_reverse_task(tmp_path, corpus, model_type):
     assert max(r["valid_bleu"] for r in valid) > valid[0]["valid_bleu"], valid
     assert result.stopped_because == "epochs"
     summary = json.loads((tmp_path / "run" / "run_summary.json").read_text(encoding="utf-8"))
-    model = build_model(cfg.model, len(Vocab.load(tmp_path / "run" / "src_vocab.json")),
-                        len(Vocab.load(tmp_path / "run" / "tgt_vocab.json")))
+    model = build_model(
+        cfg.model,
+        len(Vocab.load(tmp_path / "run" / "src_vocab.json")),
+        len(Vocab.load(tmp_path / "run" / "tgt_vocab.json")),
+    )
     assert summary["model"] == model_type and summary["parameters"] == count_parameters(model)
     assert summary["steps"] == result.step and summary["stop_reason"] == "epochs"
     assert summary["tokens_per_s"] == round(result.tokens_per_s, 1) > 0
@@ -158,8 +161,16 @@ RESUME_CASES = {
     # the plateau schedule of configs/bahdanau.yaml, shrunk: every validation can halve the lr
     "bahdanau-plateau": (
         ROOT / "configs" / "bahdanau.yaml",
-        ["model.embed_size=16", "model.num_hiddens=16", "data.vocab_size=300", "train.amp=none",
-         "train.threads=1", "train.plateau_patience=0", "train.best_metric=valid_loss", "train.lr=0.05"],
+        [
+            "model.embed_size=16",
+            "model.num_hiddens=16",
+            "data.vocab_size=300",
+            "train.amp=none",
+            "train.threads=1",
+            "train.plateau_patience=0",
+            "train.best_metric=valid_loss",
+            "train.lr=0.05",
+        ],
     ),
 }
 

@@ -304,7 +304,11 @@ def test_a_reference_run_never_imports_the_kernels(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", REFERENCE_STEP, str(TINY), str(corpus), str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=300, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     after_reference, after_cpu = json.loads(done.stdout.strip().splitlines()[-1])

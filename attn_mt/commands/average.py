@@ -21,4 +21,3 @@ def run_average(run_dir: Path, last: int | None, best: int | None, name: str) ->
     save_checkpoint(average_checkpoints(chosen), out)
     typer.echo(f"averaged checkpoint written to {out}")
     return out
-

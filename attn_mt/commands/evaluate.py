@@ -94,8 +94,9 @@ def run_eval(
                 sentence = translator.attention(result, attention_words)
                 save_attention(sentence, out_dir / "attention", f"{i:04d}")
     if compare is not None:
-        scores["compare"] = compare_eval_dirs(RunPaths(Path(compare)).eval_dir(split), out_dir,
-                                              system_text=scored_text)
+        scores["compare"] = compare_eval_dirs(
+            RunPaths(Path(compare)).eval_dir(split), out_dir, system_text=scored_text
+        )
         scores["compare"]["baseline_name"] = str(compare)
     write_scores(out_dir, scores)
     typer.echo(format_table(scores))

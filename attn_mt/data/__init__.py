@@ -11,6 +11,19 @@ from attn_mt.data.trainset import TrainSet
 from attn_mt.data.vocab import Vocab
 
 __all__ = [
-    "Batch", "EncodedSources", "EvalExample", "NMTData", "SourceInfo", "TrainSet", "Vocab", "data_report",
-    "encode_sources", "format_report", "load_data", "preprocess", "read_pairs", "resolve_corpus", "tokenize",
+    "Batch",
+    "EncodedSources",
+    "EvalExample",
+    "NMTData",
+    "SourceInfo",
+    "TrainSet",
+    "Vocab",
+    "data_report",
+    "encode_sources",
+    "format_report",
+    "load_data",
+    "preprocess",
+    "read_pairs",
+    "resolve_corpus",
+    "tokenize",
 ]

@@ -7,6 +7,7 @@ held-out split.
 
 Shapes: N pairs, B batch, num_steps fixed width.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,8 +28,9 @@ def truncate_pad(line: Sequence[int], num_steps: int, padding_token: int) -> lis
     return list(line[:num_steps]) + [padding_token] * max(num_steps - len(line), 0)
 
 
-def build_array(lines: Sequence[Sequence[int]], num_steps: int, pad_id: int,
-                eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def build_array(
+    lines: Sequence[Sequence[int]], num_steps: int, pad_id: int, eos_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Append <eos> and truncate/pad: ids (N, num_steps), valid lengths (N,) (the book's build_array_nmt).
 
     A line longer than num_steps - 1 loses its tail and its <eos>, exactly as in the book.
@@ -42,8 +44,14 @@ def build_array(lines: Sequence[Sequence[int]], num_steps: int, pad_id: int,
 class BookTrainSet:
     """Fixed-width book batches, reshuffled every epoch like `DataLoader(shuffle=True)` without drop_last."""
 
-    def __init__(self, src: torch.Tensor, src_len: torch.Tensor, tgt: torch.Tensor, tgt_len: torch.Tensor,
-                 batch_size: int):
+    def __init__(
+        self,
+        src: torch.Tensor,
+        src_len: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_len: torch.Tensor,
+        batch_size: int,
+    ):
         if not len(src) == len(src_len) == len(tgt) == len(tgt_len):
             sizes = ", ".join(str(len(t)) for t in (src, src_len, tgt, tgt_len))
             raise ValueError(f"book arrays differ in length: {sizes}")
@@ -64,10 +72,14 @@ class BookTrainSet:
         """A fresh permutation per (seed, epoch) cut into batches of `batch_size`; the last may be smaller."""
         generator = torch.Generator().manual_seed(epoch_seed(seed, epoch))
         order = torch.randperm(self.num_examples, generator=generator).tolist()
-        return [order[i: i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
 
     def collate(self, indices: Sequence[int]) -> Batch:
         """The rows `indices`, already num_steps wide."""
         index = torch.as_tensor(list(indices), dtype=torch.long)  # (B,)
-        return Batch(self.src[index].long(), self.src_len[index].long(),
-                     self.tgt[index].long(), self.tgt_len[index].long())
+        return Batch(
+            self.src[index].long(),
+            self.src_len[index].long(),
+            self.tgt[index].long(),
+            self.tgt_len[index].long(),
+        )

@@ -6,6 +6,7 @@ a random tie-break inside each length gives different batches every epoch.
 
 Shapes: N pairs, B batch, S source steps, T target steps.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,8 +17,9 @@ from attn_mt.data.batch import Batch
 from attn_mt.data.trainset import TokenSequences, epoch_rng
 
 
-def token_budget_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int,
-                         rng: np.random.Generator) -> list[np.ndarray]:
+def token_budget_batches(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Group indices into batches with rows x longest side <= max_tokens, in shuffled batch order.
 
     Lengths include <eos>. A single pair longer than the budget still gets a batch of its own.
@@ -71,8 +73,9 @@ class BucketTrainSet:
 
     def plan(self, epoch: int, seed: int) -> list[np.ndarray]:
         """This epoch's batches; the same (epoch, seed) always gives the same plan."""
-        return token_budget_batches(self.src.lengths + 1, self.tgt.lengths + 1, self.max_tokens,
-                                    epoch_rng(seed, epoch))
+        return token_budget_batches(
+            self.src.lengths + 1, self.tgt.lengths + 1, self.max_tokens, epoch_rng(seed, epoch)
+        )
 
     def collate(self, indices: Sequence[int]) -> Batch:
         """Source and target with <eos>, each padded to its longest row in the batch."""

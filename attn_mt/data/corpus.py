@@ -4,6 +4,7 @@ Where the corpus comes from, first match wins: an explicit path (CLI option or `
 environment variable ATTN_MT_DATA, the user cache file, and finally a download from the book's
 public URL, checked against the book's SHA-1.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,8 +68,9 @@ def resolve_corpus(explicit: str | os.PathLike | None = None, *, download: bool 
     return download_corpus(CORPUS_URL, cached, CORPUS_SHA1)
 
 
-def download_corpus(url: str, dest: Path, sha1: str, *, progress: bool = True,
-                    timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+def download_corpus(
+    url: str, dest: Path, sha1: str, *, progress: bool = True, timeout: float = DOWNLOAD_TIMEOUT_S
+) -> Path:
     """Download `url` to `dest` via a temp file in the same folder; only a complete file with `sha1` lands."""
     dest = Path(dest)
     try:
@@ -104,8 +106,9 @@ def _fetch(url: str, out: BinaryIO, progress: bool, timeout: float) -> tuple[str
         with urllib.request.urlopen(url, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             expected = int(length) if length and length.isdigit() else None
-            with progress_bar(expected, f"downloading {PurePosixPath(url).name}", "B", enabled=progress,
-                              unit_scale=True) as bar:
+            with progress_bar(
+                expected, f"downloading {PurePosixPath(url).name}", "B", enabled=progress, unit_scale=True
+            ) as bar:
                 while chunk := response.read(CHUNK_BYTES):
                     out.write(chunk)
                     digest.update(chunk)
@@ -135,18 +138,25 @@ def _choose_member(archive: zipfile.ZipFile, where: Path) -> str:
 
     Tatoeba archives from the same site (deu-eng.zip, ...) also hold `_about.txt`, which is skipped.
     """
-    names = [info.filename for info in archive.infolist()
-             if not info.is_dir() and PurePosixPath(info.filename).name != ABOUT_MEMBER]
+    names = [
+        info.filename
+        for info in archive.infolist()
+        if not info.is_dir() and PurePosixPath(info.filename).name != ABOUT_MEMBER
+    ]
     safe = [n for n in names if _is_safe_member(n)]
     if CORPUS_MEMBER in safe:
         return CORPUS_MEMBER
-    for candidates in ([n for n in safe if PurePosixPath(n).name == "fra.txt"],
-                       [n for n in safe if n.lower().endswith(".txt")]):
+    for candidates in (
+        [n for n in safe if PurePosixPath(n).name == "fra.txt"],
+        [n for n in safe if n.lower().endswith(".txt")],
+    ):
         if len(candidates) == 1:
             return candidates[0]
         if len(candidates) > 1:
-            raise UserError(f"{where}: several text members could hold the corpus ({', '.join(candidates)}); "
-                            f"expected {CORPUS_MEMBER}")
+            raise UserError(
+                f"{where}: several text members could hold the corpus ({', '.join(candidates)}); "
+                f"expected {CORPUS_MEMBER}"
+            )
     unsafe = [n for n in names if not _is_safe_member(n) and not n.startswith(MACOS_JUNK)]
     skipped = f"; refused unsafe member names: {', '.join(unsafe)}" if unsafe else ""
     listed = ", ".join(names) if names else "no files"
@@ -165,8 +175,9 @@ def _decode_line(raw: bytes, number: int, where: str) -> str:
     return line.removesuffix("\n").removesuffix("\r")
 
 
-def parse_pairs(lines: Iterable[bytes], where: str,
-                names: tuple[str, str] = ("English", "French")) -> list[tuple[str, str]]:
+def parse_pairs(
+    lines: Iterable[bytes], where: str, names: tuple[str, str] = ("English", "French")
+) -> list[tuple[str, str]]:
     """(first, second) column from tab-separated UTF-8 lines with 2 or 3 columns; blank lines are skipped.
 
     `names` are the two columns' languages, for messages. Lines with a wrong number of columns are

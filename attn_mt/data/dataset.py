@@ -6,6 +6,7 @@ Two tokenizers (`DataConfig.tokenizer`): "book" lowercases and splits words as t
 "sentencepiece" keeps the raw text and learns subword vocabularies from the training split.
 Split mode is prepared once into memory-mapped arrays (`prepare.py`) and mapped by later loads.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,8 +29,15 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 
 __all__ = [
-    "EncodedSources", "EvalExample", "NMTData", "SourceInfo", "encode_sources", "load_data",
-    "normalize_pairs", "prepare_pairs", "read_corpus",
+    "EncodedSources",
+    "EvalExample",
+    "NMTData",
+    "SourceInfo",
+    "encode_sources",
+    "load_data",
+    "normalize_pairs",
+    "prepare_pairs",
+    "read_corpus",
 ]
 
 
@@ -55,26 +63,31 @@ def _load_book(cfg: Any, src: list[str], tgt: list[str], facts: dict[str, Any]) 
     src_tokens, tgt_tokens = [tokenize(t) for t in src], [tokenize(t) for t in tgt]
     src_vocab = Vocab.build(src_tokens, cfg.min_freq)
     tgt_vocab = Vocab.build(tgt_tokens, cfg.min_freq)
-    src_ids, src_len = build_array([src_vocab.encode(t) for t in src_tokens], cfg.num_steps,
-                                   src_vocab.pad_id, src_vocab.eos_id)
-    tgt_ids, tgt_len = build_array([tgt_vocab.encode(t) for t in tgt_tokens], cfg.num_steps,
-                                   tgt_vocab.pad_id, tgt_vocab.eos_id)
+    src_ids, src_len = build_array(
+        [src_vocab.encode(t) for t in src_tokens], cfg.num_steps, src_vocab.pad_id, src_vocab.eos_id
+    )
+    tgt_ids, tgt_len = build_array(
+        [tgt_vocab.encode(t) for t in tgt_tokens], cfg.num_steps, tgt_vocab.pad_id, tgt_vocab.eos_id
+    )
     src_lengths, tgt_lengths = _token_lengths(src), _token_lengths(tgt)
     facts.update(num_examples=cfg.num_examples, num_steps=cfg.num_steps, batch_size=cfg.batch_size)
-    facts["splits"] = {"train": {
-        "pairs": len(src),
-        "english_sentences": len(set(src)),
-        "src_len": length_stats(src_lengths),
-        "tgt_len": length_stats(tgt_lengths),
-        "truncated_src": sum(n > cfg.num_steps for n in src_lengths),
-        "truncated_tgt": sum(n > cfg.num_steps for n in tgt_lengths),
-    }}
+    facts["splits"] = {
+        "train": {
+            "pairs": len(src),
+            "english_sentences": len(set(src)),
+            "src_len": length_stats(src_lengths),
+            "tgt_len": length_stats(tgt_lengths),
+            "truncated_src": sum(n > cfg.num_steps for n in src_lengths),
+            "truncated_tgt": sum(n > cfg.num_steps for n in tgt_lengths),
+        }
+    }
     train = BookTrainSet(src_ids, src_len, tgt_ids, tgt_len, cfg.batch_size)
     return NMTData(src_vocab, tgt_vocab, train, [], [], facts)
 
 
-def _load_split(cfg: Any, path: str | list[str] | None, facts: dict[str, Any],
-                vocabs: tuple[Vocab, Vocab] | None) -> NMTData:
+def _load_split(
+    cfg: Any, path: str | list[str] | None, facts: dict[str, Any], vocabs: tuple[Vocab, Vocab] | None
+) -> NMTData:
     """Split mode: the prepared split (mapped, or prepared now), long pairs dropped, token-budget batches.
 
     `vocabs` (a trained run's sentencepiece vocabularies) are used instead of learning new ones.
@@ -94,12 +107,18 @@ def _load_split(cfg: Any, path: str | list[str] | None, facts: dict[str, Any],
             f"data.max_tokens = {cfg.max_tokens} is smaller than the longest training pair ({longest} "
             f"{units} with <eos>); raise data.max_tokens or lower data.max_len"
         )
-    train = BucketTrainSet(src_seqs, tgt_seqs, cfg.max_tokens, prepared.src_vocab.pad_id,
-                           prepared.src_vocab.eos_id)
+    train = BucketTrainSet(
+        src_seqs, tgt_seqs, cfg.max_tokens, prepared.src_vocab.pad_id, prepared.src_vocab.eos_id
+    )
     for key in ("corpus", "corpus_pairs"):
         facts[key] = prepared.facts[key]
-    facts.update(split_seed=cfg.split_seed, valid_size=cfg.valid_size, test_size=cfg.test_size,
-                 max_len=cfg.max_len, max_tokens=cfg.max_tokens)
+    facts.update(
+        split_seed=cfg.split_seed,
+        valid_size=cfg.valid_size,
+        test_size=cfg.test_size,
+        max_len=cfg.max_len,
+        max_tokens=cfg.max_tokens,
+    )
     if "tokenizer" in prepared.facts:
         origin = "run" if vocabs is not None else "learned" if built else "cache"
         learned_s = prepared.facts["tokenizer"]["seconds"]
@@ -107,27 +126,33 @@ def _load_split(cfg: Any, path: str | list[str] | None, facts: dict[str, Any],
         facts["tokenizer"] = {**prepared.facts["tokenizer"], "origin": origin, "seconds": round(seconds, 3)}
     facts["train_sha1"] = prepared.facts["train_sha1"]
     facts["prepared"] = {**prepared.facts["prepared"], "origin": "built" if built else "mapped"}
-    facts["splits"] = {"train": {
-        "pairs": len(keep),
-        "english_sentences": int(np.count_nonzero(np.bincount(prepared.groups[keep]))),
-        "src_len": length_stats(src_seqs.lengths + 1),
-        "tgt_len": length_stats(tgt_seqs.lengths + 1),
-        "dropped_for_length": len(src_all) - len(keep),
-    }}
+    facts["splits"] = {
+        "train": {
+            "pairs": len(keep),
+            "english_sentences": int(np.count_nonzero(np.bincount(prepared.groups[keep]))),
+            "src_len": length_stats(src_seqs.lengths + 1),
+            "tgt_len": length_stats(tgt_seqs.lengths + 1),
+            "dropped_for_length": len(src_all) - len(keep),
+        }
+    }
     facts["overlap"] = prepared.facts["overlap"]
     return NMTData(prepared.src_vocab, prepared.tgt_vocab, train, prepared.valid, prepared.test, facts)
 
 
-def load_data(cfg: Any, path: str | list[str] | None = None,
-              vocabs: tuple[Vocab, Vocab] | None = None) -> NMTData:
+def load_data(
+    cfg: Any, path: str | list[str] | None = None, vocabs: tuple[Vocab, Vocab] | None = None
+) -> NMTData:
     """Load the corpus named by `path` (else cfg.path, $ATTN_MT_DATA, the cache, a download) for cfg.mode.
 
     `vocabs` are a trained run's sentencepiece vocabularies, reused instead of learned again.
     """
     start = time.perf_counter()
     facts: dict[str, Any] = {
-        "mode": cfg.mode, "languages": cfg.languages, "direction": cfg.direction,
-        "normalize_apostrophes": cfg.normalize_apostrophes, "min_freq": cfg.min_freq,
+        "mode": cfg.mode,
+        "languages": cfg.languages,
+        "direction": cfg.direction,
+        "normalize_apostrophes": cfg.normalize_apostrophes,
+        "min_freq": cfg.min_freq,
     }
     if cfg.mode == "book":
         corpus, pairs = read_corpus(cfg, path)

@@ -7,6 +7,7 @@ tells the caller what to warn about: unknown tokens, truncation, an empty senten
 
 Shapes: B sentences, S longest source (with <eos>).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -42,8 +43,10 @@ class SourceInfo:
         if self.oov:
             out.append(f"unknown source tokens, read as <unk>: {' '.join(self.oov)}")
         if self.truncated:
-            out.append(f"source cut to {self.max_len} tokens incl. <eos> ({self.truncated} dropped: the end "
-                       "of the sentence is not translated; split it into shorter sentences)")
+            out.append(
+                f"source cut to {self.max_len} tokens incl. <eos> ({self.truncated} dropped: the end "
+                "of the sentence is not translated; split it into shorter sentences)"
+            )
         return out
 
 
@@ -60,8 +63,12 @@ class EncodedSources(NamedTuple):
         return [i.warnings for i in self.info]
 
 
-def encode_sources(sentences: Sequence[str | Sequence[str]], vocab: Vocab,
-                   normalize_apostrophes: bool = False, max_len: int | None = None) -> EncodedSources:
+def encode_sources(
+    sentences: Sequence[str | Sequence[str]],
+    vocab: Vocab,
+    normalize_apostrophes: bool = False,
+    max_len: int | None = None,
+) -> EncodedSources:
     """Ids (B, S) padded with <pad>, lengths (B,) counting <eos>, and one SourceInfo per sentence.
 
     A sentence is raw text (preprocessed here) or a list of tokens already from `tokenize(preprocess(...))`.

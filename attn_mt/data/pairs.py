@@ -4,6 +4,7 @@
 files in the order of `data.languages`. The pairs are turned to `data.direction` before anything
 else, so "source" always means the side the model reads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,8 +49,9 @@ def read_corpus(cfg: Any, path: str | list[str] | None) -> tuple[Any, list[tuple
     return read_corpus_files(cfg, corpus_files(cfg, path))
 
 
-def normalize_pairs(pairs: Sequence[tuple[str, str]],
-                    normalize_apostrophes: bool) -> tuple[list[str], list[str]]:
+def normalize_pairs(
+    pairs: Sequence[tuple[str, str]], normalize_apostrophes: bool
+) -> tuple[list[str], list[str]]:
     """Preprocess both sides; each result is its tokens joined by single spaces (`tokenize` undoes it)."""
     src = [clean_text(e, normalize_apostrophes) for e, _ in pairs]
     tgt = [clean_text(f, normalize_apostrophes) for _, f in pairs]
@@ -60,8 +62,10 @@ def prepare_pairs(pairs: Sequence[tuple[str, str]], cfg: Any) -> tuple[list[str]
     """Both sides as the configured tokenizer reads them: the book's preprocessing, or raw cased text."""
     if cfg.tokenizer == "book":
         return normalize_pairs(pairs, cfg.normalize_apostrophes)
-    return ([prepare_text(a, cfg.normalize_apostrophes) for a, _ in pairs],
-            [prepare_text(b, cfg.normalize_apostrophes) for _, b in pairs])
+    return (
+        [prepare_text(a, cfg.normalize_apostrophes) for a, _ in pairs],
+        [prepare_text(b, cfg.normalize_apostrophes) for _, b in pairs],
+    )
 
 
 def text_fingerprint(src: Sequence[str], tgt: Sequence[str]) -> str:

@@ -6,6 +6,7 @@ so the flat ids are identical for 1 worker or 32. Workers are forked where the p
 
 Shapes: N sentences, total = the sum of their lengths.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -44,8 +45,9 @@ def _start_worker(vocab: Vocab, texts: Sequence[str], dtype: np.dtype) -> None:
     _WORK = (vocab, texts, dtype)
 
 
-def _encode(vocab: Vocab, texts: Sequence[str], dtype: np.dtype, start: int,
-            stop: int) -> tuple[np.ndarray, np.ndarray]:
+def _encode(
+    vocab: Vocab, texts: Sequence[str], dtype: np.dtype, start: int, stop: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Flat ids (total,) and lengths (n,) of sentences [start, stop) of `texts`."""
     rows = vocab.encode_texts(texts[start:stop], threads=1)
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))  # (n,)
@@ -76,12 +78,14 @@ def _chunks(vocab: Vocab, texts: Sequence[str], workers: int) -> Iterator[tuple[
         yield from pool.imap(_encode_range, bounds)
 
 
-def encode_parallel(vocab: Vocab, texts: Sequence[str], workers: int, desc: str = "encoding",
-                    progress: bool = False) -> TokenSequences:
+def encode_parallel(
+    vocab: Vocab, texts: Sequence[str], workers: int, desc: str = "encoding", progress: bool = False
+) -> TokenSequences:
     """Ids of every text (without <eos>) as one flat store, encoded CHUNK sentences at a time by `workers`."""
     parts_ids, parts_lengths = [], []
-    with tqdm(total=len(texts), desc=desc, unit=" sentences", unit_scale=True, file=sys.stderr,
-              disable=not progress) as bar:
+    with tqdm(
+        total=len(texts), desc=desc, unit=" sentences", unit_scale=True, file=sys.stderr, disable=not progress
+    ) as bar:
         for ids, lengths in _chunks(vocab, texts, workers):
             parts_ids.append(ids)
             parts_lengths.append(lengths)

@@ -13,6 +13,7 @@ own; `load_data` runs it when nothing is prepared yet.
 
 Shapes: N training pairs (before max_len), total = the sum of their lengths.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -66,16 +67,26 @@ def store_inputs(cfg: Any, files: Sequence[Path], vocabs: Sequence[str] | None =
         stat = path.stat()
         corpus.append({"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns})
     inputs = {
-        "corpus": corpus, "languages": cfg.languages, "direction": cfg.direction,
-        "normalize_apostrophes": cfg.normalize_apostrophes, "split_seed": cfg.split_seed,
-        "valid_size": cfg.valid_size, "test_size": cfg.test_size, "tokenizer": cfg.tokenizer,
+        "corpus": corpus,
+        "languages": cfg.languages,
+        "direction": cfg.direction,
+        "normalize_apostrophes": cfg.normalize_apostrophes,
+        "split_seed": cfg.split_seed,
+        "valid_size": cfg.valid_size,
+        "test_size": cfg.test_size,
+        "tokenizer": cfg.tokenizer,
     }
     if cfg.tokenizer == "book":  # the word vocabulary is counted on the pairs max_len keeps
         inputs.update(min_freq=cfg.min_freq, max_len=cfg.max_len)
     else:
-        inputs.update(subword_type=cfg.subword_type, vocab_size=cfg.vocab_size, shared_vocab=cfg.shared_vocab,
-                      subword_sample=cfg.subword_sample, sentencepiece=spm.__version__,
-                      vocabs=list(vocabs) if vocabs is not None else None)
+        inputs.update(
+            subword_type=cfg.subword_type,
+            vocab_size=cfg.vocab_size,
+            shared_vocab=cfg.shared_vocab,
+            subword_sample=cfg.subword_sample,
+            sentencepiece=spm.__version__,
+            vocabs=list(vocabs) if vocabs is not None else None,
+        )
     return inputs
 
 
@@ -99,18 +110,33 @@ def learn_vocabs(cfg: Any, train_src: list[str], train_tgt: list[str]) -> tuple[
         texts = sample_sentences(train_src + train_tgt, cfg.subword_sample, cfg.split_seed)
         shared = learn_subwords(texts, cfg.subword_type, cfg.vocab_size, "source and target")
         return shared, shared
-    return (learn_subwords(sample_sentences(train_src, cfg.subword_sample, cfg.split_seed),
-                           cfg.subword_type, cfg.vocab_size, "source"),
-            learn_subwords(sample_sentences(train_tgt, cfg.subword_sample, cfg.split_seed),
-                           cfg.subword_type, cfg.vocab_size, "target"))
+    return (
+        learn_subwords(
+            sample_sentences(train_src, cfg.subword_sample, cfg.split_seed),
+            cfg.subword_type,
+            cfg.vocab_size,
+            "source",
+        ),
+        learn_subwords(
+            sample_sentences(train_tgt, cfg.subword_sample, cfg.split_seed),
+            cfg.subword_type,
+            cfg.vocab_size,
+            "target",
+        ),
+    )
 
 
 def word_vocabs(cfg: Any, train_src: list[str], train_tgt: list[str]) -> tuple[Vocab, Vocab]:
     """The book's word vocabularies, counted on the training pairs data.max_len keeps."""
-    kept = [i for i, (a, b) in enumerate(zip(train_src, train_tgt, strict=True))
-            if len(tokenize(a)) < cfg.max_len and len(tokenize(b)) < cfg.max_len]
-    return (Vocab.build((tokenize(train_src[i]) for i in kept), cfg.min_freq),
-            Vocab.build((tokenize(train_tgt[i]) for i in kept), cfg.min_freq))
+    kept = [
+        i
+        for i, (a, b) in enumerate(zip(train_src, train_tgt, strict=True))
+        if len(tokenize(a)) < cfg.max_len and len(tokenize(b)) < cfg.max_len
+    ]
+    return (
+        Vocab.build((tokenize(train_src[i]) for i in kept), cfg.min_freq),
+        Vocab.build((tokenize(train_tgt[i]) for i in kept), cfg.min_freq),
+    )
 
 
 def _vocab_files(vocabs: tuple[Vocab, Vocab]) -> dict[str, bytes]:
@@ -134,8 +160,9 @@ def _read_vocabs(files: dict[str, bytes]) -> tuple[Vocab, Vocab]:
         raise StoreError(f"the stored vocabularies are unusable: {exc}") from None
 
 
-def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, workers: int,
-           progress: bool) -> Contents:
+def _build(
+    cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, workers: int, progress: bool
+) -> Contents:
     """Read, split, learn (unless `vocabs` are given) and encode: the contents of a prepared folder."""
     seconds: dict[str, list[float]] = {}
     if progress:  # afterwards the data report says what preparing took
@@ -151,19 +178,34 @@ def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, 
         del src, tgt
         train_sha1 = text_fingerprint(train_src, train_tgt)
         overlap = english_overlap(train_src, split.valid, split.test)
-    facts: dict[str, Any] = {"corpus": where, "corpus_pairs": num_pairs, "train_sha1": train_sha1,
-                             "overlap": overlap}
+    facts: dict[str, Any] = {
+        "corpus": where,
+        "corpus_pairs": num_pairs,
+        "train_sha1": train_sha1,
+        "overlap": overlap,
+    }
     with _timed(seconds, "vocabularies"):
         if vocabs is None:
-            vocabs = word_vocabs(cfg, train_src, train_tgt) if cfg.tokenizer == "book" else \
-                learn_vocabs(cfg, train_src, train_tgt)
+            vocabs = (
+                word_vocabs(cfg, train_src, train_tgt)
+                if cfg.tokenizer == "book"
+                else learn_vocabs(cfg, train_src, train_tgt)
+            )
     if cfg.tokenizer == "sentencepiece":
-        facts["tokenizer"] = {"type": "sentencepiece", "model": cfg.subword_type,
-                              "vocab_size": cfg.vocab_size, "shared": cfg.shared_vocab,
-                              "seconds": seconds["vocabularies"][0]}
+        facts["tokenizer"] = {
+            "type": "sentencepiece",
+            "model": cfg.subword_type,
+            "vocab_size": cfg.vocab_size,
+            "shared": cfg.shared_vocab,
+            "seconds": seconds["vocabularies"][0],
+        }
     if progress:
-        log.info("%s pairs read and split in %.1f s, vocabularies in %.1f s", f"{num_pairs:,}",
-                 seconds["read"][0] + seconds["split"][0], seconds["vocabularies"][0])
+        log.info(
+            "%s pairs read and split in %.1f s, vocabularies in %.1f s",
+            f"{num_pairs:,}",
+            seconds["read"][0] + seconds["split"][0],
+            seconds["vocabularies"][0],
+        )
     with _timed(seconds, "encode"):
         src_seqs = encode_parallel(vocabs[0], train_src, workers, "encoding source", progress)
         tgt_seqs = encode_parallel(vocabs[1], train_tgt, workers, "encoding target", progress)
@@ -172,8 +214,10 @@ def _build(cfg: Any, files: Sequence[Path], vocabs: tuple[Vocab, Vocab] | None, 
     for side, seqs in zip(SIDES, (src_seqs, tgt_seqs), strict=True):
         arrays[f"{side}_ids"] = seqs.ids
         arrays[f"{side}_offsets"] = np.concatenate((seqs.starts, [len(seqs.ids)])).astype(np.int64)
-    heldout = {name: [[ex.src, ex.refs] for ex in examples]
-               for name, examples in (("valid", split.valid), ("test", split.test))}
+    heldout = {
+        name: [[ex.src, ex.refs] for ex in examples]
+        for name, examples in (("valid", split.valid), ("test", split.test))
+    }
     stored = {**_vocab_files(vocabs), "heldout.json": json.dumps(heldout, ensure_ascii=False).encode()}
     return Contents(arrays, stored, facts)
 
@@ -187,26 +231,35 @@ def _unpack(contents: Contents) -> Prepared:
         tgt = TokenSequences.from_offsets(arrays["tgt_ids"], arrays["tgt_offsets"])
         groups = arrays["groups"]
         heldout = json.loads(contents.files["heldout.json"])
-        valid, test = ([EvalExample(s, list(refs)) for s, refs in heldout[name]]
-                       for name in ("valid", "test"))
+        valid, test = (
+            [EvalExample(s, list(refs)) for s, refs in heldout[name]] for name in ("valid", "test")
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"the stored arrays or held-out sentences are unusable: {exc}") from None
     if not len(src) == len(tgt) == len(groups):
-        raise StoreError(f"the stored arrays disagree on the number of pairs: {len(src)}, {len(tgt)}, "
-                         f"{len(groups)}")
+        raise StoreError(
+            f"the stored arrays disagree on the number of pairs: {len(src)}, {len(tgt)}, {len(groups)}"
+        )
     for seqs, vocab in ((src, src_vocab), (tgt, tgt_vocab)):
         if len(seqs) and int(seqs.lengths.min()) < 0:
             raise StoreError("the stored offsets are not in order")
         if len(seqs.ids) and int(seqs.ids.max()) >= len(vocab):
             raise StoreError(f"the stored ids go beyond the vocabulary's {len(vocab)}")
     facts = {**contents.facts}
-    facts["prepared"] = {**facts.get("prepared", {}),
-                         "folder": str(contents.folder) if contents.folder is not None else None}
+    facts["prepared"] = {
+        **facts.get("prepared", {}),
+        "folder": str(contents.folder) if contents.folder is not None else None,
+    }
     return Prepared(src_vocab, tgt_vocab, src, tgt, groups, valid, test, facts)
 
 
-def load_prepared(cfg: Any, path: str | list[str] | None = None, vocabs: tuple[Vocab, Vocab] | None = None,
-                  workers: int | None = None, progress: bool | None = None) -> tuple[Prepared, bool]:
+def load_prepared(
+    cfg: Any,
+    path: str | list[str] | None = None,
+    vocabs: tuple[Vocab, Vocab] | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> tuple[Prepared, bool]:
     """(the prepared split of cfg's corpus, whether it was prepared now): mapped from the store, else built.
 
     `vocabs` (a trained run's sentencepiece vocabularies) are used instead of learned ones; the
@@ -225,19 +278,26 @@ def load_prepared(cfg: Any, path: str | list[str] | None = None, vocabs: tuple[V
             if [v.fingerprint() for v in (learned.src_vocab, learned.tgt_vocab)] == fingerprints:  # type: ignore
                 learned.src_vocab, learned.tgt_vocab = vocabs
                 return learned, False
-        prepared, built = ensure_entry(store_inputs(cfg, files, fingerprints), what,
-                                       lambda: _build(cfg, files, vocabs, workers, progress), _unpack)
+        prepared, built = ensure_entry(
+            store_inputs(cfg, files, fingerprints),
+            what,
+            lambda: _build(cfg, files, vocabs, workers, progress),
+            _unpack,
+        )
         prepared.src_vocab, prepared.tgt_vocab = vocabs
         return prepared, built
     return ensure_entry(inputs, what, lambda: _build(cfg, files, None, workers, progress), _unpack)
 
 
-def prepare(cfg: Any, path: str | list[str] | None = None, workers: int | None = None,
-            progress: bool = True) -> tuple[Prepared, bool]:
+def prepare(
+    cfg: Any, path: str | list[str] | None = None, workers: int | None = None, progress: bool = True
+) -> tuple[Prepared, bool]:
     """The body of `attn-mt prepare`: make sure cfg's corpus is prepared (split mode only)."""
     if cfg.mode != "split":
-        raise UserError(f"data.mode is {cfg.mode!r}: only split mode is prepared ahead (book mode reads its "
-                        f"{cfg.num_examples + 1} pairs at every start)")
+        raise UserError(
+            f"data.mode is {cfg.mode!r}: only split mode is prepared ahead (book mode reads its "
+            f"{cfg.num_examples + 1} pairs at every start)"
+        )
     return load_prepared(cfg, path, workers=workers, progress=progress)
 
 
@@ -248,6 +308,8 @@ def format_prepared(prepared: Prepared, built: bool) -> str:
     if not built:
         return f"already prepared: {len(prepared.src):,} training pairs in {folder}"
     stages = ", ".join(f"{stage} {wall:.1f} s" for stage, (wall, _) in facts["seconds"].items())
-    return (f"prepared {len(prepared.src):,} training pairs (of {prepared.facts['corpus_pairs']:,}) "
-            f"into {folder}\n"
-            f"{stages} ({facts['workers']} worker process(es))")
+    return (
+        f"prepared {len(prepared.src):,} training pairs (of {prepared.facts['corpus_pairs']:,}) "
+        f"into {folder}\n"
+        f"{stages} ({facts['workers']} worker process(es))"
+    )

@@ -3,6 +3,7 @@
 d2l.ai section 10.5 (Machine Translation and the Dataset). The same two functions prepare the
 corpus and the sentences a user types at translate time.
 """
+
 from __future__ import annotations
 
 import re

@@ -3,6 +3,7 @@
 Lengths count tokens plus the <eos> the model sees. The report is plain JSON-ready data;
 `format_report` renders it as a table for the log.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -45,8 +46,9 @@ def eval_split_stats(examples: Sequence[EvalExample], src_vocab: Vocab, tgt_voca
     }
 
 
-def english_overlap(train_src: Iterable[str], valid: Sequence[EvalExample],
-                    test: Sequence[EvalExample]) -> dict[str, int]:
+def english_overlap(
+    train_src: Iterable[str], valid: Sequence[EvalExample], test: Sequence[EvalExample]
+) -> dict[str, int]:
     """How many English sentences two splits share (a correct split has 0 everywhere)."""
     train_set = set(train_src)
     valid_set, test_set = {ex.src for ex in valid}, {ex.src for ex in test}
@@ -90,8 +92,10 @@ def format_report(report: dict[str, Any]) -> str:
         title += ", apostrophes normalised"
     lines = [title]
     source = report.get("direction", "en-fr").split("-")[0]
-    header = f"{'split':<6} {'pairs':>9} {source + ' sent.':>9} {'src len p50/90/99/max':>22} " \
-             f"{'tgt len p50/90/99/max':>22} {'refs mean/max':>14}"
+    header = (
+        f"{'split':<6} {'pairs':>9} {source + ' sent.':>9} {'src len p50/90/99/max':>22} "
+        f"{'tgt len p50/90/99/max':>22} {'refs mean/max':>14}"
+    )
     lines.append(header)
     for name in SPLITS:
         stats = report.get("splits", {}).get(name)
@@ -100,26 +104,39 @@ def format_report(report: dict[str, Any]) -> str:
         refs = stats.get("refs_per_sentence")
         ref_cell = f"{refs['mean']:.2f}/{refs['max']}" if refs else "-"
         src_cell, tgt_cell = _lengths(stats.get("src_len")), _lengths(stats.get("tgt_len"))
-        lines.append(f"{name:<6} {stats['pairs']:>9,} {stats['english_sentences']:>9,} "
-                     f"{src_cell:>22} {tgt_cell:>22} {ref_cell:>14}")
+        lines.append(
+            f"{name:<6} {stats['pairs']:>9,} {stats['english_sentences']:>9,} "
+            f"{src_cell:>22} {tgt_cell:>22} {ref_cell:>14}"
+        )
     vocab = report.get("vocab", {})
     subword = report.get("tokenizer")
     if subword:
         models = "one shared model" if subword["shared"] else "two models"
-        origin = {"learned": f"learned on train in {subword['seconds']:.2f} s", "cache": "from the cache",
-                  "run": "the run's own"}.get(subword.get("origin"), "?")
-        lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} pieces "
-                     f"(sentencepiece {subword['model']}, {models}, {origin})")
+        origin = {
+            "learned": f"learned on train in {subword['seconds']:.2f} s",
+            "cache": "from the cache",
+            "run": "the run's own",
+        }.get(subword.get("origin"), "?")
+        lines.append(
+            f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} pieces "
+            f"(sentencepiece {subword['model']}, {models}, {origin})"
+        )
     else:
-        lines.append(f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens "
-                     f"(min_freq {report.get('min_freq', '?')}, built on train)")
+        lines.append(
+            f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens "
+            f"(min_freq {report.get('min_freq', '?')}, built on train)"
+        )
     train = report.get("splits", {}).get("train", {})
     if "dropped_for_length" in train:
-        lines.append(f"train pairs dropped for length > {report.get('max_len')} tokens: "
-                     f"{train['dropped_for_length']:,}")
+        lines.append(
+            f"train pairs dropped for length > {report.get('max_len')} tokens: "
+            f"{train['dropped_for_length']:,}"
+        )
     if "truncated_src" in train:
-        lines.append(f"pairs truncated to num_steps = {report.get('num_steps')}: "
-                     f"source {train['truncated_src']:,}, target {train['truncated_tgt']:,}")
+        lines.append(
+            f"pairs truncated to num_steps = {report.get('num_steps')}: "
+            f"source {train['truncated_src']:,}, target {train['truncated_tgt']:,}"
+        )
     overlap = report.get("overlap")
     if overlap:
         cells = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in overlap.items())
@@ -127,8 +144,10 @@ def format_report(report: dict[str, Any]) -> str:
     prepared = report.get("prepared")
     if prepared and prepared.get("origin") == "built":
         stages = ", ".join(f"{stage} {wall:.1f} s" for stage, (wall, _) in prepared["seconds"].items())
-        lines.append(f"prepared now ({stages}; {prepared['workers']} worker processes) into "
-                     f"{prepared.get('folder') or 'memory'}")
+        lines.append(
+            f"prepared now ({stages}; {prepared['workers']} worker processes) into "
+            f"{prepared.get('folder') or 'memory'}"
+        )
     elif prepared:
         lines.append(f"mapped from {prepared.get('folder')}")
     if "seconds" in report:

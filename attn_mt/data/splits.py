@@ -6,6 +6,7 @@ test keep every French translation as a reference.
 
 Shapes: N pairs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -35,8 +36,9 @@ class Split:
     train_groups: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), compare=False)  # (train,)
 
 
-def grouped_split(src_keys: Sequence[str], tgt_texts: Sequence[str], valid_size: int, test_size: int,
-                  seed: int) -> Split:
+def grouped_split(
+    src_keys: Sequence[str], tgt_texts: Sequence[str], valid_size: int, test_size: int, seed: int
+) -> Split:
     """Shuffle the distinct English sentences with `seed`: first valid, then test, the rest train.
 
     `src_keys` is the preprocessed English of each pair (the grouping key) and `tgt_texts` its
@@ -45,8 +47,9 @@ def grouped_split(src_keys: Sequence[str], tgt_texts: Sequence[str], valid_size:
     order of first appearance.
     """
     group_of: dict[str, int] = {}
-    group_ids = np.fromiter((group_of.setdefault(key, len(group_of)) for key in src_keys),
-                            dtype=np.int64, count=len(src_keys))  # (N,)
+    group_ids = np.fromiter(
+        (group_of.setdefault(key, len(group_of)) for key in src_keys), dtype=np.int64, count=len(src_keys)
+    )  # (N,)
     num_groups = len(group_of)
     del group_of
     held_out = valid_size + test_size
@@ -73,5 +76,9 @@ def grouped_split(src_keys: Sequence[str], tgt_texts: Sequence[str], valid_size:
         return out
 
     train = np.flatnonzero(pair_in_train)  # (train,)
-    return Split(train.tolist(), examples(shuffled[:valid_size]), examples(shuffled[valid_size:held_out]),
-                 group_ids[train].astype(np.int32))
+    return Split(
+        train.tolist(),
+        examples(shuffled[:valid_size]),
+        examples(shuffled[valid_size:held_out]),
+        group_ids[train].astype(np.int32),
+    )

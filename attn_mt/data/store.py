@@ -16,6 +16,7 @@ One process builds a missing folder while the others wait on a file lock (`<key>
 ranks of a torchrun job on one machine prepare once and then all map the same files; local rank 0
 is given the first chance to take the lock, so its log shows the work.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -97,9 +98,14 @@ def write_entry(folder: Path, inputs: dict[str, Any], contents: Contents) -> Non
                 os.fsync(stream.fileno())
             files[path.name] = {"bytes": path.stat().st_size, "crc32": _file_crc32(path)}
         header = {
-            "format": FORMAT, "version": VERSION, "inputs": inputs, "files": files,
-            "arrays": {name: {"dtype": array.dtype.str, "shape": list(array.shape)}
-                       for name, array in contents.arrays.items()},
+            "format": FORMAT,
+            "version": VERSION,
+            "inputs": inputs,
+            "files": files,
+            "arrays": {
+                name: {"dtype": array.dtype.str, "shape": list(array.shape)}
+                for name, array in contents.arrays.items()
+            },
             "facts": contents.facts,
         }
         (tmp / HEADER).write_text(json.dumps(header, indent=1), encoding="utf-8")
@@ -134,8 +140,9 @@ def open_entry(folder: Path, inputs: dict[str, Any]) -> Contents:
         except OSError:
             raise StoreError(f"{path} is missing") from None
         if size != expected.get("bytes"):
-            raise StoreError(f"{path} has {size} bytes, the header says {expected.get('bytes')} "
-                             "(truncated or rewritten)")
+            raise StoreError(
+                f"{path} has {size} bytes, the header says {expected.get('bytes')} (truncated or rewritten)"
+            )
         if _file_crc32(path) != expected.get("crc32"):
             raise StoreError(f"{path} does not match its checksum (modified since it was written)")
     arrays = {}
@@ -147,8 +154,10 @@ def open_entry(folder: Path, inputs: dict[str, Any]) -> Contents:
         except (OSError, ValueError) as exc:
             raise StoreError(f"{folder / name}.npy cannot be mapped: {exc}") from None
         if array.dtype.str != spec.get("dtype") or list(array.shape) != spec.get("shape"):
-            raise StoreError(f"{folder / name}.npy holds {array.dtype.str} {list(array.shape)}, the header "
-                             f"says {spec.get('dtype')} {spec.get('shape')}")
+            raise StoreError(
+                f"{folder / name}.npy holds {array.dtype.str} {list(array.shape)}, the header "
+                f"says {spec.get('dtype')} {spec.get('shape')}"
+            )
         arrays[name] = array
     data = {name: (folder / name).read_bytes() for name in files if not name.endswith(".npy")}
     return Contents(arrays, data, header["facts"], folder)
@@ -191,8 +200,9 @@ def _locked(lock_path: Path, folder: Path, what: str) -> Iterator[None]:
         lock.release()
 
 
-def ensure_entry(inputs: dict[str, Any], what: str, build: Callable[[], Contents],
-                 use: Callable[[Contents], T]) -> tuple[T, bool]:
+def ensure_entry(
+    inputs: dict[str, Any], what: str, build: Callable[[], Contents], use: Callable[[Contents], T]
+) -> tuple[T, bool]:
     """(use(contents), whether they were built now): map the prepared folder, else build it once and map it.
 
     `use` turns mapped contents into what the caller needs and raises StoreError when they are

@@ -16,6 +16,7 @@ A big training split is learned from a seeded random sample (`data.subword_sampl
 is drawn here, not with sentencepiece's own `input_sentence_size` / `shuffle_input_sentence`,
 whose draw differs from run to run even after `set_random_generator_seed` (sentencepiece 0.2.3).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -66,8 +67,10 @@ class SubwordVocab(Vocab):
         super().__init__(pieces)
         for token, expected in SPECIAL_IDS.items():
             if self.token_to_idx.get(token) != expected:
-                raise ValueError(f"sentencepiece model has {token} at id {self.token_to_idx.get(token)}, "
-                                 f"expected {expected}")
+                raise ValueError(
+                    f"sentencepiece model has {token} at id {self.token_to_idx.get(token)}, "
+                    f"expected {expected}"
+                )
         self._hidden = set(SPECIAL_IDS.values())
 
     def tokenize(self, text: str) -> list[str]:
@@ -171,12 +174,25 @@ def learn_subwords(texts: Sequence[str], model_type: str, vocab_size: int, what:
     model = _ModelBytes()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_writer=model, model_type=model_type, vocab_size=vocab_size,
-            byte_fallback=True, normalization_rule_name="identity", character_coverage=0.9995,
-            unk_id=SPECIAL_IDS[UNK], pad_id=SPECIAL_IDS[PAD],
-            bos_id=SPECIAL_IDS[BOS], eos_id=SPECIAL_IDS[EOS],
-            unk_piece=UNK, pad_piece=PAD, bos_piece=BOS, eos_piece=EOS, input_sentence_size=0,
-            shuffle_input_sentence=False, num_threads=LEARN_THREADS, minloglevel=2,
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            model_type=model_type,
+            vocab_size=vocab_size,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            character_coverage=0.9995,
+            unk_id=SPECIAL_IDS[UNK],
+            pad_id=SPECIAL_IDS[PAD],
+            bos_id=SPECIAL_IDS[BOS],
+            eos_id=SPECIAL_IDS[EOS],
+            unk_piece=UNK,
+            pad_piece=PAD,
+            bos_piece=BOS,
+            eos_piece=EOS,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            num_threads=LEARN_THREADS,
+            minloglevel=2,
         )
     except RuntimeError as exc:
         message = str(exc)

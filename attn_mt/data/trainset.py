@@ -6,6 +6,7 @@ turns one index list into a Batch.
 
 Shapes: B batch, L longest sentence in the batch (with <eos>), N sentences.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -97,10 +98,11 @@ class TokenSequences:
 
     def __getitem__(self, index: int) -> list[int]:
         start = int(self.starts[index])
-        return self.ids[start: start + int(self.lengths[index])].tolist()
+        return self.ids[start : start + int(self.lengths[index])].tolist()
 
-    def padded_with_eos(self, indices: Sequence[int], pad_id: int,
-                        eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def padded_with_eos(
+        self, indices: Sequence[int], pad_id: int, eos_id: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows `indices` with <eos> appended, padded to the longest: ids (B, L) long and lengths (B,)."""
         index = np.asarray(indices, dtype=np.int64)  # (B,)
         lens = self.lengths[index].astype(np.int64)  # (B,) without <eos>

@@ -3,6 +3,7 @@
 d2l.ai section 9.2 (Converting Raw Text into Sequence Data) and 10.5. Saved as JSON in the run
 directory so translate/eval rebuild exactly the ids the model was trained with.
 """
+
 from __future__ import annotations
 
 import collections
@@ -39,8 +40,9 @@ class Vocab:
             raise ValueError(f"duplicate tokens in vocabulary: {duplicates[:5]}")
 
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], min_freq: int,
-              reserved: Sequence[str] = RESERVED) -> Vocab:
+    def build(
+        cls, token_lists: Iterable[Sequence[str]], min_freq: int, reserved: Sequence[str] = RESERVED
+    ) -> Vocab:
         """Count tokens and keep those seen at least `min_freq` times, most frequent first."""
         counts = collections.Counter(token for tokens in token_lists for token in tokens)
         ranked = sorted(counts.items(), key=lambda item: item[1], reverse=True)

@@ -17,6 +17,7 @@ Per map: the entropy (nats) of each query row over its keys, averaged over rows,
 whose keys are the source, the share of weight on the source <eos> averaged over rows (left out
 for a truncated source, which has no <eos>); both are also given per layer and head.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -102,13 +103,16 @@ class SentenceAttention:
 
     def __post_init__(self) -> None:
         if len(self.output_tokens) != len(self.decoder_input_tokens):
-            raise ValueError(f"{len(self.output_tokens)} output but {len(self.decoder_input_tokens)} "
-                             "decoder input labels")
+            raise ValueError(
+                f"{len(self.output_tokens)} output but {len(self.decoder_input_tokens)} decoder input labels"
+            )
         for name, weights in self.maps.items():
             rows, cols = self.labels(name)
             if weights.shape[-2:] != (len(rows), len(cols)):
-                raise ValueError(f"attention map {name!r} has shape {weights.shape}, "
-                                 f"but there are {len(rows)} query and {len(cols)} key labels")
+                raise ValueError(
+                    f"attention map {name!r} has shape {weights.shape}, "
+                    f"but there are {len(rows)} query and {len(cols)} key labels"
+                )
 
     def labels(self, name: str) -> tuple[list[str], list[str]]:
         """(row labels, column labels) of map `name`."""
@@ -125,9 +129,11 @@ class SentenceAttention:
             "output_tokens": self.output_tokens,
             "decoder_input_tokens": self.decoder_input_tokens,
             "shapes": {name: list(w.shape) for name, w in self.maps.items()},
-            "axes": {name: (["layer", "head"] if w.ndim == 4 else []) + [f"query ({SIDES[name][0]})",
-                                                                          f"key ({SIDES[name][1]})"]
-                     for name, w in self.maps.items()},
+            "axes": {
+                name: (["layer", "head"] if w.ndim == 4 else [])
+                + [f"query ({SIDES[name][0]})", f"key ({SIDES[name][1]})"]
+                for name, w in self.maps.items()
+            },
             "entropy": stats["cross"]["entropy"] if "cross" in stats else None,
             "eos_share": stats["cross"].get("eos_share") if "cross" in stats else None,
             "stats": stats,
@@ -135,10 +141,18 @@ class SentenceAttention:
 
 
 @torch.inference_mode()
-def collect_attention(model: EncoderDecoder, src_ids: Sequence[int], out_ids: Sequence[int], *, bos_id: int,
-                      source_tokens: Sequence[str], output_tokens: Sequence[str],
-                      bos_token: str, src_len: int | None = None,
-                      source_ends_with_eos: bool = True) -> SentenceAttention:
+def collect_attention(
+    model: EncoderDecoder,
+    src_ids: Sequence[int],
+    out_ids: Sequence[int],
+    *,
+    bos_id: int,
+    source_tokens: Sequence[str],
+    output_tokens: Sequence[str],
+    bos_token: str,
+    src_len: int | None = None,
+    source_ends_with_eos: bool = True,
+) -> SentenceAttention:
     """Run the model's teacher-forced attention pass on one sentence and its output.
 
     `src_ids` is the source as decoding fed it: its first `src_len` ids (all by default) are the
@@ -159,8 +173,9 @@ def collect_attention(model: EncoderDecoder, src_ids: Sequence[int], out_ids: Se
         model.train(was_training)
     trimmed = trim_maps(maps, 0, src_len, len(out_ids) + 1)
     outputs = list(output_tokens)
-    return SentenceAttention(trimmed, list(source_tokens), outputs, [bos_token, *outputs[:-1]],
-                             source_ends_with_eos)
+    return SentenceAttention(
+        trimmed, list(source_tokens), outputs, [bos_token, *outputs[:-1]], source_ends_with_eos
+    )
 
 
 def word_groups(starts: Sequence[bool]) -> list[list[int]]:
@@ -179,8 +194,13 @@ def _pool(weights: np.ndarray, axis: int, groups: list[list[int]], how: str) -> 
     return np.stack([reduce(np.take(weights, group, axis=axis), axis=axis) for group in groups], axis=axis)
 
 
-def merge_words(attention: SentenceAttention, source_groups: list[list[int]], output_groups: list[list[int]],
-                source_words: list[str], output_words: list[str]) -> SentenceAttention:
+def merge_words(
+    attention: SentenceAttention,
+    source_groups: list[list[int]],
+    output_groups: list[list[int]],
+    source_words: list[str],
+    output_words: list[str],
+) -> SentenceAttention:
     """Word-level maps from subword-level ones: the weights a word's pieces receive are summed, the rows
     of a word's pieces (its queries) averaged, so every row still sums to 1.
 

@@ -69,9 +69,11 @@ class Ctranslate2Translator:
     def attention_description(self) -> str:
         """What `attention` can show, for /info and the explorer page."""
         layers, heads = self.cfg.model.num_layers, self.cfg.model.num_heads
-        return (f"cross-attention of decoder layer {self.model.attention_layer + 1} of {layers}, averaged "
-                f"over its {heads} heads: CTranslate2 returns no other map (no encoder or decoder "
-                "self-attention, other layers or single heads)")
+        return (
+            f"cross-attention of decoder layer {self.model.attention_layer + 1} of {layers}, averaged "
+            f"over its {heads} heads: CTranslate2 returns no other map (no encoder or decoder "
+            "self-attention, other layers or single heads)"
+        )
 
     def prepare(self, sentence: str) -> list[str]:
         """Preprocess and tokenize a user sentence exactly as the training data was."""
@@ -87,8 +89,9 @@ class Ctranslate2Translator:
         length = int(encoded.src_lens[0])
         return encoded.src[0, :length].tolist(), length
 
-    def _submit(self, sources: list[list[str]], limits: list[int], members: list[int], beam: int,
-                nbest: int) -> list[_Call]:
+    def _submit(
+        self, sources: list[list[str]], limits: list[int], members: list[int], beam: int, nbest: int
+    ) -> list[_Call]:
         """Queue the sentences `members`, grouped by length limit, in batches of decode.batch_size."""
         groups: dict[int, list[int]] = {}
         for k in members:
@@ -103,10 +106,15 @@ class Ctranslate2Translator:
                     calls.append(_Call(chunk, [None] * len(chunk)))
                     continue
                 answers = self.model.translator.translate_batch(
-                    [sources[k] for k in chunk], asynchronous=True, beam_size=beam,
+                    [sources[k] for k in chunk],
+                    asynchronous=True,
+                    beam_size=beam,
                     num_hypotheses=beam if beam > 1 else nbest,
-                    length_penalty=BEAM_LENGTH_PENALTY if beam > 1 else 0.0, min_decoding_length=0,
-                    max_decoding_length=limit - 1, max_input_length=0, return_scores=True,
+                    length_penalty=BEAM_LENGTH_PENALTY if beam > 1 else 0.0,
+                    min_decoding_length=0,
+                    max_decoding_length=limit - 1,
+                    max_input_length=0,
+                    return_scores=True,
                     return_end_token=True,
                 )
                 calls.append(_Call(chunk, answers))
@@ -134,8 +142,10 @@ class Ctranslate2Translator:
         for start in range(0, len(cut), size):
             chunk = cut[start : start + size]
             answers += self.model.translator.score_batch(
-                [sources[k] for k, _, _ in chunk], [self.tgt_vocab.decode(ids) for _, _, ids in chunk],
-                asynchronous=True, max_input_length=0,
+                [sources[k] for k, _, _ in chunk],
+                [self.tgt_vocab.decode(ids) for _, _, ids in chunk],
+                asynchronous=True,
+                max_input_length=0,
             )
         return [float(np.sum(answer.result().log_probs, dtype=np.float64)) for answer in answers]
 
@@ -173,16 +183,18 @@ class Ctranslate2Translator:
         sources = [self.src_vocab.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
         limits = max_output_lengths(encoded.src_lens, dc.max_len_a, dc.max_len_b).tolist()
         penalty = BEAM_LENGTH_PENALTY if beam > 1 else 0.0
-        bar = progress_bar(len(todo), "translating", " sentences", enabled=progress, leave=False,
-                           delay=PROGRESS_DELAY_S)
+        bar = progress_bar(
+            len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
+        )
         found: list[list[tuple[list[int], float, bool]]] = [[] for _ in todo]
         for call in self._submit(sources, limits, list(range(len(todo))), beam, nbest):
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
             bar.update(len(call.members))
         bar.close()
-        cut = [(k, h, ids) for k, hyps in enumerate(found)
-               for h, (ids, _, ended) in enumerate(hyps) if not ended]
+        cut = [
+            (k, h, ids) for k, hyps in enumerate(found) for h, (ids, _, ended) in enumerate(hyps) if not ended
+        ]
         for (k, h, ids), score in zip(cut, self._rescore(sources, cut), strict=True):
             found[k][h] = (ids, score, True)
         for k, i in enumerate(todo):
@@ -201,12 +213,22 @@ class Ctranslate2Translator:
         ids, _ = self.source_ids(translation.source_tokens)
         out = translation.hypotheses[0].tokens
         answer = self.model.translator.translate_batch(
-            [self.src_vocab.decode(ids)], target_prefix=[self.tgt_vocab.decode(out)], beam_size=1,
-            min_decoding_length=0, max_decoding_length=len(out) + 1, max_input_length=0,
-            return_attention=True, return_end_token=True,
+            [self.src_vocab.decode(ids)],
+            target_prefix=[self.tgt_vocab.decode(out)],
+            beam_size=1,
+            min_decoding_length=0,
+            max_decoding_length=len(out) + 1,
+            max_input_length=0,
+            return_attention=True,
+            return_end_token=True,
         )[0]
         cross = np.asarray(answer.attention[0], dtype=np.float32)[: len(out) + 1]  # (T, S)
         outputs = [*self.tgt_vocab.labels(out), EOS]
-        pieces = SentenceAttention({"cross": cross}, self.src_vocab.labels(ids), outputs,
-                                   [BOS, *outputs[:-1]], ids[-1] == self.src_vocab.eos_id)
+        pieces = SentenceAttention(
+            {"cross": cross},
+            self.src_vocab.labels(ids),
+            outputs,
+            [BOS, *outputs[:-1]],
+            ids[-1] == self.src_vocab.eos_id,
+        )
         return in_words(pieces, self.src_vocab, self.tgt_vocab, ids, out) if words else pieces

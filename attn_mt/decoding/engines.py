@@ -27,8 +27,10 @@ def engine_description(run: LoadedRun) -> str:
         return "torch"
     ctranslate2 = import_ctranslate2()
     weights = f"{model.weights} weights" + (f" ({model.int8_bits} bits)" if model.int8_bits else "")
-    return (f"ctranslate2 {ctranslate2.__version__} on {model.device}, {weights} computed in "
-            f"{model.compute_type}, {model.workers} worker(s) x {model.threads_per_worker} thread(s)")
+    return (
+        f"ctranslate2 {ctranslate2.__version__} on {model.device}, {weights} computed in "
+        f"{model.compute_type}, {model.workers} worker(s) x {model.threads_per_worker} thread(s)"
+    )
 
 
 def parameter_count(run: LoadedRun) -> int:

@@ -29,6 +29,7 @@ hypotheses are then sorted by `norm_score` and the best `nbest` returned. With K
 exactly greedy search. Finished sentences leave the batch, so they cost no further compute, and
 step 0 runs one row per sentence (its K beams would be identical); the first reorder makes K.
 """
+
 from __future__ import annotations
 
 import math

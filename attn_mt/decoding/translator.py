@@ -67,14 +67,20 @@ def prepare_sentence(cfg: Config, src_vocab: Vocab, sentence: str) -> list[str]:
     return src_vocab.tokenize(prepare_text(sentence, cfg.data.normalize_apostrophes))
 
 
-def in_words(pieces: SentenceAttention, src_vocab: Vocab, tgt_vocab: Vocab, src_ids: list[int],
-             out: list[int]) -> SentenceAttention:
+def in_words(
+    pieces: SentenceAttention, src_vocab: Vocab, tgt_vocab: Vocab, src_ids: list[int], out: list[int]
+) -> SentenceAttention:
     """Subword-level maps of source `src_ids` and output `out` (no <eos>) merged into words."""
     out_ids = [*out, tgt_vocab.eos_id]
     src_groups = word_groups(src_vocab.word_starts(src_ids))
     out_groups = word_groups(tgt_vocab.word_starts(out_ids))
-    return merge_words(pieces, src_groups, out_groups, group_labels(src_vocab, src_ids, src_groups),
-                       group_labels(tgt_vocab, out_ids, out_groups))
+    return merge_words(
+        pieces,
+        src_groups,
+        out_groups,
+        group_labels(src_vocab, src_ids, src_groups),
+        group_labels(tgt_vocab, out_ids, out_groups),
+    )
 
 
 class Translator:
@@ -157,8 +163,9 @@ class Translator:
         results = [Translation(s, self.prepare(s)) for s in sentences]
         todo = [i for i, r in enumerate(results) if r.source_tokens]
         todo.sort(key=lambda i: -len(results[i].source_tokens))
-        bar = progress_bar(len(todo), "translating", " sentences", enabled=progress, leave=False,
-                           delay=PROGRESS_DELAY_S)
+        bar = progress_bar(
+            len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
+        )
         for start in range(0, len(todo), dc.batch_size):
             chunk = todo[start : start + dc.batch_size]
             encoded = encode_sources(

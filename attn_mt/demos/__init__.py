@@ -1,4 +1,5 @@
 """The chapter demos behind `attn-mt demo NAME`: each run(out_dir, seed) writes PNGs and a JSON."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

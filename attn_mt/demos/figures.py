@@ -3,6 +3,7 @@
 Figures are drawn on the Agg (PNG) canvas through matplotlib's object API, without pyplot, so the
 demos never touch a global backend or a global figure registry.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,4 +79,3 @@ def to_lists(tensor: torch.Tensor) -> Any:
 def write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write `payload` as indented JSON at `path`."""
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-

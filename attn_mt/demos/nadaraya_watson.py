@@ -5,6 +5,7 @@ their own point left out, in which case each query sees K = N - 1 keys).
 Three estimators of y = 2 sin(x) + x^0.8 from noisy samples: average pooling, non-parametric
 attention pooling with a Gaussian kernel, and the same kernel with a learnable width.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,7 @@ P[i, 2j] = sin(i / 10000^(2j/H)), P[i, 2j+1] = cos(i / 10000^(2j/H)) (Vaswani et
 section 3.5). Lower columns oscillate faster, as the lower bits of a binary number alternate
 more often than the higher ones.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

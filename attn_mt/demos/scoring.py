@@ -6,6 +6,7 @@ Masked softmax with 1-D (per batch) and 2-D (per query) valid lengths, then addi
 equal, so the weights are uniform over each sequence's valid keys and the output is the mean of
 those values.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

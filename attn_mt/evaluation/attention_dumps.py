@@ -15,8 +15,9 @@ from attn_mt.decoding.attention import TITLES, SentenceAttention
 from attn_mt.evaluation.plots import plot_attention
 
 
-def save_attention(attention: SentenceAttention, out_dir: Path, stem: str,
-                   heatmaps: bool = True) -> list[Path]:
+def save_attention(
+    attention: SentenceAttention, out_dir: Path, stem: str, heatmaps: bool = True
+) -> list[Path]:
     """Write `<stem>.npz` (every map), `<stem>.json` (tokens, shapes, stats) and one heatmap PNG per map."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ keys, a "Reds" colour map, one panel per head in a grid of layers x heads, one s
 ours also label both axes with the tokens. Figures are drawn on matplotlib's Agg canvas through
 the object API (no pyplot), so nothing global is touched.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,8 +23,12 @@ PANEL_INCHES = 2.5  # the book's figsize per panel
 INCHES_PER_TOKEN = 0.22  # panels grow so every token label stays readable
 LABEL_FONT_SIZE = 7
 CURVE_PANEL_SIZE = (5.0, 3.0)
-LOSS_KEYS = {"loss": "train (window)", "epoch_loss": "train (epoch)", "train_loss": "train",
-             "valid_loss": "valid"}
+LOSS_KEYS = {
+    "loss": "train (window)",
+    "epoch_loss": "train (epoch)",
+    "train_loss": "train",
+    "valid_loss": "valid",
+}
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -41,8 +46,9 @@ def save_png(fig: Figure, path: Path) -> Path:
     return path
 
 
-def attention_figure(weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str],
-                     title: str = "") -> Figure:
+def attention_figure(
+    weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str = ""
+) -> Figure:
     """Heatmaps of (Q, K) or (L, h, Q, K) attention weights: one panel per head, tokens on both axes."""
     weights = np.asarray(weights, dtype=np.float32)
     if weights.ndim == 2:
@@ -64,8 +70,9 @@ def attention_figure(weights: np.ndarray, row_labels: Sequence[str], col_labels:
     for layer in range(layers):
         for head in range(heads):
             ax = axes[layer, head]
-            image = ax.imshow(grid[layer, head], cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto",
-                              interpolation="nearest")
+            image = ax.imshow(
+                grid[layer, head], cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest"
+            )
             ax.set_xticks(range(keys), labels=list(col_labels), rotation=90, fontsize=LABEL_FONT_SIZE)
             ax.set_yticks(range(queries), labels=list(row_labels), fontsize=LABEL_FONT_SIZE)
             if layer == layers - 1:
@@ -80,8 +87,9 @@ def attention_figure(weights: np.ndarray, row_labels: Sequence[str], col_labels:
     return fig
 
 
-def plot_attention(weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], path: Path,
-                   title: str = "") -> Path:
+def plot_attention(
+    weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], path: Path, title: str = ""
+) -> Path:
     """Write the heatmaps of one attention map (see `attention_figure`) as a PNG at `path`."""
     return save_png(attention_figure(weights, row_labels, col_labels, title), path)
 

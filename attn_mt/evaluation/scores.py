@@ -6,6 +6,7 @@ list of reference strings per line; sentences may have different numbers of refe
 `scores.json`. Every sacreBLEU number is computed by sacreBLEU itself (Post 2018) with its default
 settings, so `read_eval_files` + sacreBLEU's API reproduce `scores.json` exactly.
 """
+
 from __future__ import annotations
 
 import collections
@@ -89,16 +90,19 @@ def corpus_scores(hyps: list[str], refs: list[list[str]]) -> dict[str, Any]:
         result[f"{key}_signature"] = metric.get_signature().format()
         if key == "bleu":
             result["bleu_detail"] = {
-                "counts": list(score.counts), "totals": list(score.totals),
-                "precisions": list(score.precisions), "bp": score.bp,
-                "sys_len": score.sys_len, "ref_len": score.ref_len,
+                "counts": list(score.counts),
+                "totals": list(score.totals),
+                "precisions": list(score.precisions),
+                "bp": score.bp,
+                "sys_len": score.sys_len,
+                "ref_len": score.ref_len,
             }
     return result
 
 
 def _ngrams(tokens: Sequence[str], n: int) -> collections.Counter:
     """Counts of the n-grams of `tokens`."""
-    return collections.Counter(tuple(tokens[i: i + n]) for i in range(len(tokens) - n + 1))
+    return collections.Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 def book_bleu(pred: str, label: str, k: int = BOOK_BLEU_ORDER) -> float:
@@ -115,12 +119,13 @@ def book_bleu(pred: str, label: str, k: int = BOOK_BLEU_ORDER) -> float:
     for n in range(1, min(k, len(pred_tokens)) + 1):
         label_counts = _ngrams(label_tokens, n)
         matches = sum(min(count, label_counts[gram]) for gram, count in _ngrams(pred_tokens, n).items())
-        score *= (matches / (len(pred_tokens) - n + 1)) ** (0.5 ** n)
+        score *= (matches / (len(pred_tokens) - n + 1)) ** (0.5**n)
     return score
 
 
-def book_bleu_rows(sources: Sequence[str], hyps: Sequence[str], labels: Sequence[str],
-                   k: int = BOOK_BLEU_ORDER) -> list[dict[str, Any]]:
+def book_bleu_rows(
+    sources: Sequence[str], hyps: Sequence[str], labels: Sequence[str], k: int = BOOK_BLEU_ORDER
+) -> list[dict[str, Any]]:
     """One row per sentence (source, output, reference, book BLEU-k), as the book prints them."""
     if not len(sources) == len(hyps) == len(labels):
         raise ValueError(f"{len(sources)} sources, {len(hyps)} outputs and {len(labels)} labels must match")
@@ -130,8 +135,14 @@ def book_bleu_rows(sources: Sequence[str], hyps: Sequence[str], labels: Sequence
     ]
 
 
-def paired_bootstrap(hyps_a: list[str], hyps_b: list[str], refs: list[list[str]], *,
-                     n_samples: int = 1000, names: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
+def paired_bootstrap(
+    hyps_a: list[str],
+    hyps_b: list[str],
+    refs: list[list[str]],
+    *,
+    n_samples: int = 1000,
+    names: tuple[str, str] = ("a", "b"),
+) -> dict[str, Any]:
     """sacreBLEU's paired bootstrap resampling test (Koehn 2004) of system b against baseline a.
 
     Per metric key ("bleu", "chrf", "ter"): "baseline" (a) and "system" (b), each with its score,
@@ -142,12 +153,21 @@ def paired_bootstrap(hyps_a: list[str], hyps_b: list[str], refs: list[list[str]]
     _check_pair(hyps_a, refs, f"hypotheses in {names[0]}")
     _check_pair(hyps_b, refs, f"hypotheses in {names[1]}")
     metrics = _metrics()
-    test = PairedTest([(names[0], hyps_a), (names[1], hyps_b)], metrics, reference_streams(refs),
-                      test_type="bs", n_samples=n_samples)
+    test = PairedTest(
+        [(names[0], hyps_a), (names[1], hyps_b)],
+        metrics,
+        reference_streams(refs),
+        test_type="bs",
+        n_samples=n_samples,
+    )
     signatures, table = test()
     key_of = {id(metric): key for key, metric in metrics.items()}
-    result: dict[str, Any] = {"test": "paired bootstrap resampling", "n_samples": test.n_samples,
-                              "baseline_name": names[0], "system_name": names[1]}
+    result: dict[str, Any] = {
+        "test": "paired bootstrap resampling",
+        "n_samples": test.n_samples,
+        "baseline_name": names[0],
+        "system_name": names[1],
+    }
     for score_name, metric in test.metrics.items():
         baseline, system = table[score_name]
         result[key_of[id(metric)]] = {
@@ -165,6 +185,7 @@ def _bootstrap_numbers(result: Any) -> dict[str, float]:
 
 
 # ----- eval files -----
+
 
 @dataclass
 class EvalFiles:
@@ -193,8 +214,9 @@ def _read_lines(path: Path) -> list[str]:
     return lines[:-1] if text.endswith("\n") else lines
 
 
-def write_eval_files(out_dir: Path, sources: Sequence[str], hyps: Sequence[str],
-                     refs: Sequence[Sequence[str]]) -> None:
+def write_eval_files(
+    out_dir: Path, sources: Sequence[str], hyps: Sequence[str], refs: Sequence[Sequence[str]]
+) -> None:
     """Write src.txt, hyp.txt and refs.jsonl into `out_dir` (created if needed)."""
     if not len(sources) == len(hyps) == len(refs):
         sizes = f"{len(sources)} sources, {len(hyps)} outputs, {len(refs)} reference lists"
@@ -262,14 +284,19 @@ def check_same_scoring(baseline_dir: Path, baseline_text: str, system_dir: Path,
         )
 
 
-def compare_eval_dirs(baseline_dir: Path, system_dir: Path, n_samples: int = 1000,
-                      system_text: str | None = None) -> dict[str, Any]:
+def compare_eval_dirs(
+    baseline_dir: Path, system_dir: Path, n_samples: int = 1000, system_text: str | None = None
+) -> dict[str, Any]:
     """Paired bootstrap of two eval directories, which must hold the same sources, references and scored text.
 
     `system_text` is the system's scored text when its scores.json is not written yet.
     """
-    check_same_scoring(baseline_dir, scored_text_of(baseline_dir), system_dir,
-                       system_text if system_text is not None else scored_text_of(system_dir))
+    check_same_scoring(
+        baseline_dir,
+        scored_text_of(baseline_dir),
+        system_dir,
+        system_text if system_text is not None else scored_text_of(system_dir),
+    )
     baseline, system = read_eval_files(baseline_dir), read_eval_files(system_dir)
     if baseline.sources != system.sources or baseline.refs != system.refs:
         raise UserError(

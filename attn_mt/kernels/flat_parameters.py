@@ -42,9 +42,7 @@ class FlatParameters:
 
     def gather_grads(self) -> None:
         """Copy every parameter's gradient into the flat gradient in one call (zeros where there is none)."""
-        grads = [
-            p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in self.params
-        ]
+        grads = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in self.params]
         torch.cat(grads, out=self.flat.grad)
 
     def to_checkpoint(self, state: dict) -> dict:

@@ -27,9 +27,7 @@ PACKED_MAX_HEAD_SIZE = 16  # heads this small are overhead-bound on the CPU: the
 def plain_cpu(x: torch.Tensor) -> bool:
     """Whether `x` is on the CPU outside autocast and outside torch.compile's tracing."""
     return (
-        x.device.type == "cpu"
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()
+        x.device.type == "cpu" and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
     )
 
 

@@ -228,7 +228,17 @@ class _DecoderLoop(torch.autograd.Function):
         ctx.hidden_new = [cell.hidden_new for cell in cells]
         extra = [] if below is None else [below]
         ctx.save_for_backward(
-            memory, w_context, w_top, w_score, states, features, attn, dropped, context, *extra, *flat,
+            memory,
+            w_context,
+            w_top,
+            w_score,
+            states,
+            features,
+            attn,
+            dropped,
+            context,
+            *extra,
+            *flat,
             *(tensor for cell in cells for tensor in cell.saved()),
         )
         return states[L - 1, 1:].transpose(0, 1)  # (B, T, H)

@@ -1,4 +1,5 @@
 """Attention building blocks (the book's names), the GRU-Bahdanau and Transformer models, and builders."""
+
 from attn_mt.models.attention import (
     AdditiveAttention,
     AttentionMask,

@@ -259,8 +259,10 @@ class Transformer(EncoderDecoder):
             # matrix, so names, digits and shared pieces learn from both sides (fairseq's
             # share_all_embeddings)
             if src_vocab_size != tgt_vocab_size:
-                raise ValueError(f"tie_source_embedding needs one vocabulary, got sizes {src_vocab_size} "
-                                 f"and {tgt_vocab_size}")
+                raise ValueError(
+                    f"tie_source_embedding needs one vocabulary, got sizes {src_vocab_size} "
+                    f"and {tgt_vocab_size}"
+                )
             self.encoder.embedding.weight = self.decoder.embedding.weight
 
     def _encode(

@@ -265,8 +265,18 @@ def check_run_folder(root: Path) -> None:
     paths = RunPaths(Path(root))
     if not paths.root.is_dir():
         raise UserError(f"run directory not found: {root}")
-    files = (paths.config, paths.src_vocab, paths.tgt_vocab, paths.checkpoints, paths.metrics, paths.log,
-             paths.summary, paths.curves, paths.data_report, paths.root / "eval")
+    files = (
+        paths.config,
+        paths.src_vocab,
+        paths.tgt_vocab,
+        paths.checkpoints,
+        paths.metrics,
+        paths.log,
+        paths.summary,
+        paths.curves,
+        paths.data_report,
+        paths.root / "eval",
+    )
     if not any(path.exists() for path in files):
         held = describe_contents(paths.root) or "nothing"
         raise UserError(
@@ -301,8 +311,9 @@ def read_run(root: Path) -> RunInfo:
     if eval_root.is_dir():
         folders = sorted((p for p in eval_root.iterdir() if p.is_dir()), key=_split_key)
     if not folders:
-        missing.append(f"never evaluated: `attn-mt eval {paths.root} --attention 5` writes scores, "
-                       "samples and attention")
+        missing.append(
+            f"never evaluated: `attn-mt eval {paths.root} --attention 5` writes scores, samples and attention"
+        )
     run.evals = [read_split(paths.root, folder, missing) for folder in folders]
     return run
 
@@ -379,8 +390,10 @@ def compare_runs(runs: list[RunInfo], notes: list[str]) -> list[Comparison]:
             split = evaluation.split
             base_eval = baseline.eval_for(split)
             if base_eval is None:
-                notes.append(f"{system.name} was evaluated on {split} but {baseline.name} was not: "
-                             f"no paired bootstrap on {split}")
+                notes.append(
+                    f"{system.name} was evaluated on {split} but {baseline.name} was not: "
+                    f"no paired bootstrap on {split}"
+                )
                 continue
             if stored := _stored_comparison(evaluation, baseline):
                 origin = f"stored by `attn-mt eval --compare` in {evaluation.path / SCORES_FILE}"
@@ -396,6 +409,8 @@ def compare_runs(runs: list[RunInfo], notes: list[str]) -> list[Comparison]:
                     continue
                 comparisons.append(Comparison(split, baseline, system, result, "computed by this report"))
             else:
-                notes.append(f"no paired bootstrap of {system.name} against {baseline.name} on {split}: "
-                             "the eval files of one of them are missing")
+                notes.append(
+                    f"no paired bootstrap of {system.name} against {baseline.name} on {split}: "
+                    "the eval files of one of them are missing"
+                )
     return comparisons

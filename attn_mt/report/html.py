@@ -120,6 +120,7 @@ def image(uri: str, alt: str, caption: str | None = None) -> str:
 
 # ----- one run -----
 
+
 def model_type(run: RunInfo) -> str:
     """model.type from the run's config (else from run_summary.json), or "n/a"."""
     section = (run.config or {}).get("model")
@@ -133,8 +134,10 @@ def overview_section(run: RunInfo, anchor: str) -> str:
     log, training = run.log, run.training
     throughput = "n/a"
     if training.mean_tokens_per_s is not None:
-        throughput = (f"{training.mean_tokens_per_s:,.0f} target tokens/s (mean over log intervals; "
-                      f"last {training.last_tokens_per_s:,.0f})")
+        throughput = (
+            f"{training.mean_tokens_per_s:,.0f} target tokens/s (mean over log intervals; "
+            f"last {training.last_tokens_per_s:,.0f})"
+        )
     best_bleu = training.best_valid_bleu
     best_loss = training.best_valid_loss
     pairs = [
@@ -185,6 +188,11 @@ def curves_section(run: RunInfo, anchor: str) -> str:
     return f'<section id="{anchor}">\n<h3>Training curves</h3>\n{body}</section>\n'
 
 
+def score_with_interval(entry: dict[str, Any]) -> str:
+    """A bootstrap entry as "score (mean ± ci)"."""
+    return f"{number(entry.get('score'))} ({number(entry.get('mean'))} ± {number(entry.get('ci'))})"
+
+
 def bootstrap_table(result: dict[str, Any]) -> str:
     """Baseline and system score (bootstrap mean +- 95% CI) and p-value per metric."""
     rows = []
@@ -197,16 +205,24 @@ def bootstrap_table(result: dict[str, Any]) -> str:
         significant = "n/a"
         if isinstance(p_value, (int, float)):
             significant = "yes" if p_value < SIGNIFICANCE else "no"
-        rows.append([
-            esc(label),
-            esc(f"{number(base.get('score'))} ({number(base.get('mean'))} ± {number(base.get('ci'))})"),
-            esc(f"{number(system.get('score'))} ({number(system.get('mean'))} ± {number(system.get('ci'))})"),
-            esc(number(p_value, 4)),
-            esc(significant),
-            signature_cell(entry.get("signature")),
-        ])
-    header = ["metric", "baseline score (mean ± 95% CI)", "system score (mean ± 95% CI)", "p-value",
-              f"significant (p < {SIGNIFICANCE})", "signature"]
+        rows.append(
+            [
+                esc(label),
+                esc(score_with_interval(base)),
+                esc(score_with_interval(system)),
+                esc(number(p_value, 4)),
+                esc(significant),
+                signature_cell(entry.get("signature")),
+            ]
+        )
+    header = [
+        "metric",
+        "baseline score (mean ± 95% CI)",
+        "system score (mean ± 95% CI)",
+        "p-value",
+        f"significant (p < {SIGNIFICANCE})",
+        "signature",
+    ]
     return table(header, rows, numeric=(3,))
 
 
@@ -217,31 +233,47 @@ def scores_block(evaluation: SplitEval) -> str:
         return note(f"eval/{evaluation.split} has no scores.json")
     refs = scores.get("refs_per_sentence")
     scored = scores.get("scored_text", SCORED_TEXT["book"])
-    facts = (f"{scores.get('direction', 'en-fr')}, scored on {scored} text, "
-             f"{scores.get('num_sentences', 'n/a')} sentences, references per sentence "
-             f"{number(refs.get('mean')) if isinstance(refs, dict) else 'n/a'}, "
-             f"beam {scores.get('beam_size', 'n/a')}, "
-             f"checkpoint {scores.get('checkpoint', 'n/a')} (step {scores.get('step', 'n/a')})")
+    facts = (
+        f"{scores.get('direction', 'en-fr')}, scored on {scored} text, "
+        f"{scores.get('num_sentences', 'n/a')} sentences, references per sentence "
+        f"{number(refs.get('mean')) if isinstance(refs, dict) else 'n/a'}, "
+        f"beam {scores.get('beam_size', 'n/a')}, "
+        f"checkpoint {scores.get('checkpoint', 'n/a')} (step {scores.get('step', 'n/a')})"
+    )
     rows = [
         [esc(label), esc(number(scores.get(key))), signature_cell(scores.get(f"{key}_signature"))]
         for key, label in METRICS
     ]
-    parts = [f"<h4>Split {esc(evaluation.split)}</h4>\n<p>{esc(facts)}</p>\n",
-             table(["metric", "score", "sacreBLEU signature"], rows, numeric=(1,))]
+    parts = [
+        f"<h4>Split {esc(evaluation.split)}</h4>\n<p>{esc(facts)}</p>\n",
+        table(["metric", "score", "sacreBLEU signature"], rows, numeric=(1,)),
+    ]
     book_rows = scores.get("book_bleu2")
     if isinstance(book_rows, list) and book_rows:
         mean = number(scores.get("book_bleu2_mean"), 3)
         parts.append(f"<p>The book's BLEU-2 (d2l.ai section 10.7.6), mean {esc(mean)}:</p>\n")
-        parts.append(table(
-            ["source", "output", "reference", "BLEU-2"],
-            ([esc(r.get("source", "")), esc(r.get("output", "")), esc(r.get("reference", "")),
-              esc(number(r.get("bleu2"), 3))] for r in book_rows if isinstance(r, dict)),
-            numeric=(3,),
-        ))
+        parts.append(
+            table(
+                ["source", "output", "reference", "BLEU-2"],
+                (
+                    [
+                        esc(r.get("source", "")),
+                        esc(r.get("output", "")),
+                        esc(r.get("reference", "")),
+                        esc(number(r.get("bleu2"), 3)),
+                    ]
+                    for r in book_rows
+                    if isinstance(r, dict)
+                ),
+                numeric=(3,),
+            )
+        )
     stored = scores.get("compare")
     if isinstance(stored, dict):
-        parts.append(f"<p>Paired bootstrap ({esc(stored.get('n_samples', 'n/a'))} samples) against baseline "
-                     f"<code>{esc(stored.get('baseline_name', 'n/a'))}</code>:</p>\n")
+        parts.append(
+            f"<p>Paired bootstrap ({esc(stored.get('n_samples', 'n/a'))} samples) against baseline "
+            f"<code>{esc(stored.get('baseline_name', 'n/a'))}</code>:</p>\n"
+        )
         parts.append(bootstrap_table(stored))
     return "".join(parts)
 
@@ -299,13 +331,21 @@ def tag_class(reason: str) -> str:
     return "tag dump" if reason.startswith("attention") else "tag"
 
 
-def sample_card(sentence: Sentence, reasons: list[str], dump: AttentionDump | None, run: RunInfo,
-                evaluation: SplitEval, anchor: str) -> str:
+def sample_card(
+    sentence: Sentence,
+    reasons: list[str],
+    dump: AttentionDump | None,
+    run: RunInfo,
+    evaluation: SplitEval,
+    anchor: str,
+) -> str:
     """One sentence: source, references, output, its chrF and (when dumped) its attention."""
     tags = "".join(f'<span class="{tag_class(r)}">{esc(r)}</span>' for r in reasons)
     rows = [("source", esc(sentence.source))]
-    rows += [(f"reference {i}" if len(sentence.refs) > 1 else "reference", esc(ref))
-             for i, ref in enumerate(sentence.refs, start=1)]
+    rows += [
+        (f"reference {i}" if len(sentence.refs) > 1 else "reference", esc(ref))
+        for i, ref in enumerate(sentence.refs, start=1)
+    ]
     rows.append(("output", esc(sentence.hyp) if sentence.hyp else "<em>(empty)</em>"))
     heading = f"<h5>Sentence {sentence.index} · sentence chrF {number(sentence.chrf, 1)}{tags}</h5>\n"
     if dump is not None:
@@ -329,8 +369,10 @@ def samples_section(run: RunInfo, anchor: str) -> str:
             parts.append(note(f"no eval files in eval/{evaluation.split}: no sample translations"))
             continue
         values = [s.chrf for s in sentences]
-        spread = f"mean {number(sum(values) / len(values), 1)}, min {number(min(values), 1)}, " \
-                 f"max {number(max(values), 1)}"
+        spread = (
+            f"mean {number(sum(values) / len(values), 1)}, min {number(min(values), 1)}, "
+            f"max {number(max(values), 1)}"
+        )
         parts.append(
             f"<p>Sentence-level chrF (sacreBLEU defaults) over {len(sentences)} sentences: {spread}. "
             f"Shown: the {GALLERY_PER_END} worst, the {GALLERY_PER_END} best and every sentence with an "
@@ -340,8 +382,11 @@ def samples_section(run: RunInfo, anchor: str) -> str:
             select_gallery(sentences, evaluation.attention, GALLERY_PER_END)
         ):
             card_anchor = f"{anchor}-{split_number}-{position}"
-            parts.append(sample_card(sentence, reasons, evaluation.attention.get(sentence.index), run,
-                                     evaluation, card_anchor))
+            parts.append(
+                sample_card(
+                    sentence, reasons, evaluation.attention.get(sentence.index), run, evaluation, card_anchor
+                )
+            )
     if not run.evals:
         parts.append(note("never evaluated: no sample translations"))
     return f'<section id="{anchor}">\n<h3>Sample translations</h3>\n{"".join(parts)}</section>\n'
@@ -361,6 +406,7 @@ def run_section(run: RunInfo, anchor: str) -> str:
 
 
 # ----- several runs -----
+
 
 def _splits(runs: Sequence[RunInfo]) -> list[str]:
     """Every split any run was evaluated on, in the order the runs list them."""
@@ -394,16 +440,25 @@ def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison
     for split in splits:
         texts = {scored_text_of(e.path) for run in runs if (e := run.eval_for(split)) is not None}
         if len(texts) > 1:
-            parts.append(note(f"{split}: the runs were scored on different text "
-                              f"({' / '.join(sorted(texts))}); their scores are not comparable"))
+            parts.append(
+                note(
+                    f"{split}: the runs were scored on different text "
+                    f"({' / '.join(sorted(texts))}); their scores are not comparable"
+                )
+            )
         for key, label in METRICS:
             signatures = {
-                str(e.scores.get(f"{key}_signature")) for run in runs
+                str(e.scores.get(f"{key}_signature"))
+                for run in runs
                 if (e := run.eval_for(split)) is not None and e.scores
             }
             if len(signatures) > 1:
-                parts.append(note(f"{split} {label}: the runs' sacreBLEU signatures differ "
-                                  f"({' / '.join(sorted(signatures))}); those scores are not comparable"))
+                parts.append(
+                    note(
+                        f"{split} {label}: the runs' sacreBLEU signatures differ "
+                        f"({' / '.join(sorted(signatures))}); those scores are not comparable"
+                    )
+                )
     parts.append("<h3>Paired bootstrap resampling (Koehn 2004)</h3>\n")
     if not comparisons:
         parts.append(note("no paired bootstrap result: the runs share no evaluated split"))

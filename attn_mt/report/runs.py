@@ -195,8 +195,10 @@ def format_table(rows: Sequence[RunRow]) -> str:
     widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
     lines = []
     for line in cells:
-        parts = [text.rjust(w) if c.numeric else text.ljust(w) for c, text, w in zip(COLUMNS, line, widths,
-                                                                                    strict=True)]
+        parts = [
+            text.rjust(w) if c.numeric else text.ljust(w)
+            for c, text, w in zip(COLUMNS, line, widths, strict=True)
+        ]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 

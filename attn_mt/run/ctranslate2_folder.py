@@ -81,20 +81,26 @@ def _meta(folder: Path) -> dict[str, Any]:
     """The folder's attn-mt JSON, refusing folders of other converters and newer attn-mt formats."""
     path = folder / META_FILE
     if not path.is_file():
-        raise UserError(f"{folder} holds a CTranslate2 model that `attn-mt export --format ctranslate2` did "
-                        f"not write (no {META_FILE}): attn-mt needs the run's config and vocabularies")
+        raise UserError(
+            f"{folder} holds a CTranslate2 model that `attn-mt export --format ctranslate2` did "
+            f"not write (no {META_FILE}): attn-mt needs the run's config and vocabularies"
+        )
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path} is damaged: {exc}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT or not isinstance(
-        meta.get("config"), dict
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") != FOLDER_FORMAT
+        or not isinstance(meta.get("config"), dict)
     ):
         raise UserError(f"{path} is not an attn-mt CTranslate2 export description")
     version = meta.get("format_version")
     if not isinstance(version, int) or version > FOLDER_FORMAT_VERSION:
-        raise UserError(f"{folder} was exported by a newer attn-mt (folder format {version}, this attn-mt "
-                        f"reads {FOLDER_FORMAT_VERSION}): update attn-mt or export the run again")
+        raise UserError(
+            f"{folder} was exported by a newer attn-mt (folder format {version}, this attn-mt "
+            f"reads {FOLDER_FORMAT_VERSION}): update attn-mt or export the run again"
+        )
     return meta
 
 
@@ -106,8 +112,10 @@ def _major(version: str) -> str:
 def check_ctranslate2_version(folder: Path, made_with: str, installed: str) -> None:
     """Refuse a folder written by another major version of ctranslate2 than the one installed."""
     if _major(made_with) != _major(installed):
-        raise UserError(f"{folder} was exported with ctranslate2 {made_with}, but ctranslate2 {installed} is "
-                        f"installed: install ctranslate2 {_major(made_with)}.x or export the run again")
+        raise UserError(
+            f"{folder} was exported with ctranslate2 {made_with}, but ctranslate2 {installed} is "
+            f"installed: install ctranslate2 {_major(made_with)}.x or export the run again"
+        )
 
 
 def load_ctranslate2_folder(
@@ -122,8 +130,10 @@ def load_ctranslate2_folder(
     folder = Path(folder)
     device = "cpu" if device == "mps" else device
     if quantize is not None:
-        raise UserError(f"--quantize {quantize}: {folder} is a CTranslate2 folder, whose weight type was "
-                        "chosen at export; export the run again with `--format ctranslate2 --quantize TYPE`")
+        raise UserError(
+            f"--quantize {quantize}: {folder} is a CTranslate2 folder, whose weight type was "
+            "chosen at export; export the run again with `--format ctranslate2 --quantize TYPE`"
+        )
     meta = _meta(folder)
     ctranslate2 = import_ctranslate2()
     made_with = str(meta.get("ctranslate2_version", "unknown"))
@@ -140,20 +150,41 @@ def load_ctranslate2_folder(
     compute_type = weights
     if device == "cpu" and weights.startswith("int8") and int8_bits == 8 and not cpu_has_vnni():
         compute_type = "float32"
-        log.warning("%s holds 8-bit int8 weights, whose int8 products saturate on this CPU (it has no %s) "
-                    "and lose accuracy; running them in float32 instead (slower). Exported on this machine, "
-                    "int8 weights are kept within 7 bits and run in int8", folder, " or ".join(VNNI_FLAGS))
+        log.warning(
+            "%s holds 8-bit int8 weights, whose int8 products saturate on this CPU (it has no %s) "
+            "and lose accuracy; running them in float32 instead (slower). Exported on this machine, "
+            "int8 weights are kept within 7 bits and run in int8",
+            folder,
+            " or ".join(VNNI_FLAGS),
+        )
     if compute_type not in supported:
-        raise UserError(f"{folder} holds {weights} weights, which ctranslate2 cannot run on this {device} "
-                        f"(it runs {', '.join(sorted(supported))}); export the run again with one of those "
-                        "as --quantize")
+        raise UserError(
+            f"{folder} holds {weights} weights, which ctranslate2 cannot run on this {device} "
+            f"(it runs {', '.join(sorted(supported))}); export the run again with one of those "
+            "as --quantize"
+        )
     workers, per_worker = (max(threads, 1), 1) if device == "cpu" else (1, max(threads, 1))
     try:
-        translator = ctranslate2.Translator(str(folder), device=device, compute_type=compute_type,
-                                            inter_threads=workers, intra_threads=per_worker)
+        translator = ctranslate2.Translator(
+            str(folder),
+            device=device,
+            compute_type=compute_type,
+            inter_threads=workers,
+            intra_threads=per_worker,
+        )
     except (RuntimeError, ValueError) as exc:
         raise UserError(f"ctranslate2 {ctranslate2.__version__} cannot open {folder}: {exc}") from None
     bits = int8_bits if isinstance(int8_bits, int) else None
-    model = Ctranslate2Model(folder, translator, weights, compute_type, bits, int(meta.get("parameters", 0)),
-                             device, workers, per_worker, cfg.model.num_layers - 1)
+    model = Ctranslate2Model(
+        folder,
+        translator,
+        weights,
+        compute_type,
+        bits,
+        int(meta.get("parameters", 0)),
+        device,
+        workers,
+        per_worker,
+        cfg.model.num_layers - 1,
+    )
     return LoadedRun(cfg, src_vocab, tgt_vocab, model, folder / MODEL_FILE, int(meta.get("step", 0)))

@@ -185,9 +185,7 @@ def model_with_weights(
     return model
 
 
-def check_fits(
-    state: dict, cfg: Config, src_tokens: list[str], tgt_tokens: list[str], where: Path
-) -> None:
+def check_fits(state: dict, cfg: Config, src_tokens: list[str], tgt_tokens: list[str], where: Path) -> None:
     """Refuse a checkpoint whose model or vocabularies differ from the run's, naming what differs."""
     problems = []
     saved = state.get("config")
@@ -215,6 +213,8 @@ def vocab_difference(name: str, saved: object, run_tokens: list[str]) -> str:
         if theirs != ours:
             return f"{name} differs at id {index}: {theirs!r} in the checkpoint but {ours!r} in the run"
     return ""
+
+
 def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:
     """The JSON records of a metrics.jsonl text, and the numbers of lines that are not one (a crash's)."""
     records, bad = [], []

@@ -146,8 +146,11 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
             message = f"the body is not valid JSON: {detail}{where}"
             return error_response(400, message, [message])
         problems = [describe(e) for e in errors]
-        return error_response(422, problems[0] if len(problems) == 1 else f"{len(problems)} problems: "
-                              + "; ".join(problems), problems)
+        return error_response(
+            422,
+            problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems),
+            problems,
+        )
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -61,8 +61,9 @@ class AttentionMaps(BaseModel):
     decoder_input_tokens: list[str] = Field(description="What each target position reads, from <bos>.")
     maps: dict[str, list[list[list[list[float]]]]] = Field(description="Map name -> weights.")
     description: str | None = Field(
-        None, description="What the maps are when they are not every layer and head (a CTranslate2 folder "
-        "returns one layer's cross-attention, averaged over its heads); null otherwise."
+        None,
+        description="What the maps are when they are not every layer and head (a CTranslate2 folder "
+        "returns one layer's cross-attention, averaged over its heads); null otherwise.",
     )
 
 
@@ -92,7 +93,7 @@ class Info(BaseModel):
     model: str
     parameters: int
     engine: str = Field(description="torch, or ctranslate2 with its weights and threads (exported folder).")
-    attention: str = Field(description="Which attention maps `\"attention\": true` returns.")
+    attention: str = Field(description='Which attention maps `"attention": true` returns.')
     config: dict[str, Any]
     source_vocab_size: int
     target_vocab_size: int

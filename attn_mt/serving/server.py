@@ -32,7 +32,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def run_server(
-    run: LoadedRun, run_dir: Path, device: torch.device, host: str, port: int, max_batch: int,
+    run: LoadedRun,
+    run_dir: Path,
+    device: torch.device,
+    host: str,
+    port: int,
+    max_batch: int,
     max_wait_ms: float,
 ) -> None:
     """Bind host:port and serve translations of the loaded `run` until interrupted (Ctrl-C or SIGTERM)."""

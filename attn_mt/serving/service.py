@@ -129,8 +129,9 @@ class TranslationService:
         maps = None
         if attention and translation.hypotheses:
             limited = isinstance(translator, Ctranslate2Translator)
-            maps = attention_json(translator.attention(translation),
-                                  translator.attention_description() if limited else None)
+            maps = attention_json(
+                translator.attention(translation), translator.attention_description() if limited else None
+            )
         return SentenceResult(
             source=translation.source,
             source_tokens=translation.source_tokens,

@@ -48,8 +48,10 @@ def _weights_difference(first: dict[str, torch.Tensor], other: dict[str, torch.T
         return f"weight {name} is in only one of them"
     for name, tensor in first.items():
         if tensor.shape != other[name].shape or tensor.dtype != other[name].dtype:
-            return (f"weight {name} is {tuple(tensor.shape)} {tensor.dtype} in one and "
-                    f"{tuple(other[name].shape)} {other[name].dtype} in the other")
+            return (
+                f"weight {name} is {tuple(tensor.shape)} {tensor.dtype} in one and "
+                f"{tuple(other[name].shape)} {other[name].dtype} in the other"
+            )
     return None
 
 

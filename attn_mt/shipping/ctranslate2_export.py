@@ -86,8 +86,12 @@ def transformer_spec(model: Transformer, positions: int) -> Any:
     specs = import_ctranslate2().specs
     layers, heads = len(model.encoder.blks), model.num_heads
     spec = specs.TransformerSpec.from_config(
-        (layers, len(model.decoder.blks)), heads, pre_norm=False, activation=specs.Activation.RELU,
-        alignment_layer=-1, alignment_heads=heads,
+        (layers, len(model.decoder.blks)),
+        heads,
+        pre_norm=False,
+        activation=specs.Activation.RELU,
+        alignment_layer=-1,
+        alignment_heads=heads,
     )
     table = sinusoid_table(positions, model.encoder.num_hiddens).numpy()  # (positions, H)
     encoder, decoder = spec.encoder, spec.decoder
@@ -139,8 +143,10 @@ def _check_transformer(run: LoadedRun) -> Transformer:
     """The run's model, or a UserError naming the formats a GRU run can use."""
     if not isinstance(run.model, Transformer):
         others = " or ".join(f"--format {f}" for f in EXPORT_FORMATS if f != "ctranslate2")
-        raise UserError(f"--format ctranslate2 exports Transformer runs only; this run is a "
-                        f"{run.config.model.type} model: export it with {others}")
+        raise UserError(
+            f"--format ctranslate2 exports Transformer runs only; this run is a "
+            f"{run.config.model.type} model: export it with {others}"
+        )
     return run.model
 
 
@@ -157,14 +163,16 @@ def export_ctranslate2(
     """Write the run's Transformer as a CTranslate2 folder `out` that translates alone (module docstring)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out} exists and is not an empty folder; give a new folder for the CTranslate2 "
-                        "model")
+        raise UserError(
+            f"{out} exists and is not an empty folder; give a new folder for the CTranslate2 model"
+        )
     if quantize is not None and quantize not in WEIGHT_TYPES:
         raise UserError(f"--quantize {quantize!r}: choose one of {', '.join(WEIGHT_TYPES)}")
     import_ctranslate2()
     report = RunPaths(Path(run_dir)).data_report
-    return write_ctranslate2(load_run(run_dir, checkpoint, "cpu"), out, quantize or "float32",
-                             report if report.is_file() else None)
+    return write_ctranslate2(
+        load_run(run_dir, checkpoint, "cpu"), out, quantize or "float32", report if report.is_file() else None
+    )
 
 
 def write_ctranslate2(run: LoadedRun, out: Path, weights: str, data_report: Path | None = None) -> Path:
@@ -191,8 +199,9 @@ def write_ctranslate2(run: LoadedRun, out: Path, weights: str, data_report: Path
         spec.save(str(out))
     except (ValueError, RuntimeError) as exc:
         shutil.rmtree(out, ignore_errors=True)
-        raise UserError(f"ctranslate2 {ctranslate2.__version__} could not convert {run.checkpoint}: "
-                        f"{exc}") from None
+        raise UserError(
+            f"ctranslate2 {ctranslate2.__version__} could not convert {run.checkpoint}: {exc}"
+        ) from None
     paths = RunPaths(out)
     run.src_vocab.save(paths.src_vocab)
     run.tgt_vocab.save(paths.tgt_vocab)
@@ -212,11 +221,18 @@ def write_ctranslate2(run: LoadedRun, out: Path, weights: str, data_report: Path
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     if bits == 7:
-        log.warning("--quantize %s: this CPU has no VNNI, where CTranslate2's 8-bit int8 products saturate "
-                    "and lose accuracy; the int8 weights are kept within +-%d (7 bits)", weights,
-                    SEVEN_BIT_RANGE)
+        log.warning(
+            "--quantize %s: this CPU has no VNNI, where CTranslate2's 8-bit int8 products saturate "
+            "and lose accuracy; the int8 weights are kept within +-%d (7 bits)",
+            weights,
+            SEVEN_BIT_RANGE,
+        )
     if weights not in ctranslate2.get_supported_compute_types("cpu"):
-        log.warning("--quantize %s: ctranslate2 cannot run %s weights on this CPU (it runs %s); the folder "
-                    "runs where it can (float16: CUDA)", weights, weights,
-                    ", ".join(sorted(ctranslate2.get_supported_compute_types("cpu"))))
+        log.warning(
+            "--quantize %s: ctranslate2 cannot run %s weights on this CPU (it runs %s); the folder "
+            "runs where it can (float16: CUDA)",
+            weights,
+            weights,
+            ", ".join(sorted(ctranslate2.get_supported_compute_types("cpu"))),
+        )
     return out

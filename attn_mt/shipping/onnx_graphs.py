@@ -149,10 +149,18 @@ def transformer_graphs(model: Transformer) -> Graphs:
     cross = {1: "batch", 3: "src_steps"}
     past, new_past = {1: "batch", 3: "steps"}, {1: "batch", 3: "new_steps"}
     return Graphs(
-        TransformerEncoderGraph(model), TransformerStepGraph(model),
-        constants=["cross_keys", "cross_values"], state=["past_keys", "past_values"],
-        axes={"cross_keys": cross, "cross_values": cross, "past_keys": past, "past_values": past,
-              "new_past_keys": new_past, "new_past_values": new_past},
+        TransformerEncoderGraph(model),
+        TransformerStepGraph(model),
+        constants=["cross_keys", "cross_values"],
+        state=["past_keys", "past_values"],
+        axes={
+            "cross_keys": cross,
+            "cross_values": cross,
+            "past_keys": past,
+            "past_values": past,
+            "new_past_keys": new_past,
+            "new_past_values": new_past,
+        },
     )
 
 
@@ -160,8 +168,10 @@ def gru_bahdanau_graphs(model: GRUBahdanau) -> Graphs:
     """The GRU + Bahdanau model's graphs: memory and keys are constant, the decoder's hidden state changes."""
     hidden = {1: "batch"}
     return Graphs(
-        GRUBahdanauEncoderGraph(model), GRUBahdanauStepGraph(model),
-        constants=["memory", "keys"], state=["hidden"],
+        GRUBahdanauEncoderGraph(model),
+        GRUBahdanauStepGraph(model),
+        constants=["memory", "keys"],
+        state=["hidden"],
         axes={"memory": SOURCE, "keys": SOURCE, "hidden": hidden, "new_hidden": hidden},
     )
 
@@ -173,14 +183,23 @@ GRAPH_BUILDERS: dict[str, Callable[..., Graphs]] = {
 
 
 def export_graph(
-    module: nn.Module, inputs: tuple[torch.Tensor, ...], path: Path, names: tuple[list[str], list[str]],
+    module: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    path: Path,
+    names: tuple[list[str], list[str]],
     axes: dict[str, dict[int, str]],
 ) -> None:
     """Trace `module` on `inputs` into the ONNX file `path`; `names` are its input and output names."""
     input_names, output_names = names
     torch.onnx.export(
-        module, inputs, str(path), dynamo=False, opset_version=OPSET, input_names=input_names,
-        output_names=output_names, dynamic_axes={name: axes[name] for name in (*input_names, *output_names)},
+        module,
+        inputs,
+        str(path),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=input_names,
+        output_names=output_names,
+        dynamic_axes={name: axes[name] for name in (*input_names, *output_names)},
     )
 
 
@@ -202,13 +221,21 @@ def write_onnx(run: LoadedRun, out: Path) -> Path:
             graphs.encoder, (src, src_lens), out / "encoder.onnx", (["src", "src_lens"], passed), axes
         )
         export_graph(
-            graphs.step, (tokens, src_lens, *constants, *state), out / "decoder_step.onnx",
-            (["tokens", "src_lens", *passed], ["logits", *(f"new_{name}" for name in graphs.state)]), axes,
+            graphs.step,
+            (tokens, src_lens, *constants, *state),
+            out / "decoder_step.onnx",
+            (["tokens", "src_lens", *passed], ["logits", *(f"new_{name}" for name in graphs.state)]),
+            axes,
         )
     run.src_vocab.save(out / "src_vocab.json")
     run.tgt_vocab.save(out / "tgt_vocab.json")
-    meta = {"config": run.config.to_dict(), "step": run.step, "checkpoint": run.checkpoint.name,
-            "decoder_step_constants": graphs.constants, "decoder_step_state": graphs.state}
+    meta = {
+        "config": run.config.to_dict(),
+        "step": run.step,
+        "checkpoint": run.checkpoint.name,
+        "decoder_step_constants": graphs.constants,
+        "decoder_step_state": graphs.state,
+    }
     (out / "model.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return out
 
@@ -228,10 +255,12 @@ class OnnxModel:
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads  # 0: onnxruntime's default
-        self.encoder = onnxruntime.InferenceSession(str(folder / "encoder.onnx"), options,
-                                                    ["CPUExecutionProvider"])
-        self.step = onnxruntime.InferenceSession(str(folder / "decoder_step.onnx"), options,
-                                                 ["CPUExecutionProvider"])
+        self.encoder = onnxruntime.InferenceSession(
+            str(folder / "encoder.onnx"), options, ["CPUExecutionProvider"]
+        )
+        self.step = onnxruntime.InferenceSession(
+            str(folder / "decoder_step.onnx"), options, ["CPUExecutionProvider"]
+        )
         self.meta = json.loads((folder / "model.json").read_text(encoding="utf-8"))
 
     def greedy(

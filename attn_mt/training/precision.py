@@ -39,7 +39,7 @@ def faster_mode(seconds: dict[str, float], margin: float = 0.05) -> str:
 
 
 def choose_amp(run_pass: Callable[[str], None], dist: DistContext, batches: int) -> str:
-    """"bf16" or "none", whichever `run_pass(mode)` (forward and backward, no update) runs faster.
+    """ "bf16" or "none", whichever `run_pass(mode)` (forward and backward, no update) runs faster.
 
     The passes run with the RNG state restored afterwards, so the run's random stream is that of a
     run without them; every rank takes the same choice.

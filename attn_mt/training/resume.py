@@ -41,8 +41,15 @@ def resolve_resume_config(paths: RunPaths, cfg: Config | None, overrides: list[s
 # train keys held by the optimiser and schedule state in last.pt, or meaningless mid-run: a resumed
 # run cannot take a new value for them
 FIXED_ON_RESUME = (
-    "optimizer", "lr", "adam_betas", "weight_decay", "schedule", "plateau_factor", "plateau_patience",
-    "init", "best_metric",
+    "optimizer",
+    "lr",
+    "adam_betas",
+    "weight_decay",
+    "schedule",
+    "plateau_factor",
+    "plateau_patience",
+    "init",
+    "best_metric",
 )
 
 
@@ -78,5 +85,7 @@ def record_config_changes(paths: RunPaths, before: Config, after: Config, step: 
     listed = "; ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
     log.warning(
         "--resume: from step %d the run uses %s (config.yaml updated; %s lists every change)",
-        step, listed, paths.config_history.name,
+        step,
+        listed,
+        paths.config_history.name,
     )

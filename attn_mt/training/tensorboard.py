@@ -74,8 +74,9 @@ def tag_of(key: str) -> str:
 class TensorBoardLog:
     """Writes one run's scalars, sample translations and attention images as TensorBoard events."""
 
-    def __init__(self, folder: Path, purge_step: int | None = None,
-                 rewrite: Sequence[Mapping[str, Any]] = ()):
+    def __init__(
+        self, folder: Path, purge_step: int | None = None, rewrite: Sequence[Mapping[str, Any]] = ()
+    ):
         """Open `folder`; readers drop events from `purge_step` on; `rewrite` records are written first."""
         require_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
@@ -150,7 +151,9 @@ def sample_translations(
     if not chosen:
         return [], None
     outputs = translator.translate([ex.src for ex in chosen], beam_size=1)
-    samples = [Sample(ex.src, out.text, ex.refs[0] if ex.refs else "") for ex, out in zip(chosen, outputs,
-                                                                                       strict=True)]
+    samples = [
+        Sample(ex.src, out.text, ex.refs[0] if ex.refs else "")
+        for ex, out in zip(chosen, outputs, strict=True)
+    ]
     attention = translator.attention(outputs[0]) if outputs[0].hypotheses else None
     return samples, attention

@@ -267,7 +267,11 @@ class Trainer:
         norm = {} if self.grad_norm is None else {"grad_norm": round(float(self.grad_norm), 4)}
         self._record(loss=round(loss, 5), tokens_per_s=round(tokens_per_s, 1), **norm)
         bar.window(
-            step=pr.step, epoch=pr.epoch, loss=loss, tokens_per_s=tokens_per_s, lr=self.schedule.lr,
+            step=pr.step,
+            epoch=pr.epoch,
+            loss=loss,
+            tokens_per_s=tokens_per_s,
+            lr=self.schedule.lr,
             elapsed_s=pr.elapsed_s,
         )
         pr.window_loss, pr.window_tokens = 0.0, 0
@@ -385,4 +389,3 @@ class Trainer:
             save_checkpoint(self._best_state, self.paths.best)
             self._best_state = None
         self._last_save = now
-
