@@ -14,7 +14,7 @@ import ctranslate2
 import numpy as np
 import pytest
 import torch
-from synthetic import reverse_pairs, write_corpus
+from synthetic import SUBWORD_RUN_SETTINGS, reverse_pairs, write_corpus
 from test_serving import (
     ERROR_CASES,
     SENTENCES,
@@ -28,7 +28,7 @@ from test_serving import (
     server,
     translate,
 )
-from test_training import SYNTH, TINY, cli
+from test_training import TINY, cli
 
 from attn_mt.config import load_config
 from attn_mt.data.vocab import Vocab
@@ -52,19 +52,8 @@ from attn_mt.training.launch import train
 WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] * 170) + "."]  # blank, cut
 
 
-SHIP = [  # the shared subword run's model (tests/synthetic.py) without its short decoding limit
-    *SYNTH,
-    "data.tokenizer=sentencepiece",
-    "data.vocab_size=320",
-    "data.max_len=40",
-    "data.max_tokens=400",
-    "model.num_hiddens=32",
-    "model.ffn_num_hiddens=64",
-    "model.num_layers=2",
-    "model.tie_embeddings=true",
-    "model.tie_source_embedding=true",
-    "train.checkpoint_minutes=0",
-]
+# the shared subword run's settings (tests/synthetic.py) without its short decoding limit
+SHIP = [setting for setting in SUBWORD_RUN_SETTINGS if not setting.startswith("decode.")]
 
 
 @pytest.fixture(scope="module")
