@@ -18,7 +18,8 @@ sources (0: all): torch float32, torch `--quantize int8`, and the CTranslate2 fo
 workers, the default, and one translator with --threads OpenMP threads), greedy and beam 4, with the
 same sentences and threads. Passes are interleaved (engine after engine, --repeats rounds, best
 kept) in-process and end to end (`attn-mt translate` in a fresh process, start-up included). It
-reports sentences/s, the share of outputs identical to torch float32's, BLEU, and the CPU's flags.
+reports sentences/s, the share of outputs identical to torch float32's, BLEU, and the CPU's flags;
+each part is also printed to stderr as it completes.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ def compare_engines(args: argparse.Namespace) -> dict:
                 }
                 for name in translators
             }
+            print(json.dumps({f"in_process_beam{beam}": results[f"beam{beam}"]}), file=sys.stderr, flush=True)
         out["in_process"] = results
         source = Path(tmp) / "source.txt"
         source.write_text("".join(s.replace("\n", " ") + "\n" for s in sources), encoding="utf-8")
@@ -197,6 +199,7 @@ def compare_engines(args: argparse.Namespace) -> dict:
                     took = end_to_end(model, [*options, "--beam", str(beam)], source, Path(tmp) / "out.txt")
                     seconds[name] = min(seconds[name], took)
             process[f"beam{beam}"] = {name: round(len(sources) / s, 1) for name, s in seconds.items()}
+            print(json.dumps({f"end_to_end_beam{beam}": process[f"beam{beam}"]}), file=sys.stderr, flush=True)
         out["end_to_end_sentences_per_s"] = process
     return out
 
