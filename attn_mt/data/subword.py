@@ -24,6 +24,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -163,9 +164,12 @@ def sample_sentences(texts: Sequence[str], size: int, seed: int) -> Sequence[str
     return [texts[i] for i in chosen.tolist()]
 
 
-def learn_subwords(texts: Sequence[str], model_type: str, vocab_size: int, what: str) -> SubwordVocab:
+def learn_subwords(
+    texts: Sequence[str], model_type: str, vocab_size: int, what: str, **trainer_options: Any
+) -> SubwordVocab:
     """Learn a sentencepiece model of `vocab_size` pieces from `texts` (training sentences, prepared).
 
+    `trainer_options` are passed on to sentencepiece's trainer (the tests use them to vary a model).
     Nothing is written to disk: the sentences go in through an iterator and the model comes back
     as bytes. A vocabulary size the text cannot fill is a UserError naming the largest possible.
     """
@@ -193,6 +197,7 @@ def learn_subwords(texts: Sequence[str], model_type: str, vocab_size: int, what:
             shuffle_input_sentence=False,
             num_threads=LEARN_THREADS,
             minloglevel=2,
+            **trainer_options,
         )
     except RuntimeError as exc:
         message = str(exc)
