@@ -63,9 +63,8 @@ def test_word_by_word_gives_sentencepiece_ids_on_awkward_text_across_calls():
     ids=["unigram", "across-spaces", "no-dummy-prefix", "suffix"],
 )
 def test_models_that_are_not_word_by_word_take_the_plain_path_with_the_same_ids(options):
-    vocab = learn_subwords(
-        _texts(), options.pop("model_type"), 330, "test", hard_vocab_limit=False, **options
-    )
+    extra = {key: value for key, value in options.items() if key != "model_type"}
+    vocab = learn_subwords(_texts(), options["model_type"], 330, "test", hard_vocab_limit=False, **extra)
     texts = _texts() + AWKWARD
     assert not splits_at_spaces(vocab)
     assert isinstance(chunk_encoder(vocab), SentenceEncoder)
