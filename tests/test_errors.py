@@ -224,6 +224,7 @@ CASES: dict[str, list[str]] = {
     "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
     "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
     "unknown-demo": ["demo", "attention"],
+    "report-not-a-run": ["report", "somedir"],
     "serve-bad-port": ["serve", "RUN", "--port", "70000"],
     "average-too-few": ["average", "RUN", "--last", "2"],
     "bad-quantize": ["translate", "RUN", "--quantize", "int4", "go ."],
