@@ -4,7 +4,10 @@ attn-mt's own search does; GRU runs, foreign folders and unusable options are cl
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -41,6 +44,8 @@ from attn_mt.models.build import build_model
 from attn_mt.run.ctranslate2_folder import (
     META_FILE,
     cpu_has_vnni,
+    cpu_threads,
+    ctranslate2_device,
     import_ctranslate2,
     load_ctranslate2_folder,
 )
@@ -178,6 +183,33 @@ def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, tm
     scores = json.loads((folder / "eval" / "test" / "scores.json").read_text())
     assert scores["engine"].startswith(f"ctranslate2 {ctranslate2.__version__} on cpu, float32 weights")
     assert (folder / "eval" / "test" / "attention").is_dir()
+
+
+def test_translating_with_the_folder_never_imports_torch(trained, folder):
+    code = (
+        "import sys\n"
+        "from attn_mt.cli import main\n"
+        f"sys.argv = ['attn-mt', 'translate', {str(folder)!r}, '--beam', '2', *{WORDS[:3]!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert done.stdout == cli("translate", str(trained), "--beam", "2", *WORDS[:3]).stdout
+
+
+def test_the_folders_device_and_threads_are_chosen_without_torch(monkeypatch):
+    assert ctranslate2_device("cpu") == ctranslate2_device("mps") == "cpu"
+    assert ctranslate2_device("auto") == ("cuda" if ctranslate2.get_cuda_device_count() else "cpu")
+    with pytest.raises(UserError, match="--device 'gpu': expected one of auto, cpu, cuda, mps"):
+        ctranslate2_device("gpu")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert cpu_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert cpu_threads() == len(os.sched_getaffinity(0))
 
 
 def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):

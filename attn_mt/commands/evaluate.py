@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from attn_mt.decoding.engines import engine_description, translator_for
-from attn_mt.decoding.translator import with_length_penalty
+from attn_mt.decoding.outputs import with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention_dumps import save_attention
 from attn_mt.evaluation.evaluate import SPLITS, format_table, split_examples

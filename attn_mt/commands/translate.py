@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.translator import Translation, with_length_penalty
+from attn_mt.decoding.outputs import Translation, with_length_penalty
 from attn_mt.errors import UserError
-from attn_mt.run.device import pick_device
-from attn_mt.run.load import load_model
+from attn_mt.run.open import open_model
 
 
 def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
@@ -85,8 +84,7 @@ def run_translate(
     if nbest < 1:
         raise UserError(f"--nbest must be at least 1, got {nbest}")
     lines = read_input_lines(input_file, texts)
-    dev = pick_device(device)
-    run = load_model(run_dir, checkpoint, dev, quantize)
+    run, dev = open_model(run_dir, checkpoint, device, quantize)
     cfg = with_length_penalty(run.config, length_penalty)
     beam_size = run.config.decode.beam_size if beam is None else beam
     if nbest > beam_size:

@@ -1,29 +1,15 @@
-"""Data pipeline: corpus, preprocessing, vocabularies, book and split modes, batches, report."""
+"""Data pipeline: corpus, preprocessing, vocabularies, book and split modes, batches, report.
 
-from attn_mt.data.batch import Batch
-from attn_mt.data.corpus import read_pairs, resolve_corpus
-from attn_mt.data.dataset import NMTData, load_data
-from attn_mt.data.encode import EncodedSources, SourceInfo, encode_sources
-from attn_mt.data.preprocess import preprocess, tokenize
-from attn_mt.data.report import data_report, format_report
-from attn_mt.data.splits import EvalExample
-from attn_mt.data.trainset import TrainSet
-from attn_mt.data.vocab import Vocab
+    corpus.py, pairs.py      find and read the corpus (zip, Tatoeba tab file, two aligned files)
+    preprocess.py, vocab.py  the book's preprocessing, tokenizer and word vocabulary
+    subword.py               sentencepiece vocabularies on raw cased text
+    splits.py                the grouped train / valid / test split
+    prepare.py, store.py     split mode prepared once into memory-mapped arrays
+    parallel.py, word_pieces.py  encoding many sentences on every core
+    book.py, bucketing.py    book-mode and token-budget batches over trainset.py's store
+    encode.py                sentences a user types, to ids
+    dataset.py               `load_data`: everything training and evaluation read
+    report.py                the data report
 
-__all__ = [
-    "Batch",
-    "EncodedSources",
-    "EvalExample",
-    "NMTData",
-    "SourceInfo",
-    "TrainSet",
-    "Vocab",
-    "data_report",
-    "encode_sources",
-    "format_report",
-    "load_data",
-    "preprocess",
-    "read_pairs",
-    "resolve_corpus",
-    "tokenize",
-]
+Nothing is imported here, so a module that needs no torch (encode.py, subword.py, ...) loads without it.
+"""

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
-
-import torch
+from typing import TYPE_CHECKING, NamedTuple
 
 from attn_mt.data.preprocess import preprocess, tokenize
 from attn_mt.data.vocab import Vocab
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -63,13 +64,13 @@ class EncodedSources(NamedTuple):
         return [i.warnings for i in self.info]
 
 
-def encode_sources(
+def source_rows(
     sentences: Sequence[str | Sequence[str]],
     vocab: Vocab,
     normalize_apostrophes: bool = False,
     max_len: int | None = None,
-) -> EncodedSources:
-    """Ids (B, S) padded with <pad>, lengths (B,) counting <eos>, and one SourceInfo per sentence.
+) -> tuple[list[list[int]], list[SourceInfo]]:
+    """Each sentence's ids (<eos> last, cut to `max_len`) and its SourceInfo, unpadded; no torch needed.
 
     A sentence is raw text (preprocessed here) or a list of tokens already from `tokenize(preprocess(...))`.
     """
@@ -85,6 +86,19 @@ def encode_sources(
         cut = max(len(ids) - max_len, 0) if max_len else 0
         rows.append(ids[: len(ids) - cut])
         infos.append(SourceInfo(tokens, oov, cut, max_len))
+    return rows, infos
+
+
+def encode_sources(
+    sentences: Sequence[str | Sequence[str]],
+    vocab: Vocab,
+    normalize_apostrophes: bool = False,
+    max_len: int | None = None,
+) -> EncodedSources:
+    """Ids (B, S) padded with <pad>, lengths (B,) counting <eos>, and the SourceInfo of each sentence."""
+    import torch  # here, not at the top: the CTranslate2 engine reads `source_rows` and runs without torch
+
+    rows, infos = source_rows(sentences, vocab, normalize_apostrophes, max_len)
     width = max((len(r) for r in rows), default=1)
     src = torch.full((len(rows), width), vocab.pad_id, dtype=torch.long)  # (B, S)
     for i, row in enumerate(rows):

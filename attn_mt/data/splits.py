@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attn_mt.data.trainset import SEED_MODULUS
 from attn_mt.errors import UserError
+
+SEED_MODULUS = 1 << 64  # numpy seeds must be non-negative; negative seeds wrap around
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import sentencepiece as spm
 
-from attn_mt.data.trainset import SEED_MODULUS
+from attn_mt.data.splits import SEED_MODULUS
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from attn_mt.errors import UserError
 

@@ -17,9 +17,8 @@ import numpy as np
 import torch
 
 from attn_mt.data.batch import Batch
+from attn_mt.data.splits import SEED_MODULUS
 from attn_mt.data.vocab import Vocab
-
-SEED_MODULUS = 1 << 64  # numpy seeds must be non-negative; negative seeds wrap around
 
 
 class TrainSet(Protocol):

@@ -1,5 +1,11 @@
-"""Decoding: greedy and beam search over the models' step interface, and batch translation."""
+"""Decoding: greedy and beam search over the models' step interface, and batch translation.
 
-from attn_mt.decoding.search import Hypothesis, beam_search, gnmt_length_penalty, greedy_search
+    outputs.py            what every engine returns and the rules they share (no torch)
+    search.py             greedy and beam search (torch)
+    translator.py         sentences in, translations out, with a torch model
+    ctranslate2_engine.py the same with an exported CTranslate2 folder (no torch)
+    engines.py            which of the two translates a loaded model
+    attention.py          attention maps of one translated sentence
 
-__all__ = ["Hypothesis", "beam_search", "gnmt_length_penalty", "greedy_search"]
+Nothing is imported here, so the CTranslate2 engine's modules load without torch.
+"""

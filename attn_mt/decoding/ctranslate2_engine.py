@@ -28,24 +28,28 @@ beats one translator with several OpenMP threads (docs/shipping.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attn_mt.config import Config
-from attn_mt.data.dataset import encode_sources
+from attn_mt.data.encode import source_rows
 from attn_mt.data.vocab import BOS, EOS, Vocab
-from attn_mt.decoding.attention import SentenceAttention
-from attn_mt.decoding.search import Hypothesis, gnmt_length_penalty, max_output_lengths
-from attn_mt.decoding.translator import (
+from attn_mt.decoding.outputs import (
     PROGRESS_DELAY_S,
+    Hypothesis,
     Translation,
-    in_words,
+    gnmt_length_penalty,
     max_source_tokens,
+    output_length_limits,
     prepare_sentence,
 )
 from attn_mt.errors import UserError
 from attn_mt.progress import progress_bar
 from attn_mt.run.ctranslate2_folder import Ctranslate2Model
+
+if TYPE_CHECKING:
+    from attn_mt.decoding.attention import SentenceAttention
 
 BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
 
@@ -85,9 +89,8 @@ class Ctranslate2Translator:
 
     def source_ids(self, tokens: list[str]) -> tuple[list[int], int]:
         """The ids CTranslate2 reads for a prepared sentence (<eos> last unless truncated), and how many."""
-        encoded = encode_sources([tokens], self.src_vocab, max_len=self.max_src)
-        length = int(encoded.src_lens[0])
-        return encoded.src[0, :length].tolist(), length
+        rows, _ = source_rows([tokens], self.src_vocab, max_len=self.max_src)
+        return rows[0], len(rows[0])
 
     def _submit(
         self, sources: list[list[str]], limits: list[int], members: list[int], beam: int, nbest: int
@@ -175,13 +178,11 @@ class Ctranslate2Translator:
         if not todo:
             return results
         prepared = [results[i].source_tokens for i in todo]
-        encoded = encode_sources(prepared, self.src_vocab, max_len=self.max_src)
-        for i, warning in zip(todo, encoded.warnings, strict=True):
-            results[i].warnings.extend(warning)
-        lengths = encoded.src_lens.tolist()
-        rows = encoded.src.tolist()  # (B, S) ids, padded
-        sources = [self.src_vocab.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
-        limits = max_output_lengths(encoded.src_lens, dc.max_len_a, dc.max_len_b).tolist()
+        rows, infos = source_rows(prepared, self.src_vocab, max_len=self.max_src)
+        for i, info in zip(todo, infos, strict=True):
+            results[i].warnings.extend(info.warnings)
+        sources = [self.src_vocab.decode(row) for row in rows]
+        limits = output_length_limits([len(row) for row in rows], dc.max_len_a, dc.max_len_b)
         penalty = BEAM_LENGTH_PENALTY if beam > 1 else 0.0
         bar = progress_bar(
             len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
@@ -210,6 +211,9 @@ class Ctranslate2Translator:
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """The cross-attention CTranslate2 returns for a translated sentence's best output (see
         `attention_description`): a (T, S) map, from a decode forced along that output."""
+        from attn_mt.decoding.attention import SentenceAttention  # torch: only the attention views need it
+        from attn_mt.decoding.translator import in_words
+
         ids, _ = self.source_ids(translation.source_tokens)
         out = translation.hypotheses[0].tokens
         answer = self.model.translator.translate_batch(

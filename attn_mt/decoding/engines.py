@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from attn_mt.config import Config
 from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator
-from attn_mt.decoding.translator import Translator
 from attn_mt.run.ctranslate2_folder import Ctranslate2Model, import_ctranslate2
 from attn_mt.run.run_dir import LoadedRun
+
+if TYPE_CHECKING:
+    import torch
+
+    from attn_mt.decoding.translator import Translator
 
 
 def translator_for(
@@ -17,6 +21,8 @@ def translator_for(
     """The translator of the run's model (torch, or a CTranslate2 folder's), decoding with `cfg`."""
     if isinstance(run.model, Ctranslate2Model):
         return Ctranslate2Translator(run.model, run.src_vocab, run.tgt_vocab, cfg)
+    from attn_mt.decoding.translator import Translator  # torch, imported only for a torch model
+
     return Translator(run.model, run.src_vocab, run.tgt_vocab, cfg, device)
 
 

@@ -33,40 +33,19 @@ step 0 runs one row per sentence (its K beams would be identical); the first reo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
+from attn_mt.decoding.outputs import Hypothesis, gnmt_length_penalty, output_length_limits
 from attn_mt.errors import UserError
 from attn_mt.models.base import DecoderState, EncoderDecoder
 
 CROSS_ATTENTION = "cross"
 
 
-@dataclass
-class Hypothesis:
-    """One finished output: tokens without <bos>/<eos>, raw and length-normalised log-probability."""
-
-    tokens: list[int]
-    score: float
-    norm_score: float
-    attention: torch.Tensor | None = None  # (steps incl. <eos>, ..., src_len) cross-attention, on CPU
-
-
-def gnmt_length_penalty(length: int, alpha: float) -> float:
-    """GNMT's length penalty ((5 + length) / 6) ** alpha; `length` counts the <eos>."""
-    return ((5.0 + length) / 6.0) ** alpha
-
-
 def max_output_lengths(src_lens: torch.Tensor, max_len_a: float, max_len_b: float) -> torch.Tensor:
-    """floor(max_len_a * src_len + max_len_b) per sentence: the target-token budget incl. <eos>."""
-    limits = torch.floor(src_lens.to(torch.float64) * max_len_a + max_len_b).long()  # (B,)
-    if limits.numel() and int(limits.min()) < 1:
-        raise UserError(
-            f"max_len_a = {max_len_a} and max_len_b = {max_len_b} allow no output token for a source of "
-            f"{int(src_lens[int(limits.argmin())])} tokens; raise decode.max_len_b"
-        )
-    return limits
+    """floor(max_len_a * src_len + max_len_b) per sentence (B,): the target-token budget incl. <eos>."""
+    return torch.tensor(output_length_limits(src_lens.tolist(), max_len_a, max_len_b), dtype=torch.long)
 
 
 def _check_inputs(src: torch.Tensor, src_lens: torch.Tensor) -> None:

@@ -2,52 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
 import torch
 
 from attn_mt.config import Config
-from attn_mt.data.dataset import encode_sources
-from attn_mt.data.preprocess import preprocess, tokenize
-from attn_mt.data.subword import prepare_text
+from attn_mt.data.encode import encode_sources
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
-from attn_mt.decoding.search import Hypothesis, beam_search, greedy_search
-from attn_mt.errors import UserError
+from attn_mt.decoding.outputs import PROGRESS_DELAY_S, Translation, max_source_tokens, prepare_sentence
+from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.progress import progress_bar
-
-PROGRESS_DELAY_S = 1.0  # a progress bar appears only when translating takes longer than this
-
-
-@dataclass
-class Translation:
-    """One input sentence's n-best outputs (best first) and any warnings about its input."""
-
-    source: str
-    source_tokens: list[str]
-    outputs: list[str] = field(default_factory=list)
-    hypotheses: list[Hypothesis] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        """The best translation ('' for a blank input)."""
-        return self.outputs[0] if self.outputs else ""
-
-
-def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
-    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses a negative alpha."""
-    if length_penalty is None:
-        return cfg
-    if not length_penalty >= 0:
-        raise UserError(f"--length-penalty must be 0 or more, got {length_penalty}")
-    return replace(cfg, decode=replace(cfg.decode, length_penalty=length_penalty))
-
-
-def max_source_tokens(cfg: Config) -> int:
-    """Longest source (tokens incl. <eos>) a run translates: the book's num_steps, else 4 x data.max_len."""
-    return cfg.data.num_steps if cfg.data.mode == "book" else 4 * cfg.data.max_len
 
 
 def group_labels(vocab: Vocab, ids: list[int], groups: list[list[int]]) -> list[str]:
@@ -58,13 +22,6 @@ def group_labels(vocab: Vocab, ids: list[int], groups: list[list[int]]) -> list[
         word = vocab.detokenize(group_ids)
         labels.append(word if word else " ".join(vocab.decode(group_ids)))
     return labels
-
-
-def prepare_sentence(cfg: Config, src_vocab: Vocab, sentence: str) -> list[str]:
-    """A user sentence preprocessed and tokenized exactly as the training data was."""
-    if cfg.data.tokenizer == "book":
-        return tokenize(preprocess(sentence, cfg.data.normalize_apostrophes))
-    return src_vocab.tokenize(prepare_text(sentence, cfg.data.normalize_apostrophes))
 
 
 def in_words(

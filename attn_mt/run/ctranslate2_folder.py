@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,23 @@ def cpu_flags() -> set[str]:
 def cpu_has_vnni() -> bool:
     """Whether the CPU multiplies int8 with VNNI or AMX (no intermediate 16-bit sums that saturate)."""
     return bool(cpu_flags() & set(VNNI_FLAGS))
+
+
+def ctranslate2_device(name: str) -> str:
+    """The device `--device name` gives a CTranslate2 folder (auto: cuda if ctranslate2 has one; mps: cpu)."""
+    if name not in ("auto", "cpu", "cuda", "mps"):  # run/device.py's choices, checked without torch
+        raise UserError(f"--device {name!r}: expected one of auto, cpu, cuda, mps")
+    if name == "auto":
+        return "cuda" if import_ctranslate2().get_cuda_device_count() > 0 else "cpu"
+    return "cpu" if name == "mps" else name
+
+
+def cpu_threads() -> int:
+    """CPU threads, without asking torch: $OMP_NUM_THREADS if set, else the cores this process may use."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def is_ctranslate2_folder(path: Path) -> bool:
@@ -119,7 +137,7 @@ def check_ctranslate2_version(folder: Path, made_with: str, installed: str) -> N
 
 
 def load_ctranslate2_folder(
-    folder: Path, device: str = "cpu", threads: int = 1, quantize: str | None = None
+    folder: Path, device: str = "cpu", threads: int = 1, quantize: str | None = None, checkpoint: str = "best"
 ) -> LoadedRun:
     """Open an exported folder: its config and vocabularies, and a `Ctranslate2Model` over `threads` cores.
 
@@ -129,6 +147,8 @@ def load_ctranslate2_folder(
     """
     folder = Path(folder)
     device = "cpu" if device == "mps" else device
+    if checkpoint != "best":
+        raise UserError(f"--checkpoint {checkpoint}: {folder} is a CTranslate2 folder, which holds one model")
     if quantize is not None:
         raise UserError(
             f"--quantize {quantize}: {folder} is a CTranslate2 folder, whose weight type was "

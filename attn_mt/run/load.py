@@ -68,11 +68,9 @@ def load_model(
     """A run directory's `checkpoint`, an export file or a CTranslate2 folder on `device`; int8 when asked."""
     source = Path(source)
     if is_ctranslate2_folder(source):
-        if checkpoint != "best":
-            raise UserError(
-                f"--checkpoint {checkpoint}: {source} is a CTranslate2 folder, which holds one model"
-            )
-        return load_ctranslate2_folder(source, torch.device(device).type, torch.get_num_threads(), quantize)
+        return load_ctranslate2_folder(
+            source, torch.device(device).type, torch.get_num_threads(), quantize, checkpoint
+        )
     if source.is_file():
         if checkpoint != "best":
             raise UserError(f"--checkpoint {checkpoint}: {source} is an export file, which holds one model")

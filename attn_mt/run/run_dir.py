@@ -1,4 +1,8 @@
-"""The run directory: where a training run keeps everything, and how to load a trained run."""
+"""The run directory: where a training run keeps everything, and how to load a trained run.
+
+torch and the models are imported by the two functions that build a torch model (`load_run`,
+`model_with_weights`), so a CTranslate2 folder, laid out like a run, is read without them.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from attn_mt.config import Config, config_from_dict, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
-from attn_mt.models.base import EncoderDecoder
-from attn_mt.models.build import build_model
-from attn_mt.run.checkpoint import load_checkpoint
 
 if TYPE_CHECKING:
+    import torch
+
+    from attn_mt.models.base import EncoderDecoder
     from attn_mt.run.ctranslate2_folder import Ctranslate2Model
 
 
@@ -155,6 +157,8 @@ def load_vocabs(paths: RunPaths, cfg: Config) -> tuple[Vocab, Vocab]:
 
 def load_run(run_dir: str | Path, which: str = "best", device: torch.device | str = "cpu") -> LoadedRun:
     """Load config, vocabularies and model weights of a trained run; refuses checkpoints that do not fit."""
+    from attn_mt.run.checkpoint import load_checkpoint  # torch (see the module docstring)
+
     paths = check_run_dir(run_dir)
     ckpt_path = resolve_checkpoint(paths.root, which)
     if which not in ("best", "last") and not ckpt_path.is_file():
@@ -176,6 +180,8 @@ def model_with_weights(
     cfg: Config, src_size: int, tgt_size: int, weights: dict[str, torch.Tensor], where: Path
 ) -> EncoderDecoder:
     """The config's model holding `weights`; weights that do not fit it are a UserError naming `where`."""
+    from attn_mt.models.build import build_model  # torch (see the module docstring)
+
     model = build_model(cfg.model, src_size, tgt_size)
     try:
         model.load_state_dict(weights)

@@ -18,7 +18,8 @@ import torch
 from attn_mt.decoding.attention import SentenceAttention
 from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator
 from attn_mt.decoding.engines import engine_description, parameter_count, translator_for
-from attn_mt.decoding.translator import Translation, Translator, with_length_penalty
+from attn_mt.decoding.outputs import Translation, with_length_penalty
+from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import LoadedRun
 from attn_mt.serving.schemas import (
     MAX_BEAM,

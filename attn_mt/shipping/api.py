@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.translator import Translation
+from attn_mt.decoding.outputs import Translation
 from attn_mt.run.device import pick_device
 from attn_mt.run.load import load_model
 from attn_mt.run.run_dir import LoadedRun

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 import attn_mt
-from attn_mt.decoding.translator import max_source_tokens
+from attn_mt.decoding.outputs import max_source_tokens
 from attn_mt.errors import UserError
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.models.transformer import AddNorm, PositionWiseFFN, Transformer

@@ -1,0 +1,89 @@
+"""What every decoding engine returns, and the rules they share; no torch, so CTranslate2 runs without it.
+
+`Translator` (torch, translator.py) and `Ctranslate2Translator` (ctranslate2_engine.py) both turn
+sentences into `Translation`s of `Hypothesis`es, prepare a user's sentence as the training data was,
+cap sources at `max_source_tokens` and outputs at `output_length_limits`, and rank beam outputs
+with GNMT's length penalty (search.py states the conventions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from attn_mt.config import Config
+from attn_mt.data.preprocess import preprocess, tokenize
+from attn_mt.data.subword import prepare_text
+from attn_mt.data.vocab import Vocab
+from attn_mt.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+PROGRESS_DELAY_S = 1.0  # a progress bar appears only when translating takes longer than this
+
+
+@dataclass
+class Hypothesis:
+    """One finished output: tokens without <bos>/<eos>, raw and length-normalised log-probability."""
+
+    tokens: list[int]
+    score: float
+    norm_score: float
+    attention: torch.Tensor | None = None  # (steps incl. <eos>, ..., src_len) cross-attention, on CPU
+
+
+@dataclass
+class Translation:
+    """One input sentence's n-best outputs (best first) and any warnings about its input."""
+
+    source: str
+    source_tokens: list[str]
+    outputs: list[str] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The best translation ('' for a blank input)."""
+        return self.outputs[0] if self.outputs else ""
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """GNMT's length penalty ((5 + length) / 6) ** alpha; `length` counts the <eos>."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def output_length_limits(src_lens: Sequence[int], max_len_a: float, max_len_b: float) -> list[int]:
+    """floor(max_len_a * src_len + max_len_b) per sentence: the target-token budget incl. <eos>."""
+    limits = [math.floor(float(n) * max_len_a + max_len_b) for n in src_lens]
+    if limits and min(limits) < 1:
+        shortest = src_lens[limits.index(min(limits))]
+        raise UserError(
+            f"max_len_a = {max_len_a} and max_len_b = {max_len_b} allow no output token for a source of "
+            f"{int(shortest)} tokens; raise decode.max_len_b"
+        )
+    return limits
+
+
+def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
+    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses a negative alpha."""
+    if length_penalty is None:
+        return cfg
+    if not length_penalty >= 0:
+        raise UserError(f"--length-penalty must be 0 or more, got {length_penalty}")
+    return replace(cfg, decode=replace(cfg.decode, length_penalty=length_penalty))
+
+
+def max_source_tokens(cfg: Config) -> int:
+    """Longest source (tokens incl. <eos>) a run translates: the book's num_steps, else 4 x data.max_len."""
+    return cfg.data.num_steps if cfg.data.mode == "book" else 4 * cfg.data.max_len
+
+
+def prepare_sentence(cfg: Config, src_vocab: Vocab, sentence: str) -> list[str]:
+    """A user sentence preprocessed and tokenized exactly as the training data was."""
+    if cfg.data.tokenizer == "book":
+        return tokenize(preprocess(sentence, cfg.data.normalize_apostrophes))
+    return src_vocab.tokenize(prepare_text(sentence, cfg.data.normalize_apostrophes))
