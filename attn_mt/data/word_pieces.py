@@ -81,9 +81,7 @@ class WordPieces:
         if not texts:
             return np.zeros(0, dtype=self.dtype), np.zeros(0, dtype=np.int64)
         words = " ".join(texts).split(" ")  # (W,) every sentence has at least one word ("" if empty)
-        per_sentence = 1 + np.fromiter(
-            map(str.count, texts, itertools.repeat(" ")), np.int64, len(texts)
-        )  # (n,)
+        spaces = np.fromiter(map(str.count, texts, itertools.repeat(" ")), np.int64, len(texts))  # (n,)
         word = np.fromiter(map(self.index.get, words, itertools.repeat(-1)), np.int64, len(words))  # (W,)
         unseen = np.flatnonzero(word < 0)
         if len(unseen):
@@ -93,5 +91,5 @@ class WordPieces:
         ends = np.cumsum(word_lengths)  # (W,) where each word's ids end in the output
         shift = np.repeat(self.starts[word] - (ends - word_lengths), word_lengths)  # (total,)
         ids = self.table[np.arange(int(ends[-1])) + shift]  # (total,)
-        first_word = np.concatenate(([0], np.cumsum(per_sentence)[:-1]))  # (n,)
+        first_word = np.concatenate(([0], np.cumsum(spaces + 1)[:-1]))  # (n,) each sentence's first word
         return ids, np.add.reduceat(word_lengths, first_word)
