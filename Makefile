@@ -10,7 +10,7 @@ ifneq ($(strip $(ATTN_MT_DATA)),)
 export ATTN_MT_DATA
 endif
 
-.PHONY: install train test lint check browser bench-train bench-translate bench-full clean
+.PHONY: install train test test-avx2 cpu-facts lint check browser bench-train bench-translate bench-full clean
 
 $(BIN)/attn-mt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,27 @@ train: install
 
 test: install browser
 	$(BIN)/pytest
+
+# The CPU the tests run on: its model, the SIMD flags that pick torch's kernels, and the ATen kernels in use.
+cpu-facts:
+	@printf 'CPU: %s\n' "$$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
+	@printf 'flags: %s\n' "$$(for f in avx2 avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16 amx_int8; do \
+	  grep -qw $$f /proc/cpuinfo 2>/dev/null && printf '%s ' $$f; done)"
+	@[ ! -x $(BIN)/python ] || $(BIN)/python -c "import torch; print('ATen kernels:', torch.backends.cpu.get_cpu_capability())"
+
+# Float32 sums and int8 rounding follow the SIMD kernels torch picks. On a CPU with AVX-512, run the numerically
+# sensitive tests again on the AVX2 kernels (ATen's vectorised ops and fbgemm's int8), so one machine checks
+# both families; on an AVX2-only CPU `make test` already ran them. MKL, oneDNN and CTranslate2 follow the CPU.
+SENSITIVE_TESTS := tests/test_search.py tests/test_models.py tests/test_models_extra.py tests/test_attention.py \
+	tests/test_attention_dumps.py tests/test_packed_attention.py tests/test_training_step.py \
+	tests/test_book_import.py tests/test_shipping.py
+test-avx2: install
+	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
+	  export ATEN_CPU_CAPABILITY=avx2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2; \
+	  $(BIN)/python -c "import torch; print('test-avx2: ATen kernels', torch.backends.cpu.get_cpu_capability(), \
+	    '(ATEN_CPU_CAPABILITY=avx2), fbgemm int8 on AVX2 (FBGEMM_ENABLE_INSTRUCTIONS=AVX2)')"; \
+	  $(BIN)/pytest $(SENSITIVE_TESTS); \
+	else echo "test-avx2: no AVX-512 on this CPU, so make test ran the AVX2 kernels already"; fi
 
 # ruff's rules and formatting, then the layers of the pipeline (import-linter, [tool.importlinter] in pyproject.toml).
 lint: install

@@ -32,6 +32,7 @@ from test_serving import (
     translate,
 )
 from test_training import TINY, cli
+from tolerances import decoding_terms, float32_approx
 
 from attn_mt.config import load_config
 from attn_mt.data.vocab import Vocab
@@ -57,6 +58,9 @@ from attn_mt.training.launch import train
 WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] * 170) + "."]  # blank, cut
 
 
+# CTranslate2 runs its own kernels: at most 12 steps (under a limit of half the source + 1) of the subword
+# run's 64-unit feed-forward products and its 320-piece log-softmax, summed in another order than torch's.
+TIGHT_LIMIT_TERMS = decoding_terms(steps=12, widest=64, keys_or_vocab=320)
 # the shared subword run's settings (tests/synthetic.py) without its short decoding limit
 SHIP = [setting for setting in SUBWORD_RUN_SETTINGS if not setting.startswith("decode.")]
 
@@ -146,7 +150,7 @@ def test_outputs_cut_at_the_length_limit_end_with_a_forced_eos(trained, folder):
     assert len(cut) > len(got) // 2
     for want, have in zip(expected, got, strict=True):
         assert have.hypotheses[0].tokens == want.hypotheses[0].tokens
-        assert have.hypotheses[0].score == pytest.approx(want.hypotheses[0].score, abs=1e-4)
+        assert have.hypotheses[0].score == float32_approx(want.hypotheses[0].score, terms=TIGHT_LIMIT_TERMS)
 
 
 def test_attention_is_the_last_layers_cross_attention_averaged_over_heads(trained, folder):
@@ -281,6 +285,12 @@ def test_seven_bit_int8_weights_stay_within_63_and_keep_the_rows():
 
 
 def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trained, folder, tmp_path):
+    """int8 weights keep float32's greedy output on at least 85% of the reverse-task sentences.
+
+    Measured 113 of 121 (93%) with 8-bit weights on a Xeon with AMX and VNNI (2026-11-26); 7-bit weights,
+    as written on an AVX2-only CPU, kept at least 36 of the first 40 on a Zen 3. 8-bit weights run on
+    AVX2 kernels (MKL_ENABLE_INSTRUCTIONS=AVX2) saturate and keep 29 of 121: why the export asks the CPU.
+    """
     out = tmp_path / "int8"
     result = cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", "int8")
     assert result.returncode == 0, result.stderr
@@ -289,14 +299,14 @@ def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trai
     assert ("kept within +-63 (7 bits)" in result.stderr) == (bits == 7)
     int8 = translator_for(load_model(out), load_run(trained).config)
     float32 = translator_for(load_model(folder), load_run(trained).config)
-    sentences = [s for s in WORDS[:40] if s]
+    sentences = [s for s in WORDS if s]
     same = sum(
         a.text == b.text
         for a, b in zip(
             int8.translate(sentences, beam_size=1), float32.translate(sentences, beam_size=1), strict=True
         )
     )
-    assert same >= 0.9 * len(sentences)
+    assert same >= 0.85 * len(sentences)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from book_math import bahdanau_logits, transformer_logits
+from tolerances import assert_float32_close, decoding_terms
 from torch.nn import functional as F
 
 from attn_mt.config import ModelConfig
@@ -27,6 +28,10 @@ from attn_mt.training.optim import xavier_init_
 PAD = 1  # the book's <pad> id
 SRC_V, TGT_V = 13, 11
 LAYERS, HEADS = 2, 2
+# Logits reached in another batch shape, padding or step order sum in another order: at most 8 GRU steps or
+# 2 x 3 Transformer sublayers in a chain, each with a product of at most 14 terms (the GRU's embedding +
+# context input) and a softmax over at most 8 keys.
+MODEL_TERMS = decoding_terms(steps=8, widest=14, keys_or_vocab=8)
 
 
 def make(kind: str, dropout: float = 0.0, pack_padded: bool = True, seed: int = 0) -> torch.nn.Module:
@@ -163,12 +168,12 @@ def test_padding_invariance(kind):
     src, src_lens, tgt_in = batch([4, 2, 3], tgt_steps=4)
     with torch.no_grad():
         logits = model(src, src_lens, tgt_in)
-        torch.testing.assert_close(model(widen(src, 3), src_lens, tgt_in), logits, atol=1e-6, rtol=1e-5)
+        assert_float32_close(model(widen(src, 3), src_lens, tgt_in), logits, terms=MODEL_TERMS)
         longer = torch.cat([tgt_in, torch.full((3, 2), PAD)], dim=1)  # <pad> after the target
-        torch.testing.assert_close(model(src, src_lens, longer)[:, :4], logits, atol=1e-6, rtol=1e-5)
+        assert_float32_close(model(src, src_lens, longer)[:, :4], logits, terms=MODEL_TERMS)
         for row, length in enumerate(src_lens.tolist()):  # each sentence alone, without any padding
             alone = model(src[row : row + 1, :length], src_lens[row : row + 1], tgt_in[row : row + 1])
-            torch.testing.assert_close(alone[0], logits[row], atol=1e-6, rtol=1e-5)
+            assert_float32_close(alone[0], logits[row], terms=MODEL_TERMS)
 
 
 def test_gru_without_packing_reads_pads_as_the_book():
@@ -187,7 +192,7 @@ def test_causality(kind):
     changed[:, 3:] = (changed[:, 3:] - 1) % (TGT_V - 2) + 2  # every later token replaced
     with torch.no_grad():
         before, after = model(src, src_lens, tgt_in), model(src, src_lens, changed)
-    torch.testing.assert_close(after[:, :3], before[:, :3], atol=1e-6, rtol=1e-5)
+    assert_float32_close(after[:, :3], before[:, :3], terms=MODEL_TERMS)
     assert not torch.allclose(after[:, 3], before[:, 3], atol=1e-4)
 
 
@@ -200,17 +205,15 @@ def test_incremental_decoding_equals_teacher_forcing(kind):
         stepped, maps = run_steps(model, src, src_lens, tgt_in, need_attention=True)
         quiet, quiet_maps = run_steps(model, src, src_lens, tgt_in)
         all_maps = model.attention_maps(src, src_lens, tgt_in)
-    torch.testing.assert_close(stepped, full, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(quiet, full, atol=1e-5, rtol=1e-5)
+    assert_float32_close(stepped, full, terms=MODEL_TERMS)
+    assert_float32_close(quiet, full, terms=MODEL_TERMS)
     assert all(m == {} for m in quiet_maps)
     cross = torch.stack([m["cross"] for m in maps], dim=-2)  # (B, T, S) or (B, L, h, T, S)
-    torch.testing.assert_close(cross, all_maps["cross"], atol=1e-6, rtol=1e-5)
+    assert_float32_close(cross, all_maps["cross"], terms=MODEL_TERMS)
     if kind == "transformer":
         for t, m in enumerate(maps):
             assert m["self"].shape == (3, LAYERS, HEADS, t + 1)
-            torch.testing.assert_close(
-                m["self"], all_maps["decoder_self"][..., t, : t + 1], atol=1e-6, rtol=1e-5
-            )
+            assert_float32_close(m["self"], all_maps["decoder_self"][..., t, : t + 1], terms=MODEL_TERMS)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -227,7 +230,7 @@ def test_reorder_state_selects_and_repeats_rows(kind):
             step_logits, state, _ = model.step(tgt_in[index, t], state)
             logits.append(step_logits)
         expected, _ = run_steps(model, src[index], src_lens[index], tgt_in[index])
-    torch.testing.assert_close(torch.stack(logits, dim=1), expected[:, 1:], atol=1e-6, rtol=1e-5)
+    assert_float32_close(torch.stack(logits, dim=1), expected[:, 1:], terms=MODEL_TERMS)
 
 
 def test_transformer_fused_path_equals_explicit_path():
@@ -236,7 +239,7 @@ def test_transformer_fused_path_equals_explicit_path():
     with torch.no_grad():
         fused = model(src, src_lens, tgt_in)
         explicit, _ = model.forward_with_attention(src, src_lens, tgt_in)
-    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    assert_float32_close(fused, explicit, terms=MODEL_TERMS)
 
 
 def test_transformer_source_without_valid_token_gives_finite_logits_and_gradients():
@@ -294,7 +297,7 @@ def test_features_are_what_the_output_layer_turns_into_the_logits(kind, training
     hidden = model.decode_features(tgt_in, model.encode(src, src_lens))
     assert hidden.shape == (3, 5, 8)  # (B, T, H)
     assert model.output_layer.out_features == TGT_V
-    torch.testing.assert_close(model.output_layer(hidden), model(src, src_lens, tgt_in), rtol=0, atol=1e-6)
+    assert_float32_close(model.output_layer(hidden), model(src, src_lens, tgt_in), terms=MODEL_TERMS)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 from search_fakes import BOS, EOS, PAD, TableModel, ToyAttentionModel
+from tolerances import assert_float32_close, decoding_terms, float32_approx
 
 from attn_mt.commands.translate import read_input_lines, split_input_lines
 from attn_mt.config import Config, ModelConfig
@@ -72,8 +73,19 @@ def sources(*keys_and_lens: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor
     return src, torch.tensor([n for _, n in keys_and_lens])
 
 
-def summary(hyps):
-    return [(h.tokens, round(h.score, 6), round(h.norm_score, 6)) for h in hyps]
+# A table model's scores are float32 log-softmaxes over the 6-token vocabulary, summed over at most 4 steps.
+TABLE_TERMS = 4 * VOCAB
+
+
+def summary(hyps) -> list[tuple[list[int], float, float]]:
+    return [(h.tokens, h.score, h.norm_score) for h in hyps]
+
+
+def assert_hyps(hyps, expected: list[tuple[list[int], float, float]]) -> None:
+    """Tokens exactly; score and normalised score to float32's rounding of the hand-computed values."""
+    assert [h.tokens for h in hyps] == [tokens for tokens, _, _ in expected]
+    got = [value for h in hyps for value in (h.score, h.norm_score)]
+    assert got == float32_approx([v for _, score, norm in expected for v in (score, norm)], terms=TABLE_TERMS)
 
 
 def test_length_penalty_definition():
@@ -91,10 +103,13 @@ def test_max_output_lengths_floor_and_errors():
 def test_greedy_hand_computed():
     src, lens = sources((KEY_GREEDY_FAILS, 2), (KEY_LENGTH_PENALTY, 2))
     out = greedy_search(table_model(), src, lens, bos_id=BOS, eos_id=EOS)
-    assert summary(out) == [
-        ([A], round(log(0.5) + log(0.4), 6), round(log(0.5) + log(0.4), 6)),
-        ([A], round(log(0.5) + log(0.7), 6), round(log(0.5) + log(0.7), 6)),
-    ]
+    assert_hyps(
+        out,
+        [
+            ([A], log(0.5) + log(0.4), log(0.5) + log(0.4)),
+            ([A], log(0.5) + log(0.7), log(0.5) + log(0.7)),
+        ],
+    )
 
 
 def test_beam_finds_better_hypothesis_and_nbest():
@@ -103,19 +118,25 @@ def test_beam_finds_better_hypothesis_and_nbest():
         table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0, bos_id=BOS, eos_id=EOS
     )
     # Step 1 keeps A, B (<eos> ranks 3rd); step 2's best two candidates are B<eos>, A<eos>: done.
-    assert summary(two) == [
-        ([B], round(log(0.4) + log(0.9), 6), round(log(0.4) + log(0.9), 6)),
-        ([A], round(log(0.5) + log(0.4), 6), round(log(0.5) + log(0.4), 6)),
-    ]
+    assert_hyps(
+        two,
+        [
+            ([B], log(0.4) + log(0.9), log(0.4) + log(0.9)),
+            ([A], log(0.5) + log(0.4), log(0.5) + log(0.4)),
+        ],
+    )
     (three,) = beam_search(
         table_model(), src, lens, beam_size=3, nbest=3, length_penalty=1.0, bos_id=BOS, eos_id=EOS
     )
     # Beam 3: the empty output (<eos> first, 0.1) ranks 3rd at step 1 and is finished too.
-    assert summary(three) == [
-        ([B], round(log(0.4) + log(0.9), 6), round((log(0.4) + log(0.9)) / (7 / 6), 6)),
-        ([A], round(log(0.5) + log(0.4), 6), round((log(0.5) + log(0.4)) / (7 / 6), 6)),
-        ([], round(log(0.1), 6), round(log(0.1), 6)),
-    ]
+    assert_hyps(
+        three,
+        [
+            ([B], log(0.4) + log(0.9), (log(0.4) + log(0.9)) / (7 / 6)),
+            ([A], log(0.5) + log(0.4), (log(0.5) + log(0.4)) / (7 / 6)),
+            ([], log(0.1), log(0.1)),
+        ],
+    )
 
 
 def test_length_penalty_changes_ranking():
@@ -126,19 +147,22 @@ def test_length_penalty_changes_ranking():
     (raw,) = beam_search(
         table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0, bos_id=BOS, eos_id=EOS
     )
-    assert summary(raw) == [([A], round(short, 6), round(short, 6)), ([B, B], round(long, 6), round(long, 6))]
+    assert_hyps(raw, [([A], short, short), ([B, B], long, long)])
     (penalised,) = beam_search(
         table_model(), src, lens, beam_size=2, nbest=2, length_penalty=1.0, bos_id=BOS, eos_id=EOS
     )
     # alpha = 1: [A] -> -1.0498 / (7/6) = -0.900, [B B] -> -1.0664 / (8/6) = -0.800: the longer one wins.
-    assert summary(penalised) == [
-        ([B, B], round(long, 6), round(long / (8 / 6), 6)),
-        ([A], round(short, 6), round(short / (7 / 6), 6)),
-    ]
+    assert_hyps(
+        penalised,
+        [
+            ([B, B], long, long / (8 / 6)),
+            ([A], short, short / (7 / 6)),
+        ],
+    )
     (best,) = beam_search(
         table_model(), src, lens, beam_size=2, nbest=1, length_penalty=1.0, bos_id=BOS, eos_id=EOS
     )
-    assert summary(best) == summary(penalised[:1])
+    assert_hyps(best, summary(penalised[:1]))
 
 
 def test_a_full_beam_keeps_the_better_ranked_of_simultaneous_endings():
@@ -151,20 +175,26 @@ def test_a_full_beam_keeps_the_better_ranked_of_simultaneous_endings():
     (hyps,) = beam_search(
         table_model(), src, lens, beam_size=2, nbest=2, length_penalty=alpha, bos_id=BOS, eos_id=EOS
     )
-    assert summary(hyps) == [
-        ([B, B], round(bb, 6), round(bb / gnmt_length_penalty(3, alpha), 6)),
-        ([A], round(a, 6), round(a / gnmt_length_penalty(2, alpha), 6)),
-    ]
+    assert_hyps(
+        hyps,
+        [
+            ([B, B], bb, bb / gnmt_length_penalty(3, alpha)),
+            ([A], a, a / gnmt_length_penalty(2, alpha)),
+        ],
+    )
 
 
 def test_length_limit_forces_eos_per_sentence():
     # max_len = floor(1.0 * src_len + 0): 2 and 3 target tokens including the forced <eos>.
     src, lens = sources((KEY_LONG, 2), (KEY_LONG, 3))
     greedy = greedy_search(table_model(), src, lens, bos_id=BOS, eos_id=EOS, max_len_a=1.0, max_len_b=0)
-    assert summary(greedy) == [
-        ([A], round(log(0.9) + log(0.1), 6), round(log(0.9) + log(0.1), 6)),
-        ([A, A], round(2 * log(0.9) + log(0.1), 6), round(2 * log(0.9) + log(0.1), 6)),
-    ]
+    assert_hyps(
+        greedy,
+        [
+            ([A], log(0.9) + log(0.1), log(0.9) + log(0.1)),
+            ([A, A], 2 * log(0.9) + log(0.1), 2 * log(0.9) + log(0.1)),
+        ],
+    )
     beam = beam_search(
         table_model(),
         src,
@@ -176,7 +206,8 @@ def test_length_limit_forces_eos_per_sentence():
         max_len_a=1.0,
         max_len_b=0,
     )
-    assert [summary(h) for h in beam] == [[s] for s in summary(greedy)]
+    for hyps, one in zip(beam, summary(greedy), strict=True):
+        assert_hyps(hyps, [one])
 
 
 def test_finished_sentences_leave_the_batch_and_search_stops_early():
@@ -218,6 +249,10 @@ def toy_batch(sentences=TOY_SENTENCES):
 
 
 TOY_MODELS = {"bahdanau_like": dict(heads=0), "transformer_like": dict(heads=2, layers=2)}
+# Batches of other shapes sum in other orders: at most 7 steps, the widest product is the 24-term mix (3H),
+# scores end in an 11-token log-softmax and attention in a softmax over at most 7 keys.
+TOY_SCORE_TERMS = decoding_terms(steps=7, widest=24, keys_or_vocab=11)
+TOY_ATTENTION_TERMS = decoding_terms(steps=7, widest=24, keys_or_vocab=7)
 
 
 @pytest.mark.parametrize("kind", TOY_MODELS)
@@ -231,8 +266,8 @@ def test_beam_one_equals_greedy(kind):
     assert len({len(h.tokens) for h in greedy}) > 2, "outputs should have varied lengths"
     for g, (b,) in zip(greedy, beam, strict=True):
         assert b.tokens == g.tokens
-        assert b.score == pytest.approx(g.score, abs=1e-6)
-        assert torch.allclose(b.attention, g.attention)
+        assert b.score == float32_approx(g.score, terms=TOY_SCORE_TERMS)
+        assert_float32_close(b.attention, g.attention, terms=TOY_ATTENTION_TERMS)
 
 
 @pytest.mark.parametrize("kind", TOY_MODELS)
@@ -245,10 +280,11 @@ def test_batched_equals_one_at_a_time(kind):
         one_src, one_len = toy_batch([sentence])
         (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS)
         assert g.tokens == greedy[i].tokens
-        assert g.score == pytest.approx(greedy[i].score, abs=1e-5)
+        assert g.score == float32_approx(greedy[i].score, terms=TOY_SCORE_TERMS)
         (b,) = beam_search(model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS)
         assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
-        assert [h.norm_score for h in b] == pytest.approx([h.norm_score for h in beam[i]], abs=1e-5)
+        norm_scores = [h.norm_score for h in beam[i]]
+        assert [h.norm_score for h in b] == float32_approx(norm_scores, terms=TOY_SCORE_TERMS)
 
 
 @pytest.mark.parametrize("kind", TOY_MODELS)
@@ -265,8 +301,9 @@ def test_search_attention_matches_teacher_forced_maps(kind):
                 cross = cross.permute(2, 0, 1, 3)
             assert h.attention.shape == cross.shape
             assert h.attention.shape[0] == len(h.tokens) + 1 and h.attention.shape[-1] == n
-            assert torch.allclose(h.attention, cross, atol=1e-6)
-            assert torch.allclose(h.attention.sum(-1), torch.ones(h.attention.shape[:-1]), atol=1e-5)
+            assert_float32_close(h.attention, cross, terms=TOY_ATTENTION_TERMS)
+            ones = torch.ones(h.attention.shape[:-1])
+            assert_float32_close(h.attention.sum(-1), ones, terms=TOY_ATTENTION_TERMS)
 
 
 def test_beam_scores_are_sums_of_model_log_probs():
@@ -281,9 +318,9 @@ def test_beam_scores_are_sums_of_model_log_probs():
             for prev, nxt in zip([BOS, *h.tokens], [*h.tokens, EOS], strict=True):
                 logits, state, _ = model.step(torch.tensor([prev]), state)
                 total += float(torch.log_softmax(logits.detach(), -1)[0, nxt])
-            assert h.score == pytest.approx(total, abs=1e-5)
+            assert h.score == float32_approx(total, terms=TOY_SCORE_TERMS)
             lp = gnmt_length_penalty(len(h.tokens) + 1, 0.6)
-            assert h.norm_score == pytest.approx(total / lp, abs=1e-5)
+            assert h.norm_score == float32_approx(total / lp, terms=TOY_SCORE_TERMS)
 
 
 # ----- the real models, tiny and untrained -----
@@ -291,6 +328,10 @@ def test_beam_scores_are_sums_of_model_log_probs():
 REAL_VOCAB = 24
 REAL_KINDS = ["gru_bahdanau", "transformer"]
 REAL_LIMITS = dict(max_len_a=1.0, max_len_b=2)  # varied per-sentence limits, so rows leave at different steps
+# At most 9 steps (7 source tokens + 2); the widest product is the 16-unit feed-forward layer; scores end in
+# a 24-token log-softmax, attention in a softmax over at most 7 keys.
+REAL_SCORE_TERMS = decoding_terms(steps=9, widest=16, keys_or_vocab=REAL_VOCAB)
+REAL_ATTENTION_TERMS = decoding_terms(steps=9, widest=16, keys_or_vocab=7)
 
 
 def tiny_real_model(kind: str):
@@ -328,8 +369,8 @@ def test_real_model_beam_one_equals_greedy(kind):
     )
     for g, (b,) in zip(greedy, beam, strict=True):
         assert b.tokens == g.tokens
-        assert b.score == pytest.approx(g.score, abs=1e-5)
-        assert torch.allclose(b.attention, g.attention, atol=1e-6)
+        assert b.score == float32_approx(g.score, terms=REAL_SCORE_TERMS)
+        assert_float32_close(b.attention, g.attention, terms=REAL_ATTENTION_TERMS)
 
 
 @pytest.mark.parametrize("kind", REAL_KINDS)
@@ -342,12 +383,15 @@ def test_real_model_batched_equals_one_at_a_time(kind):
     for i, sentence in enumerate(TOY_SENTENCES):
         one_src, one_len = toy_batch([sentence])
         (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS, **REAL_LIMITS)
-        assert (g.tokens, g.score) == (greedy[i].tokens, pytest.approx(greedy[i].score, abs=1e-5))
+        assert (g.tokens, g.score) == (
+            greedy[i].tokens,
+            float32_approx(greedy[i].score, terms=REAL_SCORE_TERMS),
+        )
         (b,) = beam_search(
             model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS, **REAL_LIMITS
         )
         assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
-        assert [h.score for h in b] == pytest.approx([h.score for h in beam[i]], abs=1e-5)
+        assert [h.score for h in b] == float32_approx([h.score for h in beam[i]], terms=REAL_SCORE_TERMS)
 
 
 @pytest.mark.parametrize("kind", REAL_KINDS)
@@ -367,7 +411,7 @@ def test_real_model_search_attention_matches_teacher_forced_maps(kind):
             if cross.dim() == 4:  # (L, h, T, S) -> the search's (T, L, h, S)
                 cross = cross.permute(2, 0, 1, 3)
             assert h.attention.shape == cross.shape
-            assert torch.allclose(h.attention, cross, atol=1e-5)
+            assert_float32_close(h.attention, cross, terms=REAL_ATTENTION_TERMS)
 
 
 # ----- the translate command: input lines and the progress bar -----
@@ -430,11 +474,13 @@ def test_greedy_pick_equals_log_softmax_then_max(vocab):
     expected_scores, expected_tokens = torch.log_softmax(logits, dim=-1).max(dim=-1)
     scores, tokens = greedy_pick(logits, None, EOS)
     assert torch.equal(tokens, expected_tokens)
-    torch.testing.assert_close(scores, expected_scores, rtol=0, atol=1e-5)
+    # Both sum `vocab` exponentials in their own order and subtract from logits as large as `size`.
+    size = float(logits.abs().max())
+    assert_float32_close(scores, expected_scores, terms=vocab, scale=size)
     if vocab > EOS:
         at_limit = torch.arange(37) % 3 == 0  # (N,)
         scores, tokens = greedy_pick(logits, at_limit, EOS)
         log_probs = torch.log_softmax(logits, dim=-1)
         assert torch.equal(tokens[at_limit], torch.full((13,), EOS))
-        torch.testing.assert_close(scores[at_limit], log_probs[at_limit, EOS], rtol=0, atol=1e-5)
+        assert_float32_close(scores[at_limit], log_probs[at_limit, EOS], terms=vocab, scale=size)
         assert torch.equal(tokens[~at_limit], expected_tokens[~at_limit])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import TINY, TINY_RUN_SETTINGS, train_tiny
+from synthetic import TINY, TINY_RUN_SETTINGS, reverse_pairs, train_tiny
 from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU
 
 import attn_mt
@@ -133,6 +133,14 @@ def _dynamic_linears(model: torch.nn.Module) -> list[str]:
 
 
 def test_int8_model_has_quantized_linears_and_translates_like_float(trained):
+    """Dynamic int8 keeps float32's greedy output on at least 70% of 200 reverse-task sentences.
+
+    int8 promises outputs close to float32's, not equal ones: which sentences flip depends on fbgemm's
+    kernels (and on the float weights, trained on this CPU's kernels). Measured on the shared subword run,
+    Xeon with AMX, 2026-11-26: 87.5% agreement (int8 against float BLEU 92.7) with fbgemm's AVX-512 VNNI
+    kernels, 84.5% (BLEU 88.0) with its AVX2 kernels (FBGEMM_ENABLE_INSTRUCTIONS=AVX2
+    ATEN_CPU_CAPABILITY=avx2). Six short sentences alone swing between 4 and 6 of 6 across CPUs.
+    """
     run = load_run(trained, "best")
     quantized = quantize_model(run.model, "int8", torch.device("cpu"))
     assert set(_dynamic_linears(quantized)) == {
@@ -143,7 +151,12 @@ def test_int8_model_has_quantized_linears_and_translates_like_float(trained):
     int8 = attn_mt.load(trained, quantize="int8")
     assert _dynamic_linears(int8.run.model)
     int8_out = int8.translate(SENTENCES, beam=1)
-    assert sum(a == b for a, b in zip(float_out, int8_out, strict=True)) >= len(SENTENCES) - 1
+    assert len(int8_out) == len(float_out) and all(int8_out)
+    sentences = [en for en, _ in reverse_pairs(200, seed=5)]
+    same = zip(
+        attn_mt.load(trained).translate(sentences, beam=1), int8.translate(sentences, beam=1), strict=True
+    )
+    assert sum(a == b for a, b in same) >= 0.7 * len(sentences)
     assert len(int8.translate(SENTENCES, beam=4)) == len(SENTENCES)
 
 
@@ -168,6 +181,8 @@ def test_int8_step_logits_stay_close_to_float(model_type):
         got, _, _ = quantized.step(tokens, quantized.init_state(quantized.encode(src, src_lens)))
         hyps = greedy_search(quantized, src, src_lens, bos_id=2, eos_id=3, max_len_a=1.0, max_len_b=3)
     assert got.shape == expected.shape == (3, 24)
+    # int8 weights and activations: measured 0.9% (GRU) and 1.9% (Transformer) of the largest logit with
+    # fbgemm's AVX-512 VNNI and its AVX2 kernels alike (Xeon with AMX, 2026-11-26); 5% leaves room for others.
     assert (got - expected).abs().max() < 0.05 * expected.abs().max()
     assert len(hyps) == 3
 
