@@ -394,6 +394,22 @@ def test_every_documented_http_error(transformer_server):
     assert translate(transformer_server, ["alpha ."] * MAX_SENTENCES)["results"][0]["translation"] != ""
 
 
+def test_a_wrong_method_names_the_allowed_ones_and_whole_numbers_are_integers(transformer_server):
+    """RFC 9110: a 405 answer carries Allow. JSON Schema's "integer" holds 2.0, so beam and nbest take it."""
+    request = urllib.request.Request(f"http://{transformer_server}/translate", method="GET")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S)
+    with refused.value as answer:
+        assert answer.code == 405 and answer.headers["Allow"] == "POST"
+        assert set(json.loads(answer.read())) == {"error", "problems"}
+    whole = translate(transformer_server, SENTENCES[:2], beam=2.0, nbest=2.0)
+    assert whole == translate(transformer_server, SENTENCES[:2], beam=2, nbest=2)
+    status, answer = call(transformer_server, "/translate", {"sentences": ["alpha ."], "nbest": 1.5})
+    assert status == 422 and answer["problems"] == [
+        "nbest: Input should be a valid integer, got a fractional number"
+    ]
+
+
 def test_concurrent_requests_equal_sequential_ones_and_translate(
     runs, transformer_server, capsys, monkeypatch
 ):

@@ -2,14 +2,16 @@
 
 Types are strict (a number where text is expected, or "3" where a number is, is an error, not a
 conversion) and unknown fields are refused, so no request can carry anything the server does not
-read, such as a file name.
+read, such as a file name. A count such as `nbest` takes any JSON number that is a whole number
+(`9` or `9.0`), as JSON Schema's "integer" does, and refuses `9.5`, `true` and `"9"`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
+from pydantic_core import PydanticCustomError
 
 MAX_SENTENCES = 64  # sentences in one request
 MAX_CHARS = 1000  # characters in one sentence
@@ -20,6 +22,20 @@ MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before t
 Sentence = Annotated[StrictStr, Field(max_length=MAX_CHARS)]
 
 
+def whole_number(value: Any) -> Any:
+    """A JSON number with no fractional part as an int (9.0 -> 9); anything else is left for the int check."""
+    if isinstance(value, (bool, str)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise PydanticCustomError(
+            "int_from_float", "Input should be a valid integer, got a fractional number"
+        )
+    return int(value) if isinstance(value, float) else value
+
+
+Count = Annotated[int, BeforeValidator(whole_number)]
+
+
 class TranslateRequest(BaseModel):
     """What to translate and how; options left out take the run's decode settings."""
 
@@ -28,10 +44,10 @@ class TranslateRequest(BaseModel):
     sentences: list[Sentence] = Field(
         min_length=1, max_length=MAX_SENTENCES, description="English sentences, one translation each."
     )
-    beam: StrictInt | None = Field(
+    beam: Count | None = Field(
         None, ge=1, le=MAX_BEAM, description="Beam size (default: the run's decode.beam_size); 1 is greedy."
     )
-    nbest: StrictInt = Field(1, ge=1, le=MAX_BEAM, description="How many outputs per sentence, best first.")
+    nbest: Count = Field(1, ge=1, le=MAX_BEAM, description="How many outputs per sentence, best first.")
     length_penalty: StrictFloat | None = Field(
         None, ge=0, le=MAX_LENGTH_PENALTY, description="GNMT length penalty alpha (default: the run's)."
     )
