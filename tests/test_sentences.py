@@ -1,0 +1,55 @@
+"""Lines split into sentences with sentencex and joined back with their own spacing."""
+
+from __future__ import annotations
+
+import pytest
+
+from attn_mt.data.sentences import SplitLine, split_line, whole_line
+
+PARAGRAPH = (
+    "I went to the market yesterday. It was raining, so I bought an umbrella.  "
+    "Then I came home and made dinner for my family."
+)
+
+
+def test_a_paragraph_gives_its_sentences_and_joins_back_with_its_spacing():
+    split = split_line("  " + PARAGRAPH + " ", "en")
+    assert split.sentences == [
+        "I went to the market yesterday.",
+        "It was raining, so I bought an umbrella.",
+        "Then I came home and made dinner for my family.",
+    ]
+    assert split.gaps == ["  ", " ", "  ", " "]
+    assert split.join(split.sentences) == "  " + PARAGRAPH + " "
+    assert split.join(["A.", "B.", "C."]) == "  A. B.  C. "
+
+
+@pytest.mark.parametrize(
+    ("language", "line", "count"),
+    [
+        ("en", "Mr. Smith went to Washington D.C. yesterday.", 1),  # abbreviations end no sentence
+        ("en", 'He said "Hi!" and left... Then what?', 2),
+        ("en", "Go.", 1),
+        ("fr", "Il pleuvait ! Ensuite, M. Dupont est venu.", 2),  # French spacing before "!"
+    ],
+)
+def test_abbreviations_and_quotes_follow_the_language_rules(language, line, count):
+    split = split_line(line, language)
+    assert len(split.sentences) == count and split.join(split.sentences) == line
+
+
+@pytest.mark.parametrize("line", ["", "   ", "\t"])
+def test_blank_lines_hold_no_sentence_and_stay_as_they_were(line):
+    for split in (split_line(line, "en"), whole_line(line)):
+        assert split.sentences == [] and split.join([]) == line
+
+
+def test_the_whole_line_is_one_sentence_with_its_spaces_apart():
+    split = whole_line("  " + PARAGRAPH + "\t")
+    assert split == SplitLine([PARAGRAPH], ["  ", "\t"])
+    assert split.join(["Une phrase."]) == "  Une phrase.\t"
+
+
+def test_joining_the_wrong_number_of_translations_is_an_error():
+    with pytest.raises(ValueError, match="2 translations for 3 sentences"):
+        split_line(PARAGRAPH, "en").join(["a", "b"])
