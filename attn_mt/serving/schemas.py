@@ -33,7 +33,12 @@ def whole_number(value: Any) -> Any:
     return int(value) if isinstance(value, float) else value
 
 
-Count = Annotated[int, BeforeValidator(whole_number)]
+def count(low: int, high: int) -> Any:
+    """A whole number from `low` to `high`; the bounds sit on the integer, so the JSON schema shows them."""
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(whole_number)]
+
+
+BeamSize = count(1, MAX_BEAM)
 
 
 class TranslateRequest(BaseModel):
@@ -44,10 +49,10 @@ class TranslateRequest(BaseModel):
     sentences: list[Sentence] = Field(
         min_length=1, max_length=MAX_SENTENCES, description="English sentences, one translation each."
     )
-    beam: Count | None = Field(
-        None, ge=1, le=MAX_BEAM, description="Beam size (default: the run's decode.beam_size); 1 is greedy."
+    beam: BeamSize | None = Field(
+        None, description="Beam size (default: the run's decode.beam_size); 1 is greedy."
     )
-    nbest: Count = Field(1, ge=1, le=MAX_BEAM, description="How many outputs per sentence, best first.")
+    nbest: BeamSize = Field(1, description="How many outputs per sentence, best first.")
     length_penalty: StrictFloat | None = Field(
         None, ge=0, le=MAX_LENGTH_PENALTY, description="GNMT length penalty alpha (default: the run's)."
     )
