@@ -170,3 +170,14 @@ def subword_run(tmp_path_factory: pytest.TempPathFactory):
     before = snapshot(root)
     yield run_dir
     assert_unchanged(root, before)
+
+
+@pytest.fixture(scope="session")
+def subword_folder(subword_run: Path, tmp_path_factory: pytest.TempPathFactory):
+    """`attn-mt export` of the shared subword run as a CTranslate2 folder (float32), shared read-only."""
+    from attn_mt.shipping.ctranslate2_export import export_ctranslate2
+
+    out = export_ctranslate2(subword_run, tmp_path_factory.mktemp("subword_ct2") / "ct2")
+    before = snapshot(out)
+    yield out
+    assert_unchanged(out, before)

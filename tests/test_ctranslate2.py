@@ -40,17 +40,13 @@ from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
+from attn_mt.machine import cpu_has_vnni, cpu_threads
 from attn_mt.models.build import build_model
-from attn_mt.run.ctranslate2_folder import (
-    META_FILE,
-    cpu_has_vnni,
-    cpu_threads,
-    ctranslate2_device,
-    import_ctranslate2,
-    load_ctranslate2_folder,
-)
-from attn_mt.run.load import load_model
-from attn_mt.run.run_dir import LoadedRun, load_run
+from attn_mt.run.ctranslate2_folder import META_FILE, import_ctranslate2
+from attn_mt.run.open import open_model
+from attn_mt.run.open_ctranslate2 import ctranslate2_device
+from attn_mt.run.opened import LoadedRun
+from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.ctranslate2_export import SEVEN_BIT_RANGE, quantize_seven_bits, write_ctranslate2
 from attn_mt.training.launch import train
 
@@ -90,7 +86,7 @@ def both(
     run_dir: Path, out: Path, cfg_change: dict | None = None
 ) -> tuple[Translator, Ctranslate2Translator]:
     """The torch translator of the run and the CTranslate2 one of its folder, with the same settings."""
-    run, exported = load_run(run_dir), load_ctranslate2_folder(out, "cpu", 2)
+    run, exported = load_run(run_dir), open_model(out, device="cpu")
     cfg = run.config
     if cfg_change:
         cfg = replace(cfg, decode=replace(cfg.decode, **cfg_change))
@@ -202,10 +198,15 @@ def test_translating_with_the_folder_never_imports_torch(trained, folder):
 
 
 def test_the_folders_device_and_threads_are_chosen_without_torch(monkeypatch):
-    assert ctranslate2_device("cpu") == ctranslate2_device("mps") == "cpu"
-    assert ctranslate2_device("auto") == ("cuda" if ctranslate2.get_cuda_device_count() else "cpu")
-    with pytest.raises(UserError, match="--device 'gpu': expected one of auto, cpu, cuda, mps"):
-        ctranslate2_device("gpu")
+    assert ctranslate2_device("cpu", 2) == ctranslate2_device("mps", 2) == ("cpu", 0)
+    assert ctranslate2_device("auto", 0) == ("cpu", 0) and ctranslate2_device("auto", 2) == ("cuda", 0)
+    assert ctranslate2_device("cuda:1", 2) == ("cuda", 1) and ctranslate2_device("cuda", 2) == ("cuda", 0)
+    with pytest.raises(UserError, match="--device 'gpu': expected one of auto, cpu, cuda, cuda:N"):
+        ctranslate2_device("gpu", 1)
+    with pytest.raises(UserError, match="--device cuda:2: ctranslate2 sees 2 CUDA device"):
+        ctranslate2_device("cuda:2", 2)
+    with pytest.raises(UserError, match="--device cuda: ctranslate2 sees no CUDA device"):
+        ctranslate2_device("cuda", 0)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert cpu_threads() == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
@@ -265,7 +266,7 @@ def test_weights_this_cpu_cannot_run_are_refused_when_loaded(trained, tmp_path):
     result = cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", unsupported[0])
     assert result.returncode == 0 and f"cannot run {unsupported[0]} weights on this CPU" in result.stderr
     with pytest.raises(UserError, match=f"holds {unsupported[0]} weights, which ctranslate2 cannot run on"):
-        load_model(out, device="cpu")
+        open_model(out, device="cpu")
 
 
 def test_seven_bit_int8_weights_stay_within_63_and_keep_the_rows():
@@ -287,8 +288,8 @@ def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trai
     bits = json.loads((out / META_FILE).read_text())["int8_bits"]
     assert bits == (8 if cpu_has_vnni() else 7)
     assert ("kept within +-63 (7 bits)" in result.stderr) == (bits == 7)
-    int8 = translator_for(load_model(out), load_run(trained).config)
-    float32 = translator_for(load_model(folder), load_run(trained).config)
+    int8 = translator_for(open_model(out, device="cpu"), load_run(trained).config)
+    float32 = translator_for(open_model(folder, device="cpu"), load_run(trained).config)
     sentences = [s for s in WORDS[:40] if s]
     same = sum(
         a.text == b.text
@@ -321,8 +322,7 @@ def test_serving_the_folder_equals_translate_and_labels_its_attention(
     assert status == 200 and info["engine"].startswith("ctranslate2") and info["checkpoint"] == "model.bin"
     assert "cross-attention of decoder layer 2 of 2, averaged over its 2 heads" in info["attention"]
     assert "no encoder or decoder self-attention" in info["attention"]
-    exported = load_model(folder)
-    engine = translator_for(exported, exported.config)
+    engine = translator_for(open_model(folder, device="cpu"))
     answer = translate(folder_server, SENTENCES[:3], beam=2, attention=True)
     for result, expected in zip(answer["results"], engine.translate(SENTENCES[:3], beam_size=2), strict=True):
         maps = result["attention"]

@@ -15,12 +15,13 @@ import attn_mt
 from attn_mt.commands.average import run_average
 from attn_mt.config import load_config
 from attn_mt.data.dataset import encode_sources
+from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.models.transformer import PositionWiseFFN
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
-from attn_mt.run.load import EXPORT_FORMAT
+from attn_mt.run.open_export import EXPORT_FORMAT
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.average import average_checkpoints
@@ -238,8 +239,9 @@ def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable) -> Onn
     result = run_cli("export", str(run_dir), str(folder), "--format", "onnx")
     assert result.returncode == 0, result.stderr
     run = load_run(run_dir, "best")
-    translator = attn_mt.load(run_dir).translator
-    encoded = encode_sources([translator.prepare(s) for s in SENTENCES], run.src_vocab, max_len=40)
+    encoded = encode_sources(
+        [prepare_sentence(run.config, run.src_vocab, s) for s in SENTENCES], run.src_vocab, max_len=40
+    )
     assert len(set(encoded.src_lens.tolist())) > 1, "the batch must hold padding"
     with torch.inference_mode():
         expected = greedy_search(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -27,13 +26,6 @@ from attn_mt.data.word_pieces import WordPieces, splits_at_spaces
 
 CHUNK = 20_000  # sentences per task: small enough for a steady progress bar, large enough to amortise a task
 UINT16_IDS = 1 << 16  # vocabularies up to this size store ids as uint16 (half the memory of int32)
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def id_dtype(vocab: Vocab) -> np.dtype:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from pathlib import Path
 
 import torch
 
 from attn_mt.errors import UserError
+from attn_mt.machine import cpu_has_native_bf16
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 log = logging.getLogger("attn_mt")
@@ -41,15 +41,6 @@ def limit_kernel_cache(entries: int = 16) -> str:
     training; returns the size in force.
     """
     return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX); False when unknown."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def autocast_context(device: torch.device, amp: str) -> contextlib.AbstractContextManager:
