@@ -4,7 +4,6 @@ attn-mt's own search does; GRU runs, foreign folders and unusable options are cl
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
-from attn_mt.machine import cpu_has_vnni, cpu_threads
+from attn_mt.machine import cpu_has_vnni
 from attn_mt.models.build import build_model
 from attn_mt.run.ctranslate2_folder import META_FILE, import_ctranslate2
 from attn_mt.run.open import open_model
@@ -197,7 +196,7 @@ def test_translating_with_the_folder_never_imports_torch(trained, folder):
     assert done.stdout == cli("translate", str(trained), "--beam", "2", *WORDS[:3]).stdout
 
 
-def test_the_folders_device_and_threads_are_chosen_without_torch(monkeypatch):
+def test_the_folders_device_is_chosen_from_what_ctranslate2_sees():
     assert ctranslate2_device("cpu", 2) == ctranslate2_device("mps", 2) == ("cpu", 0)
     assert ctranslate2_device("auto", 0) == ("cpu", 0) and ctranslate2_device("auto", 2) == ("cuda", 0)
     assert ctranslate2_device("cuda:1", 2) == ("cuda", 1) and ctranslate2_device("cuda", 2) == ("cuda", 0)
@@ -207,10 +206,6 @@ def test_the_folders_device_and_threads_are_chosen_without_torch(monkeypatch):
         ctranslate2_device("cuda:2", 2)
     with pytest.raises(UserError, match="--device cuda: ctranslate2 sees no CUDA device"):
         ctranslate2_device("cuda", 0)
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert cpu_threads() == 3
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    assert cpu_threads() == len(os.sched_getaffinity(0))
 
 
 def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):
