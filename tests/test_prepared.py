@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -274,3 +276,22 @@ def test_prepare_command_prepares_once_then_training_maps_it(tmp_path, cache, mo
     book = str(TINY.parent / "d2l_bahdanau.yaml")
     code, _, err = _cli(monkeypatch, capsys, "prepare", book, "--data", corpus)
     assert code != 0 and "data.mode is 'book': only split mode is prepared ahead" in err
+
+
+@pytest.mark.parametrize("tokenizer", ["book", "sentencepiece"])
+def test_prepare_into_a_file_writes_progress_lines_not_redraws(tmp_path, tokenizer):
+    """`attn-mt prepare CONFIG 2> log`: progress reaches the file as whole lines, without a terminal's \\r."""
+    corpus = write_corpus(tmp_path / "reverse.txt", n=300)
+    settings = [arg for s in (SUBWORDS if tokenizer == "sentencepiece" else []) for arg in ("--set", s)]
+    log = tmp_path / "log"
+    with log.open("wb") as err:
+        done = subprocess.run(
+            [sys.executable, "-m", "attn_mt", "prepare", str(TINY), "--data", str(corpus), *settings],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+            check=False,
+        )
+    written = log.read_bytes()
+    assert done.returncode == 0, written.decode()[-2000:]
+    assert b"\r" not in written and b"encoding" in written, written.decode()[-2000:]
