@@ -192,7 +192,7 @@ def test_translate_and_eval_take_quantize(trained, run_cli):
     assert '"quantize": "int8"' in (trained / "eval" / "test" / "scores.json").read_text()
 
 
-def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path, run_cli):
+def test_export_file_is_plain_data_and_translates_like_its_run(trained, subword_run, tmp_path, run_cli):
     out = tmp_path / "model.pt"
     result = run_cli("export", str(trained), str(out))
     assert result.returncode == 0, result.stderr
@@ -205,9 +205,11 @@ def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path
     assert from_run.returncode == 0 and from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == from_run.stdout
     assert attn_mt.load(out).translate(SENTENCES, beam=3) == from_run.stdout.splitlines()
-    scored = run_cli("eval", str(out), "--device", "cpu", "--beam", "1")
+    corpus = subword_run.parent / "reverse.txt"  # an export file does not say where its run's corpus is
+    scored = run_cli("eval", str(out), "--device", "cpu", "--beam", "1", "--data", str(corpus))
     assert scored.returncode == 0, scored.stderr
-    assert (tmp_path / "model.pt.eval" / "test" / "hyp.txt").is_file()
+    hypotheses = (tmp_path / "model.pt.eval" / "test" / "hyp.txt").read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == 10 and any(hypotheses)  # data.test_size=10
 
 
 def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path, run_cli):
