@@ -210,7 +210,7 @@ class Ctranslate2Translator:
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """The cross-attention CTranslate2 returns for a translated sentence's best output (see
         `attention_description`): a (T, S) map, from a decode forced along that output."""
-        check_attention(self, translation)
+        check_attention(translation)
         from attn_mt.decoding.attention import SentenceAttention  # torch: only the attention views need it
         from attn_mt.decoding.translator import in_words
 

@@ -96,7 +96,7 @@ def check_search(beam: int, nbest: int) -> None:
         raise UserError(f"nbest {nbest} needs a beam at least as large (the beam is {beam})")
 
 
-def check_attention(engine: Engine, translation: Translation) -> None:
+def check_attention(translation: Translation) -> None:
     """Refuse to show attention for a sentence with no output (a blank input), for every engine alike."""
     if not translation.hypotheses:
         raise UserError(f"no attention to show for {translation.source!r}: it has no output (blank input)")

@@ -85,7 +85,7 @@ class Translator:
         The maps come from the source exactly as `translate` fed it (book mode's padding included).
         With `words`, subword pieces are merged into words (see `merge_words`); book tokens already are.
         """
-        check_attention(self, translation)
+        check_attention(translation)
         fed, src_len = self.source_ids(translation.source_tokens)
         ids = fed[:src_len]
         out = translation.hypotheses[0].tokens
