@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -248,10 +247,9 @@ def test_cli_refuses_a_folder_holding_no_run_file(runs, tmp_path, run_cli):
     assert not (empty / "report.html").exists()
 
 
-def test_cli_writes_the_report(runs, tmp_path):
+def test_cli_writes_the_report(runs, tmp_path, run_cli):
     out = tmp_path / "sub" / "cli.html"
-    command = [sys.executable, "-m", "attn_mt", "report", str(runs["transformer"]), "--out", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    result = run_cli("report", str(runs["transformer"]), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert str(out) in result.stdout
     parser, _ = parse_page(out)
