@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):  # noqa: ANN202 - the lazy `attn_mt.load`, so `import attn_mt` stays light
-    """`attn_mt.load(path)`: an export file or run directory, ready to translate (attn_mt.shipping.api)."""
+    """`attn_mt.load(path)`: a run directory, export file or CTranslate2 folder, ready to translate."""
     if name == "load":
         from attn_mt.shipping.api import load
 

@@ -23,6 +23,7 @@ SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
 MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
+DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
 DATA_HELP = (
     "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
     "(else data.path, $ATTN_MT_DATA, the cache, or a download)."
@@ -73,14 +74,9 @@ def prepare(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress; only the summary."),
 ) -> None:
     """Split, learn the vocabularies and encode the corpus once, into arrays every later run maps."""
-    from attn_mt.config import load_config
-    from attn_mt.data.prepare import format_prepared
-    from attn_mt.data.prepare import prepare as prepare_corpus
-    from attn_mt.training.logs import setup_logging
+    from attn_mt.commands.prepare import run_prepare
 
-    cfg = load_config(config, overrides)
-    setup_logging(None, quiet)
-    typer.echo(format_prepared(*prepare_corpus(cfg.data, data, workers or None, progress=not quiet)))
+    run_prepare(config, overrides, data, workers, quiet)
 
 
 @app.command()
@@ -152,7 +148,7 @@ def translate(
     attention_words: bool = typer.Option(
         False, "--attention-words", help="Merge subword pieces into words in the attention dumps."
     ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Translate sentences with a trained run, one output line per input line."""
@@ -184,7 +180,7 @@ def serve(
     max_wait_ms: float = typer.Option(
         5.0, "--max-wait-ms", help="How long a batch waits for more requests after its first."
     ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
@@ -219,7 +215,7 @@ def evaluate(
     compare: Path | None = typer.Option(None, "--compare", help="Paired bootstrap test against another run."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     data: str | None = typer.Option(None, "--data", help=DATA_HELP),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
 ) -> None:
     """Score a run on a split with sacreBLEU (BLEU, chrF, TER) and write hypotheses and attention dumps."""
@@ -271,7 +267,7 @@ def export(
         "int16, float16 (CUDA) or float32 (the default).",
     ),
 ) -> None:
-    """Write one file holding the model, its config and vocabularies: translate and eval accept it."""
+    """Export a run as one file (pt), ONNX graphs or a CTranslate2 folder, for translate, eval and serve."""
     from attn_mt.commands.export import run_export
 
     run_export(run_dir, out, checkpoint, fmt, quantize)
@@ -348,9 +344,6 @@ def runs(
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> None:
     """A table of runs: model, size, data, steps, minutes, stop reason, best valid BLEU, test scores."""
-    from attn_mt.report.runs import list_runs
+    from attn_mt.commands.runs import run_runs
 
-    text, notes = list_runs(folders or [Path("runs")], sort, as_json)
-    for note in notes:
-        _echo_err(note)
-    typer.echo(text)
+    run_runs(folders or [], sort, as_json)

@@ -41,14 +41,15 @@ import torch
 
 from attn_mt.commands.average import run_average
 from attn_mt.data.dataset import encode_sources
-from attn_mt.decoding.engines import engine_description, translator_for
+from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.evaluation.evaluate import split_examples
 from attn_mt.evaluation.scores import corpus_scores
-from attn_mt.run.ctranslate2_folder import cpu_flags, import_ctranslate2
-from attn_mt.run.device import cpu_has_native_bf16
-from attn_mt.run.load import load_model
+from attn_mt.machine import cpu_flags, cpu_has_native_bf16, cpu_name
+from attn_mt.run.ctranslate2_folder import import_ctranslate2
+from attn_mt.run.open import open_model
 from attn_mt.shipping.ctranslate2_export import write_ctranslate2
 from attn_mt.shipping.onnx_graphs import OnnxModel, write_onnx
 
@@ -87,14 +88,7 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_b
 
 def cpu_description() -> dict:
     """The CPU's model name and which of the flags that decide int8 and bf16 speed it has."""
-    name = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
+    name = cpu_name() or platform.processor()
     flags = cpu_flags()
     return {"cpu": name, "cores": os.cpu_count(), "flags": {flag: flag in flags for flag in CPU_FLAGS}}
 
@@ -139,7 +133,7 @@ def end_to_end(model: Path, options: list[str], source: Path, out: Path) -> floa
 
 def compare_engines(args: argparse.Namespace) -> dict:
     """Time and score the engines side by side (see the module docstring)."""
-    best = load_model(args.run_dir, "best")
+    best = open_model(args.run_dir, "best", "cpu")
     sources, refs = split_examples(best, "test", None, args.run_dir)
     if args.sentences:
         sources, refs = sources[: args.sentences], refs[: args.sentences]
@@ -151,16 +145,19 @@ def compare_engines(args: argparse.Namespace) -> dict:
         "ctranslate2": import_ctranslate2().__version__,
         "torch": torch.__version__,
     }
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # CTranslate2's workers (machine.cpu_threads)
     with tempfile.TemporaryDirectory() as tmp:
         folders = {w: write_ctranslate2(best, Path(tmp) / w, w) for w in ("float32", "int8")}
-        runs = {"torch float32": best, "torch int8": load_model(args.run_dir, "best", "cpu", "int8")}
+        runs = {"torch float32": best, "torch int8": open_model(args.run_dir, "best", "cpu", "int8")}
         for weights, folder in folders.items():
-            runs[f"ctranslate2 {weights}, {args.threads} workers x 1 thread"] = load_model(folder)
-            runs[f"ctranslate2 {weights}, 1 x {args.threads} threads"] = one_translator_layout(
-                load_model(folder), args.threads
+            runs[f"ctranslate2 {weights}, {args.threads} workers x 1 thread"] = open_model(
+                folder, device="cpu"
             )
-        out["engines"] = {name: engine_description(run) for name, run in runs.items()}
-        translators = {name: translator_for(run, run.config) for name, run in runs.items()}
+            runs[f"ctranslate2 {weights}, 1 x {args.threads} threads"] = one_translator_layout(
+                open_model(folder, device="cpu"), args.threads
+            )
+        translators = {name: translator_for(run) for name, run in runs.items()}
+        out["engines"] = {name: translator.description() for name, translator in translators.items()}
         results: dict = {}
         for beam in (1, 4):
             seconds = {name: float("inf") for name in translators}
@@ -219,7 +216,7 @@ def main() -> None:
         print(json.dumps(compare_engines(args), indent=2))
         return
 
-    best = load_model(args.run_dir, "best")
+    best = open_model(args.run_dir, "best", "cpu")
     sources, refs = split_examples(best, "test", None, args.run_dir)
     if args.sentences:
         sources, refs = sources[: args.sentences], refs[: args.sentences]
@@ -231,7 +228,7 @@ def main() -> None:
     }
 
     run_average(args.run_dir, args.average, None, "bench-average")
-    averaged = load_model(args.run_dir, "bench-average")
+    averaged = open_model(args.run_dir, "bench-average", "cpu")
     out["averaging"] = {
         name: {
             f"beam{beam}": measure(
@@ -242,7 +239,7 @@ def main() -> None:
         for name, run in (("best", best), (f"average_last_{args.average}", averaged))
     }
 
-    variants = {"float32": (best, False), "int8": (load_model(args.run_dir, "best", "cpu", "int8"), False)}
+    variants = {"float32": (best, False), "int8": (open_model(args.run_dir, "best", "cpu", "int8"), False)}
     if cpu_has_native_bf16():
         variants["bf16"] = (best, True)
     out["precision"] = {
@@ -262,13 +259,12 @@ def main() -> None:
 
     translator = Translator(best.model, best.src_vocab, best.tgt_vocab, best.config)
     dc = best.config.decode
-    order = sorted(range(len(sources)), key=lambda i: -len(translator.prepare(sources[i])))  # as translate
+    prepared = [prepare_sentence(best.config, best.src_vocab, s) for s in sources]
+    order = sorted(range(len(sources)), key=lambda i: -len(prepared[i]))  # as translate
     batches = []
     for start in range(0, len(order), dc.batch_size):
         chunk = order[start : start + dc.batch_size]
-        encoded = encode_sources(
-            [translator.prepare(sources[i]) for i in chunk], best.src_vocab, max_len=translator.max_src
-        )
+        encoded = encode_sources([prepared[i] for i in chunk], best.src_vocab, max_len=translator.max_src)
         limits = max_output_lengths(encoded.src_lens, dc.max_len_a, dc.max_len_b).numpy()
         batches.append((chunk, encoded.src.numpy(), encoded.src_lens.numpy(), limits))
     bos, eos = best.tgt_vocab.bos_id, best.tgt_vocab.eos_id

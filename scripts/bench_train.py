@@ -32,10 +32,15 @@ from attn_mt.training.launch import train
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def book_config(model: str) -> Path:
+    """configs/d2l_<model>.yaml."""
+    return ROOT / "configs" / f"d2l_{model}.yaml"
+
+
 def run_attn_mt(model: str, epochs: int, seed: int, threads: int) -> dict:
-    """Train one book config with attn-mt and translate the book's sentences."""
+    """Train one book config with attn-mt on `threads` torch threads and translate the book's sentences."""
     overrides = [f"train.epochs={epochs}", f"train.seed={seed}", f"train.threads={threads}"]
-    cfg = load_config(ROOT / "configs" / f"d2l_{model}.yaml", overrides)
+    cfg = load_config(book_config(model), overrides)
     with tempfile.TemporaryDirectory() as tmp:
         result = train(cfg, Path(tmp) / "run", quiet=True, device="cpu")
         run = load_run(Path(tmp) / "run", "last")
@@ -84,18 +89,23 @@ def main() -> None:
     parser.add_argument("--model", choices=["bahdanau", "transformer"], required=True)
     parser.add_argument("--epochs", type=int, help="default: the book's (250 Bahdanau, 200 Transformer)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--threads", type=int, default=0, help="torch threads for both (0: attn-mt config's)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads for both (default: the config's train.threads; 0: every core)",
+    )
     parser.add_argument("--book-ref", type=Path, help="path to book_reference.py to run side by side")
     parser.add_argument("--repeats", type=int, default=1, help="back-to-back (attn-mt, book) pairs per seed")
     args = parser.parse_args()
     epochs = args.epochs or (250 if args.model == "bahdanau" else 200)
+    threads = load_config(book_config(args.model)).train.threads if args.threads is None else args.threads
     rows, ratios = [], []
     for seed in args.seeds:
         for _ in range(args.repeats):
-            rows.append(run_attn_mt(args.model, epochs, seed, args.threads))
+            rows.append(run_attn_mt(args.model, epochs, seed, threads))
             print(json.dumps(rows[-1]), flush=True)
             if args.book_ref:
-                rows.append(run_book(args.book_ref, args.model, epochs, seed, args.threads))
+                rows.append(run_book(args.book_ref, args.model, epochs, seed, threads))
                 print(json.dumps(rows[-1]), flush=True)
                 ratios.append(rows[-2]["train_tokens_per_s"] / rows[-1]["train_tokens_per_s"])
     print("\n| impl | seed | epochs | loss | tokens/s | wall s | mean BLEU-2 | translations |")

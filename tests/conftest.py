@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from helpers import chromium_binary
 from synthetic import SUBWORD_RUN_SETTINGS, TINY_RUN_SETTINGS, train_tiny, write_corpus
 
 CORPUS_ENV = "ATTN_MT_DATA"
@@ -35,6 +36,18 @@ TINY_CORPUS_LINES = [
     "Go home.\tRentre chez toi.",
     "Go home.\tRentrez chez vous.",
 ]
+
+
+NEEDS = {"corpus_path": "corpus", "chromium": "browser"}  # fixture -> the marker of what it needs
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the corpus or Chromium is marked so, so `-m "not corpus and not browser"` leaves
+    it out on a machine without them."""
+    for item in items:
+        for fixture, marker in NEEDS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -74,6 +87,12 @@ def corpus_path() -> Path:
     if not os.access(path, os.R_OK):
         pytest.fail(f"${CORPUS_ENV}={value} is not readable")
     return path
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Headless chromium from PATH; the test FAILS (not skips) without it, naming how to install it."""
+    return chromium_binary()
 
 
 @pytest.fixture
@@ -170,3 +189,14 @@ def subword_run(tmp_path_factory: pytest.TempPathFactory):
     before = snapshot(root)
     yield run_dir
     assert_unchanged(root, before)
+
+
+@pytest.fixture(scope="session")
+def subword_folder(subword_run: Path, tmp_path_factory: pytest.TempPathFactory):
+    """`attn-mt export` of the shared subword run as a CTranslate2 folder (float32), shared read-only."""
+    from attn_mt.shipping.ctranslate2_export import export_ctranslate2
+
+    out = export_ctranslate2(subword_run, tmp_path_factory.mktemp("subword_ct2") / "ct2")
+    before = snapshot(out)
+    yield out
+    assert_unchanged(out, before)

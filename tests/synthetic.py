@@ -3,6 +3,7 @@ the small runs of configs/tiny.yaml trained on it."""
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -80,4 +81,14 @@ def train_tiny(run_dir: Path, corpus: Path, overrides: list[str]) -> Path:
         train(load_config(TINY, overrides), run_dir, data_path=str(corpus), quiet=True, device="cpu")
     finally:
         torch.set_num_threads(threads)  # train.threads set it for the whole process
+        close_run_log()
     return run_dir
+
+
+def close_run_log() -> None:
+    """Detach the run's train.log from the `attn_mt` logger, as the end of an `attn-mt train` process does,
+    so that what later tests log does not land in a shared run."""
+    logger = logging.getLogger("attn_mt")
+    for handler in [h for h in logger.handlers if isinstance(h, logging.FileHandler)]:
+        logger.removeHandler(handler)
+        handler.close()

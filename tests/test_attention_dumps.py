@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.image
@@ -233,7 +231,7 @@ def test_real_model_dumps(tmp_path, kind):
     assert_float32_close(torch.from_numpy(maps["cross"]), search_cross, terms=decoding_terms(7, 16, 5))
 
 
-def test_book_gru_dumps_come_from_the_padded_pass_that_translated(tmp_path):
+def test_book_gru_dumps_come_from_the_padded_pass_that_translated(tmp_path, run_cli):
     """translate --attention-dir and eval --attention on a book-mode GRU run show the decoding's own maps."""
     root = Path(__file__).resolve().parent.parent
     corpus = write_corpus(tmp_path / "reverse.txt", n=300)
@@ -255,12 +253,7 @@ def test_book_gru_dumps_come_from_the_padded_pass_that_translated(tmp_path):
         "eval": ["eval", str(tmp_path / "run"), "--split", "book", "--attention", str(len(BOOK_SENTENCES))],
     }
     for how, sources in (("translate", sentences), ("eval", [en for en, _ in BOOK_SENTENCES])):
-        result = subprocess.run(
-            [sys.executable, "-m", "attn_mt", *commands[how], "--device", "cpu"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        result = run_cli(*commands[how], "--device", "cpu")
         assert result.returncode == 0, result.stderr
         decoded = translator.translate(sources, need_attention=True)
         for i, translation in enumerate(decoded):

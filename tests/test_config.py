@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -166,12 +164,6 @@ def test_resolved_config_round_trips(tmp_path):
     assert load_config(out) == cfg
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "attn_mt", *args], capture_output=True, text=True, timeout=120
-    )
-
-
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -181,7 +173,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         ("model:\n  type: rnn\n", "model.type: 'rnn' is not one of gru_bahdanau, transformer"),
     ],
 )
-def test_cli_validate_errors_are_one_clear_message(tmp_path, text, expected):
+def test_cli_validate_errors_are_one_clear_message(tmp_path, text, expected, run_cli):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     result = run_cli("validate", str(path))
@@ -190,7 +182,7 @@ def test_cli_validate_errors_are_one_clear_message(tmp_path, text, expected):
     assert "Traceback" not in result.stderr
 
 
-def test_cli_validate_reports_yaml_line(tmp_path):
+def test_cli_validate_reports_yaml_line(tmp_path, run_cli):
     path = tmp_path / "bad.yaml"
     path.write_text("train:\n  lr: 0.1\n lr2: : 3\n")
     result = run_cli("validate", str(path))
@@ -198,13 +190,13 @@ def test_cli_validate_reports_yaml_line(tmp_path):
     assert "at line 3, column 2" in result.stderr
 
 
-def test_cli_validate_prints_resolved_config(tmp_path):
+def test_cli_validate_prints_resolved_config(tmp_path, run_cli):
     result = run_cli("validate", str(CONFIGS[0]), "--set", "train.lr=0.001")
     assert result.returncode == 0, result.stderr
     assert "lr: 0.001" in result.stdout
 
 
-def test_cli_missing_config_file():
+def test_cli_missing_config_file(run_cli):
     result = run_cli("validate", "no/such/config.yaml")
     assert result.returncode == 2
     assert "config file not found: no/such/config.yaml" in result.stderr

@@ -4,7 +4,6 @@ attn-mt's own search does; GRU runs, foreign folders and unusable options are cl
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,21 +16,20 @@ import ctranslate2
 import numpy as np
 import pytest
 import torch
-from synthetic import SUBWORD_RUN_SETTINGS, reverse_pairs, write_corpus
-from test_serving import (
+from helpers import (
     ERROR_CASES,
     SENTENCES,
     as_nbest_lines,
     assert_same_answers,
     call,
-    cli_translate,
     documented_http_errors,
     raw_answer,
     raw_request,
     server,
     translate,
+    translate_lines,
 )
-from test_training import TINY, cli
+from synthetic import TINY, reverse_pairs
 from tolerances import decoding_terms, float32_approx
 
 from attn_mt.config import load_config
@@ -41,19 +39,14 @@ from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
+from attn_mt.machine import cpu_has_vnni
 from attn_mt.models.build import build_model
-from attn_mt.run.ctranslate2_folder import (
-    META_FILE,
-    cpu_has_vnni,
-    cpu_threads,
-    ctranslate2_device,
-    import_ctranslate2,
-    load_ctranslate2_folder,
-)
-from attn_mt.run.load import load_model
-from attn_mt.run.run_dir import LoadedRun, load_run
+from attn_mt.run.ctranslate2_folder import META_FILE, import_ctranslate2
+from attn_mt.run.open import open_model
+from attn_mt.run.open_ctranslate2 import ctranslate2_device
+from attn_mt.run.opened import LoadedRun
+from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.ctranslate2_export import SEVEN_BIT_RANGE, quantize_seven_bits, write_ctranslate2
-from attn_mt.training.launch import train
 
 WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] * 170) + "."]  # blank, cut
 
@@ -61,40 +54,26 @@ WORDS = [en for en, _ in reverse_pairs(120, seed=11)] + ["", " ".join(["hotel"] 
 # CTranslate2 runs its own kernels: at most 12 steps (under a limit of half the source + 1) of the subword
 # run's 64-unit feed-forward products and its 320-piece log-softmax, summed in another order than torch's.
 TIGHT_LIMIT_TERMS = decoding_terms(steps=12, widest=64, keys_or_vocab=320)
-# the shared subword run's settings (tests/synthetic.py) without its short decoding limit
-SHIP = [setting for setting in SUBWORD_RUN_SETTINGS if not setting.startswith("decode.")]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    """A tiny sentencepiece Transformer on the reverse task; its embeddings and output layer: one matrix."""
-    folder = tmp_path_factory.mktemp("ct2")
-    corpus = write_corpus(folder / "reverse.txt", n=300)
-    cfg = load_config(
-        TINY, [*SHIP, "train.lr=0.005", "train.epochs=8", "train.keep_checkpoints=0", "train.threads=1"]
-    )
-    threads = torch.get_num_threads()
-    try:
-        train(cfg, folder / "run", data_path=str(corpus), quiet=True, device="cpu")
-    finally:
-        torch.set_num_threads(threads)
-    return folder / "run"
+@pytest.fixture
+def trained(subword_run) -> Path:
+    """The shared subword run (tests/conftest.py): a tiny sentencepiece Transformer on the reverse task, its
+    embeddings and output layer one matrix."""
+    return subword_run
 
 
-@pytest.fixture(scope="module")
-def folder(trained) -> Path:
-    """`attn-mt export RUN OUT --format ctranslate2` of the tiny run (float32)."""
-    out = trained.parent / "ct2"
-    result = cli("export", str(trained), str(out), "--format", "ctranslate2")
-    assert result.returncode == 0, result.stderr
-    return out
+@pytest.fixture
+def folder(subword_folder) -> Path:
+    """`attn-mt export RUN OUT --format ctranslate2` of the shared subword run (float32), read-only."""
+    return subword_folder
 
 
 def both(
     run_dir: Path, out: Path, cfg_change: dict | None = None
 ) -> tuple[Translator, Ctranslate2Translator]:
     """The torch translator of the run and the CTranslate2 one of its folder, with the same settings."""
-    run, exported = load_run(run_dir), load_ctranslate2_folder(out, "cpu", 2)
+    run, exported = load_run(run_dir), open_model(out, device="cpu")
     cfg = run.config
     if cfg_change:
         cfg = replace(cfg, decode=replace(cfg.decode, **cfg_change))
@@ -167,20 +146,24 @@ def test_attention_is_the_last_layers_cross_attention_averaged_over_heads(traine
     assert "averaged over its 2 heads" in ct2_side.attention_description()
 
 
-def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, tmp_path):
+def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, run_cli, tmp_path):
+    corpus = trained.parent / "reverse.txt"
+    trained = Path(shutil.copytree(trained, tmp_path / "run"))  # eval writes into both
+    folder = Path(shutil.copytree(folder, tmp_path / "ct2"))
     sentences = [s for s in WORDS[:30] if s]
     source = tmp_path / "in.txt"
     source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
     for options in (["--beam", "1"], ["--beam", "3"]):
-        from_run = cli("translate", str(trained), "--device", "cpu", "--input", str(source), *options)
-        from_folder = cli("translate", str(folder), "--device", "cpu", "--input", str(source), *options)
+        from_run = run_cli("translate", str(trained), "--device", "cpu", "--input", str(source), *options)
+        from_folder = run_cli("translate", str(folder), "--device", "cpu", "--input", str(source), *options)
         assert from_run.returncode == 0 and from_folder.returncode == 0, from_folder.stderr
         assert from_folder.stdout == from_run.stdout and from_folder.stdout.count("\n") == len(sentences)
-    nbest = cli("translate", str(folder), "--device", "cpu", "--beam", "3", "--nbest", "3", *sentences[:4])
+    nbest = run_cli(
+        "translate", str(folder), "--device", "cpu", "--beam", "3", "--nbest", "3", *sentences[:4]
+    )
     assert nbest.returncode == 0 and len(nbest.stdout.splitlines()) == 12
-    corpus = trained.parent / "reverse.txt"
     for target in (trained, folder):
-        scored = cli("eval", str(target), "--device", "cpu", "--data", str(corpus), "--attention", "1")
+        scored = run_cli("eval", str(target), "--device", "cpu", "--data", str(corpus), "--attention", "1")
         assert scored.returncode == 0, scored.stderr
     hypotheses = [(target / "eval" / "test" / "hyp.txt").read_text() for target in (trained, folder)]
     assert hypotheses[0] == hypotheses[1]
@@ -189,7 +172,7 @@ def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, tm
     assert (folder / "eval" / "test" / "attention").is_dir()
 
 
-def test_translating_with_the_folder_never_imports_torch(trained, folder):
+def test_translating_with_the_folder_never_imports_torch(trained, folder, run_cli):
     code = (
         "import sys\n"
         "from attn_mt.cli import main\n"
@@ -202,18 +185,19 @@ def test_translating_with_the_folder_never_imports_torch(trained, folder):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
-    assert done.stdout == cli("translate", str(trained), "--beam", "2", *WORDS[:3]).stdout
+    assert done.stdout == run_cli("translate", str(trained), "--beam", "2", *WORDS[:3]).stdout
 
 
-def test_the_folders_device_and_threads_are_chosen_without_torch(monkeypatch):
-    assert ctranslate2_device("cpu") == ctranslate2_device("mps") == "cpu"
-    assert ctranslate2_device("auto") == ("cuda" if ctranslate2.get_cuda_device_count() else "cpu")
-    with pytest.raises(UserError, match="--device 'gpu': expected one of auto, cpu, cuda, mps"):
-        ctranslate2_device("gpu")
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert cpu_threads() == 3
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    assert cpu_threads() == len(os.sched_getaffinity(0))
+def test_the_folders_device_is_chosen_from_what_ctranslate2_sees():
+    assert ctranslate2_device("cpu", 2) == ctranslate2_device("mps", 2) == ("cpu", 0)
+    assert ctranslate2_device("auto", 0) == ("cpu", 0) and ctranslate2_device("auto", 2) == ("cuda", 0)
+    assert ctranslate2_device("cuda:1", 2) == ("cuda", 1) and ctranslate2_device("cuda", 2) == ("cuda", 0)
+    with pytest.raises(UserError, match="--device 'gpu': expected one of auto, cpu, cuda, cuda:N"):
+        ctranslate2_device("gpu", 1)
+    with pytest.raises(UserError, match="--device cuda:2: ctranslate2 sees 2 CUDA device"):
+        ctranslate2_device("cuda:2", 2)
+    with pytest.raises(UserError, match="--device cuda: ctranslate2 sees no CUDA device"):
+        ctranslate2_device("cuda", 0)
 
 
 def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):
@@ -229,9 +213,9 @@ def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_folders_from_elsewhere_or_incomplete_are_clear_errors(trained, folder, tmp_path):
+def test_folders_from_elsewhere_or_incomplete_are_clear_errors(trained, folder, run_cli, tmp_path):
     def refused(path: Path, *options: str) -> str:
-        result = cli("translate", str(path), "--device", "cpu", *options, "Alpha bravo.")
+        result = run_cli("translate", str(path), "--device", "cpu", *options, "Alpha bravo.")
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         return result.stderr
 
@@ -253,23 +237,27 @@ def test_folders_from_elsewhere_or_incomplete_are_clear_errors(trained, folder, 
     assert f"sentencepiece model not found: {no_pieces / 'src_vocab.model'}" in refused(no_pieces)
     assert "whose weight type was chosen at export" in refused(folder, "--quantize", "int8")
     assert "is a CTranslate2 folder, which holds one model" in refused(folder, "--checkpoint", "last")
-    taken = cli("export", str(trained), str(folder), "--format", "ctranslate2")
+    taken = run_cli("export", str(trained), str(folder), "--format", "ctranslate2")
     assert taken.returncode == 2 and "exists and is not an empty folder" in taken.stderr
-    wrong = cli("export", str(trained), str(tmp_path / "x"), "--format", "ctranslate2", "--quantize", "int4")
+    wrong = run_cli(
+        "export", str(trained), str(tmp_path / "x"), "--format", "ctranslate2", "--quantize", "int4"
+    )
     assert wrong.returncode == 2 and "--quantize 'int4': choose one of float32, int8" in wrong.stderr
-    pt_quantized = cli("export", str(trained), str(tmp_path / "m.pt"), "--quantize", "int8")
+    pt_quantized = run_cli("export", str(trained), str(tmp_path / "m.pt"), "--quantize", "int8")
     assert pt_quantized.returncode == 2 and "applies to --format ctranslate2 only" in pt_quantized.stderr
 
 
-def test_weights_this_cpu_cannot_run_are_refused_when_loaded(trained, tmp_path):
+def test_weights_this_cpu_cannot_run_are_refused_when_loaded(trained, run_cli, tmp_path):
     unsupported = sorted({"int16", "float16"} - set(ctranslate2.get_supported_compute_types("cpu")))
     if not unsupported:
         pytest.skip("this CPU runs every weight type")
     out = tmp_path / unsupported[0]
-    result = cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", unsupported[0])
+    result = run_cli(
+        "export", str(trained), str(out), "--format", "ctranslate2", "--quantize", unsupported[0]
+    )
     assert result.returncode == 0 and f"cannot run {unsupported[0]} weights on this CPU" in result.stderr
     with pytest.raises(UserError, match=f"holds {unsupported[0]} weights, which ctranslate2 cannot run on"):
-        load_model(out, device="cpu")
+        open_model(out, device="cpu")
 
 
 def test_seven_bit_int8_weights_stay_within_63_and_keep_the_rows():
@@ -284,21 +272,24 @@ def test_seven_bit_int8_weights_stay_within_63_and_keep_the_rows():
     assert (error <= 0.5 / layer.weight_scale[:, None] + 1e-7).all()
 
 
-def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trained, folder, tmp_path):
+def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(
+    trained, folder, run_cli, tmp_path
+):
     """int8 weights keep float32's greedy output on at least 85% of the reverse-task sentences.
 
-    Measured 113 of 121 (93%) with 8-bit weights on a Xeon with AMX and VNNI (2026-11-26); 7-bit weights,
-    as written on an AVX2-only CPU, kept at least 36 of the first 40 on a Zen 3. 8-bit weights run on
-    AVX2 kernels (MKL_ENABLE_INSTRUCTIONS=AVX2) saturate and keep 29 of 121: why the export asks the CPU.
+    Measured on the shared subword run, 115 of 121 (95%) with 8-bit weights on a Xeon with AMX and VNNI
+    (2026-11-26); 7-bit weights, as written on an AVX2-only CPU, kept at least 36 of the first 40 on a
+    Zen 3. 8-bit weights on AVX2 kernels (MKL_ENABLE_INSTRUCTIONS=AVX2) saturate and keep about a quarter:
+    why the export asks the CPU.
     """
     out = tmp_path / "int8"
-    result = cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", "int8")
+    result = run_cli("export", str(trained), str(out), "--format", "ctranslate2", "--quantize", "int8")
     assert result.returncode == 0, result.stderr
     bits = json.loads((out / META_FILE).read_text())["int8_bits"]
     assert bits == (8 if cpu_has_vnni() else 7)
     assert ("kept within +-63 (7 bits)" in result.stderr) == (bits == 7)
-    int8 = translator_for(load_model(out), load_run(trained).config)
-    float32 = translator_for(load_model(folder), load_run(trained).config)
+    int8 = translator_for(open_model(out, device="cpu"), load_run(trained).config)
+    float32 = translator_for(open_model(folder, device="cpu"), load_run(trained).config)
     sentences = [s for s in WORDS if s]
     same = sum(
         a.text == b.text
@@ -310,29 +301,28 @@ def test_int8_export_says_which_int8_it_wrote_and_translates_close_to_float(trai
 
 
 @pytest.fixture(scope="module")
-def folder_server(folder) -> Iterator[str]:
+def folder_server(subword_folder) -> Iterator[str]:
     """The exported folder served with the default batching options."""
-    with server(folder) as address:
+    with server(subword_folder) as address:
         yield address
 
 
 def test_serving_the_folder_equals_translate_and_labels_its_attention(
-    folder, folder_server, capsys, monkeypatch
+    folder, folder_server, run_cli, tmp_path
 ):
     greedy = translate(folder_server, SENTENCES, beam=1)
-    assert [r["translation"] for r in greedy["results"]] == cli_translate(
-        folder, SENTENCES, ["--beam", "1"], capsys, monkeypatch
+    assert [r["translation"] for r in greedy["results"]] == translate_lines(
+        run_cli, folder, SENTENCES, ["--beam", "1"], tmp_path
     )
     beam = translate(folder_server, SENTENCES, beam=3, nbest=3, length_penalty=0.5)
-    assert as_nbest_lines(beam) == cli_translate(
-        folder, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch
+    assert as_nbest_lines(beam) == translate_lines(
+        run_cli, folder, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], tmp_path
     )
     status, info = call(folder_server, "/info")
     assert status == 200 and info["engine"].startswith("ctranslate2") and info["checkpoint"] == "model.bin"
     assert "cross-attention of decoder layer 2 of 2, averaged over its 2 heads" in info["attention"]
     assert "no encoder or decoder self-attention" in info["attention"]
-    exported = load_model(folder)
-    engine = translator_for(exported, exported.config)
+    engine = translator_for(open_model(folder, device="cpu"))
     answer = translate(folder_server, SENTENCES[:3], beam=2, attention=True)
     for result, expected in zip(answer["results"], engine.translate(SENTENCES[:3], beam_size=2), strict=True):
         maps = result["attention"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import zipfile
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import pytest
 import torch
 from synthetic import write_corpus
 
-from attn_mt.cli import main
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
@@ -239,17 +237,15 @@ def test_every_documented_case_is_tested():
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_documented_error(case, workspace, monkeypatch, capsys):
+def test_documented_error(case, workspace, monkeypatch, run_cli):
     monkeypatch.chdir(workspace)
     if case == "missing-env-data":
         monkeypatch.setenv("ATTN_MT_DATA", "missing.zip")
     if case == "missing-device":
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(sys, "argv", ["attn-mt", *CASES[case]])
-    with pytest.raises(SystemExit) as info:
-        main()
-    stderr = capsys.readouterr().err
-    assert info.value.code == 2, stderr
+    refused = run_cli(*CASES[case])
+    stderr = refused.stderr
+    assert refused.returncode == 2, stderr
     assert documented_cases()[case] in stderr
     assert stderr.startswith("attn-mt: error:") and "Traceback" not in stderr
     assert not (workspace / "new").exists(), "a failed train must not leave a run directory behind"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +16,6 @@ from synthetic import reverse_pairs, write_corpus
 
 import attn_mt.data.parallel as parallel_module
 import attn_mt.data.prepare as prepare_module
-from attn_mt.cli import main
 from attn_mt.config import load_config
 from attn_mt.data.dataset import load_data
 from attn_mt.data.parallel import encode_parallel
@@ -238,30 +239,16 @@ def test_subword_sample_is_seeded_in_order_and_validated(tmp_path, cache, monkey
         load_config(TINY, ["data.subword_sample=lots"])
 
 
-def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run `attn-mt ARGS` in-process; (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["attn-mt", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_prepare_command_prepares_once_then_training_maps_it(tmp_path, cache, monkeypatch, capsys):
+def test_prepare_command_prepares_once_then_training_maps_it(tmp_path, cache, monkeypatch, run_cli):
     corpus = str(write_corpus(tmp_path / "reverse.txt", n=300))
     settings = [arg for s in SUBWORDS for arg in ("--set", s)]
-    code, out, _ = _cli(
-        monkeypatch, capsys, "prepare", str(TINY), "--data", corpus, "--workers", "2", "-q", *settings
-    )
+    code, out, _ = run_cli("prepare", str(TINY), "--data", corpus, "--workers", "2", "-q", *settings)
     assert code == 0 and out.startswith("prepared ") and "(2 worker process(es))" in out
     folder = _folder(cache)
     assert str(folder) in out and {"src_ids.npy", "tgt_offsets.npy", "src.model", HEADER} <= {
         p.name for p in folder.iterdir()
     }
-    code, out, _ = _cli(monkeypatch, capsys, "prepare", str(TINY), "--data", corpus, *settings)
+    code, out, _ = run_cli("prepare", str(TINY), "--data", corpus, *settings)
     assert code == 0 and out.startswith("already prepared: ")
 
     def refuse(*args):
@@ -269,8 +256,27 @@ def test_prepare_command_prepares_once_then_training_maps_it(tmp_path, cache, mo
 
     monkeypatch.setattr(prepare_module, "learn_subwords", refuse)
     monkeypatch.setattr(prepare_module, "encode_parallel", refuse)
-    code, out, _ = _cli(monkeypatch, capsys, "data-report", str(TINY), "--data", corpus, *settings)
+    code, out, _ = run_cli("data-report", str(TINY), "--data", corpus, *settings)
     assert code == 0 and "from the cache" in out
     book = str(TINY.parent / "d2l_bahdanau.yaml")
-    code, _, err = _cli(monkeypatch, capsys, "prepare", book, "--data", corpus)
+    code, _, err = run_cli("prepare", book, "--data", corpus)
     assert code != 0 and "data.mode is 'book': only split mode is prepared ahead" in err
+
+
+@pytest.mark.parametrize("tokenizer", ["book", "sentencepiece"])
+def test_prepare_into_a_file_writes_progress_lines_not_redraws(tmp_path, tokenizer):
+    """`attn-mt prepare CONFIG 2> log`: progress reaches the file as whole lines, without a terminal's \\r."""
+    corpus = write_corpus(tmp_path / "reverse.txt", n=300)
+    settings = [arg for s in (SUBWORDS if tokenizer == "sentencepiece" else []) for arg in ("--set", s)]
+    log = tmp_path / "log"
+    with log.open("wb") as err:
+        done = subprocess.run(
+            [sys.executable, "-m", "attn_mt", "prepare", str(TINY), "--data", str(corpus), *settings],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+            check=False,
+        )
+    written = log.read_bytes()
+    assert done.returncode == 0, written.decode()[-2000:]
+    assert b"\r" not in written and b"encoding" in written, written.decode()[-2000:]

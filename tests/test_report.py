@@ -9,12 +9,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CHROMIUM_FLAGS, chromium_binary
 from matplotlib.image import imread
 from sacrebleu.metrics import CHRF
 
@@ -26,16 +26,6 @@ from attn_mt.evaluation.scores import compare_eval_dirs
 DUMPS = 3  # attention dumps written by the evaluation of each run
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 RUN_PARTS = ("overview", "config", "data", "curves", "scores", "samples")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 class PageParser(HTMLParser):
@@ -257,28 +247,13 @@ def test_cli_refuses_a_folder_holding_no_run_file(runs, tmp_path, run_cli):
     assert not (empty / "report.html").exists()
 
 
-def test_cli_writes_the_report(runs, tmp_path):
+def test_cli_writes_the_report(runs, tmp_path, run_cli):
     out = tmp_path / "sub" / "cli.html"
-    command = [sys.executable, "-m", "attn_mt", "report", str(runs["transformer"]), "--out", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    result = run_cli("report", str(runs["transformer"]), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert str(out) in result.stdout
     parser, _ = parse_page(out)
     assert len(parser.images) == 1 + 3 * DUMPS  # curves + encoder self, decoder self and cross per dump
-
-
-BROWSER_STEP = "`make browser` (apt-get install chromium; `make test` runs it first)"
-
-
-def chromium_binary() -> str:
-    """Debian's chromium from PATH; the test fails (never skips) without it, naming the install step."""
-    found = shutil.which("chromium")
-    if not found:
-        pytest.fail(
-            f"the browser test needs headless Chromium, and no `chromium` is on PATH: "
-            f"install it with {BROWSER_STEP}"
-        )
-    return found
 
 
 def test_missing_chromium_names_the_install_step_and_installs_nothing(monkeypatch):
@@ -292,11 +267,11 @@ def test_missing_chromium_names_the_install_step_and_installs_nothing(monkeypatc
         chromium_binary()
 
 
-def open_in_chromium(page: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
+def open_in_chromium(chromium: str, page: Path, work: Path, *extra: str) -> subprocess.CompletedProcess:
     """Load a page in headless Chromium, print its DOM on stdout and log its console messages on stderr."""
     profile = work / "chromium-profile"
     command = [
-        chromium_binary(),
+        chromium,
         *CHROMIUM_FLAGS,
         f"--user-data-dir={profile}",
         "--window-size=1200,2000",
@@ -314,14 +289,16 @@ def console_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
-def test_report_renders_in_headless_chromium(runs, tmp_path):
+def test_report_renders_in_headless_chromium(runs, chromium, tmp_path):
     probe = tmp_path / "probe.html"
     probe.write_text("<!DOCTYPE html><title>probe</title><script>notDefined();</script>", encoding="utf-8")
-    assert any("notDefined" in line for line in console_lines(open_in_chromium(probe, tmp_path).stderr))
+    assert any(
+        "notDefined" in line for line in console_lines(open_in_chromium(chromium, probe, tmp_path).stderr)
+    )
 
     report = run_report([runs["gru_bahdanau"], runs["transformer"]], tmp_path / "report.html")
     shot = tmp_path / "shot.png"
-    result = open_in_chromium(report, tmp_path, f"--screenshot={shot}")
+    result = open_in_chromium(chromium, report, tmp_path, f"--screenshot={shot}")
     assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
     assert console_lines(result.stderr) == []
     pixels = imread(shot)

@@ -136,6 +136,7 @@ def test_kill_during_a_checkpoint_write_leaves_the_old_file(tmp_path):
     assert state["step"] == 1 and torch.equal(state["model"]["w"], torch.ones(3))
 
 
+@pytest.mark.slow
 def test_random_sigkills_then_resume_completes(tmp_path, corpus):
     run_dir = tmp_path / "run"
     base = [

@@ -14,7 +14,7 @@ from tolerances import assert_float32_close, decoding_terms, float32_approx
 from attn_mt.commands.translate import read_input_lines, split_input_lines
 from attn_mt.config import Config, ModelConfig
 from attn_mt.data.vocab import Vocab
-from attn_mt.decoding import translator as translator_module
+from attn_mt.decoding import engine as engine_module
 from attn_mt.decoding.search import (
     beam_search,
     gnmt_length_penalty,
@@ -441,7 +441,7 @@ def test_translator_shows_a_bar_on_a_terminal_and_a_line_in_a_file(monkeypatch):
     cfg.data.mode, cfg.decode.batch_size = "split", 2
     translator = Translator(tiny_real_model("transformer"), vocab, vocab, cfg)
     sentences = ["w1 w2 w3", "", "w4", "w5 w6 w7 w8"] * 3
-    monkeypatch.setattr(translator_module, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(engine_module, "PROGRESS_DELAY_S", 0.0)
     outputs = {}
     for name, stream, progress in [
         ("terminal", FakeTerminal(), True),

@@ -4,173 +4,45 @@ model's attention computed in this process."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
 import re
-import select
-import signal
 import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from devtools import Browser
+from helpers import (
+    ANSWER_TIMEOUT_S,
+    CHROMIUM_FLAGS,
+    ERROR_CASES,
+    SENTENCES,
+    TINY_RUN_TERMS,
+    as_nbest_lines,
+    assert_same_answers,
+    call,
+    documented_http_errors,
+    fetch,
+    raw_answer,
+    raw_request,
+    server,
+    translate,
+    translate_lines,
+    wait_for_health,
+)
 from synthetic import reverse_pairs
-from test_report import CHROMIUM_FLAGS, chromium_binary
-from tolerances import assert_float32_close, decoding_terms, float32_approx
+from tolerances import assert_float32_close
 
-from attn_mt.cli import main
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
-from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_CHARS, MAX_SENTENCES
-
-ROOT = Path(__file__).resolve().parent.parent
-ERRORS_DOC = ROOT / "docs" / "errors.md"
-START_TIMEOUT_S = 120  # a server that has not printed its address by then has failed
-ANSWER_TIMEOUT_S = 60
-# The tiny runs decode at most 1.5 x 12 + 5 = 23 steps of 32-term products (the feed-forward layer, the GRU's
-# embedding + context) and softmaxes over fewer than 32 tokens or keys; other batch shapes reorder those sums.
-TINY_RUN_TERMS = decoding_terms(steps=23, widest=32, keys_or_vocab=32)
-# Sentences of the reverse task, one with words the vocabulary lacks, one blank, one over-long.
-SENTENCES = [en for en, _ in reverse_pairs(12, seed=7)] + [
-    "Alpha zulu bravo.",
-    "",
-    " ".join(["hotel"] * 60) + ".",
-]
-
-
-@contextmanager
-def server(run_dir: Path, *options: str) -> Iterator[str]:
-    """`attn-mt serve RUN_DIR --port 0 ...` in its own process; yields its base URL, stops it after."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "attn_mt", "serve", str(run_dir), "--port", "0", "--device", "cpu", *options],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-        line = process.stdout.readline() if ready else ""
-        if "http://127.0.0.1:" not in line:
-            process.kill()
-            pytest.fail(f"the server did not start: {line!r} {process.stderr.read()[-3000:]}")
-        yield line.split("http://", 1)[1].split("/", 1)[0]
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        process.stdout.close()
-        process.stderr.close()
-
-
-def call(
-    address: str,
-    path: str,
-    body: object = None,
-    raw: bytes | None = None,
-    content_type: str = "application/json",
-) -> tuple[int, dict]:
-    """One HTTP request (POST when there is a body); the status and the decoded JSON answer."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode("utf-8"))
-    request = urllib.request.Request(
-        f"http://{address}{path}", data=data, method="GET" if data is None else "POST"
-    )
-    if data is not None:
-        request.add_header("Content-Type", content_type)
-    try:
-        with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, json.loads(error.read())
-
-
-def fetch(address: str, path: str) -> tuple[int, str, bytes]:
-    """GET a page or file: its status, content type and bytes."""
-    try:
-        with urllib.request.urlopen(f"http://{address}{path}", timeout=ANSWER_TIMEOUT_S) as response:
-            return response.status, response.headers.get("Content-Type", ""), response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, error.headers.get("Content-Type", ""), error.read()
-
-
-def wait_for_health(address: str, condition: Callable[[dict], bool]) -> dict:
-    """Poll /health until `condition` holds for its answer; that answer."""
-    deadline = time.monotonic() + ANSWER_TIMEOUT_S
-    while True:
-        status, health = call(address, "/health")
-        assert status == 200, health
-        if condition(health):
-            return health
-        assert time.monotonic() < deadline, f"/health never met the condition: {health}"
-        time.sleep(0.05)
-
-
-def translate(address: str, sentences: list[str], **options: object) -> dict:
-    """POST /translate and insist on success."""
-    status, answer = call(address, "/translate", {"sentences": sentences, **options})
-    assert status == 200, answer
-    return answer
-
-
-def cli_translate(run_dir: Path, sentences: list[str], options: list[str], capsys, monkeypatch) -> list[str]:
-    """What `attn-mt translate` prints for the sentences (given on standard input, one per line)."""
-    source = run_dir.parent / "cli_input.txt"
-    source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
-    capsys.readouterr()
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        ["attn-mt", "translate", str(run_dir), "--input", str(source), "--device", "cpu", *options],
-    )
-    with pytest.raises(SystemExit) as info:
-        main()
-    assert info.value.code == 0
-    return capsys.readouterr().out.splitlines()
-
-
-def assert_same_answers(got: object, expected: object, where: str = "answer") -> None:
-    """Equal JSON answers: texts and tokens exactly, numbers to float32's rounding (batches reorder sums)."""
-    if isinstance(expected, dict):
-        assert isinstance(got, dict) and set(got) == set(expected), where
-        for key in expected:
-            assert_same_answers(got[key], expected[key], f"{where}.{key}")
-    elif isinstance(expected, list):
-        assert isinstance(got, list) and len(got) == len(expected), where
-        for i, (a, b) in enumerate(zip(got, expected, strict=True)):
-            assert_same_answers(a, b, f"{where}[{i}]")
-    elif isinstance(expected, float):
-        assert got == float32_approx(expected, terms=TINY_RUN_TERMS), where
-    else:
-        assert got == expected, where
-
-
-def as_nbest_lines(answer: dict) -> list[str]:
-    """An answer in the Moses-style lines `attn-mt translate --nbest N` prints."""
-    lines = []
-    for i, result in enumerate(answer["results"]):
-        pairs = [(c["text"], c["score"]) for c in result["nbest"]]
-        pairs += [("", 0.0)] * (answer["nbest"] - len(pairs))
-        lines += [f"{i} ||| {text} ||| {score:.4f}" for text, score in pairs]
-    return lines
+from attn_mt.serving.schemas import MAX_SENTENCES
 
 
 @pytest.fixture(scope="module")
@@ -188,21 +60,21 @@ def transformer_server(runs) -> Iterator[str]:
         yield address
 
 
-def test_translations_and_nbest_equal_the_translate_command(runs, transformer_server, capsys, monkeypatch):
+def test_translations_and_nbest_equal_the_translate_command(runs, transformer_server, run_cli, tmp_path):
     run_dir = runs["transformer"]
     greedy = translate(transformer_server, SENTENCES, beam=1)
     assert (greedy["beam"], greedy["nbest"]) == (1, 1)
-    assert [r["translation"] for r in greedy["results"]] == cli_translate(
-        run_dir, SENTENCES, ["--beam", "1"], capsys, monkeypatch
+    assert [r["translation"] for r in greedy["results"]] == translate_lines(
+        run_cli, run_dir, SENTENCES, ["--beam", "1"], tmp_path
     )
     beam = translate(transformer_server, SENTENCES, beam=3, nbest=3, length_penalty=0.5)
-    assert as_nbest_lines(beam) == cli_translate(
-        run_dir, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], capsys, monkeypatch
+    assert as_nbest_lines(beam) == translate_lines(
+        run_cli, run_dir, SENTENCES, ["--beam", "3", "--nbest", "3", "--length-penalty", "0.5"], tmp_path
     )
     default = translate(transformer_server, SENTENCES[:3])
     assert default["beam"] == load_config(run_dir / "config.yaml").decode.beam_size  # the run's own: 2
-    assert [r["translation"] for r in default["results"]] == cli_translate(
-        run_dir, SENTENCES[:3], [], capsys, monkeypatch
+    assert [r["translation"] for r in default["results"]] == translate_lines(
+        run_cli, run_dir, SENTENCES[:3], [], tmp_path
     )
 
     for result in beam["results"]:
@@ -298,7 +170,7 @@ def docs_references(html: str) -> list[str]:
     return re.findall(r'(?:src|href)="([^"]*)"', html) + re.findall(r"url: '([^']*)'", html)
 
 
-def test_api_docs_are_served_offline(transformer_server, tmp_path):
+def test_api_docs_are_served_offline(transformer_server, chromium, tmp_path):
     status, kind, page = fetch(transformer_server, "/docs")
     html = page.decode("utf-8")
     assert status == 200 and kind.startswith("text/html") and "SwaggerUIBundle" in html
@@ -314,7 +186,7 @@ def test_api_docs_are_served_offline(transformer_server, tmp_path):
     status, _, content = fetch(transformer_server, "/redoc")  # only one API page, the offline one
     assert status == 404 and set(json.loads(content)) == {"error", "problems"}
 
-    browser = Browser(chromium_binary(), CHROMIUM_FLAGS + ["--window-size=1200,1600"], tmp_path / "profile")
+    browser = Browser(chromium, CHROMIUM_FLAGS + ["--window-size=1200,1600"], tmp_path / "profile")
     try:
         origin = f"http://{transformer_server}"
         browser.open(origin + "/docs")
@@ -327,42 +199,6 @@ def test_api_docs_are_served_offline(transformer_server, tmp_path):
         assert all(url.startswith(origin + "/") for url in browser.requested_urls()), browser.requested_urls()
     finally:
         browser.close()
-
-
-# Requests for each row of the HTTP table in docs/errors.md.
-TOO_MANY = {"sentences": ["alpha ."] * (MAX_SENTENCES + 1)}
-ERROR_CASES: dict[str, dict] = {
-    "malformed-json": {"raw": b'{"sentences": ["alpha ."'},
-    "no-body": {"raw": b""},
-    "not-an-object": {"body": ["alpha ."]},
-    "form-body": {"raw": b"sentences=alpha", "content_type": "application/x-www-form-urlencoded"},
-    "missing-sentences": {"body": {"beam": 2}},
-    "empty-list": {"body": {"sentences": []}},
-    "not-a-list": {"body": {"sentences": "alpha ."}},
-    "not-text": {"body": {"sentences": ["alpha .", 3]}},
-    "too-many-sentences": {"body": TOO_MANY},
-    "too-long-sentence": {"body": {"sentences": ["a" * (MAX_CHARS + 1)]}},
-    "beam-as-text": {"body": {"sentences": ["alpha ."], "beam": "2"}},
-    "beam-zero": {"body": {"sentences": ["alpha ."], "beam": 0}},
-    "beam-too-large": {"body": {"sentences": ["alpha ."], "beam": 17}},
-    "nbest-over-beam": {"body": {"sentences": ["alpha ."], "beam": 2, "nbest": 3}},
-    "negative-length-penalty": {"body": {"sentences": ["alpha ."], "length_penalty": -1.0}},
-    "attention-not-boolean": {"body": {"sentences": ["alpha ."], "attention": "yes"}},
-    "unknown-field": {"body": {"sentences": ["alpha ."], "checkpoint": "/etc/passwd"}},
-    "body-too-large": {"declared": MAX_BODY_BYTES + 1},
-    "unknown-path": {"path": "/translations", "get": True},
-    "wrong-method": {"path": "/translate", "get": True},
-}
-
-
-def documented_http_errors() -> dict[str, tuple[int, str]]:
-    """id -> (status, message fragment) from the server's table in docs/errors.md (five columns)."""
-    cases = {}
-    for line in ERRORS_DOC.read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if len(cells) == 5 and cells[0] not in ("id", "---"):
-            cases[cells[0]] = (int(cells[1]), cells[4].strip("`"))
-    return cases
 
 
 def test_every_documented_http_error(transformer_server):
@@ -410,9 +246,7 @@ def test_a_wrong_method_names_the_allowed_ones_and_whole_numbers_are_integers(tr
     ]
 
 
-def test_concurrent_requests_equal_sequential_ones_and_translate(
-    runs, transformer_server, capsys, monkeypatch
-):
+def test_concurrent_requests_equal_sequential_ones_and_translate(runs, transformer_server, run_cli, tmp_path):
     run_dir = runs["transformer"]
     sentences = [en for en, _ in reverse_pairs(16, seed=3)]
     options = [{"beam": 1}, {"beam": 2, "nbest": 2}]  # two option sets, interleaved, 8 requests each
@@ -426,8 +260,8 @@ def test_concurrent_requests_equal_sequential_ones_and_translate(
     alone = [translate(transformer_server, s, **opts) for s, opts in jobs]  # one request at a time
     in_one = [translate(transformer_server, sentences, **opts) for opts in options]
     assert_same_answers(together, alone)
-    greedy = cli_translate(run_dir, sentences, ["--beam", "1"], capsys, monkeypatch)
-    nbest = cli_translate(run_dir, sentences, ["--beam", "2", "--nbest", "2"], capsys, monkeypatch)
+    greedy = translate_lines(run_cli, run_dir, sentences, ["--beam", "1"], tmp_path)
+    nbest = translate_lines(run_cli, run_dir, sentences, ["--beam", "2", "--nbest", "2"], tmp_path)
     assert [r["translation"] for r in in_one[0]["results"]] == greedy
     assert as_nbest_lines(in_one[1]) == nbest
     for i, answer in enumerate(together):
@@ -437,26 +271,6 @@ def test_concurrent_requests_equal_sequential_ones_and_translate(
             assert [line.split(" ||| ", 1)[1] for line in as_nbest_lines(answer)] == [
                 line.split(" ||| ", 1)[1] for line in nbest[2 * i : 2 * i + 2]
             ]
-
-
-def raw_request(address: str, body: bytes, declared_length: int) -> socket.socket:
-    """Open a connection and send a POST /translate head and `body` (possibly less than declared)."""
-    host, port = address.rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=ANSWER_TIMEOUT_S)
-    head = (
-        f"POST /translate HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {declared_length}\r\n\r\n"
-    )
-    sock.sendall(head.encode("ascii") + body)
-    return sock
-
-
-def raw_answer(sock: socket.socket) -> tuple[int, dict]:
-    """Read the HTTP answer on a connection opened by `raw_request`."""
-    with sock:
-        response = http.client.HTTPResponse(sock)
-        response.begin()
-        return response.status, json.loads(response.read())
 
 
 def test_clients_that_disconnect_do_not_disturb_others(transformer_server):
@@ -493,7 +307,7 @@ def test_a_client_that_leaves_while_queued_is_not_decoded(runs, transformer_serv
     assert (health["batches"], health["sentences"], health["dropped"]) == (1, 3, 1), health
 
 
-def test_serve_refuses_a_port_in_use_and_bad_options(runs, capsys, monkeypatch):
+def test_serve_refuses_a_port_in_use_and_bad_options(runs, run_cli):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
@@ -503,19 +317,16 @@ def test_serve_refuses_a_port_in_use_and_bad_options(runs, capsys, monkeypatch):
             (["--max-batch", "0"], "--max-batch must be at least 1"),
             (["--checkpoint", "newest"], "--checkpoint newest: no such checkpoint file"),
         ):
-            monkeypatch.setattr(sys, "argv", ["attn-mt", "serve", str(runs["transformer"]), *argv])
-            with pytest.raises(SystemExit) as info:
-                main()
-            stderr = capsys.readouterr().err
-            assert info.value.code == 2 and message in stderr and "Traceback" not in stderr
+            refused = run_cli("serve", str(runs["transformer"]), *argv)
+            assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
 
 
-def test_explorer_page_in_headless_chromium(runs, transformer_server, tmp_path):
+def test_explorer_page_in_headless_chromium(runs, transformer_server, chromium, tmp_path):
     sentence = "Alpha bravo charlie delta."
     answer = translate(transformer_server, [sentence], attention=True, beam=3, nbest=3)["results"][0]
     expected = answer["attention"]
     rows, cols = len(expected["output_tokens"]), len(expected["source_tokens"])
-    browser = Browser(chromium_binary(), CHROMIUM_FLAGS + ["--window-size=1200,1600"], tmp_path / "profile")
+    browser = Browser(chromium, CHROMIUM_FLAGS + ["--window-size=1200,1600"], tmp_path / "profile")
     try:
         page = f"http://{transformer_server}"
         browser.open(page + "/")

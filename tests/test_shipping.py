@@ -15,12 +15,13 @@ import attn_mt
 from attn_mt.commands.average import run_average
 from attn_mt.config import load_config
 from attn_mt.data.dataset import encode_sources
+from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.models.transformer import PositionWiseFFN
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint
-from attn_mt.run.load import EXPORT_FORMAT
+from attn_mt.run.open_export import EXPORT_FORMAT
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.average import average_checkpoints
@@ -206,7 +207,7 @@ def test_translate_and_eval_take_quantize(trained, run_cli):
     assert '"quantize": "int8"' in (trained / "eval" / "test" / "scores.json").read_text()
 
 
-def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path, run_cli):
+def test_export_file_is_plain_data_and_translates_like_its_run(trained, subword_run, tmp_path, run_cli):
     out = tmp_path / "model.pt"
     result = run_cli("export", str(trained), str(out))
     assert result.returncode == 0, result.stderr
@@ -219,9 +220,11 @@ def test_export_file_is_plain_data_and_translates_like_its_run(trained, tmp_path
     assert from_run.returncode == 0 and from_file.returncode == 0, from_file.stderr
     assert from_file.stdout == from_run.stdout
     assert attn_mt.load(out).translate(SENTENCES, beam=3) == from_run.stdout.splitlines()
-    scored = run_cli("eval", str(out), "--device", "cpu", "--beam", "1")
+    corpus = subword_run.parent / "reverse.txt"  # an export file does not say where its run's corpus is
+    scored = run_cli("eval", str(out), "--device", "cpu", "--beam", "1", "--data", str(corpus))
     assert scored.returncode == 0, scored.stderr
-    assert (tmp_path / "model.pt.eval" / "test" / "hyp.txt").is_file()
+    hypotheses = (tmp_path / "model.pt.eval" / "test" / "hyp.txt").read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == 10 and any(hypotheses)  # data.test_size=10
 
 
 def test_damaged_or_foreign_export_files_are_refused(trained, tmp_path, run_cli):
@@ -253,8 +256,9 @@ def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable) -> Onn
     result = run_cli("export", str(run_dir), str(folder), "--format", "onnx")
     assert result.returncode == 0, result.stderr
     run = load_run(run_dir, "best")
-    translator = attn_mt.load(run_dir).translator
-    encoded = encode_sources([translator.prepare(s) for s in SENTENCES], run.src_vocab, max_len=40)
+    encoded = encode_sources(
+        [prepare_sentence(run.config, run.src_vocab, s) for s in SENTENCES], run.src_vocab, max_len=40
+    )
     assert len(set(encoded.src_lens.tolist())) > 1, "the batch must hold padding"
     with torch.inference_mode():
         expected = greedy_search(

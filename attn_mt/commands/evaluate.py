@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from attn_mt.decoding.engines import engine_description, translator_for
+from attn_mt.decoding.engine import check_search
+from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention_dumps import save_attention
@@ -22,8 +23,7 @@ from attn_mt.evaluation.scores import (
     write_eval_files,
     write_scores,
 )
-from attn_mt.run.device import pick_device
-from attn_mt.run.load import load_model
+from attn_mt.run.open import open_model
 from attn_mt.run.run_dir import RunPaths
 
 
@@ -46,8 +46,8 @@ def run_eval(
     """
     if split not in SPLITS:
         raise UserError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
-    if beam is not None and beam < 1:
-        raise UserError(f"--beam must be at least 1, got {beam}")
+    if beam is not None:
+        check_search(beam, 1)
     if attention < 0:
         raise UserError(f"--attention must be 0 or more, got {attention}")
     if compare is not None:
@@ -58,18 +58,16 @@ def run_eval(
             raise UserError(
                 f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
             )
-    dev = pick_device(device)
-    run = load_model(run_dir, checkpoint, dev, quantize)
+    run = open_model(run_dir, checkpoint, device, quantize)
     cfg = with_length_penalty(run.config, length_penalty)
     scored_text = SCORED_TEXT[cfg.data.tokenizer]
-    is_export = Path(run_dir).is_file()
-    out_dir = Path(f"{run_dir}.eval") / split if is_export else RunPaths(Path(run_dir)).eval_dir(split)
+    out_dir = run.eval_dir(split)
     if compare is not None:
         other = RunPaths(Path(compare)).eval_dir(split)
         check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
     sources, refs = split_examples(run, split, data_path, Path(run_dir))
     beam_size = cfg.decode.beam_size if beam is None else beam
-    translator = translator_for(run, cfg, dev)
+    translator = translator_for(run, cfg)
     results = translator.translate(sources, beam_size=beam_size, progress=True)
     hyps = [r.text for r in results]
     write_eval_files(out_dir, sources, hyps, refs)
@@ -82,7 +80,7 @@ def run_eval(
         "checkpoint": run.checkpoint.name,
         "step": run.step,
         "quantize": quantize or "none",
-        "engine": engine_description(run),
+        "engine": translator.description(),
         **corpus_scores(hyps, refs),
     }
     if split == "book":

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_mt.errors import UserError
-from attn_mt.run.device import pick_device
-from attn_mt.run.load import load_model
+from attn_mt.run.open import open_model
 from attn_mt.serving.server import run_server
 
 
@@ -27,6 +26,5 @@ def run_serve(
         raise UserError(f"--max-batch must be at least 1, got {max_batch}")
     if not 0 <= max_wait_ms <= 10_000:
         raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
-    dev = pick_device(device)
-    run = load_model(run_dir, checkpoint, dev, quantize)
-    run_server(run, run_dir, dev, host, port, max_batch, max_wait_ms)
+    run = open_model(run_dir, checkpoint, device, quantize)
+    run_server(run, run_dir, host, port, max_batch, max_wait_ms)

@@ -79,18 +79,10 @@ def run_translate(
     """Translate every input line and write one output line (or `nbest` lines) per input line."""
     if output is not None and output.is_dir():
         raise UserError(f"--output {output} is a directory; give a file path")
-    if beam is not None and beam < 1:
-        raise UserError(f"--beam must be at least 1, got {beam}")
-    if nbest < 1:
-        raise UserError(f"--nbest must be at least 1, got {nbest}")
     lines = read_input_lines(input_file, texts)
-    run, dev = open_model(run_dir, checkpoint, device, quantize)
-    cfg = with_length_penalty(run.config, length_penalty)
-    beam_size = run.config.decode.beam_size if beam is None else beam
-    if nbest > beam_size:
-        raise UserError(f"--nbest {nbest} needs a beam at least as large (the beam size is {beam_size})")
-    translator = translator_for(run, cfg, dev)
-    results = translator.translate(lines, beam_size=beam_size, nbest=nbest, progress=True)
+    run = open_model(run_dir, checkpoint, device, quantize)
+    translator = translator_for(run, with_length_penalty(run.config, length_penalty))
+    results = translator.translate(lines, beam_size=beam, nbest=nbest, progress=True)
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:
             print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)

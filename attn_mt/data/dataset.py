@@ -165,5 +165,5 @@ def load_data(
     else:
         raise UserError(f"data.mode: {cfg.mode!r} is not one of book, split")
     data.report["seconds"] = round(time.perf_counter() - start, 3)
-    data.report = data_report(data)
+    data.report = data_report(data.report, data.src_vocab, data.tgt_vocab, data.valid, data.test)
     return data

@@ -13,27 +13,18 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
-import sys
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.trainset import TokenSequences
 from attn_mt.data.vocab import Vocab
 from attn_mt.data.word_pieces import WordPieces, splits_at_spaces
+from attn_mt.progress import progress_bar
 
 CHUNK = 20_000  # sentences per task: small enough for a steady progress bar, large enough to amortise a task
 UINT16_IDS = 1 << 16  # vocabularies up to this size store ids as uint16 (half the memory of int32)
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def id_dtype(vocab: Vocab) -> np.dtype:
@@ -113,9 +104,7 @@ def encode_parallel(
     """
     encoder = chunk_encoder(vocab, fast)
     parts_ids, parts_lengths = [], []
-    with tqdm(
-        total=len(texts), desc=desc, unit=" sentences", unit_scale=True, file=sys.stderr, disable=not progress
-    ) as bar:
+    with progress_bar(len(texts), desc, " sentences", enabled=progress, unit_scale=True) as bar:
         for ids, lengths in _chunks(encoder, texts, workers):
             parts_ids.append(ids)
             parts_lengths.append(lengths)

@@ -31,7 +31,7 @@ import numpy as np
 import sentencepiece as spm
 
 from attn_mt.data.pairs import corpus_files, prepare_pairs, read_corpus_files, text_fingerprint
-from attn_mt.data.parallel import available_cores, encode_parallel
+from attn_mt.data.parallel import encode_parallel
 from attn_mt.data.preprocess import tokenize
 from attn_mt.data.report import english_overlap
 from attn_mt.data.splits import EvalExample, grouped_split
@@ -40,6 +40,7 @@ from attn_mt.data.subword import SubwordVocab, learn_subwords, sample_sentences
 from attn_mt.data.trainset import TokenSequences
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
+from attn_mt.machine import available_cores
 
 log = logging.getLogger("attn_mt.data")
 

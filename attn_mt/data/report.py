@@ -7,15 +7,12 @@ Lengths count tokens plus the <eos> the model sees. The report is plain JSON-rea
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from attn_mt.data.splits import EvalExample
 from attn_mt.data.vocab import Vocab
-
-if TYPE_CHECKING:
-    from attn_mt.data.dataset import NMTData
 
 PERCENTILES = (50, 90, 99)
 SPLITS = ("train", "valid", "test")
@@ -59,18 +56,24 @@ def english_overlap(
     }
 
 
-def data_report(data: NMTData) -> dict[str, Any]:
-    """The full report: facts recorded while loading (corpus, train, overlap), held-out and vocab stats."""
-    report = dict(data.report)
+def data_report(
+    facts: dict[str, Any],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    valid: Sequence[EvalExample],
+    test: Sequence[EvalExample],
+) -> dict[str, Any]:
+    """The full report: `facts` recorded while loading (corpus, train, overlap), held-out and vocab stats."""
+    report = dict(facts)
     splits = dict(report.get("splits", {}))
-    if data.valid or data.test:
-        splits["valid"] = eval_split_stats(data.valid, data.src_vocab, data.tgt_vocab)
-        splits["test"] = eval_split_stats(data.test, data.src_vocab, data.tgt_vocab)
+    if valid or test:
+        splits["valid"] = eval_split_stats(valid, src_vocab, tgt_vocab)
+        splits["test"] = eval_split_stats(test, src_vocab, tgt_vocab)
     report["splits"] = splits
-    report["vocab"] = {"src": len(data.src_vocab), "tgt": len(data.tgt_vocab)}
-    if data.valid or data.test:
+    report["vocab"] = {"src": len(src_vocab), "tgt": len(tgt_vocab)}
+    if valid or test:
         overlap = dict(report.get("overlap", {}))
-        overlap["valid_test"] = english_overlap((), data.valid, data.test)["valid_test"]
+        overlap["valid_test"] = english_overlap((), valid, test)["valid_test"]
         report["overlap"] = overlap
     return report
 

@@ -1,4 +1,5 @@
-"""Translating with an exported CTranslate2 folder, with the interface and the results of `Translator`.
+"""The CTranslate2 engine: an exported folder translates with the interface (decoding/engine.py's
+`Engine`) and the results of `Translator`.
 
 CTranslate2 runs its own greedy and beam search (Klein et al., OpenNMT's C++ engine). Four rules
 make its output attn-mt's (decoding/search.py states attn-mt's conventions):
@@ -27,6 +28,7 @@ beats one translator with several OpenMP threads (docs/shipping.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,18 +37,15 @@ import numpy as np
 from attn_mt.config import Config
 from attn_mt.data.encode import source_rows
 from attn_mt.data.vocab import BOS, EOS, Vocab
+from attn_mt.decoding.engine import Found, check_attention, translate_with
 from attn_mt.decoding.outputs import (
-    PROGRESS_DELAY_S,
     Hypothesis,
     Translation,
     gnmt_length_penalty,
     max_source_tokens,
     output_length_limits,
-    prepare_sentence,
 )
-from attn_mt.errors import UserError
-from attn_mt.progress import progress_bar
-from attn_mt.run.ctranslate2_folder import Ctranslate2Model
+from attn_mt.run.ctranslate2_folder import Ctranslate2Model, import_ctranslate2
 
 if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention
@@ -65,6 +64,10 @@ class _Call:
 class Ctranslate2Translator:
     """Translates batches of sentences with an exported CTranslate2 folder, greedy or beam search."""
 
+    name = "ctranslate2"
+    search_attention = False  # CTranslate2's search returns no attention; attention() decodes again for it
+    all_attention_maps = False  # one averaged cross-attention map (attention_description)
+
     def __init__(self, model: Ctranslate2Model, src_vocab: Vocab, tgt_vocab: Vocab, cfg: Config):
         self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
         self.device = model.device
@@ -79,13 +82,19 @@ class Ctranslate2Translator:
             "self-attention, other layers or single heads)"
         )
 
-    def prepare(self, sentence: str) -> list[str]:
-        """Preprocess and tokenize a user sentence exactly as the training data was."""
-        return prepare_sentence(self.cfg, self.src_vocab, sentence)
+    def description(self) -> str:
+        """Which engine runs the model and how, for scores.json, /info and the explorer page."""
+        model = self.model
+        weights = f"{model.weights} weights" + (f" ({model.int8_bits} bits)" if model.int8_bits else "")
+        where = model.device if model.device == "cpu" else f"{model.device}:{model.device_index}"
+        return (
+            f"ctranslate2 {import_ctranslate2().__version__} on {where}, {weights} computed in "
+            f"{model.compute_type}, {model.workers} worker(s) x {model.threads_per_worker} thread(s)"
+        )
 
-    def detokenize(self, ids: list[int]) -> str:
-        """Target ids -> text: book tokens joined by spaces, or sentencepiece's natural text."""
-        return self.tgt_vocab.detokenize(ids)
+    def parameter_count(self) -> int:
+        """How many parameters the model has (counted at export)."""
+        return self.model.num_parameters
 
     def source_ids(self, tokens: list[str]) -> tuple[list[int], int]:
         """The ids CTranslate2 reads for a prepared sentence (<eos> last unless truncated), and how many."""
@@ -160,57 +169,48 @@ class Ctranslate2Translator:
         need_attention: bool = False,
         progress: bool = False,
     ) -> list[Translation]:
-        """Translate every sentence (blank ones give blank outputs); results as `Translator.translate`'s.
+        """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
+        return translate_with(self, sentences, beam_size, nbest, need_attention, progress)
 
-        With `progress`, stderr counts the sentences done: a bar on a terminal, a line now and then in a file.
-        Attention comes from `attention()`, per sentence, not from the search (`need_attention`).
-        """
-        if need_attention:
-            raise ValueError("the CTranslate2 engine returns attention through attention(), not translate()")
+    def search(
+        self,
+        sources: list[list[str]],
+        beam: int,
+        nbest: int,
+        need_attention: bool,
+        advance: Callable[[int], object],
+    ) -> list[Found]:
+        """Each prepared sentence's n-best outputs: CTranslate2's search under the rules of the docstring."""
+        if not sources:
+            return []
         dc = self.cfg.decode
-        beam = dc.beam_size if beam_size is None else beam_size
-        if beam < 1:
-            raise UserError(f"beam size must be at least 1, got {beam}")
-        if not 1 <= nbest <= beam:
-            raise UserError(f"nbest must be between 1 and the beam size {beam}, got {nbest}")
-        results = [Translation(s, self.prepare(s)) for s in sentences]
-        todo = [i for i, r in enumerate(results) if r.source_tokens]
-        if not todo:
-            return results
-        prepared = [results[i].source_tokens for i in todo]
-        rows, infos = source_rows(prepared, self.src_vocab, max_len=self.max_src)
-        for i, info in zip(todo, infos, strict=True):
-            results[i].warnings.extend(info.warnings)
-        sources = [self.src_vocab.decode(row) for row in rows]
+        rows, infos = source_rows(sources, self.src_vocab, max_len=self.max_src)
+        texts = [self.src_vocab.decode(row) for row in rows]
         limits = output_length_limits([len(row) for row in rows], dc.max_len_a, dc.max_len_b)
         penalty = BEAM_LENGTH_PENALTY if beam > 1 else 0.0
-        bar = progress_bar(
-            len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
-        )
-        found: list[list[tuple[list[int], float, bool]]] = [[] for _ in todo]
-        for call in self._submit(sources, limits, list(range(len(todo))), beam, nbest):
+        found: list[list[tuple[list[int], float, bool]]] = [[] for _ in sources]
+        for call in self._submit(texts, limits, list(range(len(sources))), beam, nbest):
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
-            bar.update(len(call.members))
-        bar.close()
+            advance(len(call.members))
         cut = [
             (k, h, ids) for k, hyps in enumerate(found) for h, (ids, _, ended) in enumerate(hyps) if not ended
         ]
-        for (k, h, ids), score in zip(cut, self._rescore(sources, cut), strict=True):
+        for (k, h, ids), score in zip(cut, self._rescore(texts, cut), strict=True):
             found[k][h] = (ids, score, True)
-        for k, i in enumerate(todo):
+        results = []
+        for hyps_found, info in zip(found, infos, strict=True):
             hyps = []
-            for ids, score, _ in found[k]:
+            for ids, score, _ in hyps_found:
                 norm = score / gnmt_length_penalty(len(ids) + 1, dc.length_penalty) if beam > 1 else score
                 hyps.append(Hypothesis(ids, score, norm))
-            hyps = sorted(hyps, key=lambda h: -h.norm_score)[:nbest]
-            results[i].hypotheses = hyps
-            results[i].outputs = [self.detokenize(h.tokens) for h in hyps]
+            results.append(Found(sorted(hyps, key=lambda h: -h.norm_score)[:nbest], list(info.warnings)))
         return results
 
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """The cross-attention CTranslate2 returns for a translated sentence's best output (see
         `attention_description`): a (T, S) map, from a decode forced along that output."""
+        check_attention(translation)
         from attn_mt.decoding.attention import SentenceAttention  # torch: only the attention views need it
         from attn_mt.decoding.translator import in_words
 

@@ -1,6 +1,11 @@
-"""From raw sentences to translations: preprocess, encode, batch by length, search, detokenise."""
+"""The torch engine: prepared sentences in batches by length, greedy or beam search, attention maps.
+
+It implements decoding/engine.py's `Engine`; `translate_with` there prepares and detokenizes.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -8,10 +13,10 @@ from attn_mt.config import Config
 from attn_mt.data.encode import encode_sources
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
-from attn_mt.decoding.outputs import PROGRESS_DELAY_S, Translation, max_source_tokens, prepare_sentence
+from attn_mt.decoding.engine import Found, check_attention, translate_with
+from attn_mt.decoding.outputs import Translation, max_source_tokens
 from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.models.base import EncoderDecoder
-from attn_mt.progress import progress_bar
 
 
 def group_labels(vocab: Vocab, ids: list[int], groups: list[list[int]]) -> list[str]:
@@ -41,7 +46,11 @@ def in_words(
 
 
 class Translator:
-    """Translates batches of sentences with one trained model, greedy or beam search."""
+    """Translates batches of sentences with one trained torch model, greedy or beam search (an `Engine`)."""
+
+    name = "torch"
+    search_attention = True  # the search returns each hypothesis's cross-attention when asked
+    all_attention_maps = True
 
     def __init__(
         self,
@@ -76,6 +85,7 @@ class Translator:
         The maps come from the source exactly as `translate` fed it (book mode's padding included).
         With `words`, subword pieces are merged into words (see `merge_words`); book tokens already are.
         """
+        check_attention(translation)
         fed, src_len = self.source_ids(translation.source_tokens)
         ids = fed[:src_len]
         out = translation.hypotheses[0].tokens
@@ -92,15 +102,20 @@ class Translator:
         )
         return in_words(pieces, self.src_vocab, self.tgt_vocab, ids, out) if words else pieces
 
-    def detokenize(self, ids: list[int]) -> str:
-        """Target ids -> text: book tokens joined by spaces, or sentencepiece's natural text."""
-        return self.tgt_vocab.detokenize(ids)
+    def attention_description(self) -> str:
+        """Which maps `attention` shows, for /info and the explorer page."""
+        if self.cfg.model.type == "transformer":
+            return "every map: encoder_self, decoder_self and cross, each layer and head"
+        return "the Bahdanau alignment (cross), as one layer of one head"
 
-    def prepare(self, sentence: str) -> list[str]:
-        """Preprocess and tokenize a user sentence exactly as the training data was."""
-        return prepare_sentence(self.cfg, self.src_vocab, sentence)
+    def description(self) -> str:
+        """Which engine runs the model, for scores.json, /info and the explorer page."""
+        return "torch"
 
-    @torch.inference_mode()
+    def parameter_count(self) -> int:
+        """How many parameters the model has."""
+        return sum(p.numel() for p in self.model.parameters())
+
     def translate(
         self,
         sentences: list[str],
@@ -109,27 +124,27 @@ class Translator:
         need_attention: bool = False,
         progress: bool = False,
     ) -> list[Translation]:
-        """Translate every sentence (blank ones give blank outputs), longest-first in batches.
+        """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
+        return translate_with(self, sentences, beam_size, nbest, need_attention, progress)
 
-        With `progress`, stderr counts the sentences done: a bar on a terminal, a line now and then in a file.
-        """
+    @torch.inference_mode()
+    def search(
+        self,
+        sources: list[list[str]],
+        beam: int,
+        nbest: int,
+        need_attention: bool,
+        advance: Callable[[int], object],
+    ) -> list[Found]:
+        """Each prepared sentence's n-best outputs, decoded longest-first in batches of decode.batch_size."""
         dc = self.cfg.decode
-        beam = dc.beam_size if beam_size is None else beam_size
         was_training = self.model.training
         self.model.eval()
-        results = [Translation(s, self.prepare(s)) for s in sentences]
-        todo = [i for i, r in enumerate(results) if r.source_tokens]
-        todo.sort(key=lambda i: -len(results[i].source_tokens))
-        bar = progress_bar(
-            len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
-        )
-        for start in range(0, len(todo), dc.batch_size):
-            chunk = todo[start : start + dc.batch_size]
-            encoded = encode_sources(
-                [results[i].source_tokens for i in chunk], self.src_vocab, max_len=self.max_src
-            )
-            for i, warning in zip(chunk, encoded.warnings, strict=True):
-                results[i].warnings.extend(warning)
+        found: list[Found] = [Found([], []) for _ in sources]
+        order = sorted(range(len(sources)), key=lambda k: -len(sources[k]))
+        for start in range(0, len(order), dc.batch_size):
+            chunk = order[start : start + dc.batch_size]
+            encoded = encode_sources([sources[k] for k in chunk], self.src_vocab, max_len=self.max_src)
             src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
             common = dict(
                 bos_id=self.tgt_vocab.bos_id,
@@ -150,10 +165,8 @@ class Translator:
                     length_penalty=dc.length_penalty,
                     **common,
                 )
-            for i, hyps in zip(chunk, per_sentence, strict=True):
-                results[i].hypotheses = hyps
-                results[i].outputs = [self.detokenize(h.tokens) for h in hyps]
-            bar.update(len(chunk))
-        bar.close()
+            for k, hyps, warnings in zip(chunk, per_sentence, encoded.warnings, strict=True):
+                found[k] = Found(hyps, list(warnings))
+            advance(len(chunk))
         self.model.train(was_training)
-        return results
+        return found

@@ -9,7 +9,8 @@ from typing import Any
 
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import BOOK_SENTENCES, RAW_BOOK_SENTENCES, SCORED_TEXT
-from attn_mt.run.run_dir import LoadedRun, RunPaths
+from attn_mt.run.opened import LoadedRun
+from attn_mt.run.run_dir import RunPaths
 
 SPLITS = ("test", "valid", "book")
 

@@ -5,28 +5,32 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from pathlib import Path
 
 import torch
 
 from attn_mt.errors import UserError
+from attn_mt.machine import cpu_has_native_bf16
+from attn_mt.run.opened import parse_device
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
 log = logging.getLogger("attn_mt")
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """`auto` picks cuda, then mps, then cpu; an explicit device that is missing is a UserError."""
-    if name not in DEVICES:
-        raise UserError(f"--device {name!r}: expected one of {', '.join(DEVICES)}")
+    """`auto`: cuda, then mps, then cpu; `cuda:N`: GPU N; a named device that is missing is a UserError."""
+    kind, index = parse_device(name)
     has_mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
-    if name == "auto":
+    if kind == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         return torch.device("mps") if has_mps else torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is available (use --device auto or cpu)")
-    if name == "mps" and not has_mps:
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: no CUDA device is available (use --device auto or cpu)")
+    if index is not None and index >= torch.cuda.device_count():
+        raise UserError(
+            f"--device {name}: torch sees {torch.cuda.device_count()} CUDA device(s), "
+            f"numbered 0 to {torch.cuda.device_count() - 1}"
+        )
+    if kind == "mps" and not has_mps:
         raise UserError("--device mps: no Apple MPS device is available (use --device auto or cpu)")
     return torch.device(name)
 
@@ -41,15 +45,6 @@ def limit_kernel_cache(entries: int = 16) -> str:
     training; returns the size in force.
     """
     return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX); False when unknown."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def autocast_context(device: torch.device, amp: str) -> contextlib.AbstractContextManager:

@@ -1,5 +1,5 @@
 """int8 inference on the CPU: torch's dynamic quantisation of the models' linear layers, applied as a
-model is loaded (`--quantize int8`, run/load.py).
+model is opened (`--quantize int8`, run/open_run_dir.py and run/open_export.py).
 
 `torch.ao.quantization.quantize_dynamic` stores each chosen `nn.Linear`'s weights as int8 (one
 scale per output row) and quantises its input on the fly at every call, so nothing is calibrated

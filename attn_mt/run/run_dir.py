@@ -1,7 +1,8 @@
 """The run directory: where a training run keeps everything, and how to load a trained run.
 
 torch and the models are imported by the two functions that build a torch model (`load_run`,
-`model_with_weights`), so a CTranslate2 folder, laid out like a run, is read without them.
+`model_with_weights`), so a CTranslate2 folder, laid out like a run, is read without them
+(run/open.py opens every kind of model; run/open_run_dir.py is a run directory's opener).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from attn_mt.config import Config, config_from_dict, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
+from attn_mt.run.opened import LoadedRun, ModelKind
 
 if TYPE_CHECKING:
     import torch
 
     from attn_mt.models.base import EncoderDecoder
-    from attn_mt.run.ctranslate2_folder import Ctranslate2Model
 
 
 @dataclass(frozen=True)
@@ -94,18 +95,6 @@ class RunPaths:
         return self.root / "eval" / split
 
 
-@dataclass
-class LoadedRun:
-    """A trained model with its config and vocabularies, ready to translate."""
-
-    config: Config
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    model: EncoderDecoder | Ctranslate2Model  # a CTranslate2 folder's model (run/ctranslate2_folder.py)
-    checkpoint: Path
-    step: int
-
-
 def resolve_checkpoint(run_dir: Path, which: str) -> Path:
     """`best` (falling back to `last`), `last`, a NAME in checkpoints/ (NAME.pt), or a checkpoint path."""
     paths = RunPaths(run_dir)
@@ -173,7 +162,10 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
     check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, ckpt_path)
     model = model_with_weights(cfg, len(src_vocab), len(tgt_vocab), state["model"], ckpt_path)
     model.to(device).eval()
-    return LoadedRun(cfg, src_vocab, tgt_vocab, model, ckpt_path, int(state.get("step", 0)))
+    step = int(state.get("step", 0))
+    return LoadedRun(
+        cfg, src_vocab, tgt_vocab, model, ckpt_path, step, ModelKind.RUN_DIR, str(device), paths.root
+    )
 
 
 def model_with_weights(

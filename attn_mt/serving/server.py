@@ -5,10 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import torch
-
 from attn_mt.errors import UserError
-from attn_mt.run.run_dir import LoadedRun
+from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.service import TranslationService
 
@@ -34,7 +32,6 @@ def bind(host: str, port: int) -> socket.socket:
 def run_server(
     run: LoadedRun,
     run_dir: Path,
-    device: torch.device,
     host: str,
     port: int,
     max_batch: int,
@@ -46,7 +43,7 @@ def run_server(
     from attn_mt.serving.app import create_app
 
     sock = bind(host, port)
-    service = TranslationService(run, run_dir, device, max_batch, max_wait_ms / 1000)
+    service = TranslationService(run, run_dir, max_batch, max_wait_ms / 1000)
     batcher = Batcher(service.decode, max_batch, max_wait_ms / 1000)
     server = uvicorn.Server(uvicorn.Config(create_app(service, batcher), log_level="warning"))
     bound_host, bound_port = sock.getsockname()[:2]

@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from attn_mt.decoding.attention import SentenceAttention
-from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator
-from attn_mt.decoding.engines import engine_description, parameter_count, translator_for
+from attn_mt.decoding.engine import Engine, check_search
+from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import Translation, with_length_penalty
-from attn_mt.decoding.translator import Translator
-from attn_mt.run.run_dir import LoadedRun
+from attn_mt.errors import UserError
+from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.schemas import (
     MAX_BEAM,
     MAX_BODY_BYTES,
@@ -81,36 +80,24 @@ def latest_eval_scores(run_dir: Path) -> dict[str, dict[str, Any]]:
 class TranslationService:
     """One trained run, loaded once in eval mode, translating batches of sentences into API results."""
 
-    def __init__(
-        self, run: LoadedRun, run_dir: Path, device: torch.device, max_batch: int, max_wait_s: float
-    ):
-        self.run, self.run_dir, self.device = run, Path(run_dir), device
+    def __init__(self, run: LoadedRun, run_dir: Path, max_batch: int, max_wait_s: float):
+        self.run, self.run_dir = run, Path(run_dir)
         self.max_batch, self.max_wait_s = max_batch, max_wait_s
-        if isinstance(run.model, torch.nn.Module):
-            run.model.eval()
 
     def options(self, request: TranslateRequest) -> DecodeOptions:
         """The request's options with the run's defaults filled in; refuses an n-best larger than the beam."""
         decode = self.run.config.decode
         beam = decode.beam_size if request.beam is None else request.beam
         alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
-        if request.nbest > beam:
-            raise RequestError(f"nbest {request.nbest} needs a beam at least as large (the beam is {beam})")
+        try:
+            check_search(beam, request.nbest)
+        except UserError as exc:
+            raise RequestError(str(exc)) from None
         return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
 
-    def translator(self, options: DecodeOptions) -> Translator | Ctranslate2Translator:
+    def translator(self, options: DecodeOptions) -> Engine:
         """A translator over the loaded model with the options' length penalty."""
-        cfg = with_length_penalty(self.run.config, options.length_penalty)
-        return translator_for(self.run, cfg, self.device)
-
-    def attention_description(self) -> str:
-        """Which attention maps answers carry."""
-        translator = self.translator(DecodeOptions(1, 1, self.run.config.decode.length_penalty, True))
-        if isinstance(translator, Ctranslate2Translator):
-            return translator.attention_description()
-        if self.run.config.model.type == "transformer":
-            return "every map: encoder_self, decoder_self and cross, each layer and head"
-        return "the Bahdanau alignment (cross), as one layer of one head"
+        return translator_for(self.run, with_length_penalty(self.run.config, options.length_penalty))
 
     def decode(self, sentences: list[str], options: DecodeOptions) -> list[SentenceResult]:
         """Translate a batch of sentences with one set of options (runs on the decoding worker)."""
@@ -118,9 +105,7 @@ class TranslationService:
         translations = translator.translate(sentences, beam_size=options.beam, nbest=options.nbest)
         return [self.result(translator, t, options.attention) for t in translations]
 
-    def result(
-        self, translator: Translator | Ctranslate2Translator, translation: Translation, attention: bool
-    ) -> SentenceResult:
+    def result(self, translator: Engine, translation: Translation, attention: bool) -> SentenceResult:
         """One sentence's answer: the n-best list with scores and tokens, and its attention if asked."""
         decode = self.run.tgt_vocab.decode
         nbest = [
@@ -129,10 +114,8 @@ class TranslationService:
         ]
         maps = None
         if attention and translation.hypotheses:
-            limited = isinstance(translator, Ctranslate2Translator)
-            maps = attention_json(
-                translator.attention(translation), translator.attention_description() if limited else None
-            )
+            described = None if translator.all_attention_maps else translator.attention_description()
+            maps = attention_json(translator.attention(translation), described)
         return SentenceResult(
             source=translation.source,
             source_tokens=translation.source_tokens,
@@ -145,17 +128,18 @@ class TranslationService:
     def info(self) -> Info:
         """The model, its config and vocabularies, the checkpoint, the latest eval scores and the limits."""
         run = self.run
+        engine = translator_for(run)
         return Info(
             model=run.config.model.type,
-            parameters=parameter_count(run),
-            engine=engine_description(run),
-            attention=self.attention_description(),
+            parameters=engine.parameter_count(),
+            engine=engine.description(),
+            attention=engine.attention_description(),
             config=run.config.to_dict(),
             source_vocab_size=len(run.src_vocab),
             target_vocab_size=len(run.tgt_vocab),
             checkpoint=run.checkpoint.name,
             step=run.step,
-            device=str(self.device),
+            device=run.device,
             eval_scores=latest_eval_scores(self.run_dir),
             limits={
                 "max_sentences": MAX_SENTENCES,

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import Translation
-from attn_mt.run.device import pick_device
-from attn_mt.run.load import load_model
-from attn_mt.run.run_dir import LoadedRun
+from attn_mt.run.open import open_model
+from attn_mt.run.opened import LoadedRun
 
 
 class TranslationModel:
     """A loaded model that turns raw sentences into translations (see `load`)."""
 
-    def __init__(self, run: LoadedRun, device: torch.device):
+    def __init__(self, run: LoadedRun):
         self.run = run
         self.config = run.config
-        self.translator = translator_for(run, run.config, device)
+        self.device = run.device
+        self.translator = translator_for(run)
 
     def translate_full(
         self, sentences: list[str], beam: int | None = None, nbest: int = 1
@@ -39,7 +37,6 @@ def load(
 ) -> TranslationModel:
     """An export file or CTranslate2 folder (`attn-mt export`) or a run directory, ready to translate.
 
-    `device`: auto, cpu, cuda or mps; `quantize="int8"`: int8 linear layers (CPU only).
+    `device`: auto, cpu, cuda, cuda:N or mps; `quantize="int8"`: int8 linear layers (CPU only).
     """
-    dev = pick_device(device)
-    return TranslationModel(load_model(Path(path), checkpoint, dev, quantize), dev)
+    return TranslationModel(open_model(Path(path), checkpoint, device, quantize))

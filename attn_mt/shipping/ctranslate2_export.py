@@ -33,6 +33,7 @@ import torch
 import attn_mt
 from attn_mt.decoding.outputs import max_source_tokens
 from attn_mt.errors import UserError
+from attn_mt.machine import cpu_has_vnni
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.models.transformer import AddNorm, PositionWiseFFN, Transformer
 from attn_mt.run.ctranslate2_folder import (
@@ -40,10 +41,10 @@ from attn_mt.run.ctranslate2_folder import (
     FOLDER_FORMAT_VERSION,
     META_FILE,
     WEIGHT_TYPES,
-    cpu_has_vnni,
     import_ctranslate2,
 )
-from attn_mt.run.run_dir import LoadedRun, RunPaths, load_run
+from attn_mt.run.opened import LoadedRun
+from attn_mt.run.run_dir import RunPaths, load_run
 
 EXPORT_FORMATS = ("pt", "onnx", "ctranslate2")  # what `attn-mt export --format` writes
 SEVEN_BIT_RANGE = 63  # int8 weights kept within +-63 where the CPU's int8 products would saturate

@@ -1,6 +1,6 @@
 """The one-file export: everything needed to translate, readable with `torch.load(weights_only=True)`.
 
-The file's contents are listed, and read back, in attn_mt/run/load.py.
+The file's contents are listed, and read back, in attn_mt/run/open_export.py.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.run.checkpoint import save_checkpoint
-from attn_mt.run.load import EXPORT_FORMAT
-from attn_mt.run.run_dir import LoadedRun
+from attn_mt.run.open_export import EXPORT_FORMAT
+from attn_mt.run.opened import LoadedRun
 
 
 def export_state(run: LoadedRun) -> dict[str, Any]:
-    """The export dict of a loaded run (see attn_mt/run/load.py)."""
+    """The export dict of a loaded run (see attn_mt/run/open_export.py)."""
     state: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "config": run.config.to_dict(),

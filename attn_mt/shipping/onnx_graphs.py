@@ -39,7 +39,7 @@ from attn_mt.models.attention import AttentionMask
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.models.transformer import Transformer
-from attn_mt.run.run_dir import LoadedRun
+from attn_mt.run.opened import LoadedRun
 
 if TYPE_CHECKING:
     import onnxruntime

@@ -1,12 +1,13 @@
-"""Where translate, eval, serve and `attn_mt.load` get their model: a run directory or an export file.
+"""Open an export file with torch (written by `attn-mt export`, attn_mt/shipping/export.py).
 
-An export file (written by `attn-mt export`, attn_mt/shipping/export.py) is a dict of plain data:
+An export file is a dict of plain data:
     format            "attn-mt-export", and format_version
     config            the run's resolved config (its decode section gives the decoding defaults)
     model             the weights (state_dict)
     src_vocab, tgt_vocab                  the token lists
     src_sentencepiece, tgt_sentencepiece  the sentencepiece model bytes (sentencepiece runs only)
     step, checkpoint  where the weights came from
+Device and threads are resolved as for a run directory (run/open_run_dir.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.run.checkpoint import load_checkpoint
-from attn_mt.run.ctranslate2_folder import is_ctranslate2_folder, load_ctranslate2_folder
+from attn_mt.run.device import pick_device
+from attn_mt.run.opened import LoadedRun, ModelKind
 from attn_mt.run.quantize import quantize_model
-from attn_mt.run.run_dir import LoadedRun, check_fits, load_run, model_with_weights
+from attn_mt.run.run_dir import check_fits, model_with_weights
 
 EXPORT_FORMAT = "attn-mt-export"
 
@@ -59,24 +61,16 @@ def load_export(path: Path, device: torch.device | str = "cpu") -> LoadedRun:
     check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, path)
     model = model_with_weights(cfg, len(src_vocab), len(tgt_vocab), state["model"], path)
     model.to(device).eval()
-    return LoadedRun(cfg, src_vocab, tgt_vocab, model, path, int(state.get("step", 0)))
+    step = int(state.get("step", 0))
+    return LoadedRun(cfg, src_vocab, tgt_vocab, model, path, step, ModelKind.EXPORT_FILE, str(device), path)
 
 
-def load_model(
-    source: Path, checkpoint: str = "best", device: torch.device | str = "cpu", quantize: str | None = None
-) -> LoadedRun:
-    """A run directory's `checkpoint`, an export file or a CTranslate2 folder on `device`; int8 when asked."""
-    source = Path(source)
-    if is_ctranslate2_folder(source):
-        return load_ctranslate2_folder(
-            source, torch.device(device).type, torch.get_num_threads(), quantize, checkpoint
-        )
-    if source.is_file():
-        if checkpoint != "best":
-            raise UserError(f"--checkpoint {checkpoint}: {source} is an export file, which holds one model")
-        run = load_export(source, device)
-    else:
-        run = load_run(source, checkpoint, device)
+def open_export_file(source: Path, checkpoint: str, device: str, quantize: str | None) -> LoadedRun:
+    """The export file's model on `device`, int8 when `quantize` asks (it holds one model: no checkpoint)."""
+    if checkpoint != "best":
+        raise UserError(f"--checkpoint {checkpoint}: {source} is an export file, which holds one model")
+    where = pick_device(device)
+    run = load_export(source, where)
     if quantize is not None:
-        run.model = quantize_model(run.model, quantize, torch.device(device))
+        run.model = quantize_model(run.model, quantize, where)
     return run

@@ -1,0 +1,248 @@
+"""What several test files share: the repository's paths, headless Chromium, and talking to `attn-mt serve`
+over HTTP (a server process on a free port, requests, the documented errors). Test files import from here
+(and from synthetic.py, search_fakes.py, book_math.py, devtools.py), never from each other."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from synthetic import reverse_pairs
+from tolerances import decoding_terms, float32_approx
+
+from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_CHARS, MAX_SENTENCES
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+BROWSER_STEP = "`make browser` (apt-get install chromium; `make test` runs it first)"
+
+
+def chromium_binary() -> str:
+    """Debian's chromium from PATH; the test fails (never skips) without it, naming the install step."""
+    found = shutil.which("chromium")
+    if not found:
+        pytest.fail(
+            f"the browser test needs headless Chromium, and no `chromium` is on PATH: "
+            f"install it with {BROWSER_STEP}"
+        )
+    return found
+
+
+ERRORS_DOC = ROOT / "docs" / "errors.md"
+
+
+START_TIMEOUT_S = 120  # a server that has not printed its address by then has failed
+
+
+ANSWER_TIMEOUT_S = 60
+# The tiny runs decode at most 1.5 x 12 + 5 = 23 steps of 32-term products (the feed-forward layer, the GRU's
+# embedding + context) and softmaxes over fewer than 32 tokens or keys; other batch shapes reorder those sums.
+TINY_RUN_TERMS = decoding_terms(steps=23, widest=32, keys_or_vocab=32)
+
+
+# Sentences of the reverse task, one with words the vocabulary lacks, one blank, one over-long.
+SENTENCES = [en for en, _ in reverse_pairs(12, seed=7)] + [
+    "Alpha zulu bravo.",
+    "",
+    " ".join(["hotel"] * 60) + ".",
+]
+
+
+@contextmanager
+def server(run_dir: Path, *options: str) -> Iterator[str]:
+    """`attn-mt serve RUN_DIR --port 0 ...` in its own process; yields its base URL, stops it after."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "attn_mt", "serve", str(run_dir), "--port", "0", "--device", "cpu", *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+        line = process.stdout.readline() if ready else ""
+        if "http://127.0.0.1:" not in line:
+            process.kill()
+            pytest.fail(f"the server did not start: {line!r} {process.stderr.read()[-3000:]}")
+        yield line.split("http://", 1)[1].split("/", 1)[0]
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def call(
+    address: str,
+    path: str,
+    body: object = None,
+    raw: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, dict]:
+    """One HTTP request (POST when there is a body); the status and the decoded JSON answer."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode("utf-8"))
+    request = urllib.request.Request(
+        f"http://{address}{path}", data=data, method="GET" if data is None else "POST"
+    )
+    if data is not None:
+        request.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def fetch(address: str, path: str) -> tuple[int, str, bytes]:
+    """GET a page or file: its status, content type and bytes."""
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=ANSWER_TIMEOUT_S) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers.get("Content-Type", ""), error.read()
+
+
+def wait_for_health(address: str, condition: Callable[[dict], bool]) -> dict:
+    """Poll /health until `condition` holds for its answer; that answer."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while True:
+        status, health = call(address, "/health")
+        assert status == 200, health
+        if condition(health):
+            return health
+        assert time.monotonic() < deadline, f"/health never met the condition: {health}"
+        time.sleep(0.05)
+
+
+def translate(address: str, sentences: list[str], **options: object) -> dict:
+    """POST /translate and insist on success."""
+    status, answer = call(address, "/translate", {"sentences": sentences, **options})
+    assert status == 200, answer
+    return answer
+
+
+def assert_same_answers(got: object, expected: object, where: str = "answer") -> None:
+    """Equal JSON answers: texts and tokens exactly, numbers to float32's rounding (batches reorder sums)."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and set(got) == set(expected), where
+        for key in expected:
+            assert_same_answers(got[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), where
+        for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+            assert_same_answers(a, b, f"{where}[{i}]")
+    elif isinstance(expected, float):
+        assert got == float32_approx(expected, terms=TINY_RUN_TERMS), where
+    else:
+        assert got == expected, where
+
+
+def as_nbest_lines(answer: dict) -> list[str]:
+    """An answer in the Moses-style lines `attn-mt translate --nbest N` prints."""
+    lines = []
+    for i, result in enumerate(answer["results"]):
+        pairs = [(c["text"], c["score"]) for c in result["nbest"]]
+        pairs += [("", 0.0)] * (answer["nbest"] - len(pairs))
+        lines += [f"{i} ||| {text} ||| {score:.4f}" for text, score in pairs]
+    return lines
+
+
+# Requests for each row of the HTTP table in docs/errors.md.
+TOO_MANY = {"sentences": ["alpha ."] * (MAX_SENTENCES + 1)}
+
+
+ERROR_CASES: dict[str, dict] = {
+    "malformed-json": {"raw": b'{"sentences": ["alpha ."'},
+    "no-body": {"raw": b""},
+    "not-an-object": {"body": ["alpha ."]},
+    "form-body": {"raw": b"sentences=alpha", "content_type": "application/x-www-form-urlencoded"},
+    "missing-sentences": {"body": {"beam": 2}},
+    "empty-list": {"body": {"sentences": []}},
+    "not-a-list": {"body": {"sentences": "alpha ."}},
+    "not-text": {"body": {"sentences": ["alpha .", 3]}},
+    "too-many-sentences": {"body": TOO_MANY},
+    "too-long-sentence": {"body": {"sentences": ["a" * (MAX_CHARS + 1)]}},
+    "beam-as-text": {"body": {"sentences": ["alpha ."], "beam": "2"}},
+    "beam-zero": {"body": {"sentences": ["alpha ."], "beam": 0}},
+    "beam-too-large": {"body": {"sentences": ["alpha ."], "beam": 17}},
+    "nbest-over-beam": {"body": {"sentences": ["alpha ."], "beam": 2, "nbest": 3}},
+    "negative-length-penalty": {"body": {"sentences": ["alpha ."], "length_penalty": -1.0}},
+    "attention-not-boolean": {"body": {"sentences": ["alpha ."], "attention": "yes"}},
+    "unknown-field": {"body": {"sentences": ["alpha ."], "checkpoint": "/etc/passwd"}},
+    "body-too-large": {"declared": MAX_BODY_BYTES + 1},
+    "unknown-path": {"path": "/translations", "get": True},
+    "wrong-method": {"path": "/translate", "get": True},
+}
+
+
+def documented_http_errors() -> dict[str, tuple[int, str]]:
+    """id -> (status, message fragment) from the server's table in docs/errors.md (five columns)."""
+    cases = {}
+    for line in ERRORS_DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) == 5 and cells[0] not in ("id", "---"):
+            cases[cells[0]] = (int(cells[1]), cells[4].strip("`"))
+    return cases
+
+
+def raw_request(address: str, body: bytes, declared_length: int) -> socket.socket:
+    """Open a connection and send a POST /translate head and `body` (possibly less than declared)."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=ANSWER_TIMEOUT_S)
+    head = (
+        f"POST /translate HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared_length}\r\n\r\n"
+    )
+    sock.sendall(head.encode("ascii") + body)
+    return sock
+
+
+def raw_answer(sock: socket.socket) -> tuple[int, dict]:
+    """Read the HTTP answer on a connection opened by `raw_request`."""
+    with sock:
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read())
+
+
+def translate_lines(
+    run_cli: Callable, model: Path, sentences: list[str], options: list[str], work: Path
+) -> list[str]:
+    """What `attn-mt translate MODEL` prints for the sentences, given in a file of `work`, one per line."""
+    source = work / "cli_input.txt"
+    source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+    result = run_cli("translate", str(model), "--input", str(source), "--device", "cpu", *options)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
