@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from attn_mt.config import Config, improves
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
+from attn_mt.data.prefetch import Prefetcher, StepIndices
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint, snapshot
@@ -28,10 +29,12 @@ from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths, check_fits
 from attn_mt.training.display import StopRule, TrainingDisplay
-from attn_mt.training.distributed import DistContext
+from attn_mt.training.distributed import DistContext, ddp_options
+from attn_mt.training.loss_totals import LossTotals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
-from attn_mt.training.precision import choose_amp
+from attn_mt.training.precision import choose_amp, restore_scaler
 from attn_mt.training.progress import Progress, Session, TrainResult
+from attn_mt.training.random_state import restore_rng, rng_state
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
@@ -49,8 +52,14 @@ class Trainer:
 
     `model` is the model being trained: its parameters, its checkpoints, what validation scores.
     `net` is the module a training step calls: `model` itself, or `model` with the CPU kernels
-    behind it (train.kernels), compiled (train.compile) and wrapped for DDP when there are several
-    processes; every one of these shares `model`'s parameters.
+    behind it (train.kernels), wrapped for DDP when there are several processes (`ddp`) and
+    compiled (train.compile); every one of these shares `model`'s parameters.
+
+    On CUDA a step does not wait for the GPU: the batches come collated and pinned from a thread
+    (train.prefetch_batches), each batch's logged loss is added up on the device (LossTotals), and
+    the host reads the sums only when it logs, validates, ends an epoch or saves, where a loss
+    that is no longer finite stops the run. On other devices the loss is read, and checked, after
+    every step, as under DDP, where the ranks agree on stopping every step anyway.
     """
 
     def __init__(
@@ -73,14 +82,18 @@ class Trainer:
         self.speed = choose_speed(tc.kernels, device, tc.compile, self.dist.world_size)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
-        net = torch.compile(net) if tc.compile else net
-        if self.dist.enabled:
-            net = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-        self.net: torch.nn.Module = net
+        self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
+        net = self.ddp or net
+        # the DDP module itself is compiled, so Dynamo splits its graph at DDP's gradient buckets
+        # and the all-reduces overlap the backward (torch/_dynamo/config.py, optimize_ddp)
+        self.net: torch.nn.Module = torch.compile(net) if tc.compile else net
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
+        self.check_each_step = device.type != "cuda" or self.dist.enabled  # the loss is on the host anyway
+        self.totals = LossTotals(device)
+        self._checked_step = 0  # the last step whose loss was read and found finite
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.signals = StopSignals()
         self._best_state: dict[str, Any] | None = None
@@ -110,25 +123,27 @@ class Trainer:
         with self.signals, self._display() as bar:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
-                while stop is None and pr.batch_in_epoch < len(plan):
-                    time_used = self._time_used()
-                    batches = self.dist.rank_batches(plan, pr.batch_in_epoch, tc.accum_steps)
-                    asked = self.signals.caught or time_used >= 1.0
-                    loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
-                    taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
-                    pr.count_step(taken, loss_sum, tokens, self._training_seconds())
-                    self.session.count(tokens)
-                    bar.step(pr.step, pr.elapsed_s)
-                    if pr.step % tc.log_every == 0:
-                        self._log_window(bar)
-                    due = tc.valid_every and pr.step % tc.valid_every == 0
-                    if due and self._validate_and_checkpoint(self._epoch_loss()):
-                        stop = StopReason.PATIENCE
-                    if tc.max_steps and pr.step >= tc.max_steps:
-                        stop = stop or StopReason.MAX_STEPS
-                    if any_asked:
-                        by_clock = tc.time_limit_minutes and not self.signals.caught
-                        stop = StopReason.TIME_LIMIT if by_clock else StopReason.INTERRUPTED
+                with self._feed(plan) as feed:
+                    while stop is None and pr.batch_in_epoch < len(plan):
+                        time_used = self._time_used()
+                        asked = self.signals.caught or time_used >= 1.0
+                        batches = next(feed)
+                        loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
+                        taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
+                        pr.count_step(taken, tokens, self._training_seconds())
+                        self.totals.add(loss_sum)
+                        self.session.count(tokens)
+                        bar.step(pr.step, pr.elapsed_s)
+                        if pr.step % tc.log_every == 0:
+                            self._log_window(bar)
+                        due = tc.valid_every and pr.step % tc.valid_every == 0
+                        if due and self._validate_and_checkpoint(self._epoch_loss()):
+                            stop = StopReason.PATIENCE
+                        if tc.max_steps and pr.step >= tc.max_steps:
+                            stop = stop or StopReason.MAX_STEPS
+                        if any_asked:
+                            by_clock = tc.time_limit_minutes and not self.signals.caught
+                            stop = StopReason.TIME_LIMIT if by_clock else StopReason.INTERRUPTED
                 if pr.batch_in_epoch >= len(plan) and self._end_epoch():
                     stop = stop or StopReason.PATIENCE
             stop = stop or StopReason.EPOCHS
@@ -151,68 +166,95 @@ class Trainer:
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
     # ----- one optimiser step -----
+    def _feed(self, plan: list) -> contextlib.AbstractContextManager[Iterator[list[Batch]]]:
+        """This rank's collated batches of each remaining step of the epoch's `plan`, in order.
+
+        On CUDA a Prefetcher collates them into pinned memory on a thread (train.prefetch_batches);
+        elsewhere each step's batches are collated on this thread when the step asks for them.
+        """
+        ahead = self.cfg.train.prefetch_batches
+        steps = self._step_indices(plan, self.progress.batch_in_epoch)
+        if self.device.type == "cuda" and ahead:
+            return Prefetcher(steps, self.data.train.collate, ahead, pin=True)
+        return contextlib.nullcontext([self.data.train.collate(ix) for ix in step] for step in steps)
+
+    def _step_indices(self, plan: list, start: int) -> Iterator[StepIndices]:
+        """This rank's batch indices for each step from position `start` of the epoch's plan."""
+        per_step = self.cfg.train.accum_steps * self.dist.world_size
+        for position in range(start, len(plan), per_step):
+            yield self.dist.rank_batches(plan, position, self.cfg.train.accum_steps)
+
     def _step(
-        self, plan_batches: list[list[int]], stop_asked: bool, time_used: float
-    ) -> tuple[float, int, bool]:
+        self, batches: list[Batch], stop_asked: bool, time_used: float
+    ) -> tuple[torch.Tensor, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
 
-        Returns the loss sum and target tokens of the step over all ranks, and whether any rank
-        asked to stop. Under DDP the gradients are averaged over ranks, so the book's summed loss is
-        scaled by the world size to match one process accumulating every rank's batches.
-        `time_used` (the spent fraction of the time limit) is averaged over ranks for the schedule,
-        so every replica steps with the same learning rate.
+        Returns the loss sum of the step over all ranks (a float64 scalar, on the device unless
+        under DDP), its target tokens, and whether any rank asked to stop. Under DDP the gradients
+        are averaged over ranks, so the book's summed loss is scaled by the world size to match one
+        process accumulating every rank's batches. `time_used` (the spent fraction of the time
+        limit) is averaged over ranks for the schedule, so every replica steps with the same
+        learning rate.
         """
         tc = self.cfg.train
         self.params.zero_grad()
-        loss_sum, tokens = 0.0, 0
-        for i, ix in enumerate(plan_batches):
-            batch = self.data.train.collate(ix)
-            with self._grad_sync(i == len(plan_batches) - 1):
+        loss_sum, tokens = self.totals.zero(), 0
+        for i, batch in enumerate(batches):
+            with self._grad_sync(i == len(batches) - 1):
                 objective, loss = self._objective(batch, self.amp)
                 if tc.loss_average == "token":
-                    objective = objective / len(plan_batches)
+                    objective = objective / len(batches)
                 else:
                     objective = objective * self.dist.world_size
                 self.scaler.scale(objective).backward()
-            loss_sum += loss
-            tokens += batch.num_tgt_tokens
+            loss_sum = loss_sum + loss
+            tokens += batch.num_tgt_tokens  # the batch is still in host memory: no wait for the device
         self.params.gather_grads()
-        summed = self.dist.sum([loss_sum, float(tokens), float(stop_asked), time_used])
-        loss_sum, token_sum, stops, time_used = summed
-        if not math.isfinite(loss_sum):
-            raise TrainingDivergedError(
-                f"the loss became {loss_sum} at step {self.progress.step + 1}; training stopped, "
-                f"the last good checkpoint is kept at {self.paths.last}"
-            )
+        if self.dist.enabled:
+            summed = self.dist.sum([float(loss_sum), float(tokens), float(stop_asked), time_used])
+            loss_sum, tokens, stop_asked = self.totals.scalar(summed[0]), int(summed[1]), summed[2] > 0
+            time_used = summed[3]
+        if self.check_each_step:
+            self._check_finite(float(loss_sum), f"at step {self.progress.step + 1}")
         if tc.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.schedule.after_step(time_used / self.dist.world_size)
-        return loss_sum, int(token_sum), stops > 0
+        return loss_sum, tokens, stop_asked
 
-    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, float]:
+    def _check_finite(self, loss: float, when: str) -> None:
+        """Stop with TrainingDivergedError, keeping the last good checkpoint, if `loss` is NaN or infinite."""
+        if not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"the loss became {loss} {when}; training stopped, "
+                f"the last good checkpoint is kept at {self.paths.last}"
+            )
+
+    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced loss of one batch: the objective to differentiate, and its loss for the logs.
 
         `book` averages each sentence's loss over the batch's padded width, as the book's
         MaskedSoftmaxCELoss (padding counts as zero), and logs that sum; `token` averages over the
-        real target tokens and logs their summed loss.
+        real target tokens and logs their summed loss. The logged loss is a float64 scalar where
+        LossTotals keeps the sums, computed as Python floats would be (float32 widened, then divided).
         """
         tc = self.cfg.train
-        width = batch.tgt.shape[1]
+        width, tokens = batch.tgt.shape[1], batch.num_tgt_tokens  # read before the batch leaves the host
         batch = batch.trimmed(source=not self.model.reads_source_padding).to(self.device)
         bos = torch.full_like(batch.tgt[:, :1], self.data.tgt_vocab.bos_id)  # (B, 1)
         tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T): <bos>, then the targets shifted right
         with autocast_context(self.device, amp):
             total = self.speed.loss(self.net, batch, tgt_in, tc.label_smoothing)
+        logged = self.totals.scalar(total.detach())
         if tc.loss_average == "book":
-            return total / width, float(total.detach()) / width
-        return total / max(batch.num_tgt_tokens, 1), float(total.detach())
+            return total / width, logged / width
+        return total / max(tokens, 1), logged
 
     def _grad_sync(self, sync: bool) -> contextlib.AbstractContextManager:
         """Under DDP, unless `sync`: accumulate this backward's gradients locally (no all-reduce)."""
-        return contextlib.nullcontext() if sync or not self.dist.enabled else self.net.no_sync()
+        return contextlib.nullcontext() if sync or self.ddp is None else self.ddp.no_sync()
 
     def settle_amp(self, probe_batches: int = 3) -> None:
         """train.amp=auto on a CPU with native bf16: time float32 and bf16 on real batches, keep the faster.
@@ -244,7 +286,16 @@ class Trainer:
 
     def _epoch_loss(self) -> float:
         """Mean token loss of the current epoch so far."""
+        self._read_totals()
         return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
+
+    def _read_totals(self) -> None:
+        """Bring the loss sums kept on the device into `progress` (waits for the device once)."""
+        pr = self.progress
+        pr.window_loss, pr.epoch_loss = self.totals.read()
+        if not self.check_each_step and pr.step > self._checked_step:
+            self._check_finite(pr.epoch_loss + pr.window_loss, f"in steps {self._checked_step + 1}-{pr.step}")
+        self._checked_step = pr.step
 
     def _steps_per_epoch(self) -> int:
         """Optimiser steps in one epoch: the plan's batches over train.accum_steps and the processes."""
@@ -261,6 +312,7 @@ class Trainer:
     def _log_window(self, bar: TrainingDisplay) -> None:
         """Record the loss and speed of the steps since the last log line."""
         pr = self.progress
+        self._read_totals()
         loss = pr.window_loss / max(pr.window_tokens, 1)
         tokens_per_s = self.session.close_window()
         self.session.last_loss = loss
@@ -275,6 +327,7 @@ class Trainer:
             elapsed_s=pr.elapsed_s,
         )
         pr.window_loss, pr.window_tokens = 0.0, 0
+        self.totals.clear_window()
 
     def _end_epoch(self) -> bool:
         """Record the finished epoch and start the next; validate here when not every N steps.
@@ -286,6 +339,7 @@ class Trainer:
         self._record(epoch_loss=round(loss, 5))
         pr.epoch, pr.batch_in_epoch = pr.epoch + 1, 0
         self.session.last_loss, pr.epoch_loss, pr.epoch_tokens = loss, 0.0, 0
+        self.totals.clear_epoch()
         return not self.cfg.train.valid_every and self._validate_and_checkpoint(loss)
 
     def _record(self, **values: float | bool) -> None:
@@ -311,7 +365,9 @@ class Trainer:
         tc, pr = self.cfg.train, self.progress
         scores: dict[str, float] = {"train_loss": train_loss}
         if self.validator is not None:
-            scores.update(self.dist.broadcast(self.validator.run() if self.dist.is_main else None))
+            validated = self.validator.run() if self.dist.is_main else None
+            self.dist.wait_for_main()  # the other ranks wait outside NCCL's watchdog while rank 0 decodes
+            scores.update(self.dist.broadcast(validated))
             if not final:
                 self.schedule.after_validation(scores["valid_loss"])
             self._record(**{k: round(v, 4) for k, v in scores.items()}, **({"final": True} if final else {}))
@@ -335,6 +391,7 @@ class Trainer:
         self.save(force=False)
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
+        self.dist.wait_for_main()  # and while rank 0 writes its checkpoints
         if self.validator is not None:  # the holes left by the steps and the validation's decoding
             self.speed.tidy_heap()
         hooks_started = time.perf_counter()
@@ -346,15 +403,13 @@ class Trainer:
 
     def state(self) -> dict[str, Any]:
         """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
+        self._read_totals()
         return {
             "model": self.model.state_dict(),
             "optimizer": self.params.to_checkpoint(self.optimizer.state_dict()),  # per parameter
             "scheduler": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            },
+            "rng": rng_state(self.device),
             "progress": vars(self.progress).copy(),
             "step": self.progress.step,
             "epoch": self.progress.epoch,
@@ -370,11 +425,11 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(self.params.from_checkpoint(state["optimizer"]))
         self.schedule.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if state["rng"]["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        restore_scaler(self.scaler, state["scaler"])
+        restore_rng(state["rng"], self.device)
         self.progress = Progress(**state["progress"])
+        self.totals = LossTotals(self.device, self.progress.window_loss, self.progress.epoch_loss)
+        self._checked_step = self.progress.step
 
     def save(self, *, force: bool = True) -> None:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
