@@ -26,9 +26,11 @@ from attn_mt.run import device as device_module
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.device import effective_amp, setup_device
 from attn_mt.run.run_dir import RunPaths, read_metrics
+from attn_mt.training import loss_totals as loss_totals_module
+from attn_mt.training import trainer as trainer_module
 from attn_mt.training.distributed import DistContext, ddp_options, only_fixed_tables
 from attn_mt.training.launch import train
-from attn_mt.training.loss_totals import LossTotals
+from attn_mt.training.loss_totals import DeviceLossTotals, HostLossTotals, loss_totals
 from attn_mt.training.precision import restore_scaler
 from attn_mt.training.random_state import restore_rng, rng_state, saved_cuda_state
 from attn_mt.training.speed import choose_speed
@@ -247,12 +249,28 @@ def test_one_process_does_not_wait():
 
 
 # ----- the loss sums on the device -----
+def test_the_sums_stay_on_a_gpu_and_are_floats_elsewhere(monkeypatch):
+    assert isinstance(loss_totals(torch.device("cpu")), HostLossTotals)
+    assert isinstance(loss_totals(torch.device("mps"), 1.0, 2.0), HostLossTotals)  # MPS has no float64
+    monkeypatch.setattr(
+        loss_totals_module, "DeviceLossTotals", lambda device, *sums: ("device", device, sums)
+    )
+    assert loss_totals(torch.device("cuda", 0), 1.5, 2.5) == ("device", torch.device("cuda", 0), (1.5, 2.5))
+    monkeypatch.undo()
+    on_device = DeviceLossTotals(torch.device("meta"), 1.5, 2.5)  # a device no number can be read back from
+    loss = on_device.zero() + on_device.scalar(torch.tensor(3.0, device="meta")) / 7
+    on_device.add(loss)  # a step's work never reads back...
+    on_device.clear_window()
+    with pytest.raises(RuntimeError, match="meta"):
+        on_device.read()  # ...only reading the sums does
+
+
 def test_loss_totals_add_up_bit_for_bit_as_host_floats():
     torch.manual_seed(0)
     losses = (torch.rand(500) * 40).tolist()
     widths = torch.randint(1, 30, (500,)).tolist()
     window = epoch = 0.0
-    totals = LossTotals(torch.device("cpu"))
+    totals = DeviceLossTotals(torch.device("cpu"))  # the GPU's sums, here on the CPU
     for i, (value, width) in enumerate(zip(losses, widths, strict=True)):
         as_float32 = torch.tensor(value, dtype=torch.float32)
         window, epoch = window + float(as_float32) / width, epoch + float(as_float32) / width
@@ -274,6 +292,7 @@ def test_deferring_the_loss_read_changes_no_number(tmp_path, corpus, monkeypatch
         self.check_each_step = False  # as on CUDA: the host reads the sums at log lines and checkpoints
 
     monkeypatch.setattr(Trainer, "__init__", deferred)
+    monkeypatch.setattr(trainer_module, "loss_totals", lambda device, *sums: DeviceLossTotals(device, *sums))
     train(cfg, tmp_path / "deferred", data_path=str(corpus), quiet=True, device="cpu")
 
     def numbers(name: str) -> list[dict]:

@@ -1,10 +1,12 @@
-"""The logged loss summed where it is computed, so a training step never waits for the GPU to report it.
+"""The logged loss summed where it is computed, so a training step on a GPU never waits to report it.
 
 A step adds its loss to two sums, the log window's and the epoch's. Reading a number off a GPU
-stops the host until every queued kernel has run; kept on the device, the sums are read once per
-log line, validation, epoch end or checkpoint. They are float64 (float32 on an Apple GPU, which
-has no float64, they stay on the host there) and every addition is the one Python would make with
-floats, so the sums are bit for bit those of a host-side `total += loss`.
+stops the host until every queued kernel has run, so on CUDA the sums are float64 tensors on the
+device (`DeviceLossTotals`), read once per log line, validation, epoch end or checkpoint. Every
+addition there is the one Python makes with floats (float32 widened, then divided and added in
+float64), so the sums are bit for bit those of the host. On the CPU reading a number back costs
+nothing and a Python float is cheaper than a tensor operation, so the sums are Python floats
+(`HostLossTotals`), as they always were; on Apple's MPS too (it has no float64).
 """
 
 from __future__ import annotations
@@ -12,17 +14,43 @@ from __future__ import annotations
 import torch
 
 
-def sum_device(device: torch.device) -> torch.device:
-    """Where the sums live: on the training device, except on MPS (no float64), on the host."""
-    return torch.device("cpu") if device.type == "mps" else device
+class HostLossTotals:
+    """The window's and the epoch's summed loss as Python floats (the CPU and MPS)."""
+
+    def __init__(self, window: float = 0.0, epoch: float = 0.0):
+        self.window, self.epoch = window, epoch
+
+    def scalar(self, value: torch.Tensor | float) -> float:
+        """`value` (a float32 loss, or a float) as a Python float."""
+        return float(value)
+
+    def zero(self) -> float:
+        """0.0, to start a step's sum from."""
+        return 0.0
+
+    def add(self, loss: float) -> None:
+        """Add one step's loss to both sums."""
+        self.window, self.epoch = self.window + loss, self.epoch + loss
+
+    def read(self) -> tuple[float, float]:
+        """(window, epoch)."""
+        return self.window, self.epoch
+
+    def clear_window(self) -> None:
+        """Start a new log window."""
+        self.window = 0.0
+
+    def clear_epoch(self) -> None:
+        """Start a new epoch."""
+        self.epoch = 0.0
 
 
-class LossTotals:
-    """The window's and the epoch's summed loss, float64 scalars on the training device."""
+class DeviceLossTotals:
+    """The window's and the epoch's summed loss as float64 scalars on the training device (CUDA)."""
 
     def __init__(self, device: torch.device, window: float = 0.0, epoch: float = 0.0):
-        self.device = sum_device(device)
-        self.sums = torch.tensor([window, epoch], dtype=torch.float64, device=self.device)  # (2,)
+        self.device = device
+        self.sums = torch.tensor([window, epoch], dtype=torch.float64, device=device)  # (2,)
 
     def scalar(self, value: torch.Tensor | float) -> torch.Tensor:
         """`value` as a float64 scalar beside the sums (a float32 loss is widened exactly)."""
@@ -50,3 +78,13 @@ class LossTotals:
     def clear_epoch(self) -> None:
         """Start a new epoch."""
         self.sums[1] = 0.0
+
+
+LossTotals = HostLossTotals | DeviceLossTotals
+
+
+def loss_totals(device: torch.device, window: float = 0.0, epoch: float = 0.0) -> LossTotals:
+    """The sums for a run on `device`, starting from `window` and `epoch`: on the GPU for CUDA."""
+    if device.type == "cuda":
+        return DeviceLossTotals(device, window, epoch)
+    return HostLossTotals(window, epoch)

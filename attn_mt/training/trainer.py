@@ -30,7 +30,7 @@ from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths, check_fits
 from attn_mt.training.display import StopRule, TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
-from attn_mt.training.loss_totals import LossTotals
+from attn_mt.training.loss_totals import loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
 from attn_mt.training.precision import choose_amp, restore_scaler
 from attn_mt.training.progress import Progress, Session, TrainResult
@@ -56,7 +56,7 @@ class Trainer:
     compiled (train.compile); every one of these shares `model`'s parameters.
 
     On CUDA a step does not wait for the GPU: the batches come collated and pinned from a thread
-    (train.prefetch_batches), each batch's logged loss is added up on the device (LossTotals), and
+    (train.prefetch_batches), each batch's logged loss is added up on the device (loss_totals), and
     the host reads the sums only when it logs, validates, ends an epoch or saves, where a loss
     that is no longer finite stops the run. On other devices the loss is read, and checked, after
     every step, as under DDP, where the ranks agree on stopping every step anyway.
@@ -83,7 +83,7 @@ class Trainer:
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
-        net = self.ddp or net
+        net = self.ddp if self.ddp is not None else net
         # the DDP module itself is compiled, so Dynamo splits its graph at DDP's gradient buckets
         # and the all-reduces overlap the backward (torch/_dynamo/config.py, optimize_ddp)
         self.net: torch.nn.Module = torch.compile(net) if tc.compile else net
@@ -92,7 +92,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
         self.check_each_step = device.type != "cuda" or self.dist.enabled  # the loss is on the host anyway
-        self.totals = LossTotals(device)
+        self.totals = loss_totals(device)
         self._checked_step = 0  # the last step whose loss was read and found finite
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.signals = StopSignals()
@@ -186,15 +186,15 @@ class Trainer:
 
     def _step(
         self, batches: list[Batch], stop_asked: bool, time_used: float
-    ) -> tuple[torch.Tensor, int, bool]:
+    ) -> tuple[torch.Tensor | float, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
 
-        Returns the loss sum of the step over all ranks (a float64 scalar, on the device unless
-        under DDP), its target tokens, and whether any rank asked to stop. Under DDP the gradients
-        are averaged over ranks, so the book's summed loss is scaled by the world size to match one
-        process accumulating every rank's batches. `time_used` (the spent fraction of the time
-        limit) is averaged over ranks for the schedule, so every replica steps with the same
-        learning rate.
+        Returns the loss sum of the step over all ranks (where the loss sums are kept: a float64
+        scalar on a GPU, a float elsewhere), its target tokens, and whether any rank asked to stop.
+        Under DDP the gradients are averaged over ranks, so the book's summed loss is scaled by the
+        world size to match one process accumulating every rank's batches. `time_used` (the spent
+        fraction of the time limit) is averaged over ranks for the schedule, so every replica steps
+        with the same learning rate.
         """
         tc = self.cfg.train
         self.params.zero_grad()
@@ -232,13 +232,13 @@ class Trainer:
                 f"the last good checkpoint is kept at {self.paths.last}"
             )
 
-    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, torch.Tensor | float]:
         """Teacher-forced loss of one batch: the objective to differentiate, and its loss for the logs.
 
         `book` averages each sentence's loss over the batch's padded width, as the book's
         MaskedSoftmaxCELoss (padding counts as zero), and logs that sum; `token` averages over the
-        real target tokens and logs their summed loss. The logged loss is a float64 scalar where
-        LossTotals keeps the sums, computed as Python floats would be (float32 widened, then divided).
+        real target tokens and logs their summed loss. The logged loss is kept where the LossTotals
+        keep the sums: a float64 scalar on a GPU (no wait), a float elsewhere.
         """
         tc = self.cfg.train
         width, tokens = batch.tgt.shape[1], batch.num_tgt_tokens  # read before the batch leaves the host
@@ -428,7 +428,7 @@ class Trainer:
         restore_scaler(self.scaler, state["scaler"])
         restore_rng(state["rng"], self.device)
         self.progress = Progress(**state["progress"])
-        self.totals = LossTotals(self.device, self.progress.window_loss, self.progress.epoch_loss)
+        self.totals = loss_totals(self.device, self.progress.window_loss, self.progress.epoch_loss)
         self._checked_step = self.progress.step
 
     def save(self, *, force: bool = True) -> None:
