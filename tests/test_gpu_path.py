@@ -30,11 +30,12 @@ from attn_mt.training import loss_totals as loss_totals_module
 from attn_mt.training import trainer as trainer_module
 from attn_mt.training.distributed import DistContext, ddp_options, only_fixed_tables
 from attn_mt.training.launch import train
-from attn_mt.training.loss_totals import DeviceLossTotals, HostLossTotals, loss_totals
+from attn_mt.training.loss_totals import DeviceLossTotals, HostLossTotals, TrainingDivergedError, loss_totals
 from attn_mt.training.precision import restore_scaler
+from attn_mt.training.progress import Progress
 from attn_mt.training.random_state import restore_rng, rng_state, saved_cuda_state
 from attn_mt.training.speed import choose_speed
-from attn_mt.training.trainer import Trainer, TrainingDivergedError
+from attn_mt.training.trainer import Trainer
 
 # tiny.yaml on the reverse task: its data settings, every validation checkpointed, one thread
 SYNTH = [
@@ -249,50 +250,55 @@ def test_one_process_does_not_wait():
 
 
 # ----- the loss sums on the device -----
-def test_the_sums_stay_on_a_gpu_and_are_floats_elsewhere(monkeypatch):
-    assert isinstance(loss_totals(torch.device("cpu")), HostLossTotals)
-    assert isinstance(loss_totals(torch.device("mps"), 1.0, 2.0), HostLossTotals)  # MPS has no float64
-    monkeypatch.setattr(
-        loss_totals_module, "DeviceLossTotals", lambda device, *sums: ("device", device, sums)
-    )
-    assert loss_totals(torch.device("cuda", 0), 1.5, 2.5) == ("device", torch.device("cuda", 0), (1.5, 2.5))
+def on_gpu_as_on_cuda(device: torch.device, ddp: bool, kept: Path, start: Progress) -> DeviceLossTotals:
+    """The sums one CUDA process keeps, made on whatever device the test trains on."""
+    return DeviceLossTotals(device, kept, start)
+
+
+def test_the_sums_stay_on_one_gpu_and_are_checked_floats_elsewhere(monkeypatch, tmp_path):
+    kept = tmp_path / "last.pt"
+    assert isinstance(loss_totals(torch.device("cpu"), False, kept, Progress()), HostLossTotals)
+    assert isinstance(loss_totals(torch.device("mps"), False, kept, Progress()), HostLossTotals)  # no float64
+    monkeypatch.setattr(loss_totals_module, "DeviceLossTotals", lambda *args: ("device", *args))
+    cuda = torch.device("cuda", 0)
+    assert loss_totals(cuda, False, kept, Progress())[:2] == ("device", cuda)
+    assert isinstance(loss_totals(cuda, True, kept, Progress()), HostLossTotals)  # DDP reads each step anyway
     monkeypatch.undo()
-    on_device = DeviceLossTotals(torch.device("meta"), 1.5, 2.5)  # a device no number can be read back from
-    loss = on_device.zero() + on_device.scalar(torch.tensor(3.0, device="meta")) / 7
-    on_device.add(loss)  # a step's work never reads back...
-    on_device.clear_window()
+    host = HostLossTotals(kept, Progress(window_loss=1.0, epoch_loss=2.0))
+    host.add(0.5, step=1)
+    assert host.read() == (1.5, 2.5)
+    with pytest.raises(TrainingDivergedError, match=f"the loss became inf at step 2; .* kept at {kept}"):
+        host.add(float("inf"), step=2)
+    on_device = DeviceLossTotals(torch.device("meta"), kept, Progress())  # no number can be read back from it
+    on_device.add(on_device.zero() + on_device.scalar(torch.tensor(3.0, device="meta")) / 7, step=1)
+    on_device.clear_window()  # a step's work never reads back...
     with pytest.raises(RuntimeError, match="meta"):
         on_device.read()  # ...only reading the sums does
 
 
-def test_loss_totals_add_up_bit_for_bit_as_host_floats():
+def test_loss_totals_add_up_bit_for_bit_as_host_floats(tmp_path):
     torch.manual_seed(0)
     losses = (torch.rand(500) * 40).tolist()
     widths = torch.randint(1, 30, (500,)).tolist()
-    window = epoch = 0.0
-    totals = DeviceLossTotals(torch.device("cpu"))  # the GPU's sums, here on the CPU
+    start = Progress(step=10, window_loss=0.25, epoch_loss=3.5)
+    window, epoch = start.window_loss, start.epoch_loss
+    host, device = HostLossTotals(tmp_path, start), DeviceLossTotals(torch.device("cpu"), tmp_path, start)
     for i, (value, width) in enumerate(zip(losses, widths, strict=True)):
         as_float32 = torch.tensor(value, dtype=torch.float32)
         window, epoch = window + float(as_float32) / width, epoch + float(as_float32) / width
-        totals.add(totals.zero() + totals.scalar(as_float32) / width)
+        for totals in (host, device):
+            totals.add(totals.zero() + totals.scalar(as_float32) / width, step=11 + i)
         if i % 37 == 36:
-            assert totals.read() == (window, epoch)
-            totals.clear_window()
+            assert host.read() == device.read() == (window, epoch)
+            host.clear_window(), device.clear_window()
             window = 0.0
-    assert totals.read() == (window, epoch)
+    assert host.read() == device.read() == (window, epoch)
 
 
 def test_deferring_the_loss_read_changes_no_number(tmp_path, corpus, monkeypatch):
     cfg = load_config(TINY, [*SYNTH, "train.epochs=2", "model.dropout=0.2", "train.log_every=3"])
     train(cfg, tmp_path / "each", data_path=str(corpus), quiet=True, device="cpu")
-    init = Trainer.__init__
-
-    def deferred(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.check_each_step = False  # as on CUDA: the host reads the sums at log lines and checkpoints
-
-    monkeypatch.setattr(Trainer, "__init__", deferred)
-    monkeypatch.setattr(trainer_module, "loss_totals", lambda device, *sums: DeviceLossTotals(device, *sums))
+    monkeypatch.setattr(trainer_module, "loss_totals", on_gpu_as_on_cuda)
     train(cfg, tmp_path / "deferred", data_path=str(corpus), quiet=True, device="cpu")
 
     def numbers(name: str) -> list[dict]:
@@ -306,19 +312,15 @@ def test_deferring_the_loss_read_changes_no_number(tmp_path, corpus, monkeypatch
 
 
 def test_a_deferred_nan_stops_at_the_next_read_before_any_checkpoint(tmp_path, corpus, monkeypatch):
-    init, objective = Trainer.__init__, Trainer._objective
+    objective = Trainer._objective
     calls = {"n": 0}
-
-    def deferred(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.check_each_step = False
 
     def poisoned(self, *args):
         result, loss = objective(self, *args)
         calls["n"] += 1
         return (result * float("nan"), loss * float("nan")) if calls["n"] >= 7 else (result, loss)
 
-    monkeypatch.setattr(Trainer, "__init__", deferred)
+    monkeypatch.setattr(trainer_module, "loss_totals", on_gpu_as_on_cuda)
     monkeypatch.setattr(Trainer, "_objective", poisoned)
     cfg = load_config(TINY, [*SYNTH, "train.epochs=5", "train.log_every=4", "train.valid_every=4"])
     with pytest.raises(TrainingDivergedError, match="the loss became nan in steps 5-8"):

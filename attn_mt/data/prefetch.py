@@ -10,6 +10,7 @@ compete for the same cores.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -91,3 +92,12 @@ class Prefetcher:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def batch_feed(
+    steps: Iterable[StepIndices], collate: Callable[[Sequence[int]], Batch], ahead: int, pin: bool
+) -> contextlib.AbstractContextManager[Iterator[list[Batch]]]:
+    """Each step's collated batches: from a Prefetcher `ahead` steps ahead, or (0) collated when asked."""
+    if ahead:
+        return Prefetcher(steps, collate, ahead, pin)
+    return contextlib.nullcontext([collate(ix) for ix in step] for step in steps)

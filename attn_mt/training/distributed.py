@@ -15,6 +15,7 @@ import inspect
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NoReturn
@@ -82,6 +83,17 @@ class DistContext:
         while len(group) < per_rank * self.world_size:
             group = group + plan[: per_rank * self.world_size - len(group)]
         return group[self.rank * per_rank : (self.rank + 1) * per_rank]
+
+    def step_batches(self, plan: list[list[int]], start: int, per_rank: int) -> Iterator[list[list[int]]]:
+        """This rank's batches for each step from position `start` of an epoch's plan to its end."""
+        for position in range(start, len(plan), per_rank * self.world_size):
+            yield self.rank_batches(plan, position, per_rank)
+
+    def from_main(self, compute: Callable[[], Any]) -> Any:
+        """Rank 0's `compute()` on every rank: the others wait in `wait_for_main`, then receive it."""
+        value = compute() if self.is_main else None
+        self.wait_for_main()
+        return self.broadcast(value)
 
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""

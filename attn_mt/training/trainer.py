@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from attn_mt.config import Config, improves
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
-from attn_mt.data.prefetch import Prefetcher, StepIndices
-from attn_mt.errors import UserError
+from attn_mt.data.prefetch import batch_feed
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint, snapshot
 from attn_mt.run.device import autocast_context, effective_amp
@@ -30,7 +29,7 @@ from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths, check_fits
 from attn_mt.training.display import StopRule, TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
-from attn_mt.training.loss_totals import loss_totals
+from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
 from attn_mt.training.precision import choose_amp, restore_scaler
 from attn_mt.training.progress import Progress, Session, TrainResult
@@ -43,10 +42,6 @@ from attn_mt.training.validation import Validator
 log = logging.getLogger("attn_mt")
 
 
-class TrainingDivergedError(UserError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
-
-
 class Trainer:
     """Trains one model on one dataset, writing everything into a run directory.
 
@@ -55,11 +50,8 @@ class Trainer:
     behind it (train.kernels), wrapped for DDP when there are several processes (`ddp`) and
     compiled (train.compile); every one of these shares `model`'s parameters.
 
-    On CUDA a step does not wait for the GPU: the batches come collated and pinned from a thread
-    (train.prefetch_batches), each batch's logged loss is added up on the device (loss_totals), and
-    the host reads the sums only when it logs, validates, ends an epoch or saves, where a loss
-    that is no longer finite stops the run. On other devices the loss is read, and checked, after
-    every step, as under DDP, where the ranks agree on stopping every step anyway.
+    On CUDA a step does not wait for the GPU: batches come pinned from a thread (data/prefetch.py),
+    the loss is summed on the device and read at log lines and checkpoints (training/loss_totals.py).
     """
 
     def __init__(
@@ -84,16 +76,14 @@ class Trainer:
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
-        # the DDP module itself is compiled, so Dynamo splits its graph at DDP's gradient buckets
-        # and the all-reduces overlap the backward (torch/_dynamo/config.py, optimize_ddp)
+        # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
         self.net: torch.nn.Module = torch.compile(net) if tc.compile else net
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
-        self.check_each_step = device.type != "cuda" or self.dist.enabled  # the loss is on the host anyway
-        self.totals = loss_totals(device)
-        self._checked_step = 0  # the last step whose loss was read and found finite
+        self.totals = loss_totals(device, self.dist.enabled, paths.last, self.progress)
+        self.prefetch = tc.prefetch_batches if device.type == "cuda" else 0  # steps of batches made ahead
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.signals = StopSignals()
         self._best_state: dict[str, Any] | None = None
@@ -123,7 +113,8 @@ class Trainer:
         with self.signals, self._display() as bar:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
-                with self._feed(plan) as feed:
+                steps = self.dist.step_batches(plan, pr.batch_in_epoch, tc.accum_steps)  # this rank's batches
+                with batch_feed(steps, self.data.train.collate, self.prefetch, pin=True) as feed:
                     while stop is None and pr.batch_in_epoch < len(plan):
                         time_used = self._time_used()
                         asked = self.signals.caught or time_used >= 1.0
@@ -131,7 +122,7 @@ class Trainer:
                         loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
                         taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
                         pr.count_step(taken, tokens, self._training_seconds())
-                        self.totals.add(loss_sum)
+                        self.totals.add(loss_sum, pr.step)
                         self.session.count(tokens)
                         bar.step(pr.step, pr.elapsed_s)
                         if pr.step % tc.log_every == 0:
@@ -166,35 +157,14 @@ class Trainer:
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
     # ----- one optimiser step -----
-    def _feed(self, plan: list) -> contextlib.AbstractContextManager[Iterator[list[Batch]]]:
-        """This rank's collated batches of each remaining step of the epoch's `plan`, in order.
-
-        On CUDA a Prefetcher collates them into pinned memory on a thread (train.prefetch_batches);
-        elsewhere each step's batches are collated on this thread when the step asks for them.
-        """
-        ahead = self.cfg.train.prefetch_batches
-        steps = self._step_indices(plan, self.progress.batch_in_epoch)
-        if self.device.type == "cuda" and ahead:
-            return Prefetcher(steps, self.data.train.collate, ahead, pin=True)
-        return contextlib.nullcontext([self.data.train.collate(ix) for ix in step] for step in steps)
-
-    def _step_indices(self, plan: list, start: int) -> Iterator[StepIndices]:
-        """This rank's batch indices for each step from position `start` of the epoch's plan."""
-        per_step = self.cfg.train.accum_steps * self.dist.world_size
-        for position in range(start, len(plan), per_step):
-            yield self.dist.rank_batches(plan, position, self.cfg.train.accum_steps)
-
-    def _step(
-        self, batches: list[Batch], stop_asked: bool, time_used: float
-    ) -> tuple[torch.Tensor | float, int, bool]:
+    def _step(self, batches: list[Batch], stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
 
-        Returns the loss sum of the step over all ranks (where the loss sums are kept: a float64
-        scalar on a GPU, a float elsewhere), its target tokens, and whether any rank asked to stop.
-        Under DDP the gradients are averaged over ranks, so the book's summed loss is scaled by the
-        world size to match one process accumulating every rank's batches. `time_used` (the spent
-        fraction of the time limit) is averaged over ranks for the schedule, so every replica steps
-        with the same learning rate.
+        Returns the loss sum (as self.totals keeps it) and target tokens of the step over all ranks,
+        and whether any rank asked to stop. Under DDP the gradients are averaged over ranks, so the
+        book's summed loss is scaled by the world size to match one process accumulating every
+        rank's batches. `time_used` (the spent fraction of the time limit) is averaged over ranks
+        for the schedule, so every replica steps with the same learning rate.
         """
         tc = self.cfg.train
         self.params.zero_grad()
@@ -214,8 +184,6 @@ class Trainer:
             summed = self.dist.sum([float(loss_sum), float(tokens), float(stop_asked), time_used])
             loss_sum, tokens, stop_asked = self.totals.scalar(summed[0]), int(summed[1]), summed[2] > 0
             time_used = summed[3]
-        if self.check_each_step:
-            self._check_finite(float(loss_sum), f"at step {self.progress.step + 1}")
         if tc.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
@@ -224,21 +192,12 @@ class Trainer:
         self.schedule.after_step(time_used / self.dist.world_size)
         return loss_sum, tokens, stop_asked
 
-    def _check_finite(self, loss: float, when: str) -> None:
-        """Stop with TrainingDivergedError, keeping the last good checkpoint, if `loss` is NaN or infinite."""
-        if not math.isfinite(loss):
-            raise TrainingDivergedError(
-                f"the loss became {loss} {when}; training stopped, "
-                f"the last good checkpoint is kept at {self.paths.last}"
-            )
-
-    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, torch.Tensor | float]:
+    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, Loss]:
         """Teacher-forced loss of one batch: the objective to differentiate, and its loss for the logs.
 
         `book` averages each sentence's loss over the batch's padded width, as the book's
         MaskedSoftmaxCELoss (padding counts as zero), and logs that sum; `token` averages over the
-        real target tokens and logs their summed loss. The logged loss is kept where the LossTotals
-        keep the sums: a float64 scalar on a GPU (no wait), a float elsewhere.
+        real target tokens and logs their summed loss (kept as self.totals keeps it: no wait).
         """
         tc = self.cfg.train
         width, tokens = batch.tgt.shape[1], batch.num_tgt_tokens  # read before the batch leaves the host
@@ -290,12 +249,8 @@ class Trainer:
         return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
 
     def _read_totals(self) -> None:
-        """Bring the loss sums kept on the device into `progress` (waits for the device once)."""
-        pr = self.progress
-        pr.window_loss, pr.epoch_loss = self.totals.read()
-        if not self.check_each_step and pr.step > self._checked_step:
-            self._check_finite(pr.epoch_loss + pr.window_loss, f"in steps {self._checked_step + 1}-{pr.step}")
-        self._checked_step = pr.step
+        """Bring the loss sums into `progress` (on a GPU: wait for it, and check them)."""
+        self.progress.window_loss, self.progress.epoch_loss = self.totals.read()
 
     def _steps_per_epoch(self) -> int:
         """Optimiser steps in one epoch: the plan's batches over train.accum_steps and the processes."""
@@ -365,9 +320,7 @@ class Trainer:
         tc, pr = self.cfg.train, self.progress
         scores: dict[str, float] = {"train_loss": train_loss}
         if self.validator is not None:
-            validated = self.validator.run() if self.dist.is_main else None
-            self.dist.wait_for_main()  # the other ranks wait outside NCCL's watchdog while rank 0 decodes
-            scores.update(self.dist.broadcast(validated))
+            scores.update(self.dist.from_main(self.validator.run))
             if not final:
                 self.schedule.after_validation(scores["valid_loss"])
             self._record(**{k: round(v, 4) for k, v in scores.items()}, **({"final": True} if final else {}))
@@ -391,7 +344,7 @@ class Trainer:
         self.save(force=False)
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
-        self.dist.wait_for_main()  # and while rank 0 writes its checkpoints
+        self.dist.wait_for_main()  # the others wait on Gloo, not in NCCL, while rank 0 writes checkpoints
         if self.validator is not None:  # the holes left by the steps and the validation's decoding
             self.speed.tidy_heap()
         hooks_started = time.perf_counter()
@@ -428,8 +381,7 @@ class Trainer:
         restore_scaler(self.scaler, state["scaler"])
         restore_rng(state["rng"], self.device)
         self.progress = Progress(**state["progress"])
-        self.totals = loss_totals(self.device, self.progress.window_loss, self.progress.epoch_loss)
-        self._checked_step = self.progress.step
+        self.totals = loss_totals(self.device, self.dist.enabled, self.paths.last, self.progress)
 
     def save(self, *, force: bool = True) -> None:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
