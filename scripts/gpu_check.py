@@ -64,6 +64,7 @@ REQUIRED = {
     "sentencepiece": "sentencepiece>=0.2",
 }
 CTRANSLATE2 = "ctranslate2>=4.5,<5"  # optional: the CTranslate2 row is skipped without it
+OLDEST_TORCH = (2, 4)  # pyproject.toml's torch>=2.4
 # on the CPU the transformer rows check the same code on a smaller model: minutes, not hours
 CPU_SIZES = [
     "model.num_hiddens=64",
@@ -123,14 +124,17 @@ def preflight(args: argparse.Namespace) -> Path:
             f"gpu_check: this Python ({sys.executable}) lacks what attn-mt needs{hint}:\n"
             + "\n".join(missing)
         )
-    if args.device == "cuda":
-        import torch
+    import torch
 
-        if not torch.cuda.is_available():
-            build = f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}"
-            sys.exit(
-                f"gpu_check: no CUDA device is visible ({build}); run with --device cpu for the CPU check"
-            )
+    release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2] if part.isdigit())
+    if release < OLDEST_TORCH:
+        sys.exit(
+            f"gpu_check: attn-mt needs torch 2.4 or later (torch.is_autocast_enabled(device_type)), this "
+            f"Python has {torch.__version__}: {sys.executable} -m pip install 'torch>=2.4'"
+        )
+    if args.device == "cuda" and not torch.cuda.is_available():
+        build = f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}"
+        sys.exit(f"gpu_check: no CUDA device is visible ({build}); run with --device cpu for the CPU check")
     sys.path.insert(0, str(ROOT))  # this checkout's attn_mt, as the subprocesses (cwd ROOT) import it
     from attn_mt.data.corpus import resolve_corpus
     from attn_mt.errors import UserError

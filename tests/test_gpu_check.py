@@ -134,6 +134,13 @@ def test_the_preflight_names_each_missing_package_with_its_pip_command(tmp_path)
     assert "typer" not in done.stderr
 
 
+def test_the_preflight_refuses_a_torch_older_than_attn_mt_needs(tmp_path):
+    done = _gpu_check(tmp_path, "--quick", prelude="import torch; torch.__version__ = '2.1.2+cu121'")
+    assert done.returncode == 1 and "|" not in done.stdout
+    assert "needs torch 2.4 or later" in done.stderr and "has 2.1.2+cu121" in done.stderr
+    assert f"{sys.executable} -m pip install 'torch>=2.4'" in done.stderr
+
+
 def test_without_a_corpus_the_check_stops_before_any_download(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "ATTN_MT_DATA"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "empty-cache")
