@@ -74,8 +74,17 @@ bench-full: install
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache *.egg-info
 
-# Every model, AMP, translate/eval and torchrun over all GPUs on this machine's CUDA device(s), one table;
-# `make gpu-check ARGS="--device cpu"` runs the small CPU version.
+# Every model, AMP mode, resume, translate/eval, CTranslate2 and serve on this machine's CUDA device(s), one
+# table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick fits ~6 GPU minutes, ARGS="--device cpu --quick"
+# is the CPU version. `make gpu-check PYTHON=python3` runs it with that Python and its (CUDA) torch as they
+# are: no .venv, no pip, no network. Without PYTHON=, .venv is set up first, as for every other target.
+ifeq ($(origin PYTHON),command line)
+GPU_CHECK_PYTHON := $(PYTHON)
+GPU_CHECK_NEEDS :=
+else
+GPU_CHECK_PYTHON := $(BIN)/python
+GPU_CHECK_NEEDS := install
+endif
 .PHONY: gpu-check
-gpu-check: install
-	$(BIN)/python scripts/gpu_check.py $(ARGS)
+gpu-check: $(GPU_CHECK_NEEDS)
+	$(GPU_CHECK_PYTHON) scripts/gpu_check.py $(ARGS)

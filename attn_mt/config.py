@@ -110,6 +110,8 @@ class TrainConfig:
     accum_steps: int = 1
     amp: str = "none"
     compile: bool = False
+    tf32: bool = False  # CUDA only: float32 matrix products and cuDNN in TensorFloat-32
+    prefetch_batches: int = 2  # CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)
     kernels: str = "auto"
     seed: int = 0
     threads: int = 0
@@ -277,6 +279,7 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         "train.grad_clip",
         "train.warmup_steps",
         "train.threads",
+        "train.prefetch_batches",
         "train.valid_every",
         "train.checkpoint_minutes",
         "train.keep_checkpoints",

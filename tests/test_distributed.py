@@ -163,6 +163,7 @@ def test_torchrun_worker_follows_device_flag(tmp_path, corpus, monkeypatch, flag
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.setdefault("set_device", index))
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
     monkeypatch.setattr(dist, "init_process_group", lambda backend: calls.setdefault("backend", backend))
+    monkeypatch.setattr(dist, "new_group", lambda **options: calls.setdefault("waiting_group", options))
     monkeypatch.setattr(dist, "barrier", lambda: None)
 
     def built(cfg, paths, data, device, quiet, ctx):
@@ -178,5 +179,7 @@ def test_torchrun_worker_follows_device_flag(tmp_path, corpus, monkeypatch, flag
         "backend": "nccl" if on_cuda else "gloo",
         "device": expected,
         **({"set_device": 1} if on_cuda else {}),
+        # rank 0 validates while the others wait on Gloo with a long timeout, never under NCCL's watchdog
+        "waiting_group": {"backend": "gloo", "timeout": distributed.MAIN_RANK_WAIT},
     }
     assert distributed.rank_device(flag, distributed.DistContext(0, 2, 1)) == torch.device(expected)

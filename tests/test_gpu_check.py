@@ -1,15 +1,15 @@
-"""scripts/gpu_check.py on the CPU with the smallest budgets: every check runs and one table comes out."""
+"""scripts/gpu_check.py on the CPU: the --quick rows, one table and JSON, the preflight, make's target."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from synthetic import write_corpus
-
-from attn_mt.machine import cpu_has_native_bf16
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = [
@@ -26,63 +26,150 @@ SMALL = [
     "--set",
     "model.ffn_num_hiddens=32",
     "--set",
-    "decode.beam_size=2",
+    "train.valid_max_sentences=5",
+    "--set",
+    "train.threads=1",
 ]
 
 
-def _gpu_check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run the check as a user would, with this checkout first on the path and a private cache."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+def _gpu_check(
+    tmp_path: Path, *args: str, prelude: str = "", env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run the check as a user would, from this checkout, with a private cache (and `prelude` run first)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), **(env or {})}
+    argv = ["gpu_check.py", "--device", "cpu", *args]
+    script = str(ROOT / "scripts" / "gpu_check.py")
+    code = (
+        f"import runpy, sys\n{prelude}\nsys.argv = {argv!r}\nrunpy.run_path({script!r}, run_name='__main__')"
+    )
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False, cwd=tmp_path
     )
 
 
-def test_cpu_check_runs_every_step_and_prints_one_table(tmp_path):
+def table(stdout: str) -> dict[str, list[str]]:
+    """The printed table's rows by the check's name (before any ':'), each its other cells."""
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0].split("|")[1].strip() == "check"
+    return {
+        row.split("|")[1].strip().split(":")[0]: [c.strip() for c in row.split("|")[2:-1]] for row in rows[1:]
+    }
+
+
+def test_cpu_quick_check_runs_every_row_that_applies_and_writes_one_json(tmp_path):
     corpus = write_corpus(tmp_path / "reverse.txt", n=200)
+    report = tmp_path / "report.json"
     done = _gpu_check(
         tmp_path,
+        "--quick",
         "--data",
         str(corpus),
-        "--epochs",
-        "1",
-        "--steps",
-        "2",
-        "--ranks",
-        "0",
         "--out",
         str(tmp_path / "runs"),
+        "--json",
+        str(report),
         *SMALL,
     )
-    assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
-    assert rows[0].split("|")[1].strip() == "check" and len(rows) == 1 + 5
-    named = {row.split("|")[1].strip().split(":")[0]: row.split("|")[2:-1] for row in rows[1:]}
-    assert set(named) == {
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = table(done.stdout)
+    killed = [name for name in rows if name.startswith("SIGKILL at step")]
+    assert set(rows) == {
         "d2l_bahdanau",
         "d2l_transformer",
         "transformer (amp auto)",
+        "fp16 + scaler",
+        "compile",
+        *killed,
         "translate",
-        "eval --split test",
+        "eval --split test --beam 4",
+        "CTranslate2",
+        "serve",
     }
-    steps, _, loss, _, peak, amp, _ = (cell.strip() for cell in named["transformer (amp auto)"])
-    # amp auto times bf16 against float32 on a CPU with native bf16 and keeps the faster: either may win
-    assert (
-        steps == "2"
-        and float(loss) > 0
-        and peak == "-"
-        and amp in ("none", "bf16" if cpu_has_native_bf16() else "none")
+    assert len(killed) == 1
+    results = {name: cells[-1] for name, cells in rows.items()}
+    assert results.pop("fp16 + scaler") == results.pop("compile") == "skip"
+    assert set(results.values()) == {"pass"}
+    steps, _, loss, _, peak, amp, *_ = rows["transformer (amp auto)"]
+    assert steps == "20" and float(loss) > 0 and peak == "-" and amp in ("none", "bf16")
+    assert 0.0 <= float(rows["eval --split test --beam 4"][3]) <= 100.0
+    saved = json.loads(report.read_text())
+    assert saved["passed"] and saved["device"] == "cpu" and saved["quick"]
+    assert [row["result"] for row in saved["rows"]].count("pass") == len(rows) - 2
+    assert {"tokens_per_s", "peak_gpu_mb", "loss", "bleu", "amp", "seconds", "result"} <= set(
+        saved["rows"][0]
     )
-    assert 0.0 <= float(named["eval --split test"][3]) <= 100.0
     assert (tmp_path / "runs" / "transformer" / "eval" / "test" / "scores.json").is_file()
+    resumed = read_lines(tmp_path / "runs" / "killed" / "train.log")
+    assert any("resumed at step" in line for line in resumed)
 
 
-def test_a_failing_step_stops_the_check_with_its_error(tmp_path):
-    done = _gpu_check(tmp_path, "--data", str(tmp_path / "missing.txt"), "--epochs", "1", "--ranks", "0")
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_a_failing_row_is_marked_and_the_check_goes_on(tmp_path):
+    corpus = write_corpus(tmp_path / "reverse.txt", n=200)
+    report = tmp_path / "report.json"
+    bad = [
+        "--set",
+        "model.num_heads=5",
+    ]  # 16 hidden units do not split into 5 heads: every transformer run fails
+    done = _gpu_check(tmp_path, "--quick", "--data", str(corpus), "--json", str(report), *SMALL, *bad)
+    assert done.returncode == 1
+    rows = table(done.stdout)
+    assert rows["d2l_bahdanau"][-1] == rows["d2l_transformer"][-1] == "pass"  # the rows before and beside
+    assert rows["transformer (amp auto)"][-1] == "FAIL" and rows["serve"][-1] == "FAIL"
+    assert "- serve (FAIL): needs the transformer (amp auto) row, which failed" in done.stdout
+    assert "not divisible by model.num_heads" in done.stderr  # the failing command's own message
+    assert not json.loads(report.read_text())["passed"]
+
+
+def test_the_preflight_names_each_missing_package_with_its_pip_command(tmp_path):
+    hide = "sys.modules['sacrebleu'] = None; sys.modules['uvicorn'] = None"
+    done = _gpu_check(tmp_path, "--quick", prelude=hide)
     assert done.returncode == 1 and "|" not in done.stdout
-    assert "gpu_check FAILED: d2l_bahdanau failed (exit" in done.stderr
-    assert "corpus file not found" in done.stderr  # the failing command's own message
+    assert f"this Python ({sys.executable}) lacks what attn-mt needs" in done.stderr
+    assert f"sacrebleu: {sys.executable} -m pip install 'sacrebleu>=2.3'" in done.stderr
+    assert f"uvicorn: {sys.executable} -m pip install 'uvicorn>=0.29'" in done.stderr
+    assert "typer" not in done.stderr
+
+
+def test_the_preflight_refuses_a_torch_older_than_attn_mt_needs(tmp_path):
+    done = _gpu_check(tmp_path, "--quick", prelude="import torch; torch.__version__ = '2.1.2+cu121'")
+    assert done.returncode == 1 and "|" not in done.stdout
+    assert "needs torch 2.4 or later" in done.stderr and "has 2.1.2+cu121" in done.stderr
+    assert f"{sys.executable} -m pip install 'torch>=2.4'" in done.stderr
+
+
+def test_without_a_corpus_the_check_stops_before_any_download(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key != "ATTN_MT_DATA"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "empty-cache")
+    argv = [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", "--quick"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
+    assert done.returncode == 1 and "no corpus found" in done.stderr
+    assert "never downloads: pass --data FILE or set ATTN_MT_DATA" in done.stderr
+    assert not (tmp_path / "empty-cache" / "attn-mt").exists()
+    missing = _gpu_check(tmp_path, "--data", str(tmp_path / "missing.txt"))
+    assert missing.returncode == 1 and "missing.txt" in missing.stderr
+
+
+def test_make_gpu_check_with_a_python_sets_up_nothing(tmp_path):
+    clone = tmp_path / "clone"  # a fresh clone: no .venv
+    clone.mkdir()
+    shutil.copy(ROOT / "Makefile", clone / "Makefile")
+    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    given = subprocess.run(
+        ["make", "-n", "gpu-check", "PYTHON=/opt/cuda-python/bin/python3", "ARGS=--quick"],
+        capture_output=True,
+        text=True,
+        cwd=clone,
+        check=True,
+    )
+    assert given.stdout.strip().splitlines() == ["/opt/cuda-python/bin/python3 scripts/gpu_check.py --quick"]
+    default = subprocess.run(
+        ["make", "-n", "gpu-check"], capture_output=True, text=True, cwd=clone, check=True
+    )
+    assert (
+        "-m venv .venv" in default.stdout and "pip install" in default.stdout
+    )  # the ordinary way still works
+    assert default.stdout.strip().splitlines()[-1] == ".venv/bin/python scripts/gpu_check.py"

@@ -24,7 +24,7 @@ from attn_mt.run.checkpoint import CheckpointWriteError, load_checkpoint, save_c
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training import trainer as trainer_module
 from attn_mt.training.launch import train
-from attn_mt.training.trainer import TrainingDivergedError
+from attn_mt.training.loss_totals import TrainingDivergedError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "configs" / "tiny.yaml"

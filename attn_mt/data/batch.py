@@ -25,6 +25,10 @@ class Batch:
             *(t.to(device, non_blocking=True) for t in (self.src, self.src_lens, self.tgt, self.tgt_lens))
         )
 
+    def pinned(self) -> Batch:
+        """The same batch in page-locked host memory, so a copy to a GPU can run while the host goes on."""
+        return Batch(*(t.pin_memory() for t in (self.src, self.src_lens, self.tgt, self.tgt_lens)))
+
     def trimmed(self, source: bool = True) -> Batch:
         """The same batch without the all-padding columns at the end: target always, source if asked.
 

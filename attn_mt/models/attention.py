@@ -19,6 +19,17 @@ from torch import nn
 NEG_INF = float("-inf")
 
 
+def reads_back(device: torch.device) -> bool:
+    """Whether a mask on `device` may look at its lengths on the host: on the CPU only.
+
+    Asking whether any query lacks a valid key (`bool(empty.any())`) costs nothing on the CPU and
+    spares every attention call a fill; on a GPU it would stop the host until the device caught up,
+    once per attention call, so there the mask keeps `empty` and always applies the (no-op) fill.
+    Both give the same numbers.
+    """
+    return device.type == "cpu"
+
+
 @dataclass(frozen=True)
 class AttentionMask:
     """Which keys each query may attend to, built once per batch and reused by every attention call.
@@ -30,7 +41,7 @@ class AttentionMask:
 
     keep: torch.Tensor  # bool (B, Q or 1, K), or (B, 1, Q or 1, K) after with_heads()
     blocked: torch.Tensor  # bool, ~keep
-    empty: torch.Tensor | None  # bool (..., Q or 1, 1): queries without a valid key; None if there are none
+    empty: torch.Tensor | None  # bool (..., Q or 1, 1): queries without a valid key; None if none (CPU)
 
     @classmethod
     def from_valid_lens(cls, valid_lens: torch.Tensor, num_queries: int, num_keys: int) -> AttentionMask:
@@ -48,6 +59,8 @@ class AttentionMask:
             raise ValueError(f"valid_lens must be (B,) or (B, Q), got shape {tuple(valid_lens.shape)}")
         keep = positions < lens  # (B, 1 or Q, K)
         empty = lens <= 0  # (B, 1 or Q, 1)
+        if not reads_back(valid_lens.device):
+            return cls(keep | empty, ~(keep | empty), empty)  # no wait for the device; a no-op fill if none
         if bool(empty.any()):
             keep = keep | empty
         else:

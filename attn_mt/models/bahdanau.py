@@ -4,13 +4,21 @@ Shapes: B batch, S source steps, T target steps, E embedding size, H hidden, L l
 V target vocabulary.
 Module and parameter names are the book's (`encoder.rnn`, `decoder.attention.W_k`, ...), so the
 book's state dict loads key for key.
+
+Precision under autocast: ATen registers one autocast wrapper for cuDNN's RNN kernel
+(aten/src/ATen/cudnn/AutocastRNN.cpp, `_cudnn_rnn_cast_reflatten`), and it casts the input, the
+hidden state and the weights to float16 whatever dtype autocast was asked for. Under bf16 autocast
+the GRUs would then run in fp16 with no gradient scaler, where small gradients flush to zero; so
+there `run_gru` runs them outside autocast, in float32 (they are a small part of a step). Under
+fp16 autocast they run in fp16 as ATen casts them, with the scaler that fp16 training has. On the
+CPU no such wrapper exists and nothing changes.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from attn_mt.models.attention import AdditiveAttention, AttentionMask
 from attn_mt.models.base import DecoderState, EncoderDecoder, check_source
@@ -23,6 +31,28 @@ def _gru(input_size: int, num_hiddens: int, num_layers: int, dropout: float) -> 
     return nn.GRU(
         input_size, num_hiddens, num_layers, dropout=dropout if num_layers > 1 else 0.0, batch_first=True
     )
+
+
+def gru_in_float32(device_type: str) -> bool:
+    """Whether a GRU called now leaves autocast for float32: under bf16 autocast on CUDA only."""
+    return (
+        device_type == "cuda"
+        and torch.is_autocast_enabled(device_type)
+        and torch.get_autocast_dtype(device_type) == torch.bfloat16
+    )
+
+
+def run_gru(
+    rnn: nn.GRU, inputs: torch.Tensor | PackedSequence, hidden: torch.Tensor | None = None
+) -> tuple[torch.Tensor | PackedSequence, torch.Tensor]:
+    """`rnn(inputs, hidden)`, in float32 outside autocast where `gru_in_float32` says so."""
+    data = inputs.data if isinstance(inputs, PackedSequence) else inputs
+    if not gru_in_float32(data.device.type):
+        return rnn(inputs, hidden)
+    with torch.autocast(data.device.type, enabled=False):
+        if isinstance(inputs, torch.Tensor):
+            inputs = inputs.float()
+        return rnn(inputs, None if hidden is None else hidden.float())
 
 
 class GRUEncoder(nn.Module):
@@ -50,9 +80,9 @@ class GRUEncoder(nn.Module):
         """Source ids (B, S) -> outputs (B, S, H) of the last layer and final hidden states (L, B, H)."""
         embedded = self.embedding(src)  # (B, S, E)
         if not self.pack_padded:
-            return self.rnn(embedded)
+            return run_gru(self.rnn, embedded)
         packed = pack_padded_sequence(embedded, src_lens.cpu(), batch_first=True, enforce_sorted=False)
-        packed_outputs, hidden = self.rnn(packed)
+        packed_outputs, hidden = run_gru(self.rnn, packed)
         outputs, _ = pad_packed_sequence(
             packed_outputs, batch_first=True, total_length=src.shape[1]
         )  # (B, S, H)
@@ -91,7 +121,8 @@ class BahdanauDecoder(nn.Module):
         hidden = state["hidden"]  # (L, B, H)
         query = hidden[-1].unsqueeze(1)  # (B, 1, H)
         context = self.attention.attend(query, state["keys"], state["memory"], state["src_mask"])  # (B, 1, H)
-        output, hidden = self.rnn(torch.cat((context, x.unsqueeze(1)), -1), hidden)  # (B, 1, H), (L, B, H)
+        rnn_input = torch.cat((context, x.unsqueeze(1)), -1)  # (B, 1, H + E)
+        output, hidden = run_gru(self.rnn, rnn_input, hidden)  # (B, 1, H), (L, B, H)
         return output.squeeze(1), {**state, "hidden": hidden}
 
     def hidden_states(

@@ -47,6 +47,18 @@ def limit_kernel_cache(entries: int = 16) -> str:
     return os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(entries))
 
 
+def cuda_has_native_bf16() -> bool:
+    """Whether the current CUDA device computes in bfloat16 natively (Ampere and later).
+
+    torch.cuda.is_bf16_supported() also answers True where bfloat16 is only emulated (a T4 or a
+    V100), many times slower than fp16; torch 2.3 and later can be asked to leave emulation out.
+    """
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # an older torch without the argument
+        return torch.cuda.get_device_capability()[0] >= 8
+
+
 def autocast_context(device: torch.device, amp: str) -> contextlib.AbstractContextManager:
     """Autocast for `amp`: bf16 or fp16 on CUDA, bf16 on the CPU; a no-op for "none"."""
     if amp == "none":
@@ -61,13 +73,13 @@ def effective_amp(device: torch.device, amp: str) -> str:
     bf16 applies on CUDA and on CPUs with native bfloat16 arithmetic (matrix products in bfloat16,
     weights and loss in float32); elsewhere the CPU emulates it, measured 13x slower than float32
     for the whole-corpus Transformer on an AVX2 Zen 3, so training falls back to float32.
-    fp16 needs a gradient scaler and applies on CUDA only. "auto" is bf16 on CUDA where supported
-    (fp16 otherwise), stays "auto" on a CPU with native bf16 for the trainer to time both, and is
-    float32 elsewhere.
+    fp16 needs a gradient scaler and applies on CUDA only. "auto" is bf16 on a CUDA device that
+    computes it natively (fp16 where bf16 would be emulated, as on a T4 or V100), stays "auto" on
+    a CPU with native bf16 for the trainer to time both, and is float32 elsewhere.
     """
     if amp == "auto":
         if device.type == "cuda":
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            return "bf16" if cuda_has_native_bf16() else "fp16"
         # a CPU with native bf16 is timed on the run's batches (training/precision.py)
         return "auto" if device.type == "cpu" and cpu_has_native_bf16() else "none"
     if amp == "none" or device.type == "cuda":
@@ -84,9 +96,23 @@ def effective_amp(device: torch.device, amp: str) -> str:
     return "none"
 
 
-def setup_device(device: torch.device, threads: int) -> None:
-    """Before training: torch's thread count (0 keeps torch's) and, on the CPU, the oneDNN cache's size."""
+def use_tf32(enabled: bool) -> None:
+    """Let CUDA's float32 matrix products and cuDNN run in TensorFloat-32 (Ampere and later), or not.
+
+    These are the CUDA-only switches: torch.set_float32_matmul_precision would also reach the CPU's
+    oneDNN matrix products. The older allow_tf32 flags are used rather than the fp32_precision
+    ones, because torch 2.13 refuses torch.get_float32_matmul_precision() (which torch.compile's
+    inductor reads) once the two are mixed.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+
+
+def setup_device(device: torch.device, threads: int, tf32: bool = False) -> None:
+    """Before training: torch's threads (0 keeps torch's), the CPU's oneDNN cache, CUDA's train.tf32."""
     if threads:
         torch.set_num_threads(threads)
     if device.type == "cpu":
         limit_kernel_cache()
+    if device.type == "cuda":
+        use_tf32(tf32)

@@ -3,21 +3,33 @@
     torchrun --nproc_per_node 2 -m attn_mt train configs/transformer.yaml
 
 Every rank runs the same loop on its own share of each step's batches; rank 0 alone writes files.
+Rank 0 also validates alone: the other ranks wait for it in a barrier of a Gloo group with a long
+timeout (`wait_for_main`), not inside an NCCL collective, which NCCL's watchdog would abort after
+its default 10 minutes; a slow validation (a big valid split, beam search on a busy GPU) then
+costs time, never the job.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from attn_mt.errors import UserError
+from attn_mt.models.positional import PositionalEncoding
 from attn_mt.run.device import pick_device
+
+MAIN_RANK_WAIT = timedelta(hours=2)  # how long the other ranks wait for rank 0 to validate and save
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,7 @@ class DistContext:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    waiting_group: Any = field(default=None, compare=False, repr=False)  # Gloo, timeout MAIN_RANK_WAIT
 
     @property
     def is_main(self) -> bool:
@@ -42,6 +55,11 @@ class DistContext:
         """Wait for every rank."""
         if self.enabled:
             dist.barrier()
+
+    def wait_for_main(self) -> None:
+        """Every rank waits here until rank 0 arrives, on the Gloo group whose timeout is MAIN_RANK_WAIT."""
+        if self.enabled:
+            dist.barrier(group=self.waiting_group)
 
     def sum(self, values: list[float]) -> list[float]:
         """Element-wise sum of `values` over all ranks (float64 on the CPU side)."""
@@ -66,6 +84,17 @@ class DistContext:
             group = group + plan[: per_rank * self.world_size - len(group)]
         return group[self.rank * per_rank : (self.rank + 1) * per_rank]
 
+    def step_batches(self, plan: list[list[int]], start: int, per_rank: int) -> Iterator[list[list[int]]]:
+        """This rank's batches for each step from position `start` of an epoch's plan to its end."""
+        for position in range(start, len(plan), per_rank * self.world_size):
+            yield self.rank_batches(plan, position, per_rank)
+
+    def from_main(self, compute: Callable[[], Any]) -> Any:
+        """Rank 0's `compute()` on every rank: the others wait in `wait_for_main`, then receive it."""
+        value = compute() if self.is_main else None
+        self.wait_for_main()
+        return self.broadcast(value)
+
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""
         if not self.enabled:
@@ -88,7 +117,34 @@ def init_distributed(device_name: str) -> DistContext:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    return DistContext(rank, world_size, local_rank)
+    waiting_group = dist.new_group(backend="gloo", timeout=MAIN_RANK_WAIT)
+    return DistContext(rank, world_size, local_rank, waiting_group)
+
+
+def only_fixed_tables(net: nn.Module) -> bool:
+    """Whether every buffer of `net` is a sinusoidal positional table, the same on every rank.
+
+        PositionalEncoding.P is a function of the position and the width alone (models/positional.py),
+        never trained, and grows the same way wherever a longer batch arrives; no other module of
+        attn-mt's models registers a buffer. Broadcasting such tables from rank 0 before every forward
+        only costs time (and would fail the step a rank's table has grown but rank 0's has not), so
+    DDP is built with broadcast_buffers (torch 2.13: forward_sync_buffers) off.
+    """
+    for module in net.modules():
+        if any(True for _ in module.buffers(recurse=False)) and not isinstance(module, PositionalEncoding):
+            return False
+    return True
+
+
+def ddp_options(net: nn.Module, device: torch.device) -> dict[str, Any]:
+    """DistributedDataParallel's arguments for `net` on `device`: broadcast buffers only where needed."""
+    # torch 2.13 renamed broadcast_buffers (which also skipped the sync at construction, harmless here)
+    known = inspect.signature(DistributedDataParallel).parameters
+    sync_key = "forward_sync_buffers" if "forward_sync_buffers" in known else "broadcast_buffers"
+    return {
+        "device_ids": [device.index] if device.type == "cuda" else None,
+        sync_key: not only_fixed_tables(net),
+    }
 
 
 def rank_device(device_name: str, ctx: DistContext) -> torch.device:

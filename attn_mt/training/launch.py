@@ -65,7 +65,7 @@ def train(
         setup_logging(None, quiet or not ctx.is_main)
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite)
         dev = rank_device(device, ctx)
-        setup_device(dev, cfg.train.threads)
+        setup_device(dev, cfg.train.threads, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
         reused = load_vocabs(paths, cfg) if resume and cfg.data.tokenizer == "sentencepiece" else None
         data = load_data(cfg.data, data_path, reused)

@@ -4,6 +4,9 @@ A CPU that advertises AVX512-BF16 does not always train faster in bfloat16. On 2
 autocast made the whole-corpus Transformer step 0.52 s -> ~0.35 s; on 2 Xeon vCPUs without AMX it
 made the same step 1.4x slower than float32 (docs/benchmarks.md). So the choice is measured on the
 run's own batches, as cuDNN's benchmark mode picks convolution algorithms.
+
+The gradient scaler's state follows the run across a resume that changes train.amp: only fp16
+keeps one, and `restore_scaler` reads a checkpoint of any mode into a scaler of any mode.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -58,3 +62,19 @@ def choose_amp(run_pass: Callable[[str], None], dist: DistContext, batches: int)
         seconds["bf16"],
     )
     return amp
+
+
+def restore_scaler(scaler: torch.amp.GradScaler, saved: dict[str, Any]) -> None:
+    """Load a checkpoint's scaler state, whichever AMP mode wrote it and whichever resumes it.
+
+    A run without fp16 saves an empty state (its scaler is disabled), which GradScaler refuses to
+    load into an enabled one (torch/amp/grad_scaler.py: "The source state dict is empty"): an fp16
+    run resumed from it starts with a fresh scaler, as a new fp16 run does. A disabled scaler
+    ignores any state, so an fp16 checkpoint resumed in bf16 or float32 drops its scale.
+    """
+    if not scaler.is_enabled():
+        return
+    if not saved:
+        log.info("train.amp=fp16: the checkpoint has no gradient scaler state; starting a fresh scaler")
+        return
+    scaler.load_state_dict(saved)

@@ -25,13 +25,16 @@ class Progress:
     epoch_loss: float = 0.0
     epoch_tokens: int = 0
 
-    def count_step(self, batches: int, loss_sum: float, tokens: int, elapsed_s: float) -> None:
-        """Count one optimiser step: `batches` batches of the plan, their loss sum and target tokens."""
+    def count_step(self, batches: int, tokens: int, elapsed_s: float) -> None:
+        """Count one optimiser step: `batches` batches of the plan and their target tokens.
+
+        The step's loss goes to the trainer's LossTotals, which writes the sums into window_loss
+        and epoch_loss whenever they are read.
+        """
         self.batch_in_epoch += batches
         self.step += 1
         self.elapsed_s = elapsed_s
-        self.window_loss, self.window_tokens = self.window_loss + loss_sum, self.window_tokens + tokens
-        self.epoch_loss, self.epoch_tokens = self.epoch_loss + loss_sum, self.epoch_tokens + tokens
+        self.window_tokens, self.epoch_tokens = self.window_tokens + tokens, self.epoch_tokens + tokens
 
 
 @dataclass

@@ -21,17 +21,19 @@ from torch.nn.parallel import DistributedDataParallel
 from attn_mt.config import Config, improves
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
-from attn_mt.errors import UserError
+from attn_mt.data.prefetch import batch_feed
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint, snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths, check_fits
 from attn_mt.training.display import StopRule, TrainingDisplay
-from attn_mt.training.distributed import DistContext
+from attn_mt.training.distributed import DistContext, ddp_options
+from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
-from attn_mt.training.precision import choose_amp
+from attn_mt.training.precision import choose_amp, restore_scaler
 from attn_mt.training.progress import Progress, Session, TrainResult
+from attn_mt.training.random_state import restore_rng, rng_state
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
@@ -40,17 +42,16 @@ from attn_mt.training.validation import Validator
 log = logging.getLogger("attn_mt")
 
 
-class TrainingDivergedError(UserError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
-
-
 class Trainer:
     """Trains one model on one dataset, writing everything into a run directory.
 
     `model` is the model being trained: its parameters, its checkpoints, what validation scores.
     `net` is the module a training step calls: `model` itself, or `model` with the CPU kernels
-    behind it (train.kernels), compiled (train.compile) and wrapped for DDP when there are several
-    processes; every one of these shares `model`'s parameters.
+    behind it (train.kernels), wrapped for DDP when there are several processes (`ddp`) and
+    compiled (train.compile); every one of these shares `model`'s parameters.
+
+    On CUDA a step does not wait for the GPU: batches come pinned from a thread (data/prefetch.py),
+    the loss is summed on the device and read at log lines and checkpoints (training/loss_totals.py).
     """
 
     def __init__(
@@ -73,14 +74,16 @@ class Trainer:
         self.speed = choose_speed(tc.kernels, device, tc.compile, self.dist.world_size)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
-        net = torch.compile(net) if tc.compile else net
-        if self.dist.enabled:
-            net = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-        self.net: torch.nn.Module = net
+        self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
+        net = self.ddp if self.ddp is not None else net
+        # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
+        self.net: torch.nn.Module = torch.compile(net) if tc.compile else net
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
+        self.totals = loss_totals(device, self.dist.enabled, paths.last, self.progress)
+        self.prefetch = tc.prefetch_batches if device.type == "cuda" else 0  # steps of batches made ahead
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.signals = StopSignals()
         self._best_state: dict[str, Any] | None = None
@@ -110,25 +113,28 @@ class Trainer:
         with self.signals, self._display() as bar:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
-                while stop is None and pr.batch_in_epoch < len(plan):
-                    time_used = self._time_used()
-                    batches = self.dist.rank_batches(plan, pr.batch_in_epoch, tc.accum_steps)
-                    asked = self.signals.caught or time_used >= 1.0
-                    loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
-                    taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
-                    pr.count_step(taken, loss_sum, tokens, self._training_seconds())
-                    self.session.count(tokens)
-                    bar.step(pr.step, pr.elapsed_s)
-                    if pr.step % tc.log_every == 0:
-                        self._log_window(bar)
-                    due = tc.valid_every and pr.step % tc.valid_every == 0
-                    if due and self._validate_and_checkpoint(self._epoch_loss()):
-                        stop = StopReason.PATIENCE
-                    if tc.max_steps and pr.step >= tc.max_steps:
-                        stop = stop or StopReason.MAX_STEPS
-                    if any_asked:
-                        by_clock = tc.time_limit_minutes and not self.signals.caught
-                        stop = StopReason.TIME_LIMIT if by_clock else StopReason.INTERRUPTED
+                steps = self.dist.step_batches(plan, pr.batch_in_epoch, tc.accum_steps)  # this rank's batches
+                with batch_feed(steps, self.data.train.collate, self.prefetch, pin=True) as feed:
+                    while stop is None and pr.batch_in_epoch < len(plan):
+                        time_used = self._time_used()
+                        asked = self.signals.caught or time_used >= 1.0
+                        batches = next(feed)
+                        loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
+                        taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
+                        pr.count_step(taken, tokens, self._training_seconds())
+                        self.totals.add(loss_sum, pr.step)
+                        self.session.count(tokens)
+                        bar.step(pr.step, pr.elapsed_s)
+                        if pr.step % tc.log_every == 0:
+                            self._log_window(bar)
+                        due = tc.valid_every and pr.step % tc.valid_every == 0
+                        if due and self._validate_and_checkpoint(self._epoch_loss()):
+                            stop = StopReason.PATIENCE
+                        if tc.max_steps and pr.step >= tc.max_steps:
+                            stop = stop or StopReason.MAX_STEPS
+                        if any_asked:
+                            by_clock = tc.time_limit_minutes and not self.signals.caught
+                            stop = StopReason.TIME_LIMIT if by_clock else StopReason.INTERRUPTED
                 if pr.batch_in_epoch >= len(plan) and self._end_epoch():
                     stop = stop or StopReason.PATIENCE
             stop = stop or StopReason.EPOCHS
@@ -151,68 +157,63 @@ class Trainer:
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
     # ----- one optimiser step -----
-    def _step(
-        self, plan_batches: list[list[int]], stop_asked: bool, time_used: float
-    ) -> tuple[float, int, bool]:
+    def _step(self, batches: list[Batch], stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
 
-        Returns the loss sum and target tokens of the step over all ranks, and whether any rank
-        asked to stop. Under DDP the gradients are averaged over ranks, so the book's summed loss is
-        scaled by the world size to match one process accumulating every rank's batches.
-        `time_used` (the spent fraction of the time limit) is averaged over ranks for the schedule,
-        so every replica steps with the same learning rate.
+        Returns the loss sum (as self.totals keeps it) and target tokens of the step over all ranks,
+        and whether any rank asked to stop. Under DDP the gradients are averaged over ranks, so the
+        book's summed loss is scaled by the world size to match one process accumulating every
+        rank's batches. `time_used` (the spent fraction of the time limit) is averaged over ranks
+        for the schedule, so every replica steps with the same learning rate.
         """
         tc = self.cfg.train
         self.params.zero_grad()
-        loss_sum, tokens = 0.0, 0
-        for i, ix in enumerate(plan_batches):
-            batch = self.data.train.collate(ix)
-            with self._grad_sync(i == len(plan_batches) - 1):
+        loss_sum, tokens = self.totals.zero(), 0
+        for i, batch in enumerate(batches):
+            with self._grad_sync(i == len(batches) - 1):
                 objective, loss = self._objective(batch, self.amp)
                 if tc.loss_average == "token":
-                    objective = objective / len(plan_batches)
+                    objective = objective / len(batches)
                 else:
                     objective = objective * self.dist.world_size
                 self.scaler.scale(objective).backward()
-            loss_sum += loss
-            tokens += batch.num_tgt_tokens
+            loss_sum = loss_sum + loss
+            tokens += batch.num_tgt_tokens  # the batch is still in host memory: no wait for the device
         self.params.gather_grads()
-        summed = self.dist.sum([loss_sum, float(tokens), float(stop_asked), time_used])
-        loss_sum, token_sum, stops, time_used = summed
-        if not math.isfinite(loss_sum):
-            raise TrainingDivergedError(
-                f"the loss became {loss_sum} at step {self.progress.step + 1}; training stopped, "
-                f"the last good checkpoint is kept at {self.paths.last}"
-            )
+        if self.dist.enabled:
+            summed = self.dist.sum([float(loss_sum), float(tokens), float(stop_asked), time_used])
+            loss_sum, tokens, stop_asked = self.totals.scalar(summed[0]), int(summed[1]), summed[2] > 0
+            time_used = summed[3]
         if tc.grad_clip > 0:
             self.scaler.unscale_(self.optimizer)
             self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.schedule.after_step(time_used / self.dist.world_size)
-        return loss_sum, int(token_sum), stops > 0
+        return loss_sum, tokens, stop_asked
 
-    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, float]:
+    def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, Loss]:
         """Teacher-forced loss of one batch: the objective to differentiate, and its loss for the logs.
 
         `book` averages each sentence's loss over the batch's padded width, as the book's
         MaskedSoftmaxCELoss (padding counts as zero), and logs that sum; `token` averages over the
-        real target tokens and logs their summed loss.
+        real target tokens and logs their summed loss (kept as self.totals keeps it: no wait).
         """
         tc = self.cfg.train
-        width = batch.tgt.shape[1]
+        width, tokens = batch.tgt.shape[1], batch.num_tgt_tokens  # read before the batch leaves the host
         batch = batch.trimmed(source=not self.model.reads_source_padding).to(self.device)
         bos = torch.full_like(batch.tgt[:, :1], self.data.tgt_vocab.bos_id)  # (B, 1)
         tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T): <bos>, then the targets shifted right
         with autocast_context(self.device, amp):
             total = self.speed.loss(self.net, batch, tgt_in, tc.label_smoothing)
+        logged = self.totals.scalar(total.detach())
         if tc.loss_average == "book":
-            return total / width, float(total.detach()) / width
-        return total / max(batch.num_tgt_tokens, 1), float(total.detach())
+            return total / width, logged / width
+        return total / max(tokens, 1), logged
 
     def _grad_sync(self, sync: bool) -> contextlib.AbstractContextManager:
         """Under DDP, unless `sync`: accumulate this backward's gradients locally (no all-reduce)."""
-        return contextlib.nullcontext() if sync or not self.dist.enabled else self.net.no_sync()
+        return contextlib.nullcontext() if sync or self.ddp is None else self.ddp.no_sync()
 
     def settle_amp(self, probe_batches: int = 3) -> None:
         """train.amp=auto on a CPU with native bf16: time float32 and bf16 on real batches, keep the faster.
@@ -244,7 +245,12 @@ class Trainer:
 
     def _epoch_loss(self) -> float:
         """Mean token loss of the current epoch so far."""
+        self._read_totals()
         return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
+
+    def _read_totals(self) -> None:
+        """Bring the loss sums into `progress` (on a GPU: wait for it, and check them)."""
+        self.progress.window_loss, self.progress.epoch_loss = self.totals.read()
 
     def _steps_per_epoch(self) -> int:
         """Optimiser steps in one epoch: the plan's batches over train.accum_steps and the processes."""
@@ -261,6 +267,7 @@ class Trainer:
     def _log_window(self, bar: TrainingDisplay) -> None:
         """Record the loss and speed of the steps since the last log line."""
         pr = self.progress
+        self._read_totals()
         loss = pr.window_loss / max(pr.window_tokens, 1)
         tokens_per_s = self.session.close_window()
         self.session.last_loss = loss
@@ -275,6 +282,7 @@ class Trainer:
             elapsed_s=pr.elapsed_s,
         )
         pr.window_loss, pr.window_tokens = 0.0, 0
+        self.totals.clear_window()
 
     def _end_epoch(self) -> bool:
         """Record the finished epoch and start the next; validate here when not every N steps.
@@ -286,6 +294,7 @@ class Trainer:
         self._record(epoch_loss=round(loss, 5))
         pr.epoch, pr.batch_in_epoch = pr.epoch + 1, 0
         self.session.last_loss, pr.epoch_loss, pr.epoch_tokens = loss, 0.0, 0
+        self.totals.clear_epoch()
         return not self.cfg.train.valid_every and self._validate_and_checkpoint(loss)
 
     def _record(self, **values: float | bool) -> None:
@@ -311,7 +320,7 @@ class Trainer:
         tc, pr = self.cfg.train, self.progress
         scores: dict[str, float] = {"train_loss": train_loss}
         if self.validator is not None:
-            scores.update(self.dist.broadcast(self.validator.run() if self.dist.is_main else None))
+            scores.update(self.dist.from_main(self.validator.run))
             if not final:
                 self.schedule.after_validation(scores["valid_loss"])
             self._record(**{k: round(v, 4) for k, v in scores.items()}, **({"final": True} if final else {}))
@@ -335,6 +344,7 @@ class Trainer:
         self.save(force=False)
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
+        self.dist.wait_for_main()  # the others wait on Gloo, not in NCCL, while rank 0 writes checkpoints
         if self.validator is not None:  # the holes left by the steps and the validation's decoding
             self.speed.tidy_heap()
         hooks_started = time.perf_counter()
@@ -346,15 +356,13 @@ class Trainer:
 
     def state(self) -> dict[str, Any]:
         """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
+        self._read_totals()
         return {
             "model": self.model.state_dict(),
             "optimizer": self.params.to_checkpoint(self.optimizer.state_dict()),  # per parameter
             "scheduler": self.schedule.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            },
+            "rng": rng_state(self.device),
             "progress": vars(self.progress).copy(),
             "step": self.progress.step,
             "epoch": self.progress.epoch,
@@ -370,11 +378,10 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(self.params.from_checkpoint(state["optimizer"]))
         self.schedule.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if state["rng"]["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        restore_scaler(self.scaler, state["scaler"])
+        restore_rng(state["rng"], self.device)
         self.progress = Progress(**state["progress"])
+        self.totals = loss_totals(self.device, self.dist.enabled, self.paths.last, self.progress)
 
     def save(self, *, force: bool = True) -> None:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
