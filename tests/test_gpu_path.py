@@ -32,8 +32,8 @@ from attn_mt.training.distributed import DistContext, ddp_options, only_fixed_ta
 from attn_mt.training.launch import train
 from attn_mt.training.loss_totals import DeviceLossTotals, HostLossTotals, TrainingDivergedError, loss_totals
 from attn_mt.training.precision import restore_scaler
-from attn_mt.training.progress import Progress
 from attn_mt.training.random_state import restore_rng, rng_state, saved_cuda_state
+from attn_mt.training.run_state import Progress
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.trainer import Trainer
 

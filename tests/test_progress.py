@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import TINY_CORPUS_LINES
 
-from attn_mt.progress import LineProgress, progress_bar
-from attn_mt.training.display import STEPS, TIME_LIMIT, EndEstimate, StopRule, TrainingDisplay, window_line
+from attn_mt.progress_bars import LineProgress, progress_bar
+from attn_mt.training.display import STEPS, TIME_LIMIT, EndEstimate, TrainingDisplay, window_line
 from attn_mt.training.logs import setup_logging
+from attn_mt.training.stopping import StopBounds
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW_LINE = re.compile(
@@ -110,7 +111,7 @@ def test_progress_bar_is_a_tqdm_bar_on_a_terminal_lines_in_a_file_and_silent_whe
 # ----- the end estimate -----
 
 
-def simulate(rule: StopRule, seconds_of_step, start_step: int = 0, start_elapsed: float = 0.0):
+def simulate(rule: StopBounds, seconds_of_step, start_step: int = 0, start_elapsed: float = 0.0):
     """Run steps as the trainer does until the rule stops them: [(step, elapsed, Position)] and the end.
 
     Like the trainer, a step starts only while the time limit is not used up and the step bound not
@@ -152,7 +153,7 @@ def assert_estimates_within(seen, end: float, start_elapsed: float = 0.0, share:
 
 
 def test_a_time_limit_that_ends_the_run_first_drives_the_estimate_and_the_bar_unit():
-    rule = StopRule(epochs=30, steps_per_epoch=2000, time_limit_minutes=12)  # 60,000 steps would take hours
+    rule = StopBounds(epochs=30, steps_per_epoch=2000, time_limit_minutes=12)  # 60,000 steps would take hours
     seen, end = simulate(rule, noisy_steps(0.3, valid_every=500, valid_s=20.0))
     assert 720 <= end < 722  # stopped on the first step past the limit
     assert assert_estimates_within(seen, end) > 1800
@@ -163,7 +164,7 @@ def test_a_time_limit_that_ends_the_run_first_drives_the_estimate_and_the_bar_un
 
 
 def test_steps_that_end_the_run_before_the_time_limit_drive_the_estimate():
-    rule = StopRule(max_steps=2000, epochs=30, steps_per_epoch=500, time_limit_minutes=60)
+    rule = StopBounds(max_steps=2000, epochs=30, steps_per_epoch=500, time_limit_minutes=60)
     seen, end = simulate(rule, noisy_steps(0.2, valid_every=100, valid_s=3.0))
     assert seen[-1][0] == 2000 and end < 3600
     assert assert_estimates_within(seen, end) > 1500
@@ -173,7 +174,7 @@ def test_steps_that_end_the_run_before_the_time_limit_drive_the_estimate():
 
 
 def test_the_epoch_bound_counts_when_there_is_no_other():
-    rule = StopRule(epochs=3, steps_per_epoch=400)
+    rule = StopBounds(epochs=3, steps_per_epoch=400)
     seen, end = simulate(rule, noisy_steps(0.1, valid_every=100, valid_s=1.0))
     assert seen[-1][0] == 1200
     assert assert_estimates_within(seen, end) > 1000
@@ -182,7 +183,7 @@ def test_the_epoch_bound_counts_when_there_is_no_other():
 
 def test_a_resumed_run_estimates_from_its_own_speed():
     """The first session ran at 1 s a step; this machine does 0.25 s: the time left follows the new speed."""
-    rule = StopRule(max_steps=4000, epochs=100, steps_per_epoch=1000)
+    rule = StopBounds(max_steps=4000, epochs=100, steps_per_epoch=1000)
     seen, end = simulate(
         rule, noisy_steps(0.25, valid_every=200, valid_s=2.0), start_step=1000, start_elapsed=1000.0
     )
@@ -191,7 +192,7 @@ def test_a_resumed_run_estimates_from_its_own_speed():
 
 
 def test_before_any_step_is_timed_a_time_limit_gives_the_time_left():
-    position = EndEstimate(StopRule(epochs=10, steps_per_epoch=10, time_limit_minutes=5)).position(0, 0.0)
+    position = EndEstimate(StopBounds(epochs=10, steps_per_epoch=10, time_limit_minutes=5)).position(0, 0.0)
     assert (position.by, position.left_s, position.total) == (TIME_LIMIT, 300.0, 5)
 
 
@@ -224,7 +225,7 @@ def test_redirected_training_shows_one_plain_line_per_log_window_also_written_to
 ):
     setup_logging(tmp_path / "train.log")
     stream = io.StringIO()
-    display = TrainingDisplay(StopRule(max_steps=20, epochs=5, steps_per_epoch=10), stream=stream)
+    display = TrainingDisplay(StopBounds(max_steps=20, epochs=5, steps_per_epoch=10), stream=stream)
     lines = run_display(display, steps=20, log_every=5, seconds_per_step=3.0)
     text = stream.getvalue()
     assert "\r" not in text
@@ -242,8 +243,8 @@ def test_terminal_training_shows_a_bar_in_the_unit_that_ends_the_run(tmp_path, q
     setup_logging(tmp_path / "train.log")
     shown = {}
     for name, rule in [
-        ("steps", StopRule(max_steps=20, epochs=5, steps_per_epoch=10)),
-        ("minutes", StopRule(epochs=50, steps_per_epoch=1000, time_limit_minutes=2)),
+        ("steps", StopBounds(max_steps=20, epochs=5, steps_per_epoch=10)),
+        ("minutes", StopBounds(epochs=50, steps_per_epoch=1000, time_limit_minutes=2)),
     ]:
         stream = FakeTerminal()
         lines = run_display(TrainingDisplay(rule, stream=stream), steps=20, log_every=5, seconds_per_step=3.0)
@@ -258,13 +259,13 @@ def test_terminal_training_shows_a_bar_in_the_unit_that_ends_the_run(tmp_path, q
 def test_a_quiet_display_writes_nothing_to_the_stream_but_keeps_train_log(tmp_path, quiet_logger):
     setup_logging(tmp_path / "train.log", quiet=True)
     stream = FakeTerminal()
-    run_display(TrainingDisplay(StopRule(max_steps=10), stream=stream, enabled=False), 10, 5, 1.0)
+    run_display(TrainingDisplay(StopBounds(max_steps=10), stream=stream, enabled=False), 10, 5, 1.0)
     assert stream.getvalue() == ""
     assert len((tmp_path / "train.log").read_text(encoding="utf-8").splitlines()) == 2
 
 
 def test_window_line_says_which_bound_ends_the_run():
-    position = EndEstimate(StopRule(epochs=1, steps_per_epoch=100, time_limit_minutes=1)).position(10, 6.0)
+    position = EndEstimate(StopBounds(epochs=1, steps_per_epoch=100, time_limit_minutes=1)).position(10, 6.0)
     line = window_line(10, 0, 2.0, 99.4, 5e-05, 6.0, position)
     assert (
         line == "step 10: epoch 0, loss 2.0000, 99 target tokens/s, lr 5e-05, elapsed 00:06, left 00:54 "

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from attn_mt.errors import UserError
-from attn_mt.progress import progress_bar
+from attn_mt.progress_bars import progress_bar
 
 CORPUS_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 CORPUS_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"

@@ -21,7 +21,7 @@ from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.trainset import TokenSequences
 from attn_mt.data.vocab import Vocab
 from attn_mt.data.word_pieces import WordPieces, splits_at_spaces
-from attn_mt.progress import progress_bar
+from attn_mt.progress_bars import progress_bar
 
 CHUNK = 20_000  # sentences per task: small enough for a steady progress bar, large enough to amortise a task
 UINT16_IDS = 1 << 16  # vocabularies up to this size store ids as uint16 (half the memory of int32)

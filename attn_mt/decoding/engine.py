@@ -18,7 +18,7 @@ from attn_mt.config import Config
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding.outputs import PROGRESS_DELAY_S, Hypothesis, Translation, prepare_sentence
 from attn_mt.errors import UserError
-from attn_mt.progress import progress_bar
+from attn_mt.progress_bars import progress_bar
 
 if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention

@@ -22,34 +22,14 @@ from typing import IO
 
 from tqdm import tqdm
 
-from attn_mt.progress import format_duration, is_terminal
+from attn_mt.progress_bars import format_duration, is_terminal
 from attn_mt.training.logs import FILE_ONLY
+from attn_mt.training.stopping import StopBounds
 
 log = logging.getLogger("attn_mt")
 
 STEPS, TIME_LIMIT = "steps", "time limit"  # what ends the run first, as the lines name it
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} {unit}{postfix}"
-
-
-@dataclass(frozen=True)
-class StopRule:
-    """The bounds that end a run: steps (from epochs and train.max_steps) and minutes; 0 = no bound."""
-
-    max_steps: int = 0
-    epochs: int = 0
-    steps_per_epoch: int = 0
-    time_limit_minutes: float = 0.0
-
-    @property
-    def step_bound(self) -> int:
-        """The last step the step bounds allow (0 when neither is set)."""
-        bounds = [b for b in (self.max_steps, self.epochs * self.steps_per_epoch) if b > 0]
-        return min(bounds) if bounds else 0
-
-    @property
-    def time_limit_s(self) -> float:
-        """The time limit in seconds (0 = none)."""
-        return self.time_limit_minutes * 60
 
 
 @dataclass(frozen=True)
@@ -71,7 +51,7 @@ class Position:
 class EndEstimate:
     """Estimates the end of a run from the speed of this session's steps (see the module docstring)."""
 
-    def __init__(self, rule: StopRule, start_step: int = 0, start_elapsed_s: float = 0.0):
+    def __init__(self, rule: StopBounds, start_step: int = 0, start_elapsed_s: float = 0.0):
         self.rule, self.start_step, self.start_elapsed_s = rule, start_step, start_elapsed_s
 
     def position(self, step: int, elapsed_s: float) -> Position:
@@ -110,7 +90,7 @@ class TrainingDisplay:
 
     def __init__(
         self,
-        rule: StopRule,
+        rule: StopBounds,
         *,
         start_step: int = 0,
         start_elapsed_s: float = 0.0,

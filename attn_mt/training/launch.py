@@ -32,8 +32,8 @@ from attn_mt.run.run_dir import (
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.logs import setup_logging
-from attn_mt.training.progress import TrainResult
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
+from attn_mt.training.run_state import TrainResult
 from attn_mt.training.stopping import StopReason
 from attn_mt.training.tensorboard import TensorBoardLog, require_tensorboard
 from attn_mt.training.trainer import Trainer

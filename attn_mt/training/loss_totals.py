@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from attn_mt.errors import UserError
-from attn_mt.training.progress import Progress
+from attn_mt.training.run_state import Progress
 
 
 class TrainingDivergedError(UserError):

@@ -1,11 +1,33 @@
-"""Why a training run stops, and the signals that ask it to."""
+"""When a training run stops (its bounds), why it stopped, and the signals that ask it to."""
 
 from __future__ import annotations
 
 import enum
 import signal
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
+
+
+@dataclass(frozen=True)
+class StopBounds:
+    """The bounds that end a run: steps (from epochs and train.max_steps) and minutes; 0 = no bound."""
+
+    max_steps: int = 0
+    epochs: int = 0
+    steps_per_epoch: int = 0
+    time_limit_minutes: float = 0.0
+
+    @property
+    def step_bound(self) -> int:
+        """The last step the step bounds allow (0 when neither is set)."""
+        bounds = [b for b in (self.max_steps, self.epochs * self.steps_per_epoch) if b > 0]
+        return min(bounds) if bounds else 0
+
+    @property
+    def time_limit_s(self) -> float:
+        """The time limit in seconds (0 = none)."""
+        return self.time_limit_minutes * 60
 
 
 class StopReason(str, enum.Enum):

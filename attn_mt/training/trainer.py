@@ -27,15 +27,15 @@ from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint, snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths, check_fits
-from attn_mt.training.display import StopRule, TrainingDisplay
+from attn_mt.training.display import TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
 from attn_mt.training.precision import choose_amp, restore_scaler
-from attn_mt.training.progress import Progress, Session, TrainResult
 from attn_mt.training.random_state import restore_rng, rng_state
+from attn_mt.training.run_state import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
-from attn_mt.training.stopping import StopReason, StopSignals
+from attn_mt.training.stopping import StopBounds, StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
 from attn_mt.training.validation import Validator
 
@@ -260,7 +260,7 @@ class Trainer:
     def _display(self) -> TrainingDisplay:
         """Progress on stderr (off when quiet): a bar on a terminal, a line per log window elsewhere."""
         tc = self.cfg.train
-        rule = StopRule(tc.max_steps, tc.epochs, self._steps_per_epoch(), tc.time_limit_minutes)
+        rule = StopBounds(tc.max_steps, tc.epochs, self._steps_per_epoch(), tc.time_limit_minutes)
         pr = self.progress
         return TrainingDisplay(rule, start_step=pr.step, start_elapsed_s=pr.elapsed_s, enabled=not self.quiet)
 
