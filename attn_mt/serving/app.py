@@ -1,10 +1,12 @@
 """The FastAPI application: the JSON API, the explorer page, and errors as one-line JSON answers.
 
-Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`,
-`GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's Swagger UI page with
-its script and style served from `/docs/static/*` (the files the fastapi-offline package ships),
-so every page works offline. Every error is a JSON object `{"error": "...", "problems": [...]}`
-with a 4xx status; a request never sees a traceback. A client that disconnects while its
+Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`
+(attn-mt's body, or LibreTranslate's as JSON or a form: serving/libretranslate.py), `GET /languages`
+(LibreTranslate's), `GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
+Swagger UI page with its script and style served from `/docs/static/*` (the files the
+fastapi-offline package ships), so every page works offline. Every error is a JSON object
+`{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
+LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
 translation is still queued has its job cancelled, so the worker never decodes it.
 """
 
@@ -14,28 +16,63 @@ import asyncio
 import logging
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import Discriminator, Tag
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attn_mt.serving.batcher import Batcher
-from attn_mt.serving.schemas import MAX_BODY_BYTES, ErrorBody, Info, TranslateRequest, TranslateResponse
-from attn_mt.serving.service import RequestError, TranslationService
+from attn_mt.serving.libretranslate import LibreTranslateError, answer, form_as_json, languages, plan
+from attn_mt.serving.schemas import (
+    MAX_BODY_BYTES,
+    ErrorBody,
+    Info,
+    Language,
+    LibreTranslateRequest,
+    LibreTranslateResponse,
+    TranslateRequest,
+    TranslateResponse,
+)
+from attn_mt.serving.service import DecodeOptions, RequestError, TranslationService
 
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
+FORM_TYPE = b"application/x-www-form-urlencoded"
 CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
     for code, what in ((400, "Malformed JSON"), (413, "Body too large"), (422, "Invalid request"))
 }
+LIBRETRANSLATE = "libretranslate"  # the tag of a LibreTranslate body in validation errors
+ATTN_MT = "attn-mt"
 log = logging.getLogger("attn_mt.serving")
+
+
+def body_kind(body: Any) -> str:
+    """Which API a /translate body speaks: LibreTranslate's when it has `q`, attn-mt's otherwise."""
+    if isinstance(body, LibreTranslateRequest) or (isinstance(body, dict) and "q" in body):
+        return LIBRETRANSLATE
+    return ATTN_MT
+
+
+TranslateBody = Annotated[
+    Annotated[TranslateRequest, Tag(ATTN_MT)] | Annotated[LibreTranslateRequest, Tag(LIBRETRANSLATE)],
+    Discriminator(body_kind),
+]
+# LibreTranslate's Python bindings post forms; FormBodies hands the route their fields as JSON.
+FORM_BODY = {
+    "requestBody": {
+        "content": {
+            FORM_TYPE.decode(): {"schema": {"$ref": "#/components/schemas/LibreTranslateRequest"}},
+        }
+    }
+}
 
 
 def error_response(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
@@ -47,13 +84,15 @@ def describe(error: dict[str, Any]) -> str:
     """One validation problem as `where: what`, e.g. `sentences[2]: Input should be a valid string`."""
     where = ""
     for part in error.get("loc", ())[1:]:  # the first part says body/query/path
+        if part in (ATTN_MT, LIBRETRANSLATE):  # which of the two /translate bodies it was
+            continue
         where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
     message = error.get("msg", "invalid value")
     if error.get("type") == "extra_forbidden":
         message = "unknown field (the API takes sentences, beam, nbest, length_penalty and attention)"
     elif error.get("type") == "missing" and not where:
         message = "the request has no JSON body"
-    elif error.get("type") == "model_attributes_type" and not where:
+    elif error.get("type") in ("model_attributes_type", "model_type") and not where:
         message = 'expected a JSON object such as {"sentences": ["i lost ."]}, sent as application/json'
     return f"{where or 'body'}: {message}"
 
@@ -78,6 +117,64 @@ async def results_unless_gone(job: Future, receive: Receive) -> Any:
     return results.result() if not results.cancelled() else None
 
 
+async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
+    """The request's body, read until it ends or passes `max_bytes`; None if the client disconnected."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if len(body) > max_bytes or not message.get("more_body", False):
+            return bytes(body)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app the body already read, then whatever the client sends next."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class FormBodies:
+    """A LibreTranslate form posted to /translate reaches the route as the same JSON object.
+
+    LibreTranslate's Python bindings post `application/x-www-form-urlencoded`; any other form (one
+    without `q`) passes unchanged and is refused as attn-mt's API refuses non-JSON bodies.
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/translate"):
+            await self.app(scope, receive, send)
+            return
+        kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+        if kind != FORM_TYPE:
+            await self.app(scope, receive, send)
+            return
+        body = await read_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            return
+        converted = form_as_json(body)
+        if converted is not None:
+            kept = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
+            sized = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(converted)).encode()),
+            ]
+            scope = {**scope, "headers": [*kept, *sized]}
+        await self.app(scope, replaying(converted or body, receive), send)
+
+
 class BodyLimit:
     """ASGI middleware: reads a request's whole body first and refuses one over `max_bytes` with 413."""
 
@@ -93,27 +190,13 @@ class BodyLimit:
         if declared.isdigit() and int(declared) > self.max_bytes:
             await self.refuse(scope, receive, send)
             return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away before sending its request; nothing to answer
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self.refuse(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        body = await read_body(receive, self.max_bytes)
+        if body is None:  # the client went away before sending its request; nothing to answer
+            return
+        if len(body) > self.max_bytes:
+            await self.refuse(scope, receive, send)
+            return
+        await self.app(scope, replaying(body, receive), send)
 
     async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 413 without reading the rest of the body."""
@@ -132,7 +215,8 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
     )
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(FormBodies)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # added last, so it runs first
     waiting: set[Future] = set()  # jobs of requests still waiting for their answer
 
     @app.exception_handler(RequestValidationError)
@@ -146,6 +230,8 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
             message = f"the body is not valid JSON: {detail}{where}"
             return error_response(400, message, [message])
         problems = [describe(e) for e in errors]
+        if any(LIBRETRANSLATE in e.get("loc", ()) for e in errors):  # LibreTranslate answers 400
+            return error_response(400, "Invalid request: " + "; ".join(problems), problems)
         return error_response(
             422,
             problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems),
@@ -194,23 +280,57 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
         """The model, its config, vocabularies, checkpoint, latest eval scores, limits and batching."""
         return service.info()
 
-    @app.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES)
-    async def translate(request: TranslateRequest, connection: Request) -> Any:
-        """Translate one or many sentences; requests arriving together are decoded in one batch."""
+    async def decoded(sentences: list[str], options: DecodeOptions, connection: Request) -> Any:
+        """The sentences' results from the decoding worker, or None if the client left first."""
+        job = batcher.submit(sentences, options)
+        waiting.add(job)
+        try:
+            return await results_unless_gone(job, connection.receive)
+        finally:
+            waiting.discard(job)
+
+    @app.post(
+        "/translate",
+        response_model=TranslateResponse | LibreTranslateResponse,
+        responses=ERROR_RESPONSES,
+        openapi_extra=FORM_BODY,
+    )
+    async def translate(request: Annotated[TranslateBody, Body()], connection: Request) -> Any:
+        """Translate one or many sentences; requests arriving together are decoded in one batch.
+
+        A body with `q` is LibreTranslate's (serving/libretranslate.py), as JSON or a form.
+        """
+        if isinstance(request, LibreTranslateRequest):
+            return await translate_libretranslate(request, connection)
         try:
             options = service.options(request)
         except RequestError as exc:
             return error_response(422, str(exc), [str(exc)])
-        job = batcher.submit(request.sentences, options)
-        waiting.add(job)
-        try:
-            results = await results_unless_gone(job, connection.receive)
-        finally:
-            waiting.discard(job)
+        results = await decoded(request.sentences, options, connection)
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
         return TranslateResponse(
             results=results, beam=options.beam, nbest=options.nbest, length_penalty=options.length_penalty
         )
+
+    async def translate_libretranslate(request: LibreTranslateRequest, connection: Request) -> Any:
+        """LibreTranslate's translate: texts split into sentences, decoded, joined back."""
+        config = service.run.config
+        try:
+            work = plan(request, config)
+            nbest = request.alternatives + 1
+            beam = max(config.decode.beam_size, nbest)
+            options = service.options(TranslateRequest(sentences=["-"], beam=beam, nbest=nbest))
+        except (LibreTranslateError, RequestError) as exc:
+            return error_response(400, str(exc), [str(exc)])
+        results = await decoded(work.sentences, options, connection) if work.sentences else []
+        if results is None:
+            return error_response(CLIENT_GONE, "the client closed its connection before the answer")
+        return JSONResponse(answer(request, work, results, config).model_dump(exclude_none=True))
+
+    @app.get("/languages", response_model=list[Language])
+    async def language_list() -> list[Language]:
+        """LibreTranslate's language list: the model's source language with its target, and the target."""
+        return languages(service.run.config)
 
     return app

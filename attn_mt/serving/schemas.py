@@ -8,7 +8,7 @@ read, such as a file name. A count such as `nbest` takes any JSON number that is
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
 from pydantic_core import PydanticCustomError
@@ -133,3 +133,48 @@ class ErrorBody(BaseModel):
 
     error: str
     problems: list[str] = Field(default_factory=list)
+
+
+# ----- LibreTranslate's API (serving/libretranslate.py) -----
+
+MAX_TEXT_CHARS = MAX_SENTENCES * MAX_CHARS  # characters in one LibreTranslate request's texts together
+
+
+class LibreTranslateRequest(BaseModel):
+    """LibreTranslate's translate request, as its clients send it (JSON, or a form with the same fields)."""
+
+    model_config = ConfigDict(extra="ignore")  # clients may send fields of newer LibreTranslate versions
+
+    q: StrictStr | Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_SENTENCES)] = Field(
+        description="A text, or a list of texts; each line is split into sentences and translated."
+    )
+    source: StrictStr = Field("auto", description='The model\'s source language code, or "auto".')
+    target: StrictStr = Field(description="The model's target language code.")
+    format: Literal["text"] = Field("text", description='"text" (HTML is not translated).')
+    alternatives: Count = Field(
+        0, ge=0, le=MAX_BEAM - 1, description="How many alternative translations, from the n-best list."
+    )
+    api_key: StrictStr | None = Field(None, description="Accepted and ignored: the server has no keys.")
+
+
+class DetectedLanguage(BaseModel):
+    """The source language (the model's own: no detection runs)."""
+
+    language: str
+    confidence: float
+
+
+class LibreTranslateResponse(BaseModel):
+    """LibreTranslate's answer: one text (or a list, as q was), alternatives when asked for."""
+
+    translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field names)
+    alternatives: list[str] | list[list[str]] | None = None
+    detectedLanguage: DetectedLanguage | list[DetectedLanguage] | None = None  # noqa: N815
+
+
+class Language(BaseModel):
+    """One language the server translates from or to (GET /languages)."""
+
+    code: str
+    name: str
+    targets: list[str]
