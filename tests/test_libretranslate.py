@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import call, server
 from libretranslatepy import LibreTranslateAPI
-from test_serving import call, server
 
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
@@ -76,6 +76,10 @@ def test_json_lists_alternatives_and_auto_detection(address, translator):
         ({"q": "Alpha.", "target": "fr", "alternatives": 1.5}, "Invalid request: alternatives"),
         ({"q": ["Alpha. " * 40] * 2, "target": "fr"}, "more than 64 sentences"),
         ({"q": [], "target": "fr"}, "Invalid request: q"),
+        (
+            {"q": "Alpha.", "target": "fr", "alternatives": 15},
+            "beam size 16 needs at least 32 target vocabulary",
+        ),
     ],
 )
 def test_libretranslate_errors_are_400_with_an_error_line(address, body, error):

@@ -86,14 +86,19 @@ class Engine(Protocol):
         ...
 
 
-def check_search(beam: int, nbest: int) -> None:
-    """Refuse a beam below 1 and an n-best outside 1..beam, with the same words for every engine."""
+def check_search(beam: int, nbest: int, vocab_size: int | None = None) -> None:
+    """Refuse a beam below 1, an n-best outside 1..beam, and (given the target vocabulary's size) a beam
+    whose 2 x beam candidates per step the vocabulary cannot fill, with the same words for every engine."""
     if beam < 1:
         raise UserError(f"beam must be at least 1, got {beam}")
     if nbest < 1:
         raise UserError(f"nbest must be at least 1, got {nbest}")
     if nbest > beam:
         raise UserError(f"nbest {nbest} needs a beam at least as large (the beam is {beam})")
+    if vocab_size is not None and vocab_size < 2 * beam:
+        raise UserError(
+            f"beam size {beam} needs at least {2 * beam} target vocabulary entries, got {vocab_size}"
+        )
 
 
 def check_attention(translation: Translation) -> None:

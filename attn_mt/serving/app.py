@@ -28,7 +28,14 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attn_mt.serving.batcher import Batcher
-from attn_mt.serving.libretranslate import LibreTranslateError, answer, form_as_json, languages, plan
+from attn_mt.serving.libretranslate import (
+    LibreTranslateError,
+    answer,
+    form_as_json,
+    languages,
+    model_languages,
+    plan,
+)
 from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
     ErrorBody,
@@ -213,6 +220,17 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+    source, target = model_languages(service.run.config)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's OpenAPI document, LibreTranslate's `source` and `target` narrowed to this model's."""
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            fields = schema["components"]["schemas"]["LibreTranslateRequest"]["properties"]
+            fields["source"]["enum"], fields["target"]["enum"] = [source, "auto"], [target]
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
     app.add_middleware(FormBodies)

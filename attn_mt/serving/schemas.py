@@ -138,6 +138,7 @@ class ErrorBody(BaseModel):
 # ----- LibreTranslate's API (serving/libretranslate.py) -----
 
 MAX_TEXT_CHARS = MAX_SENTENCES * MAX_CHARS  # characters in one LibreTranslate request's texts together
+Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS)]
 
 
 class LibreTranslateRequest(BaseModel):
@@ -145,14 +146,14 @@ class LibreTranslateRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")  # clients may send fields of newer LibreTranslate versions
 
-    q: StrictStr | Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_SENTENCES)] = Field(
+    q: Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_SENTENCES)] = Field(
         description="A text, or a list of texts; each line is split into sentences and translated."
     )
     source: StrictStr = Field("auto", description='The model\'s source language code, or "auto".')
     target: StrictStr = Field(description="The model's target language code.")
     format: Literal["text"] = Field("text", description='"text" (HTML is not translated).')
-    alternatives: Count = Field(
-        0, ge=0, le=MAX_BEAM - 1, description="How many alternative translations, from the n-best list."
+    alternatives: count(0, MAX_BEAM - 1) = Field(
+        0, description="How many alternative translations, from the n-best list."
     )
     api_key: StrictStr | None = Field(None, description="Accepted and ignored: the server has no keys.")
 

@@ -85,12 +85,12 @@ class TranslationService:
         self.max_batch, self.max_wait_s = max_batch, max_wait_s
 
     def options(self, request: TranslateRequest) -> DecodeOptions:
-        """The request's options with the run's defaults filled in; refuses an n-best larger than the beam."""
+        """The request's options with the run's defaults filled in; refuses a search the model cannot run."""
         decode = self.run.config.decode
         beam = decode.beam_size if request.beam is None else request.beam
         alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
         try:
-            check_search(beam, request.nbest)
+            check_search(beam, request.nbest, len(self.run.tgt_vocab))
         except UserError as exc:
             raise RequestError(str(exc)) from None
         return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
