@@ -158,16 +158,19 @@ def test_make_gpu_check_with_a_python_sets_up_nothing(tmp_path):
     clone.mkdir()
     shutil.copy(ROOT / "Makefile", clone / "Makefile")
     shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    # a make of its own, not a sub-make of `make test` (which would print its directories and pass on flags)
+    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     given = subprocess.run(
         ["make", "-n", "gpu-check", "PYTHON=/opt/cuda-python/bin/python3", "ARGS=--quick"],
         capture_output=True,
         text=True,
         cwd=clone,
         check=True,
+        env=alone,
     )
     assert given.stdout.strip().splitlines() == ["/opt/cuda-python/bin/python3 scripts/gpu_check.py --quick"]
     default = subprocess.run(
-        ["make", "-n", "gpu-check"], capture_output=True, text=True, cwd=clone, check=True
+        ["make", "-n", "gpu-check"], capture_output=True, text=True, cwd=clone, check=True, env=alone
     )
     assert (
         "-m venv .venv" in default.stdout and "pip install" in default.stdout
