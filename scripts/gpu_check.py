@@ -62,6 +62,8 @@ REQUIRED = {
     "fastapi_offline": "fastapi-offline>=1.7",
     "uvicorn": "uvicorn>=0.29",
     "sentencepiece": "sentencepiece>=0.2",
+    "filelock": "filelock>=3.12",
+    "sentencex": "sentencex>=1.0",
 }
 CTRANSLATE2 = "ctranslate2>=4.5,<5"  # optional: the CTranslate2 row is skipped without it
 OLDEST_TORCH = (2, 4)  # pyproject.toml's torch>=2.4
@@ -108,6 +110,15 @@ def missing_packages(modules: dict[str, str]) -> list[str]:
     for module, spec in modules.items():
         if importlib.util.find_spec(module) is None:
             lines.append(f"  {module}: {sys.executable} -m pip install '{spec}'")
+            continue
+        try:
+            importlib.import_module(module)
+        except (
+            ImportError
+        ) as exc:  # installed, but a package it needs is not (fastapi without opentelemetry-api)
+            lines.append(
+                f"  {module}: installed but does not import ({exc}): {sys.executable} -m pip install '{spec}'"
+            )
     return lines
 
 
@@ -344,9 +355,20 @@ class Check:
             ),
             "export",
         )
-        translated, seconds = run(
-            attn_mt("translate", str(folder), SENTENCE, "--device", self.args.device), "CTranslate2 translate"
-        )
+        try:
+            translated, seconds = run(
+                attn_mt("translate", str(folder), SENTENCE, "--device", self.args.device),
+                "CTranslate2 translate",
+            )
+        except CheckError as exc:
+            if "CTranslate2 cannot run on this GPU" not in str(exc):
+                raise
+            reason = str(exc).split("CTranslate2 cannot run on this GPU: ", 1)[1].split(". ", 1)[0]
+            return Row(
+                name,
+                result="skip",
+                note=f"the export passed; this machine lacks CTranslate2's CUDA: {reason}",
+            )
         if not translated.strip():
             raise CheckError(f"the CTranslate2 folder translated {SENTENCE!r} to nothing")
         return Row(
@@ -368,7 +390,13 @@ class Check:
                 ready, _, _ = select.select([proc.stdout], [], [], 180)
                 line = proc.stdout.readline() if ready else ""
                 if "http://127.0.0.1:" not in line:
-                    raise CheckError(f"serve did not start within 180 s: {line!r}")
+                    if proc.poll() is None and not ready:
+                        raise CheckError("serve printed no address within 180 s")
+                    proc.kill()
+                    _, errors = proc.communicate(timeout=30)
+                    raise CheckError(
+                        f"serve stopped before it listened (exit {proc.returncode}):\n{errors[-4000:]}"
+                    )
                 address = line.split("http://", 1)[1].split("/", 1)[0]
                 body = json.dumps({"sentences": [SENTENCE], "beam": 4}).encode()
                 request = urllib.request.Request(

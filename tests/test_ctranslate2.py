@@ -34,7 +34,7 @@ from tolerances import decoding_terms, float32_approx
 
 from attn_mt.config import load_config
 from attn_mt.data.vocab import Vocab
-from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator
+from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator, answer_of
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.search import max_output_lengths
 from attn_mt.decoding.translator import Translator
@@ -198,6 +198,26 @@ def test_the_folders_device_is_chosen_from_what_ctranslate2_sees():
         ctranslate2_device("cuda:2", 2)
     with pytest.raises(UserError, match="--device cuda: ctranslate2 sees no CUDA device"):
         ctranslate2_device("cuda", 0)
+
+
+class _Pending:
+    """Stands in for one asynchronous CTranslate2 answer whose `result()` raises `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def result(self) -> object:
+        raise self.error
+
+
+def test_a_cuda_library_ctranslate2_cannot_load_is_a_clear_error():
+    missing = RuntimeError(
+        "Library libcublas.so.12 is not found or cannot be loaded"
+    )  # seen on a CUDA 13 H200
+    with pytest.raises(UserError, match=r"cannot run on this GPU: Library libcublas\.so\.12 .*--device cpu"):
+        answer_of(_Pending(missing))
+    with pytest.raises(RuntimeError, match="out of memory"):  # other failures stay as they are
+        answer_of(_Pending(RuntimeError("CUDA failed with error out of memory")))
 
 
 def test_a_gru_run_is_refused_naming_the_formats_it_can_use(tmp_path):

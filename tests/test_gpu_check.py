@@ -134,6 +134,14 @@ def test_the_preflight_names_each_missing_package_with_its_pip_command(tmp_path)
     assert "typer" not in done.stderr
 
 
+def test_the_preflight_names_a_package_that_is_installed_but_cannot_import(tmp_path):
+    hide = "sys.modules['opentelemetry'] = None"  # fastapi imports it: a device image once lacked it
+    done = _gpu_check(tmp_path, "--quick", prelude=hide)
+    assert done.returncode == 1 and "|" not in done.stdout
+    assert "fastapi: installed but does not import" in done.stderr and "opentelemetry" in done.stderr
+    assert f"{sys.executable} -m pip install 'fastapi>=0.110'" in done.stderr
+
+
 def test_the_preflight_refuses_a_torch_older_than_attn_mt_needs(tmp_path):
     done = _gpu_check(tmp_path, "--quick", prelude="import torch; torch.__version__ = '2.1.2+cu121'")
     assert done.returncode == 1 and "|" not in done.stdout

@@ -45,12 +45,28 @@ from attn_mt.decoding.outputs import (
     max_source_tokens,
     output_length_limits,
 )
+from attn_mt.errors import UserError
 from attn_mt.run.ctranslate2_folder import Ctranslate2Model, import_ctranslate2
 
 if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention
 
 BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
+
+
+def answer_of(pending: object) -> object:
+    """The result of one asynchronous CTranslate2 call; a CUDA library it cannot load is a UserError."""
+    try:
+        return pending.result()
+    except RuntimeError as exc:
+        if "cannot be loaded" not in str(exc):
+            raise
+        raise UserError(
+            f"CTranslate2 cannot run on this GPU: {exc}. Its pip wheels are built for one CUDA major "
+            "version (CUDA 12 for ctranslate2 4.x); install that version's libraries (for example "
+            "`pip install nvidia-cublas-cu12`, with LD_LIBRARY_PATH pointing at them), or translate "
+            "with --device cpu, or translate the run itself rather than its CTranslate2 export"
+        ) from None
 
 
 @dataclass
@@ -136,7 +152,7 @@ class Ctranslate2Translator:
         """(ids, raw log-probability, ended with <eos>) of each hypothesis of one CTranslate2 answer."""
         if answer is None:
             return [([], 0.0, False)]
-        result = answer.result()
+        result = answer_of(answer)
         found = []
         for tokens, score in zip(result.hypotheses, result.scores, strict=True):
             ended = bool(tokens) and tokens[-1] == EOS
@@ -159,7 +175,7 @@ class Ctranslate2Translator:
                 asynchronous=True,
                 max_input_length=0,
             )
-        return [float(np.sum(answer.result().log_probs, dtype=np.float64)) for answer in answers]
+        return [float(np.sum(answer_of(answer).log_probs, dtype=np.float64)) for answer in answers]
 
     def translate(
         self,
