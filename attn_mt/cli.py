@@ -198,6 +198,20 @@ def serve(
     )
 
 
+@app.command()
+def lab(
+    run_dirs: list[Path] = typer.Argument(None, help="Trained runs to step through (optional)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
+    port: int = typer.Option(8001, "--port", help="TCP port (0: any free port, printed at start)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+) -> None:
+    """Serve the lab: a local page that runs the attention chapter's examples and steps through runs."""
+    from attn_mt.commands.lab import run_lab
+
+    run_lab(run_dirs or [], host=host, port=port, checkpoint=checkpoint, device=device)
+
+
 @app.command("eval")
 def evaluate(
     run_dir: Path = typer.Argument(..., help=MODEL_HELP),

@@ -76,8 +76,15 @@ SENTENCES = [en for en, _ in reverse_pairs(12, seed=7)] + [
 @contextmanager
 def server(run_dir: Path, *options: str) -> Iterator[str]:
     """`attn-mt serve RUN_DIR --port 0 ...` in its own process; yields its base URL, stops it after."""
+    with command_server("serve", str(run_dir), *options) as address:
+        yield address
+
+
+@contextmanager
+def command_server(*arguments: str) -> Iterator[str]:
+    """`attn-mt COMMAND ... --port 0 --device cpu` (serve or lab) in its own process; yields its address."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "attn_mt", "serve", str(run_dir), "--port", "0", "--device", "cpu", *options],
+        [sys.executable, "-m", "attn_mt", *arguments, "--port", "0", "--device", "cpu"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,0 +1,100 @@
+"""The lab's FastAPI application: the page, its panels as POST JSON endpoints, and attn-mt's source.
+
+Routes: `GET /` the page, `GET /page/*` its script and style (served here: the page works offline),
+`GET /api/panels` the panels and the runs the lab opened, `POST /api/PANEL` one panel computed by
+attn-mt's own functions on a JSON object of inputs, and `GET /source/attn_mt/FILE.py` a file of the
+package with numbered lines, which every panel links to. A bad input is answered with
+`{"error": "...", "problems": [...]}` and a 4xx status: 400 for a body that is not JSON, 413 for one
+over `MAX_BODY_BYTES`, 422 for an input a panel refuses; never a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from attn_mt.errors import UserError
+from attn_mt.serving.app import BodyLimit, error_response
+from attn_mt.serving.lab.inputs import LabError
+from attn_mt.serving.lab.shown import PACKAGE, ROOT
+
+PAGE_DIR = Path(__file__).parent / "page"
+MAX_BODY_BYTES = 256 * 1024  # a request body over this is refused with 413 before it is read
+Panel = Callable[[dict[str, Any]], dict[str, Any]]
+log = logging.getLogger("attn_mt.lab")
+
+
+def source_page(relative: str) -> str | None:
+    """A .py file of the attn_mt package as an HTML page with numbered, linkable lines; None if not one."""
+    path = (ROOT / relative).resolve()
+    if path.suffix != ".py" or not path.is_relative_to(PACKAGE) or not path.is_file():
+        return None
+    rows = "".join(
+        f'<tr id="L{n}"><td><a href="#L{n}">{n}</a></td><td><pre>{html.escape(line)}</pre></td></tr>'
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+    )
+    name = html.escape(relative)
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{name}</title>'
+        f'<link rel="stylesheet" href="/page/style.css"></head><body class="source"><h1>{name}</h1>'
+        f"<table>{rows}</table></body></html>"
+    )
+
+
+def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> FastAPI:
+    """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels."""
+    app = FastAPI(title="attn-mt lab", docs_url=None, redoc_url=None, openapi_url=None)
+    app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("error while answering %s %s", request.method, request.url.path)
+        return error_response(500, "internal error: the lab could not compute this")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(PAGE_DIR / "index.html", media_type="text/html")
+
+    @app.get("/source/{relative:path}", include_in_schema=False)
+    async def source(relative: str) -> HTMLResponse:
+        shown = source_page(relative)
+        if shown is None:
+            raise HTTPException(404, f"no attn-mt source file {relative!r}")
+        return HTMLResponse(shown)
+
+    @app.get("/api/panels")
+    async def listing() -> dict[str, Any]:
+        return description
+
+    @app.post("/api/{name}")
+    async def compute(name: str, request: Request) -> JSONResponse:
+        panel = panels.get(name)
+        if panel is None:
+            return error_response(404, f"no panel {name!r}; the lab has {', '.join(panels)}")
+        try:
+            state = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error_response(400, f"the body is not valid JSON: {exc}")
+        if not isinstance(state, dict):
+            return error_response(422, 'expected a JSON object of inputs, such as {"scores": "[[[1, 2]]]"}')
+        try:
+            return JSONResponse(await run_in_threadpool(panel, state))
+        except (LabError, UserError) as exc:
+            return error_response(422, str(exc), [str(exc)])
+
+    return app

@@ -1,0 +1,120 @@
+"""What a lab request may hold: tensors written as JSON text or lists, whole numbers and reals in ranges.
+
+Every panel's inputs arrive as one JSON object whose values are the text of the page's fields (or,
+from a script, numbers and nested lists). A value that is not what the field needs, a tensor of the
+wrong rank or shape, or one over `MAX_ELEMENTS` numbers raises `LabError`, which the server answers
+with its message and 422, so no input reaches torch unchecked and none can make the server work long.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import torch
+
+MAX_ELEMENTS = 4096  # numbers in one tensor a request may send or ask for (docs/lab.md)
+MAX_TEXT = 100_000  # characters of one field (4096 numbers of up to 20 characters fit)
+MAX_MAGNITUDE = 1e6  # largest absolute value of a tensor entry, so no product overflows float32
+
+
+class LabError(ValueError):
+    """An input the lab refuses, with a message for the page."""
+
+
+def field(state: dict[str, Any], key: str, default: Any) -> Any:
+    """The value of `key`, or `default` when the request leaves it out or blank."""
+    value = state.get(key, default)
+    return default if value is None or value == "" else value
+
+
+def _number(value: Any, key: str, what: str) -> float:
+    """A JSON number, or text holding one, as a finite float; LabError naming `what` was expected."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise LabError(f"{key}: expected {what}, got {value[:40]!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LabError(f"{key}: expected {what}, got {value!r}")
+    return float(value)
+
+
+def whole(state: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    """A whole number from `low` to `high` (text such as "3" is read as a number)."""
+    value = _number(field(state, key, default), key, "a whole number")
+    if not value.is_integer():
+        raise LabError(f"{key}: expected a whole number, got {value}")
+    if not low <= value <= high:
+        raise LabError(f"{key}: must be between {low} and {high}, got {int(value)}")
+    return int(value)
+
+
+def real(state: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    """A finite number from `low` to `high`."""
+    value = _number(field(state, key, default), key, "a number")
+    if not low <= value <= high:
+        raise LabError(f"{key}: must be between {low} and {high}, got {value}")
+    return value
+
+
+def choice(state: dict[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
+    """One of `allowed`."""
+    value = field(state, key, default)
+    if value not in allowed:
+        raise LabError(f"{key}: expected one of {', '.join(allowed)}, got {str(value)[:40]!r}")
+    return value
+
+
+def text(state: dict[str, Any], key: str, default: str, max_chars: int = 1000) -> str:
+    """A string of at most `max_chars` characters."""
+    value = field(state, key, default)
+    if not isinstance(value, str):
+        raise LabError(f"{key}: expected text, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise LabError(f"{key}: at most {max_chars} characters, got {len(value)}")
+    return value
+
+
+def _check_numbers(value: Any, key: str, where: str) -> int:
+    """Walk nested lists of numbers; the number of elements, or LabError naming the first bad entry."""
+    if isinstance(value, list):
+        return sum(_check_numbers(item, key, f"{where}[{i}]") for i, item in enumerate(value))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LabError(f"{key}{where}: expected a number, got {json.dumps(value)[:40]}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise LabError(f"{key}{where}: {value} is larger than the lab's limit of {MAX_MAGNITUDE:g} in size")
+    return 1
+
+
+def tensor(state: dict[str, Any], key: str, default: Any, ranks: tuple[int, ...]) -> torch.Tensor:
+    """A float32 tensor of one of `ranks` dimensions, written as JSON text ("[[1, 2], [3, 4]]") or lists."""
+    value = field(state, key, default)
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise LabError(f"{key}: at most {MAX_TEXT} characters, got {len(value)}")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise LabError(f"{key}: not a list of numbers such as [[1, 2], [3, 4]] ({exc.msg})") from None
+    count = _check_numbers(value, key, "")
+    if count > MAX_ELEMENTS:
+        raise LabError(f"{key}: {count} numbers, more than the lab's limit of {MAX_ELEMENTS}")
+    try:
+        result = torch.tensor(value, dtype=torch.float32)
+    except (ValueError, TypeError):
+        raise LabError(f"{key}: the rows must all have the same length (a rectangular tensor)") from None
+    if result.dim() not in ranks or result.numel() == 0:
+        wanted = " or ".join(f"{r}-D" for r in ranks)
+        raise LabError(f"{key}: expected a non-empty {wanted} tensor, got shape {tuple(result.shape)}")
+    return result
+
+
+def limit_elements(key: str, *sizes: int) -> None:
+    """Refuse a tensor of shape `sizes` a request asks the lab to make when it is over MAX_ELEMENTS."""
+    if math.prod(sizes) > MAX_ELEMENTS:
+        raise LabError(
+            f"{key}: shape {tuple(sizes)} holds {math.prod(sizes)} numbers, more than the lab's limit of "
+            f"{MAX_ELEMENTS}"
+        )

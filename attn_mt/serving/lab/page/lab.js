@@ -1,0 +1,296 @@
+// The attn-mt lab: each panel's inputs (the elements with data-key) are posted as a JSON object of
+// their texts to /api/PANEL; the server computes the panel with attn-mt's functions and the page only
+// draws what comes back (tensors as tables, plots as SVG lines, the code lines that ran). The open
+// panel and its inputs live in the URL's hash (#panel?key=value&...), so a link shares an example.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const DEBOUNCE_MS = 250;
+const PLOT = { width: 420, height: 220, margin: 36 };
+const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
+
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+const timers = new Map();
+const counters = new Map(); // panel -> number of its latest request, so older answers are dropped
+
+function element(tag, attributes = {}, text = "") {
+  const made = tag.startsWith("svg:")
+    ? document.createElementNS(SVG, tag.slice(4))
+    : document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) made.setAttribute(key, value);
+  if (text) made.textContent = text;
+  return made;
+}
+
+function panelState(section) {
+  const state = {};
+  for (const input of $$("[data-key]", section)) {
+    state[input.dataset.key] = input.type === "checkbox" ? String(input.checked) : input.value;
+  }
+  return state;
+}
+
+function setInputs(section, params) {
+  for (const input of $$("[data-key]", section)) {
+    if (!params.has(input.dataset.key)) continue;
+    const value = params.get(input.dataset.key);
+    if (input.type === "checkbox") input.checked = value === "true";
+    else input.value = value;
+  }
+  showSliderValues(section);
+}
+
+function showSliderValues(section) {
+  for (const input of $$("input[type=range][data-key]", section)) {
+    const out = $(`output[for="${input.id}"]`, section);
+    if (out) out.textContent = input.value;
+  }
+}
+
+function remember(section) {
+  const params = new URLSearchParams(panelState(section));
+  history.replaceState(null, "", `#${section.dataset.panel}?${params}`);
+}
+
+function open(name) {
+  for (const section of $$("section.panel")) section.hidden = section.dataset.panel !== name;
+  for (const tab of $$("nav a")) tab.classList.toggle("active", tab.dataset.panel === name);
+}
+
+function fromHash() {
+  const raw = location.hash.slice(1);
+  const cut = raw.indexOf("?");
+  const name = decodeURIComponent(cut < 0 ? raw : raw.slice(0, cut));
+  const section = $$("section.panel").find((s) => s.dataset.panel === name) || $("section.panel");
+  if (cut >= 0 && section.dataset.panel === name) setInputs(section, new URLSearchParams(raw.slice(cut + 1)));
+  return section;
+}
+
+function formatNumber(value) {
+  if (Number.isInteger(value)) return String(value);
+  return Math.abs(value) >= 1e4 || (Math.abs(value) < 1e-3 && value !== 0)
+    ? value.toExponential(2)
+    : value.toFixed(4);
+}
+
+function flatten(values) {
+  return Array.isArray(values) ? values.flatMap(flatten) : [values];
+}
+
+function shade(value, low, high) {
+  const t = high > low ? (value - low) / (high - low) : 0;
+  const mix = (from, to) => Math.round(from + (to - from) * t);
+  return `rgb(${mix(247, 8)}, ${mix(251, 81)}, ${mix(255, 156)})`;
+}
+
+// One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
+function matrixTable(tensor, rows, index, low, high) {
+  const table = element("table", { class: "matrix" });
+  rows.forEach((row, i) => {
+    const tr = element("tr");
+    tr.append(element("th", {}, String(i)));
+    const cells = Array.isArray(row) ? row : [row];
+    cells.forEach((value, j) => {
+      const at = Array.isArray(row) ? [...index, i, j] : [...index, i];
+      const masked = at.reduce((part, k) => part?.[k], tensor.masked);
+      const hover = at.reduce((part, k) => part?.[k], tensor.hover);
+      const td = element("td", { class: masked ? "cell masked" : "cell", "data-value": String(value),
+                                 "data-index": at.join(",") }, formatNumber(value));
+      td.style.background = masked ? "" : shade(value, low, high);
+      if (high > low && (value - low) / (high - low) > 0.6) td.classList.add("dark");
+      if (hover) td.title = hover;
+      tr.append(td);
+    });
+    table.append(tr);
+  });
+  return table;
+}
+
+// Every 2-D slice of a tensor of any rank: 1-D as one row, 3-D and 4-D as labelled slices.
+function slices(tensor, values, index, low, high, into) {
+  const depth = tensor.shape.length - index.length;
+  if (depth <= 2) {
+    const rows = depth === 1 ? [values] : values;
+    const label = index.length ? index.map((k, a) => `${tensor.axes[a]}=${k}`).join(", ") : "";
+    const box = element("div", { class: "slice" });
+    if (label) box.append(element("div", { class: "slice-label" }, label));
+    if (depth === 1) {
+      const table = matrixTable({ ...tensor, masked: tensor.masked && [tensor.masked],
+                                  hover: tensor.hover && [tensor.hover] }, rows, [], low, high);
+      for (const td of $$("td", table)) td.dataset.index = td.dataset.index.split(",").slice(1).join(",");
+      box.append(table);
+    } else {
+      box.append(matrixTable(tensor, rows, index, low, high));
+    }
+    into.append(box);
+    return;
+  }
+  values.forEach((part, k) => slices(tensor, part, [...index, k], low, high, into));
+}
+
+function drawTensor(tensor) {
+  const figure = element("figure", { class: "tensor", "data-name": tensor.name });
+  const shape = tensor.shape.map((n, a) => `${tensor.axes[a]}=${n}`).join(", ");
+  const caption = element("figcaption");
+  caption.append(element("b", {}, tensor.name), ` (${tensor.axes.join(", ")}) = (${tensor.shape.join(", ")})`);
+  caption.title = shape;
+  figure.append(caption);
+  const all = flatten(tensor.values);
+  const kept = tensor.masked ? all.filter((_, k) => !flatten(tensor.masked)[k]) : all;
+  const low = Math.min(...(kept.length ? kept : all));
+  const high = Math.max(...(kept.length ? kept : all));
+  const box = element("div", { class: all.length > 400 ? "slices dense" : "slices" });
+  slices(tensor, tensor.values, [], low, high, box);
+  figure.append(box);
+  if (tensor.note) figure.append(element("p", { class: "note" }, tensor.note));
+  return figure;
+}
+
+function drawPlot(plot) {
+  const { width, height, margin } = PLOT;
+  const figure = element("figure", { class: "plot", "data-title": plot.title });
+  figure.append(element("figcaption", {}, plot.title));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+  const xs = plot.series.flatMap((s) => s.x);
+  const ys = plot.series.flatMap((s) => s.y);
+  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+  const px = (x) => margin + ((x - x0) / (x1 - x0 || 1)) * (width - 2 * margin);
+  const py = (y) => height - margin - ((y - y0) / (y1 - y0 || 1)) * (height - 2 * margin);
+  svg.append(element("svg:line", { x1: margin, y1: height - margin, x2: width - margin,
+                                   y2: height - margin, class: "axis" }));
+  svg.append(element("svg:line", { x1: margin, y1: margin, x2: margin, y2: height - margin, class: "axis" }));
+  svg.append(element("svg:text", { x: width / 2, y: height - 6, class: "axis-label" }, plot.xlabel));
+  svg.append(element("svg:text", { x: 4, y: 14, class: "axis-label start" }, plot.ylabel));
+  svg.append(element("svg:text", { x: margin - 4, y: py(y1) + 4, class: "tick" }, formatNumber(y1)));
+  svg.append(element("svg:text", { x: margin - 4, y: py(y0), class: "tick" }, formatNumber(y0)));
+  svg.append(element("svg:text", { x: px(x1), y: height - margin + 14, class: "tick" }, formatNumber(x1)));
+  svg.append(element("svg:text", { x: px(x0), y: height - margin + 14, class: "tick" }, formatNumber(x0)));
+  plot.series.forEach((series, k) => {
+    const colour = COLOURS[k % COLOURS.length];
+    const group = element("svg:g", { class: "series", "data-label": series.label,
+                                     "data-y": JSON.stringify(series.y) });
+    if (series.points) {
+      series.x.forEach((x, i) => group.append(element("svg:circle", {
+        cx: px(x), cy: py(series.y[i]), r: 2.5, fill: colour, opacity: 0.6 })));
+    } else {
+      const points = series.x.map((x, i) => `${px(x)},${py(series.y[i])}`).join(" ");
+      group.append(element("svg:polyline", { points, fill: "none", stroke: colour, "stroke-width": 2 }));
+    }
+    group.append(element("svg:text", { x: width - margin, y: margin + 14 * k, fill: colour,
+                                       class: "legend" }, series.label));
+    svg.append(group);
+  });
+  figure.append(svg);
+  return figure;
+}
+
+function drawCode(lines) {
+  const list = element("ul", { class: "code" });
+  for (const line of lines) {
+    const item = element("li");
+    const link = element("a", { href: line.url, target: "_blank" }, `${line.file}:${line.line}`);
+    item.append(link, ` ${line.label}`);
+    list.append(item);
+  }
+  return list;
+}
+
+function draw(section, result) {
+  const out = $(".result", section);
+  out.replaceChildren();
+  if (result.text) {
+    for (const [key, value] of Object.entries(result.text)) {
+      out.append(element("p", { class: "text", "data-key": key }, value));
+    }
+  }
+  for (const note of result.notes) out.append(element("p", { class: "note" }, note));
+  const figures = element("div", { class: "figures" });
+  for (const plot of result.plots) figures.append(drawPlot(plot));
+  for (const tensor of result.tensors) figures.append(drawTensor(tensor));
+  out.append(figures);
+  out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
+}
+
+// Compute a panel; `keepUrl` leaves the address as it is (the first answer after the page opens).
+async function compute(section, keepUrl = false) {
+  const name = section.dataset.panel;
+  const number = (counters.get(name) || 0) + 1;
+  counters.set(name, number);
+  if (!keepUrl) remember(section);
+  const status = $(".status", section);
+  status.textContent = "computing…";
+  status.className = "status";
+  let response;
+  let body;
+  try {
+    response = await fetch(`/api/${name}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(panelState(section)),
+    });
+    body = await response.json();
+  } catch (error) {
+    if (counters.get(name) !== number) return;
+    status.textContent = `the lab did not answer: ${error}`;
+    status.className = "status error";
+    return;
+  }
+  if (counters.get(name) !== number) return;
+  status.dataset.code = String(response.status);
+  if (!response.ok) {
+    status.textContent = `${body.error} (HTTP ${response.status})`;
+    status.className = "status error";
+    return;
+  }
+  status.textContent = "computed on the server by the code below";
+  status.className = "status done";
+  draw(section, body);
+}
+
+function schedule(section, delay) {
+  clearTimeout(timers.get(section));
+  timers.set(section, setTimeout(() => compute(section), delay));
+}
+
+async function start() {
+  const listing = await (await fetch("/api/panels")).json();
+  for (const select of $$("select.runs")) {
+    const wanted = select.dataset.model;
+    for (const run of listing.runs.filter((r) => !wanted || r.model === wanted)) {
+      select.append(element("option", { value: run.name }, `${run.name} (${run.model})`));
+    }
+  }
+  for (const section of $$("section.panel")) {
+    for (const input of $$("[data-key]", section)) {
+      const delay = input.tagName === "TEXTAREA" || input.type === "text" ? DEBOUNCE_MS : 0;
+      input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input",
+        () => { showSliderValues(section); schedule(section, delay); });
+    }
+    for (const button of $$("button[data-set]", section)) {
+      button.addEventListener("click", () => {
+        setInputs(section, new URLSearchParams(button.dataset.set));
+        schedule(section, 0);
+      });
+    }
+  }
+  for (const tab of $$("nav a")) {
+    tab.addEventListener("click", (event) => {
+      event.preventDefault();
+      const section = $(`section.panel[data-panel="${tab.dataset.panel}"]`);
+      open(section.dataset.panel);
+      compute(section);
+    });
+  }
+  window.addEventListener("hashchange", () => {
+    const section = fromHash();
+    open(section.dataset.panel);
+    compute(section, true);
+  });
+  const section = fromHash();
+  open(section.dataset.panel);
+  showSliderValues(section);
+  compute(section, true);
+}
+
+start();

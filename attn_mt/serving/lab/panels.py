@@ -1,0 +1,32 @@
+"""The lab's panels by name, over the runs `attn-mt lab RUN_DIR ...` opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.app import Panel
+from attn_mt.serving.lab.scoring import masked_softmax_panel
+
+
+def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
+    """Name -> function of a panel's inputs; the panels over trained runs see `runs`."""
+    return {
+        "softmax": masked_softmax_panel,
+    }
+
+
+def description(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """What GET /api/panels answers: the panels and the runs (name, model type, checkpoint, step)."""
+    return {
+        "panels": list(lab_panels(runs)),
+        "runs": [
+            {
+                "name": name,
+                "model": run.config.model.type,
+                "checkpoint": run.checkpoint.name,
+                "step": run.step,
+            }
+            for name, run in runs.items()
+        ],
+    }

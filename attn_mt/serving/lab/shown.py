@@ -1,0 +1,99 @@
+"""What a lab panel answers: tensors labelled with the book's axis names, plots, and the code that ran.
+
+Every answer is a JSON object: `tensors` (name, axes such as ["B", "Q", "K"], shape, values and an
+optional mask of entries the computation set aside, or hover texts per entry), `plots` (lines over
+x), `code` (the attn-mt functions the panel ran, as file and line, linked to /source/FILE#LLINE) and
+`notes` (sentences that say what the numbers show).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PACKAGE = Path(__file__).resolve().parents[2]  # attn_mt/
+ROOT = PACKAGE.parent
+
+
+def shown(
+    name: str,
+    value: torch.Tensor,
+    axes: list[str],
+    mask: torch.Tensor | None = None,
+    hover: Any = None,
+    note: str = "",
+) -> dict[str, Any]:
+    """A tensor for the page: its name, axes in the book's letters, shape and values (and mask, hover)."""
+    if value.dim() != len(axes):
+        raise ValueError(f"{name}: {value.dim()}-D tensor labelled with {len(axes)} axes {axes}")
+    entry: dict[str, Any] = {
+        "name": name,
+        "axes": axes,
+        "shape": list(value.shape),
+        "values": value.detach().double().tolist(),
+    }
+    if mask is not None:
+        entry["masked"] = mask.expand_as(value).tolist()
+    if hover is not None:
+        entry["hover"] = hover
+    if note:
+        entry["note"] = note
+    return entry
+
+
+def code(function: Any, label: str = "") -> dict[str, Any]:
+    """Where an attn-mt function or class is defined: file relative to the repository, line, link."""
+    target = inspect.unwrap(function)
+    path = Path(inspect.getsourcefile(target)).resolve()
+    line = inspect.getsourcelines(target)[1]
+    file = path.relative_to(ROOT).as_posix()
+    return {
+        "label": label or getattr(target, "__qualname__", str(target)),
+        "file": file,
+        "line": line,
+        "url": f"/source/{file}#L{line}",
+    }
+
+
+def line_of(function: Any, needle: str, label: str) -> dict[str, Any]:
+    """The line of `function`'s source holding `needle` (the statement that computes what is shown)."""
+    entry = code(function, label)
+    lines, start = inspect.getsourcelines(inspect.unwrap(function))
+    for offset, source in enumerate(lines):
+        if needle in source:
+            entry["line"] = start + offset
+            entry["url"] = f"/source/{entry['file']}#L{entry['line']}"
+            return entry
+    raise ValueError(f"{needle!r} is not in the source of {entry['label']}")
+
+
+def plot(
+    title: str, xlabel: str, ylabel: str, series: list[tuple[str, Any, Any]], points: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Lines over x: each series is (label, x values, y values); those named in `points` are dots."""
+    return {
+        "title": title,
+        "xlabel": xlabel,
+        "ylabel": ylabel,
+        "series": [
+            {"label": label, "x": _floats(x), "y": _floats(y), "points": label in points}
+            for label, x, y in series
+        ],
+    }
+
+
+def _floats(values: Any) -> list[float]:
+    """A 1-D tensor or sequence as a list of floats."""
+    if isinstance(values, torch.Tensor):
+        return values.detach().double().reshape(-1).tolist()
+    return [float(v) for v in values]
+
+
+def answer(
+    tensors: list, code_lines: list, notes: list[str], plots: list | None = None, **extra: Any
+) -> dict:
+    """One panel's answer."""
+    return {"tensors": tensors, "code": code_lines, "notes": notes, "plots": plots or [], **extra}

@@ -1,0 +1,207 @@
+"""`attn-mt lab`: one lab process and one headless Chromium for the module; every panel's numbers on the
+page equal what attn-mt's functions give in this process for the same inputs, inputs live in the URL, and
+bad inputs get a message and a 4xx. With ATTN_MT_SCREENSHOTS=1 each panel's screenshot is written to
+docs/lab/ (for docs/lab.md)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from devtools import Browser
+from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
+
+from attn_mt.models.attention import masked_softmax
+from attn_mt.serving.lab.app import MAX_BODY_BYTES
+from attn_mt.serving.lab.inputs import MAX_ELEMENTS
+
+SCREENSHOTS = ROOT / "docs" / "lab"
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[str]:
+    """`attn-mt lab --port 0`: its address."""
+    with command_server("lab") as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def page(lab, tmp_path_factory) -> Iterator[Browser]:
+    """Headless Chromium on the lab's page, shared by the module's browser tests."""
+    browser = Browser(
+        chromium_binary(), CHROMIUM_FLAGS + ["--window-size=1280,900"], tmp_path_factory.mktemp("profile")
+    )
+    try:
+        browser.open(f"http://{lab}/")
+        yield browser
+        assert browser.errors() == []
+        origin = f"http://{lab}/"
+        assert all(url.startswith(origin) for url in browser.requested_urls()), browser.requested_urls()
+    finally:
+        browser.close()
+
+
+def show(page: Browser, lab: str, panel: str, **inputs: str) -> None:
+    """Open `panel` with `inputs` through the URL, as a shared link would, and wait for its answer."""
+    query = "&".join(f"{k}={_quote(v)}" for k, v in inputs.items())
+    page.evaluate(
+        "document.querySelectorAll('.status').forEach((s) => { s.textContent = ''; s.className = 'status'; })"
+    )
+    page.evaluate(f"location.hash = {json.dumps(f'{panel}?{query}')}")
+    wait_for_answer(page, panel)
+
+
+def _quote(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def wait_for_answer(page: Browser, panel: str) -> str:
+    """Wait until the panel's status says it computed (or refused); the status class."""
+    return page.wait_for(
+        f"(() => {{ const s = document.querySelector('#panel-{panel} .status'); "
+        "return (s.classList.contains('done') || s.classList.contains('error')) && s.className; })()"
+    )
+
+
+def type_into(page: Browser, panel: str, selector: str, text: str) -> str:
+    """Type `text` into an input of the panel as a user would; the status class once it has answered."""
+    page.evaluate(f"document.querySelector('#panel-{panel} .status').className = 'status'")
+    page.type_text(selector, text)
+    return wait_for_answer(page, panel)
+
+
+def values(page: Browser, panel: str, name: str) -> np.ndarray:
+    """The numbers of the tensor `name` on the page, in row-major order, as floats."""
+    found = page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')]"
+        f".filter((f) => f.dataset.name === {json.dumps(name)})"
+        ".map((f) => [...f.querySelectorAll('td.cell')].map((c) => Number(c.dataset.value)))"
+    )
+    assert len(found) == 1, f"{name}: {len(found)} tensors of that name on the page"
+    return np.asarray(found[0])
+
+
+def shape_label(page: Browser, panel: str, name: str) -> str:
+    """The caption of tensor `name`: its name, axes and shape."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(name)}).querySelector('figcaption').textContent"
+    )
+
+
+def masked_count(page: Browser, panel: str, name: str) -> int:
+    """How many entries of tensor `name` the page shows as masked."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(name)}).querySelectorAll('td.masked').length"
+    )
+
+
+def code_links(page: Browser, panel: str) -> list[str]:
+    """The `file:line` texts of the panel's code links."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} ul.code a')].map((a) => a.textContent)"
+    )
+
+
+def status(page: Browser, panel: str) -> tuple[str, str]:
+    """The panel's status text and the HTTP status of its last answer."""
+    return page.evaluate(
+        f"(() => {{ const s = document.querySelector('#panel-{panel} .status'); "
+        "return [s.textContent, s.dataset.code]; })()"
+    )
+
+
+def screenshot(page: Browser, panel: str) -> None:
+    """With ATTN_MT_SCREENSHOTS=1, the page as shown now, written to docs/lab/PANEL.png."""
+    if os.environ.get("ATTN_MT_SCREENSHOTS") != "1":
+        return
+    page.evaluate("window.scrollTo(0, 0)")
+    shot = page.send("Page.captureScreenshot", format="png")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    (SCREENSHOTS / f"{panel}.png").write_bytes(base64.b64decode(shot["data"]))
+
+
+def assert_close(shown: np.ndarray, expected: torch.Tensor) -> None:
+    """The page's numbers equal the tensor's to TOLERANCE."""
+    np.testing.assert_allclose(shown, expected.double().reshape(-1).numpy(), atol=TOLERANCE, rtol=0)
+
+
+def test_masked_softmax_panel(lab, page):
+    scores = [[[0.5, -1.0, 2.0, 0.25], [1.5, 0.5, -0.5, 3.0]], [[0.0, 1.0, 2.0, 3.0], [3.0, 2.0, 1.0, 0.0]]]
+    show(page, lab, "softmax", scores=json.dumps(scores), valid_lens="[2, 3]")
+    X = torch.tensor(scores)
+    assert_close(
+        values(page, "softmax", "masked_softmax(X, valid_lens)"), masked_softmax(X, torch.tensor([2, 3]))
+    )
+    assert masked_count(page, "softmax", "masked_softmax(X, valid_lens)") == 2 * 2 + 1 * 2
+    assert shape_label(page, "softmax", "masked_softmax(X, valid_lens)").endswith("(B, Q, K) = (2, 2, 4)")
+    assert "attn_mt/models/attention.py:" in " ".join(code_links(page, "softmax"))
+
+    assert type_into(page, "softmax", "#softmax-valid-lens", "[[1, 3], [0, 4]]") == "status done"
+    two_d = masked_softmax(X, torch.tensor([[1, 3], [0, 4]]))
+    assert_close(values(page, "softmax", "masked_softmax(X, valid_lens)"), two_d)
+    assert "valid_lens=" in page.evaluate("decodeURIComponent(location.hash)")
+    assert values(page, "softmax", "masked_softmax(X, valid_lens)")[8:12].tolist() == [0, 0, 0, 0]
+    screenshot(page, "softmax")
+
+    link = page.evaluate("location.href")  # the state in the URL reproduces the numbers in a new page
+    page.evaluate("location.hash = ''")
+    page.open(link)
+    wait_for_answer(page, "softmax")
+    assert_close(values(page, "softmax", "masked_softmax(X, valid_lens)"), two_d)
+
+    assert type_into(page, "softmax", "#softmax-valid-lens", "[5, 1]") == "status error"
+    message, code = status(page, "softmax")
+    assert code == "422" and "past the number of keys" in message
+    assert type_into(page, "softmax", "#softmax-scores", "[[[1, two]]]") == "status error"
+    assert status(page, "softmax")[1] == "422"
+
+
+BAD_INPUTS = {
+    "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
+    "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
+    "ragged": ("softmax", {"scores": "[[[1, 2], [3]]]"}, "same length"),
+    "wrong-rank": ("softmax", {"scores": "[1, 2]"}, "3-D"),
+    "valid-lens-shape": ("softmax", {"valid_lens": "[1, 2, 3]"}, "expected shape (2,)"),
+    "valid-lens-past-keys": ("softmax", {"valid_lens": "[2, 5]"}, "past the number of keys"),
+    "valid-lens-fraction": ("softmax", {"valid_lens": "[1.5, 2]"}, "whole numbers"),
+    "huge-tensor": ("softmax", {"scores": json.dumps([[[0.0] * 100] * 50])}, "limit of"),
+    "huge-tensor-as-lists": ("softmax", {"scores": [[[0.5] * 100] * 50]}, "limit of"),
+    "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_inputs_get_a_message_and_422(lab, case):
+    panel, inputs, message = BAD_INPUTS[case]
+    code, body = call(lab, f"/api/{panel}", inputs)
+    assert code == 422 and message in body["error"], body
+    assert set(body) == {"error", "problems"}
+
+
+def test_http_errors_of_the_lab(lab):
+    assert call(lab, "/api/softmax", raw=b'{"scores": ')[0] == 400
+    assert call(lab, "/api/softmax", [1, 2])[0] == 422
+    assert call(lab, "/api/nothing", {})[0] == 404
+    code, body = call(lab, "/api/softmax", raw=b" " * (MAX_BODY_BYTES + 1))
+    assert code == 413 and str(MAX_BODY_BYTES) in body["error"]
+    assert MAX_ELEMENTS * 8 < MAX_BODY_BYTES  # a tensor at the limit fits in a body
+    status, kind, text = fetch(lab, "/source/attn_mt/models/attention.py")
+    assert status == 200 and kind.startswith("text/html") and b'id="L1"' in text
+    for outside in (
+        "/source/../pyproject.toml",
+        "/source/attn_mt/../pyproject.toml",
+        "/source/tests/helpers.py",
+    ):
+        assert fetch(lab, outside)[0] == 404, outside
+    page = fetch(lab, "/")[2].decode("utf-8")
+    assert "://" not in page.replace('"http://www.w3.org', "")  # nothing from another host
