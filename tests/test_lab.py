@@ -16,7 +16,7 @@ import torch
 from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 
-from attn_mt.models.attention import masked_softmax
+from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
 from attn_mt.serving.lab.app import MAX_BODY_BYTES
 from attn_mt.serving.lab.inputs import MAX_ELEMENTS
 
@@ -75,6 +75,20 @@ def type_into(page: Browser, panel: str, selector: str, text: str) -> str:
     """Type `text` into an input of the panel as a user would; the status class once it has answered."""
     page.evaluate(f"document.querySelector('#panel-{panel} .status').className = 'status'")
     page.type_text(selector, text)
+    return wait_for_answer(page, panel)
+
+
+def slide(page: Browser, panel: str, selector: str, value: str | bool) -> str:
+    """Move a slider (or tick a checkbox) of the panel as a user would; the status class once answered."""
+    page.evaluate(f"document.querySelector('#panel-{panel} .status').className = 'status'")
+    page.evaluate(
+        f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+        + (
+            f"e.checked = {json.dumps(value)}; e.dispatchEvent(new Event('change')); }})()"
+            if isinstance(value, bool)
+            else f"e.value = {json.dumps(value)}; e.dispatchEvent(new Event('input')); }})()"
+        )
+    )
     return wait_for_answer(page, panel)
 
 
@@ -166,6 +180,74 @@ def test_masked_softmax_panel(lab, page):
     assert status(page, "softmax")[1] == "422"
 
 
+def test_scoring_functions_panel(lab, page):
+    queries, keys = [[[1.0, 0.5], [0.0, 2.0]]], [[[1.0, 0.0], [0.5, 1.0], [1.0, 1.0]]]
+    values_in = [[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]]
+    show(
+        page,
+        lab,
+        "scoring",
+        queries=json.dumps(queries),
+        keys=json.dumps(keys),
+        values=json.dumps(values_in),
+        num_hiddens="6",
+        seed="3",
+        valid_lens="",
+    )
+    Q, K, V = torch.tensor(queries), torch.tensor(keys), torch.tensor(values_in)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        additive = AdditiveAttention(key_size=2, query_size=2, num_hiddens=6, dropout=0.0)
+    dot = DotProductAttention(dropout=0.0)
+    with torch.no_grad():
+        additive(Q, K, V)
+        dot_output = dot(Q, K, V)
+    assert_close(values(page, "scoring", "additive: attention_weights"), additive.attention_weights)
+    assert_close(values(page, "scoring", "scaled dot-product: attention_weights"), dot.attention_weights)
+    assert_close(values(page, "scoring", "scaled dot-product: output"), dot_output)
+    assert_close(values(page, "scoring", "Q Kᵀ"), Q @ K.transpose(1, 2))
+    hover = page.evaluate(
+        "[...document.querySelectorAll('#panel-scoring figure.tensor')]"
+        ".find((f) => f.dataset.name === 'Q Kᵀ').querySelector('td.cell[data-index=\"0,0,1\"]').title"
+    )
+    assert hover == "1×0.5 + 0.5×1 = 1"
+    screenshot(page, "scoring")
+
+    assert type_into(page, "scoring", "#scoring-keys", "[[[0, 1], [0.5, 1], [1, 1]]]") == "status done"
+    K2 = torch.tensor([[[0.0, 1.0], [0.5, 1.0], [1.0, 1.0]]])
+    with torch.no_grad():
+        additive(Q, K2, V)
+        dot(Q, K2, V)
+    assert_close(values(page, "scoring", "additive: attention_weights"), additive.attention_weights)
+    assert_close(values(page, "scoring", "scaled dot-product: attention_weights"), dot.attention_weights)
+    assert type_into(page, "scoring", "#scoring-values", "[[[1, 0], [0, 1]]]") == "status error"
+    assert status(page, "scoring")[1] == "422"
+
+
+def test_key_size_panel(lab, page):
+    show(page, lab, "keysize", d="16", seed="5", scaled="true")
+    assert slide(page, "keysize", "#keysize-d", "256") == "status done"
+    generator = torch.Generator().manual_seed(5)
+    q, k = torch.randn(1, 1, 256, generator=generator), torch.randn(1, 8, 256, generator=generator)
+    v = torch.arange(8.0).reshape(1, 8, 1)
+    attention = DotProductAttention(dropout=0.0)
+    attention(q, k, v)
+    assert_close(values(page, "keysize", "attention_weights"), attention.attention_weights)
+    scaled_top = values(page, "keysize", "attention_weights").max()
+    assert slide(page, "keysize", "#keysize-scaled", False) == "status done"
+    attention(q * 16.0, k, v)
+    assert_close(values(page, "keysize", "attention_weights"), attention.attention_weights)
+    assert values(page, "keysize", "attention_weights").max() > scaled_top
+    assert "scaled=false" in page.evaluate("location.hash") and "d=256" in page.evaluate("location.hash")
+    curves = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#panel-keysize g.series')]"
+        ".map((g) => [g.dataset.label, JSON.parse(g.dataset.y)]))"
+    )
+    with_scale, without = curves["std of scores with √d"], curves["std of scores without √d"]
+    assert max(with_scale) < 2 and without[-1] > 16  # unit spread against sqrt(1024) = 32
+    screenshot(page, "keysize")
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
@@ -176,6 +258,10 @@ BAD_INPUTS = {
     "valid-lens-fraction": ("softmax", {"valid_lens": "[1.5, 2]"}, "whole numbers"),
     "huge-tensor": ("softmax", {"scores": json.dumps([[[0.0] * 100] * 50])}, "limit of"),
     "huge-tensor-as-lists": ("softmax", {"scores": [[[0.5] * 100] * 50]}, "limit of"),
+    "scoring-mismatched-keys": ("scoring", {"values": "[[[1, 0]]]"}, "must share"),
+    "scoring-hidden-size": ("scoring", {"num_hiddens": "1000"}, "between 1 and 64"),
+    "key-size-as-text": ("keysize", {"d": "large"}, "whole number"),
+    "key-size-too-large": ("keysize", {"d": 5000}, "between 1 and 1024"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 

@@ -6,13 +6,15 @@ from typing import Any
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
-from attn_mt.serving.lab.scoring import masked_softmax_panel
+from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 
 
 def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
     """Name -> function of a panel's inputs; the panels over trained runs see `runs`."""
     return {
         "softmax": masked_softmax_panel,
+        "scoring": scoring_panel,
+        "keysize": key_size_panel,
     }
 
 

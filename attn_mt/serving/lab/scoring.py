@@ -7,17 +7,20 @@ v value size, H the additive attention's hidden size.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from attn_mt.models.attention import (
+    AdditiveAttention,
     AttentionMask,
+    DotProductAttention,
     masked_softmax,
     softmax_with_mask,
 )
-from attn_mt.serving.lab.inputs import LabError, tensor
-from attn_mt.serving.lab.shown import answer, code, line_of, shown
+from attn_mt.serving.lab.inputs import LabError, tensor, whole
+from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
 
 DEFAULT_SCORES = (
     "[[[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.4, 0.6]], [[0.7, 0.3, 0.1, 0.5], [0.6, 0.2, 0.9, 0.4]]]"
@@ -84,3 +87,163 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
         line_of(softmax_with_mask, "masked_fill(mask.blocked", "softmax_with_mask"),
     ]
     return answer(tensors, lines, notes)
+
+
+def seeded_additive(key_size: int, query_size: int, num_hiddens: int, seed: int) -> AdditiveAttention:
+    """AdditiveAttention(key_size, query_size, num_hiddens, dropout 0) as manual_seed(seed) starts it."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        attention = AdditiveAttention(key_size, query_size, num_hiddens, dropout=0.0)
+    return attention.eval()
+
+
+def dot_product_terms(queries: torch.Tensor, keys: torch.Tensor) -> list:
+    """(B, Q, K) nested texts: each q . k written out as its products and their sum, for hovering."""
+    terms = queries.unsqueeze(2) * keys.unsqueeze(1)  # (B, Q, K, d)
+    return [
+        [
+            [
+                " + ".join(f"{a:g}×{b:g}" for a, b in zip(q.tolist(), k.tolist(), strict=True))
+                + f" = {t.sum():g}"
+                for k, t in zip(batch_keys, row_terms, strict=True)
+            ]
+            for q, row_terms in zip(batch_queries, batch_terms, strict=True)
+        ]
+        for batch_queries, batch_keys, batch_terms in zip(queries, keys, terms, strict=True)
+    ]
+
+
+def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """Toy queries, keys and values -> additive and scaled dot-product weights side by side, and Q K^T."""
+    queries = tensor(state, "queries", DEFAULT_QUERIES, (3,))  # (B, Q, q)
+    keys = tensor(state, "keys", DEFAULT_KEYS, (3,))  # (B, K, k)
+    values = tensor(state, "values", DEFAULT_VALUES, (3,))  # (B, K, v)
+    hiddens = whole(state, "num_hiddens", 8, 1, 64)
+    seed = whole(state, "seed", 0, 0, 2**31 - 1)
+    if queries.shape[0] != keys.shape[0] or keys.shape[:2] != values.shape[:2]:
+        raise LabError(
+            f"queries {tuple(queries.shape)}, keys {tuple(keys.shape)} and values {tuple(values.shape)} "
+            "must share the batch size B, and keys and values the number of pairs K"
+        )
+    valid_lens = valid_lens_of(state, (queries.shape[0], queries.shape[1], keys.shape[1]), "")
+    blocked = blocked_keys(valid_lens, (queries.shape[0], queries.shape[1], keys.shape[1]))
+    additive = seeded_additive(keys.shape[2], queries.shape[2], hiddens, seed)
+    with torch.no_grad():
+        additive_output = additive(queries, keys, values, valid_lens)  # (B, Q, v)
+    tensors = [
+        shown("queries", queries, ["B", "Q", "q"]),
+        shown("keys", keys, ["B", "K", "k"]),
+        shown("values", values, ["B", "K", "v"]),
+        shown("additive: attention_weights", additive.attention_weights, ["B", "Q", "K"], mask=blocked),
+    ]
+    lines = [
+        line_of(AdditiveAttention.attend, "torch.tanh(self.W_q(queries)", "AdditiveAttention.attend"),
+        line_of(AdditiveAttention.attend, "scores = self.w_v", "AdditiveAttention.attend"),
+    ]
+    notes = [
+        f"Additive attention learns W_q (q -> {hiddens}), W_k (k -> {hiddens}) and w_v; here they hold "
+        f"torch's initial values after manual_seed({seed}), so queries and keys may have different sizes.",
+    ]
+    if queries.shape[2] == keys.shape[2]:
+        dot = DotProductAttention(dropout=0.0).eval()
+        with torch.no_grad():
+            dot_output = dot(queries, keys, values, valid_lens)  # (B, Q, v)
+        products = torch.matmul(queries, keys.transpose(1, 2))  # (B, Q, K)
+        tensors += [
+            shown(
+                "scaled dot-product: attention_weights", dot.attention_weights, ["B", "Q", "K"], mask=blocked
+            ),
+            shown(
+                "Q Kᵀ",
+                products,
+                ["B", "Q", "K"],
+                hover=dot_product_terms(queries, keys),
+                note="Point at a cell to see its dot product written out.",
+            ),
+            shown("Q Kᵀ / √d", products / math.sqrt(queries.shape[2]), ["B", "Q", "K"], mask=blocked),
+            shown("additive: output", additive_output, ["B", "Q", "v"]),
+            shown("scaled dot-product: output", dot_output, ["B", "Q", "v"]),
+        ]
+        lines.append(
+            line_of(
+                DotProductAttention.attend,
+                "torch.matmul(queries, keys.transpose",
+                "DotProductAttention.attend",
+            )
+        )
+        notes.append(
+            "Each output row is the attention-weighted average of the values: "
+            "weights (B, Q, K) times values (B, K, v)."
+        )
+    else:
+        tensors.append(shown("additive: output", additive_output, ["B", "Q", "v"]))
+        notes.append(
+            f"Scaled dot-product attention needs queries and keys of one size d; these are "
+            f"q = {queries.shape[2]} and k = {keys.shape[2]}, so only additive attention applies."
+        )
+    return answer(tensors, lines, notes)
+
+
+def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """One random query over 8 random keys of size d, with or without the 1/sqrt(d) scale, and the spread
+    of the scores and the largest weight as d goes from 1 to 1024, both ways."""
+    d = whole(state, "d", 64, 1, MAX_KEY_SIZE)
+    seed = whole(state, "seed", 0, 0, 2**31 - 1)
+    scaled = str(state.get("scaled", "true")).lower() != "false"
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(1, 1, d, generator=generator)  # (1, 1, d)
+    keys = torch.randn(1, SWEEP_KEYS, d, generator=generator)  # (1, K, d)
+    values = torch.arange(SWEEP_KEYS, dtype=torch.float32).reshape(1, SWEEP_KEYS, 1)  # (1, K, 1)
+    factor = 1.0 if scaled else math.sqrt(d)  # unscaled: the same function on queries times sqrt(d)
+    attention = DotProductAttention(dropout=0.0).eval()
+    with torch.no_grad():
+        output = attention(queries * factor, keys, values)  # (1, 1, 1)
+    weights = attention.attention_weights  # (1, 1, K)
+    scores = torch.matmul(queries * factor, keys.transpose(1, 2)) / math.sqrt(d)  # (1, 1, K)
+    series: dict[str, list[float]] = {}
+    sweep = torch.Generator().manual_seed(seed)
+    for size in KEY_SIZES:
+        q = torch.randn(SWEEP_QUERIES, 1, size, generator=sweep)  # (N, 1, d)
+        k = torch.randn(SWEEP_QUERIES, SWEEP_KEYS, size, generator=sweep)  # (N, K, d)
+        v = torch.zeros(SWEEP_QUERIES, SWEEP_KEYS, 1)  # (N, K, 1)
+        for name, times in (("with √d", 1.0), ("without √d", math.sqrt(size))):
+            with torch.no_grad():
+                attention(q * times, k, v)
+            raw = torch.matmul(q * times, k.transpose(1, 2)) / math.sqrt(size)  # (N, 1, K)
+            series.setdefault(f"std of scores {name}", []).append(float(raw.std()))
+            series.setdefault(f"largest weight {name}", []).append(
+                float(attention.attention_weights.amax(-1).mean())
+            )
+    sizes = [math.log2(size) for size in KEY_SIZES]
+    plots = [
+        plot(
+            "spread of the scores", "log2 d", "std", [(n, sizes, y) for n, y in series.items() if "std" in n]
+        ),
+        plot(
+            "largest weight of 8 keys (mean)",
+            "log2 d",
+            "weight",
+            [(n, sizes, y) for n, y in series.items() if "largest" in n],
+        ),
+    ]
+    name = "q kᵀ / √d" if scaled else "q kᵀ (no scale)"
+    tensors = [
+        shown(f"scores {name}", scores, ["B", "Q", "K"]),
+        shown("attention_weights", weights, ["B", "Q", "K"]),
+        shown("output: weighted mean of the values 0..7", output, ["B", "Q", "v"]),
+    ]
+    notes = [
+        f"q and the 8 keys have d = {d} entries drawn from N(0, 1), so q · k has variance d. "
+        + (
+            "Dividing by √d brings the scores back to unit variance whatever d is."
+            if scaled
+            else "Without the scale the scores spread like √d: the softmax puts nearly all weight on one "
+            "key, and its gradients vanish."
+        ),
+    ]
+    lines = [
+        line_of(
+            DotProductAttention.attend, "torch.matmul(queries, keys.transpose", "DotProductAttention.attend"
+        )
+    ]
+    return answer(tensors, lines, notes, plots)

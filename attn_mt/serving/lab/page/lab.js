@@ -6,7 +6,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
-const PLOT = { width: 420, height: 220, margin: 36 };
+const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
 
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -148,22 +148,22 @@ function drawTensor(tensor) {
 }
 
 function drawPlot(plot) {
-  const { width, height, margin } = PLOT;
+  const { width, height, margin, left } = PLOT;
   const figure = element("figure", { class: "plot", "data-title": plot.title });
   figure.append(element("figcaption", {}, plot.title));
   const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
   const xs = plot.series.flatMap((s) => s.x);
   const ys = plot.series.flatMap((s) => s.y);
   const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-  const px = (x) => margin + ((x - x0) / (x1 - x0 || 1)) * (width - 2 * margin);
+  const px = (x) => left + ((x - x0) / (x1 - x0 || 1)) * (width - left - margin);
   const py = (y) => height - margin - ((y - y0) / (y1 - y0 || 1)) * (height - 2 * margin);
-  svg.append(element("svg:line", { x1: margin, y1: height - margin, x2: width - margin,
+  svg.append(element("svg:line", { x1: left, y1: height - margin, x2: width - margin,
                                    y2: height - margin, class: "axis" }));
-  svg.append(element("svg:line", { x1: margin, y1: margin, x2: margin, y2: height - margin, class: "axis" }));
+  svg.append(element("svg:line", { x1: left, y1: margin, x2: left, y2: height - margin, class: "axis" }));
   svg.append(element("svg:text", { x: width / 2, y: height - 6, class: "axis-label" }, plot.xlabel));
   svg.append(element("svg:text", { x: 4, y: 14, class: "axis-label start" }, plot.ylabel));
-  svg.append(element("svg:text", { x: margin - 4, y: py(y1) + 4, class: "tick" }, formatNumber(y1)));
-  svg.append(element("svg:text", { x: margin - 4, y: py(y0), class: "tick" }, formatNumber(y0)));
+  svg.append(element("svg:text", { x: left - 4, y: py(y1) + 4, class: "tick" }, formatNumber(y1)));
+  svg.append(element("svg:text", { x: left - 4, y: py(y0), class: "tick" }, formatNumber(y0)));
   svg.append(element("svg:text", { x: px(x1), y: height - margin + 14, class: "tick" }, formatNumber(x1)));
   svg.append(element("svg:text", { x: px(x0), y: height - margin + 14, class: "tick" }, formatNumber(x0)));
   plot.series.forEach((series, k) => {
@@ -177,7 +177,7 @@ function drawPlot(plot) {
       const points = series.x.map((x, i) => `${px(x)},${py(series.y[i])}`).join(" ");
       group.append(element("svg:polyline", { points, fill: "none", stroke: colour, "stroke-width": 2 }));
     }
-    group.append(element("svg:text", { x: width - margin, y: margin + 14 * k, fill: colour,
+    group.append(element("svg:text", { x: width - margin, y: margin + 14 * k, style: `fill: ${colour}`,
                                        class: "legend" }, series.label));
     svg.append(group);
   });
