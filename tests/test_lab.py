@@ -17,6 +17,7 @@ from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
+from attn_mt.models.positional import sinusoid_table
 from attn_mt.serving.lab.app import MAX_BODY_BYTES
 from attn_mt.serving.lab.inputs import MAX_ELEMENTS
 
@@ -248,6 +249,39 @@ def test_key_size_panel(lab, page):
     screenshot(page, "keysize")
 
 
+def rotation(k: int, hiddens: int) -> torch.Tensor:
+    """The shift by k written out pair by pair: [[cos, sin], [-sin, cos]] of k / 10000^(2j / H)."""
+    M = torch.zeros(hiddens, hiddens, dtype=torch.float64)
+    for j in range(hiddens // 2):
+        angle = torch.tensor(k / 10000 ** (2 * j / hiddens), dtype=torch.float64)
+        M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.stack(
+            [torch.stack([angle.cos(), angle.sin()]), torch.stack([-angle.sin(), angle.cos()])]
+        )
+    return M
+
+
+def test_positional_encoding_panel(lab, page):
+    show(page, lab, "positions", num_steps="40", num_hiddens="16", position="5", dimension="4", shift="7")
+    table = sinusoid_table(40, 16)
+    assert_close(values(page, "positions", "P (positional encoding)"), table)
+    assert_close(values(page, "positions", "P[5] (row i = 5)"), table[5])
+    assert_close(values(page, "positions", "M_7 (shift by k = 7)"), rotation(7, 16))
+    np.testing.assert_allclose(values(page, "positions", "M_7 · P[5]"), table[12].double().numpy(), atol=1e-5)
+    assert shape_label(page, "positions", "M_7 (shift by k = 7)").endswith("(H, H) = (16, 16)")
+    assert slide(page, "positions", "#positions-shift", "20") == "status done"
+    assert_close(values(page, "positions", "M_20 (shift by k = 20)"), rotation(20, 16))
+    assert_close(values(page, "positions", "P[25] (row i + k)"), sinusoid_table(26, 16)[25])
+    column = page.evaluate(
+        "JSON.parse([...document.querySelectorAll('#panel-positions g.series')]"
+        ".find((g) => g.dataset.label === 'column 4').dataset.y)"
+    )
+    assert_close(np.asarray(column), table[:, 4])
+    assert slide(page, "positions", "#positions-steps", "3") == "status done"  # i = 5 follows S down to 2
+    assert page.evaluate("document.querySelector('#positions-position').value") == "2"
+    assert slide(page, "positions", "#positions-steps", "40") == "status done"
+    screenshot(page, "positions")
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
@@ -262,6 +296,9 @@ BAD_INPUTS = {
     "scoring-hidden-size": ("scoring", {"num_hiddens": "1000"}, "between 1 and 64"),
     "key-size-as-text": ("keysize", {"d": "large"}, "whole number"),
     "key-size-too-large": ("keysize", {"d": 5000}, "between 1 and 1024"),
+    "odd-encoding-size": ("positions", {"num_hiddens": 15}, "must be even"),
+    "position-past-steps": ("positions", {"num_steps": 10, "position": 10}, "between 0 and 9"),
+    "table-too-large": ("positions", {"num_steps": 512, "num_hiddens": 64}, "limit of"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 

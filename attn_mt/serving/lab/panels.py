@@ -6,6 +6,7 @@ from typing import Any
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
+from attn_mt.serving.lab.positions import positional_panel
 from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 
 
@@ -15,6 +16,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "softmax": masked_softmax_panel,
         "scoring": scoring_panel,
         "keysize": key_size_panel,
+        "positions": positional_panel,
     }
 
 

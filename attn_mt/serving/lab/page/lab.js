@@ -23,7 +23,17 @@ function element(tag, attributes = {}, text = "") {
   return made;
 }
 
+// A slider marked data-below="KEY" picks an index below the value of the input KEY (a position below S).
+function keepBelow(section) {
+  for (const input of $$("[data-below]", section)) {
+    const bound = $(`[data-key="${input.dataset.below}"]`, section);
+    input.max = String(Number(bound.value) - 1);
+    if (Number(input.value) > Number(input.max)) input.value = input.max;
+  }
+}
+
 function panelState(section) {
+  keepBelow(section);
   const state = {};
   for (const input of $$("[data-key]", section)) {
     state[input.dataset.key] = input.type === "checkbox" ? String(input.checked) : input.value;

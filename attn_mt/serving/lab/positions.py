@@ -1,0 +1,79 @@
+"""Lab panel of the book section "Self-Attention and Positional Encoding": the sinusoidal table, one row
+and one column of it, and the shift by k positions as one fixed linear map.
+
+Shapes: S positions (rows), H encoding dimensions (columns, even), j a frequency (column pair 2j, 2j + 1).
+Row i of the table pairs sin(i w_j) and cos(i w_j), w_j = 1 / 10000^(2j / H); moving to row i + k turns
+each pair by the angle k w_j, so P[i + k] = M_k P[i] with M_k block-diagonal of 2 x 2 rotations that
+depend on k but not on i.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attn_mt.demos.positional_encoding import encoding_matrix
+from attn_mt.models.positional import WAVELENGTH_BASE, PositionalEncoding, sinusoid_table
+from attn_mt.serving.lab.inputs import LabError, limit_elements, whole
+from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
+
+MAX_STEPS = 512
+MAX_HIDDENS = 64  # M_k is (H, H)
+
+
+def shift_map(k: int, num_hiddens: int) -> torch.Tensor:
+    """M_k (H, H): the linear map taking row i of the table to row i + k, the same for every i."""
+    frequencies = 1.0 / torch.pow(
+        WAVELENGTH_BASE, torch.arange(0, num_hiddens, 2, dtype=torch.float64) / num_hiddens
+    )  # (H / 2,)
+    angles = k * frequencies  # (H / 2,)
+    M = torch.zeros(num_hiddens, num_hiddens, dtype=torch.float64)  # (H, H)
+    M[0::2, 0::2] = torch.diag(torch.cos(angles))  # new sin = cos(k w) sin + sin(k w) cos
+    M[0::2, 1::2] = torch.diag(torch.sin(angles))
+    M[1::2, 0::2] = torch.diag(-torch.sin(angles))  # new cos = -sin(k w) sin + cos(k w) cos
+    M[1::2, 1::2] = torch.diag(torch.cos(angles))
+    return M
+
+
+def positional_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """The (S, H) table, its row i and column j over positions, and P[i + k] = M_k P[i]."""
+    steps = whole(state, "num_steps", 60, 1, MAX_STEPS)
+    hiddens = whole(state, "num_hiddens", 32, 2, MAX_HIDDENS)
+    if hiddens % 2:
+        raise LabError(
+            f"num_hiddens: the encoding pairs sines with cosines, so H must be even, got {hiddens}"
+        )
+    limit_elements("the table P", steps, hiddens)
+    i = whole(state, "position", 10, 0, steps - 1)
+    j = whole(state, "dimension", 6, 0, hiddens - 1)
+    k = whole(state, "shift", 3, 0, MAX_STEPS)
+    table = encoding_matrix(steps, hiddens)  # (S, H), through PositionalEncoding.forward
+    shifted_row = sinusoid_table(i + k + 1, hiddens)[i + k]  # (H,)
+    M = shift_map(k, hiddens)  # (H, H)
+    mapped = M @ table[i].double()  # (H,)
+    positions = torch.arange(steps)
+    columns = [(f"column {c}", positions, table[:, c]) for c in sorted({j, min(j + 1, hiddens - 1)})]
+    tensors = [
+        shown("P (positional encoding)", table, ["S", "H"]),
+        shown(f"P[{i}] (row i = {i})", table[i], ["H"]),
+        shown(f"M_{k} (shift by k = {k})", M, ["H", "H"]),
+        shown(f"M_{k} · P[{i}]", mapped, ["H"]),
+        shown(f"P[{i + k}] (row i + k)", shifted_row, ["H"]),
+    ]
+    error = float((mapped - shifted_row.double()).abs().max())
+    notes = [
+        f"Column j = {j} oscillates with wavelength 2π · 10000^({2 * (j // 2)}/{hiddens}): lower columns "
+        "change faster, as the low bits of a binary count do.",
+        f"M_{k} rotates each (sin, cos) pair j by the angle {k} · w_j. It does not depend on i, so attention "
+        f"can learn to look k positions away by a linear map. M_{k} · P[{i}] and P[{i + k}] differ by at "
+        f"most {error:.1e} (float32 rounding of the table).",
+    ]
+    lines = [
+        code(sinusoid_table),
+        line_of(PositionalEncoding.forward, "return self.dropout(X + self.P", "PositionalEncoding.forward"),
+        code(shift_map, "shift_map (the lab's)"),
+    ]
+    return answer(
+        tensors, lines, notes, [plot("columns of P over positions", "position i", "P[i, j]", columns)]
+    )
