@@ -16,8 +16,10 @@ import torch
 from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 
+from attn_mt.decoding.translator import Translator
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
 from attn_mt.models.positional import sinusoid_table
+from attn_mt.run.open import open_model
 from attn_mt.serving.lab.app import MAX_BODY_BYTES
 from attn_mt.serving.lab.inputs import MAX_ELEMENTS
 
@@ -26,10 +28,20 @@ TOLERANCE = 1e-6
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[str]:
-    """`attn-mt lab --port 0`: its address."""
-    with command_server("lab") as address:
+def lab(tiny_runs) -> Iterator[str]:
+    """`attn-mt lab GRU_RUN TRANSFORMER_RUN --port 0` over the session's tiny runs: its address."""
+    with command_server("lab", str(tiny_runs.gru_bahdanau), str(tiny_runs.transformer)) as address:
         yield address
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_runs) -> dict[str, Translator]:
+    """The tiny runs' torch engines in this process, by model type."""
+    names = ("gru_bahdanau", "transformer")
+    opened = {name: open_model(getattr(tiny_runs, name), "best", "cpu") for name in names}
+    return {
+        name: Translator(r.model, r.src_vocab, r.tgt_vocab, r.config, "cpu") for name, r in opened.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -282,6 +294,57 @@ def test_positional_encoding_panel(lab, page):
     screenshot(page, "positions")
 
 
+def test_multi_head_split_and_merge_panel(lab, page):
+    show(page, lab, "heads", batch="2", steps="3", num_hiddens="8", num_heads="2")
+    X = torch.arange(48.0).reshape(2, 3, 8)
+    split = X.reshape(2, 3, 2, 4).permute(0, 2, 1, 3)  # (B, h, N, d) written out
+    assert_close(values(page, "heads", "split_heads(X)"), split)
+    assert shape_label(page, "heads", "split_heads(X)").endswith("(B, h, N, d) = (2, 2, 3, 4)")
+    assert_close(values(page, "heads", "merge_heads(split_heads(X))"), X)
+    assert slide(page, "heads", "#heads-heads", "4") == "status done"
+    assert_close(values(page, "heads", "split_heads(X)"), X.reshape(2, 3, 4, 2).permute(0, 2, 1, 3))
+    assert shape_label(page, "heads", "the book's layout: split_heads(X).flatten(0, 1)").endswith(
+        "(B·h, N, d) = (8, 3, 2)"
+    )
+    screenshot(page, "heads")
+    assert slide(page, "heads", "#heads-heads", "3") == "status error"  # 8 is not divisible by 3
+    assert "not divisible" in status(page, "heads")[0] and status(page, "heads")[1] == "422"
+
+
+def test_every_head_of_a_trained_transformer(lab, page, engines):
+    sentence = "Alpha bravo charlie."
+    show(page, lab, "trained_heads", run="transformer", map="cross", sentence=sentence)
+    engine = engines["transformer"]
+    translation = engine.translate([sentence], beam_size=1)[0]
+    expected = engine.attention(translation)
+    assert (
+        page.evaluate("document.querySelector('#panel-trained_heads .text').textContent") == translation.text
+    )
+    assert_close(
+        values(page, "trained_heads", "encoder-decoder attention of transformer"),
+        torch.from_numpy(expected.maps["cross"]),
+    )
+    layers, heads, rows, cols = expected.maps["cross"].shape
+    assert shape_label(page, "trained_heads", "encoder-decoder attention of transformer").endswith(
+        f"(L, h, T, S) = ({layers}, {heads}, {rows}, {cols})"
+    )
+    labels = page.evaluate(
+        "[...document.querySelectorAll('#panel-trained_heads .slice')][0]"
+        ".querySelectorAll('th.column-label').length"
+    )
+    assert labels == len(expected.source_tokens) == cols
+    page.choose("#trained-heads-map", "encoder_self")
+    wait_for_answer(page, "trained_heads")
+    page.wait_for(
+        "document.querySelector('#panel-trained_heads figure.tensor').dataset.name.startsWith('encoder self')"
+    )
+    assert_close(
+        values(page, "trained_heads", "encoder self-attention of transformer"),
+        torch.from_numpy(expected.maps["encoder_self"]),
+    )
+    screenshot(page, "trained_heads")
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
@@ -299,6 +362,13 @@ BAD_INPUTS = {
     "odd-encoding-size": ("positions", {"num_hiddens": 15}, "must be even"),
     "position-past-steps": ("positions", {"num_steps": 10, "position": 10}, "between 0 and 9"),
     "table-too-large": ("positions", {"num_steps": 512, "num_hiddens": 64}, "limit of"),
+    "heads-not-dividing": ("heads", {"num_hiddens": 10, "num_heads": 4}, "not divisible"),
+    "trained-heads-unknown-run": (
+        "trained_heads",
+        {"run": "gru_bahdanau", "sentence": "alpha ."},
+        "expected one of",
+    ),
+    "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
+from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
 from attn_mt.serving.lab.positions import positional_panel
 from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 
@@ -17,6 +19,8 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "scoring": scoring_panel,
         "keysize": key_size_panel,
         "positions": positional_panel,
+        "heads": split_merge_panel,
+        "trained_heads": partial(trained_heads_panel, runs),
     }
 
 

@@ -25,8 +25,11 @@ def shown(
     mask: torch.Tensor | None = None,
     hover: Any = None,
     note: str = "",
+    rows: list[str] | None = None,
+    columns: list[str] | None = None,
 ) -> dict[str, Any]:
-    """A tensor for the page: its name, axes in the book's letters, shape and values (and mask, hover)."""
+    """A tensor for the page: its name, axes in the book's letters, shape and values (and mask, hover,
+    labels of the rows and columns of its 2-D slices, such as tokens)."""
     if value.dim() != len(axes):
         raise ValueError(f"{name}: {value.dim()}-D tensor labelled with {len(axes)} axes {axes}")
     entry: dict[str, Any] = {
@@ -41,6 +44,10 @@ def shown(
         entry["hover"] = hover
     if note:
         entry["note"] = note
+    if rows is not None:
+        entry["rows"] = rows
+    if columns is not None:
+        entry["columns"] = columns
     return entry
 
 

@@ -97,9 +97,15 @@ function shade(value, low, high) {
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
 function matrixTable(tensor, rows, index, low, high) {
   const table = element("table", { class: "matrix" });
+  if (tensor.columns) {
+    const head = element("tr");
+    head.append(element("th"));
+    for (const label of tensor.columns) head.append(element("th", { class: "column-label" }, label));
+    table.append(head);
+  }
   rows.forEach((row, i) => {
     const tr = element("tr");
-    tr.append(element("th", {}, String(i)));
+    tr.append(element("th", { class: "row-label" }, tensor.rows ? tensor.rows[i] : String(i)));
     const cells = Array.isArray(row) ? row : [row];
     cells.forEach((value, j) => {
       const at = Array.isArray(row) ? [...index, i, j] : [...index, i];

@@ -1,0 +1,88 @@
+"""Lab panel of the book section "Multi-Head Attention": how h heads split a (B, N, H) tensor into
+(B, h, N, d) and merge it back, and, with a trained Transformer, every head of every layer on a sentence.
+
+Shapes: B batch, N steps, H hidden, h heads, d = H / h; L layers, S source and T target positions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attn_mt.decoding.attention import TITLES, collect_attention
+from attn_mt.decoding.translator import Translator
+from attn_mt.models.attention import MultiHeadAttention
+from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.inputs import LabError, limit_elements, text, whole
+from attn_mt.serving.lab.shown import answer, code, shown
+
+MAX_HEADS = 16
+AXES = {
+    "encoder_self": ["L", "h", "S", "S"],
+    "decoder_self": ["L", "h", "T", "T"],
+    "cross": ["L", "h", "T", "S"],
+}
+
+
+def split_merge_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """X (B, N, H) holding 0, 1, 2, ... -> split_heads (B, h, N, d), the book's (B * h, N, d), merged back."""
+    batch = whole(state, "batch", 2, 1, 8)
+    steps = whole(state, "steps", 3, 1, 32)
+    hiddens = whole(state, "num_hiddens", 8, 1, 256)
+    heads = whole(state, "num_heads", 2, 1, MAX_HEADS)
+    if hiddens % heads:
+        raise LabError(f"num_hiddens = {hiddens} is not divisible by num_heads = {heads}")
+    limit_elements("X", batch, steps, hiddens)
+    attention = MultiHeadAttention(hiddens, hiddens, hiddens, hiddens, heads, dropout=0.0)
+    X = torch.arange(batch * steps * hiddens, dtype=torch.float32).reshape(batch, steps, hiddens)  # (B, N, H)
+    split = attention.split_heads(X)  # (B, h, N, d)
+    merged = attention.merge_heads(split)  # (B, N, H)
+    d = hiddens // heads
+    tensors = [
+        shown("X", X, ["B", "N", "H"]),
+        shown("split_heads(X)", split, ["B", "h", "N", "d"]),
+        shown("the book's layout: split_heads(X).flatten(0, 1)", split.flatten(0, 1), ["B·h", "N", "d"]),
+        shown("merge_heads(split_heads(X))", merged, ["B", "N", "H"]),
+    ]
+    notes = [
+        f"Head i reads columns {d}·i to {d}·i + {d - 1} of every step: X (B={batch}, N={steps}, H={hiddens}) "
+        f"is viewed as (B, N, h={heads}, d={d}) and its N and h axes swapped, so each head attends over "
+        "all N steps with its own d-dimensional slice. merge_heads undoes it exactly, "
+        "and W_o then mixes the heads.",
+        f"Merging gives X back: {bool(torch.equal(merged, X))}.",
+    ]
+    lines = [code(MultiHeadAttention.split_heads), code(MultiHeadAttention.merge_heads)]
+    return answer(tensors, lines, notes)
+
+
+def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
+    """A sentence translated by a trained Transformer -> every head of every layer of one attention map."""
+    transformers = {name: run for name, run in runs.items() if run.config.model.type == "transformer"}
+    if not transformers:
+        raise LabError("no Transformer run: start the lab as `attn-mt lab RUN_DIR` with a Transformer run")
+    name = text(state, "run", next(iter(transformers)))
+    if name not in transformers:
+        raise LabError(f"run: expected one of {', '.join(transformers)}, got {name[:40]!r}")
+    which = text(state, "map", "cross")
+    if which not in AXES:
+        raise LabError(f"map: expected one of {', '.join(AXES)}, got {which[:40]!r}")
+    sentence = text(state, "sentence", "", 300).strip()
+    if not sentence:
+        raise LabError("sentence: type an English sentence")
+    run = transformers[name]
+    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    translation = engine.translate([sentence], beam_size=1)[0]
+    if not translation.hypotheses:
+        raise LabError("sentence: nothing to translate")
+    attention = engine.attention(translation)
+    weights = torch.from_numpy(attention.maps[which])  # (L, h, rows, columns)
+    rows, columns = attention.labels(which)
+    tensors = [shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns)]
+    notes = [
+        f"Above: the greedy translation. {weights.shape[0]} layers × {weights.shape[1]} heads; "
+        "each slice is one head: rows are queries, "
+        "columns keys, and each row sums to 1.",
+    ]
+    lines = [code(Translator.attention), code(collect_attention)]
+    return answer(tensors, lines, notes, text={"translation": translation.text})
