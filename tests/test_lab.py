@@ -17,6 +17,13 @@ from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 
 from attn_mt.decoding.translator import Translator
+from attn_mt.demos.nadaraya_watson import (
+    gaussian_attention_weights,
+    leave_one_out,
+    make_data,
+    predict_parametric,
+    train_parametric,
+)
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.open import open_model
@@ -345,6 +352,42 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
     screenshot(page, "trained_heads")
 
 
+def series(page: Browser, panel: str, label: str) -> np.ndarray:
+    """The y values of the plotted series `label`."""
+    found = page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} g.series')]"
+        f".filter((g) => g.dataset.label === {json.dumps(label)}).map((g) => JSON.parse(g.dataset.y))"
+    )
+    assert len(found) == 1, f"{label}: {len(found)} series of that name"
+    return np.asarray(found[0])
+
+
+def test_nadaraya_watson_panel(lab, page):
+    show(page, lab, "nadaraya_watson", seed="3", width="2.5", epochs="20", lr="0.5", point="7")
+    generator = torch.Generator().manual_seed(3)
+    data = make_data(generator)
+    weights = gaussian_attention_weights(data.x_test, data.x_train, 2.5)
+    model, losses = train_parametric(data, generator, 0.5, 20)
+    parametric = predict_parametric(model, data.x_test, data)
+    assert_close(values(page, "nadaraya_watson", "non-parametric attention weights"), weights)
+    assert_close(series(page, "nadaraya_watson", "non-parametric"), weights @ data.y_train)
+    assert_close(series(page, "nadaraya_watson", "parametric"), parametric)
+    assert_close(values(page, "nadaraya_watson", "parametric attention weights"), model.attention_weights)
+    assert_close(series(page, "nadaraya_watson", "loss"), torch.tensor(losses))
+    assert_close(series(page, "nadaraya_watson", "average"), data.y_train.mean().expand(50))
+    kept = values(page, "nadaraya_watson", "leave_one_out(x_train)[i]: the keys training point i sees")
+    assert_close(kept, leave_one_out(data.x_train)[7])
+    assert data.x_train[7].item() not in kept.tolist() and len(kept) == 49
+    text = page.evaluate("document.querySelector('#panel-nadaraya_watson p.text').textContent")
+    assert text == f"learned w = {model.w.item():.6f}"
+    screenshot(page, "nadaraya_watson")
+    assert slide(page, "nadaraya_watson", "#nw-width", "0.5") == "status done"
+    narrow = gaussian_attention_weights(data.x_test, data.x_train, 0.5)
+    assert_close(values(page, "nadaraya_watson", "non-parametric attention weights"), narrow)
+    assert type_into(page, "nadaraya_watson", "#nw-lr", "fast") == "status error"
+    assert status(page, "nadaraya_watson")[1] == "422"
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
@@ -369,6 +412,8 @@ BAD_INPUTS = {
         "expected one of",
     ),
     "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
+    "nw-too-many-epochs": ("nadaraya_watson", {"epochs": 10_000}, "between 1 and 200"),
+    "nw-width-zero": ("nadaraya_watson", {"width": 0}, "between 0.05 and 20"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 

@@ -1,0 +1,100 @@
+"""Lab panel of the book section "Attention Pooling: Nadaraya-Watson Kernel Regression", on the
+functions of `attn-mt demo nadaraya-watson` (demos/nadaraya_watson.py).
+
+Shapes: N training points (keys and values), Q test points (queries); while training the parametric
+width, each training point queries the K = N - 1 others (leave-one-out).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attn_mt.demos.nadaraya_watson import (
+    EPOCHS,
+    LEARNING_RATE,
+    average_pooling,
+    gaussian_attention_weights,
+    leave_one_out,
+    make_data,
+    mean_squared_error,
+    predict_parametric,
+    train_parametric,
+)
+from attn_mt.serving.lab.inputs import real, whole
+from attn_mt.serving.lab.shown import answer, code, plot, shown
+
+MAX_EPOCHS = 200
+
+
+def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
+    """Average, non-parametric (width w) and trained parametric pooling of the chapter's data."""
+    seed = whole(state, "seed", 0, 0, 2**31 - 1)
+    width = real(state, "width", 1.0, 0.05, 20.0)
+    epochs = whole(state, "epochs", EPOCHS, 1, MAX_EPOCHS)
+    lr = real(state, "lr", LEARNING_RATE, 0.001, 5.0)
+    point = whole(state, "point", 10, 0, 49)
+    generator = torch.Generator().manual_seed(seed)
+    data = make_data(generator)
+    n_test = data.x_test.shape[0]
+    average = average_pooling(data.y_train, n_test)  # (Q,)
+    weights = gaussian_attention_weights(data.x_test, data.x_train, width)  # (Q, N)
+    nonparametric = weights @ data.y_train  # (Q,)
+    model, losses = train_parametric(data, generator, lr, epochs)
+    parametric = predict_parametric(model, data.x_test, data)  # (Q,)
+    learned = model.w.item()
+    keys = leave_one_out(data.x_train)  # (N, N - 1)
+    query = data.x_train[point : point + 1]  # (1,)
+    with torch.no_grad():
+        held_out = gaussian_attention_weights(query, keys[point], model.w)  # (1, N - 1)
+    predictions = {"average": average, "non-parametric": nonparametric, "parametric": parametric}
+    plots = [
+        plot(
+            "predictions",
+            "x",
+            "y",
+            [
+                ("truth", data.x_test, data.y_truth),
+                ("training samples", data.x_train, data.y_train),
+                *((label, data.x_test, y_hat) for label, y_hat in predictions.items()),
+            ],
+            points=("training samples",),
+        ),
+        plot("parametric training loss (summed)", "epoch", "loss", [("loss", range(1, epochs + 1), losses)]),
+    ]
+    tensors = [
+        shown("non-parametric attention weights", weights, ["Q", "N"], note=f"kernel width w = {width:g}"),
+        shown(
+            "parametric attention weights",
+            model.attention_weights,
+            ["Q", "N"],
+            note=f"learned w = {learned:.4f}",
+        ),
+        shown("leave_one_out(x_train)[i]: the keys training point i sees", keys[point], ["K"]),
+        shown(
+            "their weights for training point i",
+            held_out[0],
+            ["K"],
+            note=f"i = {point}, x_i = {query.item():.4f}",
+        ),
+    ]
+    errors = ", ".join(f"{k} {mean_squared_error(y, data.y_truth):.4f}" for k, y in predictions.items())
+    notes = [
+        f"Test mean squared error against the noiseless curve: {errors}.",
+        f"The parametric width w was trained for {epochs} epochs at learning rate {lr:g} and ended at "
+        f"{learned:.4f}. Larger w means a narrower kernel: each prediction averages fewer, closer points.",
+        f"While training, training point {point} queries the other {keys.shape[1]} points only. With its own "
+        "point among the keys, the loss would be smallest when w grows without bound (each point then "
+        "predicts its own noisy y exactly), so the model would learn to copy the noise.",
+        "Heatmaps: rows are the 50 sorted test inputs, columns the 50 sorted training inputs.",
+    ]
+    lines = [
+        code(make_data),
+        code(gaussian_attention_weights),
+        code(average_pooling),
+        code(train_parametric),
+        code(leave_one_out),
+        code(predict_parametric),
+    ]
+    return answer(tensors, lines, notes, plots, text={"learned_width": f"learned w = {learned:.6f}"})
