@@ -171,6 +171,42 @@ def translate(
 
 
 @app.command()
+def score(
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
+    source: str = typer.Option(..., "--source", "-s", help="Source sentences, one per line (or -)."),
+    target: str = typer.Option(
+        ..., "--target", "-t", help="Their translations to score, one per line, line for line (or -)."
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the scores here (default stdout)."
+    ),
+    output_format: str = typer.Option(
+        "jsonl", "--format", help="jsonl: one JSON object per line; tsv: log_prob, score, token log-probs."
+    ),
+    length_penalty: float | None = typer.Option(
+        None, "--length-penalty", help="GNMT length penalty alpha of `score` (default: the run's)."
+    ),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
+) -> None:
+    """Score given translations: each target line's log-probability under the model, per token and in all."""
+    from attn_mt.commands.score import run_score
+
+    run_score(
+        run_dir,
+        source_file=source,
+        target_file=target,
+        output=output,
+        output_format=output_format,
+        checkpoint=checkpoint,
+        device=device,
+        length_penalty=length_penalty,
+        quantize=quantize,
+    )
+
+
+@app.command()
 def serve(
     run_dir: Path = typer.Argument(..., help=MODEL_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),

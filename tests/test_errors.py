@@ -58,6 +58,7 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "columns.txt").write_text("Go.\tVa !\nHi. Salut !\nRun!\tCours !\nWow! Ça alors !\n")
     (ws / "three.en").write_text("One.\nTwo.\nThree.\n")
     (ws / "two.fr").write_text("Un.\nDeux.\n")
+    (ws / "gap.fr").write_text("Un.\n\nTrois.\n")
     (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
     (ws / "incomplete").mkdir()
     (ws / "notes").mkdir()
@@ -229,6 +230,9 @@ CASES: dict[str, list[str]] = {
     "damaged-export": ["translate", "damaged.pt", "go ."],
     "not-an-export": ["translate", "other.pt", "go ."],
     "onnx-out-is-file": ["export", "RUN", "empty.txt", "--format", "onnx"],
+    "score-line-counts": ["score", "RUN", "--source", "three.en", "--target", "two.fr"],
+    "score-blank-line": ["score", "RUN", "--source", "three.en", "--target", "gap.fr"],
+    "score-not-utf8": ["score", "RUN", "--source", "three.en", "--target", "latin1.txt"],
 }
 
 

@@ -246,6 +246,58 @@ def test_a_wrong_method_names_the_allowed_ones_and_whole_numbers_are_integers(tr
     ]
 
 
+def test_score_gives_the_models_own_output_the_search_score_and_equals_the_command(
+    runs, transformer_server, run_cli, tmp_path
+):
+    found = translate(transformer_server, SENTENCES[:8], beam=3)
+    found["results"] = [
+        r for r in found["results"] if r["translation"]
+    ]  # an empty output has nothing to score
+    assert len(found["results"]) >= 5
+    pairs = [{"source": r["source"], "target": r["translation"]} for r in found["results"]]
+    status, scored = call(transformer_server, "/score", {"pairs": pairs})
+    assert status == 200, scored
+    assert scored["length_penalty"] == found["length_penalty"]
+    for result, score in zip(found["results"], scored["results"], strict=True):
+        best = result["nbest"][0]
+        assert score["target_tokens"] == best["tokens"]
+        assert score["log_prob"] == pytest.approx(best["log_prob"], abs=1e-5)
+        assert score["score"] == pytest.approx(best["score"], abs=1e-5)
+        assert len(score["token_log_probs"]) == len(best["tokens"]) + 1
+    (tmp_path / "src").write_text("".join(p["source"] + "\n" for p in pairs), encoding="utf-8")
+    (tmp_path / "tgt").write_text("".join(p["target"] + "\n" for p in pairs), encoding="utf-8")
+    done = run_cli(
+        "score",
+        str(runs["transformer"]),
+        "--source",
+        str(tmp_path / "src"),
+        "--target",
+        str(tmp_path / "tgt"),
+    )
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["score"] for r in records] == pytest.approx([r["score"] for r in scored["results"]], abs=1e-5)
+    status, raw = call(transformer_server, "/score", {"pairs": pairs[:1], "length_penalty": 0.0})
+    assert status == 200 and raw["results"][0]["score"] == pytest.approx(raw["results"][0]["log_prob"])
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"pairs": [{"source": "alpha .", "target": "  "}]}, "pairs[0].target: String should match pattern"),
+        ({"pairs": [{"source": "alpha ."}]}, "pairs[0].target: Field required"),
+        ({"pairs": []}, "pairs: List should have at least 1 item"),
+        ({"pairs": [{"source": "a", "target": "b", "beam": 2}]}, "pairs[0].beam: unknown field"),
+        (
+            {"pairs": [{"source": "a", "target": "b"}], "length_penalty": -1.0},
+            "length_penalty: Input should be",
+        ),
+    ],
+)
+def test_score_refuses_bad_requests_with_422(transformer_server, body, problem):
+    status, answer = call(transformer_server, "/score", body)
+    assert status == 422 and any(p.startswith(problem) for p in answer["problems"]), answer
+
+
 def test_concurrent_requests_equal_sequential_ones_and_translate(runs, transformer_server, run_cli, tmp_path):
     run_dir = runs["transformer"]
     sentences = [en for en, _ in reverse_pairs(16, seed=3)]

@@ -23,17 +23,22 @@ def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
                 "nothing to translate: give sentences as arguments, --input FILE, or pipe text in"
             )
         input_file = "-"
+    return read_text_lines(input_file, "--input")
+
+
+def read_text_lines(input_file: str, option: str) -> list[str]:
+    """The lines of a UTF-8 file, or of stdin for "-"; a missing or non-UTF-8 file names `option`."""
     if input_file == "-":
         data = sys.stdin.buffer.read()
         name = "standard input"
     else:
         path = Path(input_file)
         if not path.is_file():
-            raise UserError(f"--input {input_file}: no such file")
+            raise UserError(f"{option} {input_file}: no such file")
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise UserError(f"--input {input_file}: cannot read it: {exc.strerror}") from None
+            raise UserError(f"{option} {input_file}: cannot read it: {exc.strerror}") from None
         name = input_file
     try:
         text = data.decode("utf-8-sig")

@@ -37,7 +37,7 @@ import numpy as np
 from attn_mt.config import Config
 from attn_mt.data.encode import source_rows
 from attn_mt.data.vocab import BOS, EOS, Vocab
-from attn_mt.decoding.engine import Found, check_attention, translate_with
+from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
 from attn_mt.decoding.outputs import (
     Hypothesis,
     Translation,
@@ -176,6 +176,25 @@ class Ctranslate2Translator:
                 max_input_length=0,
             )
         return [float(np.sum(answer_of(answer).log_probs, dtype=np.float64)) for answer in answers]
+
+    def force(
+        self, sources: list[list[str]], targets: list[list[int]], advance: Callable[[int], object]
+    ) -> list[Forced]:
+        """Each prepared sentence scored along its target with CTranslate2's score_batch (<eos> last)."""
+        rows, infos = source_rows(sources, self.src_vocab, max_len=self.max_src)
+        size = self.cfg.decode.batch_size
+        scored: list[Forced] = []
+        for start in range(0, len(rows), size):
+            answers = self.model.translator.score_batch(
+                [self.src_vocab.decode(row) for row in rows[start : start + size]],
+                [self.tgt_vocab.decode(ids) for ids in targets[start : start + size]],
+                asynchronous=True,
+                max_input_length=0,
+            )
+            for answer, info in zip(answers, infos[start : start + size], strict=True):
+                scored.append(Forced([float(p) for p in answer_of(answer).log_probs], info.warnings))
+            advance(len(answers))
+        return scored
 
     def translate(
         self,

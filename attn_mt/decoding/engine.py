@@ -32,6 +32,14 @@ class Found:
     warnings: list[str]
 
 
+@dataclass
+class Forced:
+    """A prepared sentence scored along a given output: each target token's log-probability, then <eos>'s."""
+
+    log_probs: list[float]
+    warnings: list[str]
+
+
 @runtime_checkable
 class Engine(Protocol):
     """A model that translates prepared sentences, greedy or beam search, and shows its attention."""
@@ -63,6 +71,12 @@ class Engine(Protocol):
         progress: bool = False,
     ) -> list[Translation]:
         """Translate every sentence (blank ones give blank outputs): `translate_with(self, ...)`."""
+        ...
+
+    def force(
+        self, sources: list[list[str]], targets: list[list[int]], advance: Callable[[int], object]
+    ) -> list[Forced]:
+        """Score each prepared sentence along its target ids (no <bos>/<eos>); `advance` as in search."""
         ...
 
     def source_ids(self, tokens: list[str]) -> tuple[list[int], int]:

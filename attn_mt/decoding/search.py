@@ -283,3 +283,42 @@ def beam_search(
     if any(not hyps for hyps in finished):
         raise RuntimeError("beam search ended a sentence without a finished hypothesis")
     return [sorted(hyps, key=lambda h: -h.norm_score)[:nbest] for hyps in finished]
+
+
+@torch.inference_mode()
+def forced_log_probs(
+    model: EncoderDecoder,
+    src: torch.Tensor,
+    src_lens: torch.Tensor,
+    targets: list[list[int]],
+    *,
+    bos_id: int,
+    eos_id: int,
+) -> list[list[float]]:
+    """The log-probability of each token of each given target and of its closing <eos> (forced decoding).
+
+    The model runs the same incremental steps as the searches, fed the target instead of its own
+    choices, so a search's output scored here gets the score the search reported. `targets[i]`
+    holds ids without <bos>/<eos>; the answer for it has len(targets[i]) + 1 entries.
+    """
+    _check_inputs(src, src_lens)
+    if len(targets) != src.shape[0]:
+        raise ValueError(f"{len(targets)} targets for {src.shape[0]} sources")
+    if not targets:
+        return []
+    device = src.device
+    steps = max(len(t) for t in targets) + 1
+    forced = torch.full((len(targets), steps), eos_id, dtype=torch.long)  # (B, T) targets, then <eos>
+    for i, target in enumerate(targets):
+        forced[i, : len(target)] = torch.tensor(target, dtype=torch.long)
+    forced = forced.to(device)
+    state = model.init_state(model.encode(src, src_lens))
+    tokens = torch.full((len(targets),), bos_id, dtype=torch.long, device=device)  # (B,)
+    picked = torch.zeros(len(targets), steps, device=device)  # (B, T)
+    for t in range(steps):
+        logits, state, _ = _step_logits(model, tokens, state, False)  # (B, V)
+        log_probs = logits.log_softmax(dim=-1)  # (B, V)
+        picked[:, t] = log_probs.gather(1, forced[:, t : t + 1]).squeeze(1)
+        tokens = forced[:, t]
+    rows = picked.cpu().tolist()
+    return [row[: len(target) + 1] for row, target in zip(rows, targets, strict=True)]

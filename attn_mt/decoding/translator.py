@@ -13,9 +13,9 @@ from attn_mt.config import Config
 from attn_mt.data.encode import encode_sources
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
-from attn_mt.decoding.engine import Found, check_attention, translate_with
+from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
 from attn_mt.decoding.outputs import Translation, max_source_tokens
-from attn_mt.decoding.search import beam_search, greedy_search
+from attn_mt.decoding.search import beam_search, forced_log_probs, greedy_search
 from attn_mt.models.base import EncoderDecoder
 
 
@@ -170,3 +170,30 @@ class Translator:
             advance(len(chunk))
         self.model.train(was_training)
         return found
+
+    @torch.inference_mode()
+    def force(
+        self, sources: list[list[str]], targets: list[list[int]], advance: Callable[[int], object]
+    ) -> list[Forced]:
+        """Each prepared sentence scored along its target, in batches of decode.batch_size, longest first."""
+        was_training = self.model.training
+        self.model.eval()
+        scored: list[Forced] = [Forced([], []) for _ in sources]
+        order = sorted(range(len(sources)), key=lambda k: -len(sources[k]))
+        for start in range(0, len(order), self.cfg.decode.batch_size):
+            chunk = order[start : start + self.cfg.decode.batch_size]
+            encoded = encode_sources([sources[k] for k in chunk], self.src_vocab, max_len=self.max_src)
+            src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
+            rows = forced_log_probs(
+                self.model,
+                src,
+                src_lens,
+                [targets[k] for k in chunk],
+                bos_id=self.tgt_vocab.bos_id,
+                eos_id=self.tgt_vocab.eos_id,
+            )
+            for k, row, warnings in zip(chunk, rows, encoded.warnings, strict=True):
+                scored[k] = Forced(row, list(warnings))
+            advance(len(chunk))
+        self.model.train(was_training)
+        return scored

@@ -1,7 +1,8 @@
 """The FastAPI application: the JSON API, the explorer page, and errors as one-line JSON answers.
 
 Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`
-(attn-mt's body, or LibreTranslate's as JSON or a form: serving/libretranslate.py), `GET /languages`
+(attn-mt's body, or LibreTranslate's as JSON or a form: serving/libretranslate.py), `POST /score`
+(the model's log-probability of given translations), `GET /languages`
 (LibreTranslate's), `GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
 Swagger UI page with its script and style served from `/docs/static/*` (the files the
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
@@ -27,6 +28,7 @@ from pydantic import Discriminator, Tag
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from attn_mt.decoding.scoring import blank_pairs
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.libretranslate import (
     LibreTranslateError,
@@ -43,10 +45,12 @@ from attn_mt.serving.schemas import (
     Language,
     LibreTranslateRequest,
     LibreTranslateResponse,
+    ScoreRequest,
+    ScoreResponse,
     TranslateRequest,
     TranslateResponse,
 )
-from attn_mt.serving.service import DecodeOptions, RequestError, TranslationService
+from attn_mt.serving.service import DecodeOptions, RequestError, ScoreOptions, TranslationService
 
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
@@ -96,7 +100,7 @@ def describe(error: dict[str, Any]) -> str:
         where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
     message = error.get("msg", "invalid value")
     if error.get("type") == "extra_forbidden":
-        message = "unknown field (the API takes sentences, beam, nbest, length_penalty and attention)"
+        message = "unknown field (/docs lists the fields each route takes)"
     elif error.get("type") == "missing" and not where:
         message = "the request has no JSON body"
     elif error.get("type") in ("model_attributes_type", "model_type") and not where:
@@ -298,8 +302,10 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
         """The model, its config, vocabularies, checkpoint, latest eval scores, limits and batching."""
         return service.info()
 
-    async def decoded(sentences: list[str], options: DecodeOptions, connection: Request) -> Any:
-        """The sentences' results from the decoding worker, or None if the client left first."""
+    async def decoded(
+        sentences: list[Any], options: DecodeOptions | ScoreOptions, connection: Request
+    ) -> Any:
+        """The sentences' (or pairs') results from the decoding worker, or None if the client left first."""
         job = batcher.submit(sentences, options)
         waiting.add(job)
         try:
@@ -345,6 +351,23 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
         return JSONResponse(answer(request, work, results, config).model_dump(exclude_none=True))
+
+    @app.post("/score", response_model=ScoreResponse, responses=ERROR_RESPONSES)
+    async def score(request: ScoreRequest, connection: Request) -> Any:
+        """Score given translations: each target's log-probability under the model, per token and in all.
+
+        What `attn-mt score` computes (decoding/scoring.py); requests arriving together share a batch.
+        """
+        options = service.score_options(request)
+        pairs = [(pair.source, pair.target) for pair in request.pairs]
+        blank = blank_pairs([s for s, _ in pairs], [t for _, t in pairs])
+        if blank:  # white space by Python's rules (\x1c too), which JSON Schema's \S does not cover
+            problems = [f"pairs[{i}].{side}: nothing to score (only white space)" for i, side in blank]
+            return error_response(422, problems[0], problems)
+        results = await decoded(pairs, options, connection)
+        if results is None:
+            return error_response(CLIENT_GONE, "the client closed its connection before the answer")
+        return ScoreResponse(results=results, length_penalty=options.length_penalty)
 
     @app.get("/languages", response_model=list[Language])
     async def language_list() -> list[Language]:

@@ -20,14 +20,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-DecodeFn = Callable[[list[str], Any], Sequence[Any]]  # (sentences, options) -> one result per sentence
+DecodeFn = Callable[[list[Any], Any], Sequence[Any]]  # (sentences or pairs, options) -> one result each
 
 
 @dataclass
 class Job:
     """Sentences of one request, its decoding options, and where its results go."""
 
-    sentences: list[str]
+    sentences: list[Any]  # sentences to translate, or (source, target) pairs to score
     options: Hashable
     future: Future = field(default_factory=Future)
 
@@ -49,7 +49,7 @@ class Batcher:
         self._thread = threading.Thread(target=self._run, name="attn-mt-decoder", daemon=True)
         self._thread.start()
 
-    def submit(self, sentences: list[str], options: Hashable) -> Future:
+    def submit(self, sentences: list[Any], options: Hashable) -> Future:
         """Queue one request; its future gets the list of results, one per sentence."""
         job = Job(list(sentences), options)
         self._queue.put(job)

@@ -20,6 +20,7 @@ MAX_LENGTH_PENALTY = 10.0  # largest GNMT length penalty alpha a request may ask
 MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before they are read
 
 Sentence = Annotated[StrictStr, Field(max_length=MAX_CHARS)]
+NonBlank = Annotated[StrictStr, Field(max_length=MAX_CHARS, pattern=r"\S")]  # a sentence to score: not blank
 
 
 def whole_number(value: Any) -> Any:
@@ -126,6 +127,49 @@ class Info(BaseModel):
     )
     limits: dict[str, float]
     batching: dict[str, float]
+
+
+class ScorePair(BaseModel):
+    """A source sentence and a translation of it to score."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: NonBlank = Field(description="The source sentence (not blank).")
+    target: NonBlank = Field(description="Its translation, to score (not blank).")
+
+
+class ScoreRequest(BaseModel):
+    """Translations to score: the model's probability of each target given its source."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pairs: list[ScorePair] = Field(min_length=1, max_length=MAX_SENTENCES, description="What to score.")
+    length_penalty: StrictFloat | None = Field(
+        None,
+        ge=0,
+        le=MAX_LENGTH_PENALTY,
+        description="GNMT length penalty alpha of `score` (default: the run's).",
+    )
+
+
+class PairScore(BaseModel):
+    """How probable the model finds one target for its source (what `attn-mt score` writes)."""
+
+    source: str
+    target: str
+    source_tokens: list[str] = Field(description="The source after the training data's preprocessing.")
+    target_tokens: list[str] = Field(description="The target as the model reads it, without <eos>.")
+    token_log_probs: list[float] = Field(description="Log-probability of each target token, then of <eos>.")
+    log_prob: float = Field(description="Their sum: the log-probability of the whole target.")
+    score: float = Field(description="log_prob / GNMT length penalty: what beam search ranks outputs by.")
+    warnings: list[str] = Field(description="Unknown words and truncation.")
+
+
+class ScoreResponse(BaseModel):
+    """One score per pair, in order, and the length penalty used."""
+
+    results: list[PairScore]
+    length_penalty: float
 
 
 class ErrorBody(BaseModel):

@@ -18,6 +18,7 @@ from attn_mt.decoding.attention import SentenceAttention
 from attn_mt.decoding.engine import Engine, check_search
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import Translation, with_length_penalty
+from attn_mt.decoding.scoring import score_with
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.schemas import (
@@ -29,6 +30,8 @@ from attn_mt.serving.schemas import (
     AttentionMaps,
     Candidate,
     Info,
+    PairScore,
+    ScoreRequest,
     SentenceResult,
     TranslateRequest,
 )
@@ -48,6 +51,13 @@ class DecodeOptions:
     nbest: int
     length_penalty: float
     attention: bool
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """How pairs are scored; the decoding worker batches score requests with equal options together."""
+
+    length_penalty: float
 
 
 def attention_json(attention: SentenceAttention, description: str | None = None) -> AttentionMaps:
@@ -95,12 +105,47 @@ class TranslationService:
             raise RequestError(str(exc)) from None
         return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
 
-    def translator(self, options: DecodeOptions) -> Engine:
+    def score_options(self, request: ScoreRequest) -> ScoreOptions:
+        """The score request's length penalty, the run's when it gives none."""
+        alpha = (
+            self.run.config.decode.length_penalty
+            if request.length_penalty is None
+            else request.length_penalty
+        )
+        return ScoreOptions(float(alpha))
+
+    def translator(self, options: DecodeOptions | ScoreOptions) -> Engine:
         """A translator over the loaded model with the options' length penalty."""
         return translator_for(self.run, with_length_penalty(self.run.config, options.length_penalty))
 
-    def decode(self, sentences: list[str], options: DecodeOptions) -> list[SentenceResult]:
-        """Translate a batch of sentences with one set of options (runs on the decoding worker)."""
+    def decode(
+        self, items: list[Any], options: DecodeOptions | ScoreOptions
+    ) -> list[SentenceResult] | list[PairScore]:
+        """Translate a batch of sentences, or score a batch of (source, target) pairs, with one set of
+        options (runs on the decoding worker)."""
+        if isinstance(options, ScoreOptions):
+            return self.score(items, options)
+        return self.translate(items, options)
+
+    def score(self, pairs: list[tuple[str, str]], options: ScoreOptions) -> list[PairScore]:
+        """Each pair's score (decoding/scoring.py) as the API returns it."""
+        scored = score_with(self.translator(options), [s for s, _ in pairs], [t for _, t in pairs])
+        return [
+            PairScore(
+                source=p.source,
+                target=p.target,
+                source_tokens=p.source_tokens,
+                target_tokens=p.target_tokens,
+                token_log_probs=p.token_log_probs,
+                log_prob=p.log_prob,
+                score=p.score,
+                warnings=p.warnings,
+            )
+            for p in scored
+        ]
+
+    def translate(self, sentences: list[str], options: DecodeOptions) -> list[SentenceResult]:
+        """Translate a batch of sentences with one set of options."""
         translator = self.translator(options)
         translations = translator.translate(sentences, beam_size=options.beam, nbest=options.nbest)
         return [self.result(translator, t, options.attention) for t in translations]

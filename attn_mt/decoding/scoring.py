@@ -1,0 +1,103 @@
+"""Scoring a given translation: how probable the model finds a target sentence for a source sentence.
+
+The model is run along the given target (forced decoding) with the same steps its search takes, so
+the model's own output scored here gets the score the search reported. Each pair gets:
+
+- `token_log_probs`: log P(token | source, the target's tokens before it), for every target token
+  and for the closing <eos>;
+- `log_prob`: their sum, the log-probability of the whole target (`Hypothesis.score`);
+- `score`: `log_prob` divided by GNMT's length penalty at the run's `decode.length_penalty` alpha,
+  the number beam search ranks its outputs by (`Hypothesis.norm_score`; greedy search ranks
+  nothing and reports `log_prob`).
+
+Sources and targets are prepared as the training data was (the same preprocessing, tokenizer and
+vocabularies); unknown target tokens are scored as <unk> and named in the pair's warnings. No torch
+here: CTranslate2 folders score through their `score_batch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attn_mt.decoding.engine import Engine
+from attn_mt.decoding.outputs import PROGRESS_DELAY_S, gnmt_length_penalty, prepare_sentence
+from attn_mt.errors import UserError
+from attn_mt.progress_bars import progress_bar
+
+
+@dataclass
+class Scored:
+    """One source sentence and the target it was scored along."""
+
+    source: str
+    target: str
+    source_tokens: list[str]
+    target_tokens: list[str]  # as the model reads them (unknown ones as <unk>), without <eos>
+    token_log_probs: list[float]  # one per target token, then the <eos>'s
+    log_prob: float
+    score: float
+    warnings: list[str]
+
+
+def blank_pairs(sources: list[str], targets: list[str]) -> list[tuple[int, str]]:
+    """(index, which side) of each pair with a blank source or target: there is nothing to score."""
+    found = []
+    for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        if not source.strip():
+            found.append((i, "source"))
+        elif not target.strip():
+            found.append((i, "target"))
+    return found
+
+
+def score_with(
+    engine: Engine,
+    sources: list[str],
+    targets: list[str],
+    length_penalty: float | None = None,
+    progress: bool = False,
+) -> list[Scored]:
+    """Score each target as a translation of its source (see the module docstring), batched.
+
+    `length_penalty` None takes the run's decode.length_penalty. A blank source or target is a
+    UserError naming the pair (1-based), as is a different number of sources and targets.
+    """
+    if len(sources) != len(targets):
+        raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
+    blank = blank_pairs(sources, targets)
+    if blank:
+        named = ", ".join(f"{i + 1} ({side})" for i, side in blank[:5])
+        more = f" and {len(blank) - 5} more" if len(blank) > 5 else ""
+        raise UserError(f"nothing to score in pair {named}{more}: a blank sentence")
+    alpha = engine.cfg.decode.length_penalty if length_penalty is None else length_penalty
+    if not alpha >= 0:
+        raise UserError(f"the length penalty must be 0 or more, got {alpha}")
+    cfg, src_vocab, tgt_vocab = engine.cfg, engine.src_vocab, engine.tgt_vocab
+    source_tokens = [prepare_sentence(cfg, src_vocab, s) for s in sources]
+    target_tokens = [prepare_sentence(cfg, tgt_vocab, t) for t in targets]
+    target_ids = [tgt_vocab.encode(tokens) for tokens in target_tokens]
+    bar = progress_bar(
+        len(sources), "scoring", " pairs", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
+    )
+    forced = engine.force(source_tokens, target_ids, bar.update)
+    bar.close()
+    scored = []
+    for k, (ids, found) in enumerate(zip(target_ids, forced, strict=True)):
+        unknown = [t for t, i in zip(target_tokens[k], ids, strict=True) if i == tgt_vocab.unk_id]
+        warnings = list(found.warnings)
+        if unknown:
+            warnings.append(f"unknown target tokens, scored as <unk>: {' '.join(dict.fromkeys(unknown))}")
+        log_prob = float(sum(found.log_probs))
+        scored.append(
+            Scored(
+                source=sources[k],
+                target=targets[k],
+                source_tokens=source_tokens[k],
+                target_tokens=tgt_vocab.decode(ids),
+                token_log_probs=found.log_probs,
+                log_prob=log_prob,
+                score=log_prob / gnmt_length_penalty(len(ids) + 1, alpha),
+                warnings=warnings,
+            )
+        )
+    return scored

@@ -1,0 +1,144 @@
+"""Scoring a given translation (decoding/scoring.py, `attn-mt score`): the model's own output scores what
+the search reported, for both models and both engines; a hand computation of one pair's token
+log-probabilities from the model's full forward pass; and the command's outputs and refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from synthetic import reverse_pairs
+from tolerances import decoding_terms, float32_approx
+
+from attn_mt.decoding.engine import Engine
+from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.outputs import gnmt_length_penalty
+from attn_mt.decoding.scoring import score_with
+from attn_mt.errors import UserError
+from attn_mt.run.open import open_model
+
+SOURCES = [en for en, _ in reverse_pairs(16, seed=11)]
+SCORE_TERMS = decoding_terms(steps=23, widest=32, keys_or_vocab=300)  # sums of ~20 float32 log-probs
+
+
+@pytest.fixture(scope="module")
+def engines(subword_run: Path, subword_folder: Path, tiny_runs) -> dict[str, Engine]:
+    """torch over the tiny GRU and Transformer runs and the subword run; CTranslate2 over its export."""
+    return {
+        "gru": translator_for(open_model(tiny_runs.gru_bahdanau, device="cpu")),
+        "transformer": translator_for(open_model(tiny_runs.transformer, device="cpu")),
+        "subword": translator_for(open_model(subword_run, device="cpu")),
+        "ctranslate2": translator_for(open_model(subword_folder, device="cpu")),
+    }
+
+
+@pytest.mark.parametrize("name", ["gru", "transformer", "subword", "ctranslate2"])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_the_models_own_output_scores_what_the_search_reported(engines, name, beam):
+    engine = engines[name]
+    found = engine.translate(SOURCES, beam_size=beam)
+    outputs = [t.text for t in found]
+    scored = score_with(engine, SOURCES, outputs)
+    for translation, score in zip(found, scored, strict=True):
+        best = translation.hypotheses[0]
+        assert score.target_tokens == engine.tgt_vocab.decode(best.tokens)
+        assert len(score.token_log_probs) == len(best.tokens) + 1
+        assert score.log_prob == pytest.approx(best.score, abs=1e-5)
+        if beam > 1:  # greedy search ranks nothing: its norm_score is its raw score
+            assert score.score == pytest.approx(best.norm_score, abs=1e-5)
+
+
+def test_token_log_probs_equal_the_full_forward_pass_by_hand(engines):
+    engine = engines["transformer"]
+    source, target = SOURCES[0], engine.translate([SOURCES[1]])[0].text  # another sentence's output
+    (scored,) = score_with(engine, [source], [target])
+    src_ids, _ = engine.source_ids(scored.source_tokens)
+    out = engine.tgt_vocab.encode(scored.target_tokens)
+    bos, eos = engine.tgt_vocab.bos_id, engine.tgt_vocab.eos_id
+    with torch.no_grad():
+        logits = engine.model(
+            torch.tensor([src_ids]), torch.tensor([len(src_ids)]), torch.tensor([[bos, *out]])
+        )  # (1, T, V)
+    expected = logits[0].log_softmax(-1).gather(1, torch.tensor([[t] for t in [*out, eos]])).squeeze(1)
+    assert scored.token_log_probs == float32_approx(expected.tolist(), terms=SCORE_TERMS)
+    alpha = engine.cfg.decode.length_penalty
+    assert scored.log_prob == pytest.approx(math.fsum(scored.token_log_probs), abs=1e-9)
+    assert scored.score == pytest.approx(scored.log_prob / gnmt_length_penalty(len(out) + 1, alpha))
+
+
+def test_unknown_target_words_are_scored_as_unk_and_named(engines):
+    engine = engines["gru"]
+    (scored,) = score_with(engine, [SOURCES[0]], ["zzyzx qqq"])
+    assert scored.target_tokens == ["<unk>", "<unk>"]
+    assert scored.warnings == ["unknown target tokens, scored as <unk>: zzyzx qqq"]
+    assert scored.log_prob < 0 and all(p <= 0 for p in scored.token_log_probs)
+
+
+def test_a_likelier_target_scores_higher_and_the_length_penalty_is_applied(engines):
+    engine = engines["transformer"]
+    own = engine.translate([SOURCES[2]], beam_size=1)[0].text
+    worse = " ".join(reversed(own.split()))
+    if worse == own:
+        worse = own + " " + own
+    mine, other = score_with(engine, [SOURCES[2]] * 2, [own, worse])
+    assert mine.log_prob > other.log_prob
+    (raw,) = score_with(engine, [SOURCES[2]], [own], length_penalty=0.0)
+    assert raw.score == raw.log_prob == pytest.approx(mine.log_prob)
+
+
+def test_mismatched_or_blank_pairs_are_refused_naming_them(engines):
+    engine = engines["gru"]
+    with pytest.raises(UserError, match="2 sources but 1 targets"):
+        score_with(engine, SOURCES[:2], ["a"])
+    with pytest.raises(UserError, match=r"pair 2 \(target\), 3 \(source\): a blank sentence"):
+        score_with(engine, SOURCES[:1] + SOURCES[:1] + [" "], ["x", "  ", "y"])
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_cli_writes_json_lines_and_tsv_that_match_the_search(tiny_runs, run_cli, tmp_path):
+    run_dir = tiny_runs.transformer
+    engine = translator_for(open_model(run_dir, device="cpu"))
+    found = engine.translate(SOURCES[:5], beam_size=2)
+    source = _write(tmp_path / "src.en", SOURCES[:5])
+    target = _write(tmp_path / "tgt.fr", [t.text for t in found])
+    done = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["line"] for r in records] == [1, 2, 3, 4, 5]
+    for record, translation in zip(records, found, strict=True):
+        assert record["source"] == translation.source and record["target"] == translation.text
+        assert record["score"] == pytest.approx(translation.hypotheses[0].norm_score, abs=1e-5)
+        assert record["log_prob"] == pytest.approx(translation.hypotheses[0].score, abs=1e-5)
+        assert len(record["token_log_probs"]) == len(record["target_tokens"]) + 1
+    tsv = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target), "--format", "tsv")
+    assert tsv.returncode == 0, tsv.stderr
+    rows = [line.split("\t") for line in tsv.stdout.splitlines()]
+    assert rows[0] == ["log_prob", "score", "token_log_probs"]
+    assert [float(r[1]) for r in rows[1:]] == pytest.approx([r["score"] for r in records], abs=1e-4)
+    assert [len(r[2].split()) for r in rows[1:]] == [len(r["token_log_probs"]) for r in records]
+
+
+def test_cli_refuses_bad_inputs_with_a_clear_message(tiny_runs, run_cli, tmp_path):
+    run_dir = str(tiny_runs.gru_bahdanau)
+    source = _write(tmp_path / "src.en", SOURCES[:3])
+    short = _write(tmp_path / "short.fr", ["a", "b"])
+    blank = _write(tmp_path / "blank.fr", ["a", "", "c"])
+    latin1 = tmp_path / "latin1.fr"
+    latin1.write_bytes("a\nd\xe9j\xe0\nc\n".encode("latin-1"))
+    cases = [
+        (short, "has 3 lines, --target " + str(short) + " has 2"),
+        (blank, "nothing to score on line 2 (target): a blank sentence"),
+        (latin1, "line 2 is not UTF-8"),
+        (tmp_path / "missing.fr", "no such file"),
+    ]
+    for target, message in cases:
+        done = run_cli("score", run_dir, "--source", str(source), "--target", str(target))
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
