@@ -16,6 +16,7 @@ import torch
 from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 
+from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
     gaussian_attention_weights,
@@ -388,6 +389,61 @@ def test_nadaraya_watson_panel(lab, page):
     assert status(page, "nadaraya_watson")[1] == "422"
 
 
+def hypothesis_rows(page: Browser) -> list[str]:
+    """The row labels of the live hypotheses on the decoding panel."""
+    return page.evaluate(
+        "[...[...document.querySelectorAll('#panel-decoding figure.tensor')]"
+        ".find((f) => f.dataset.name === 'live hypotheses: score so far')"
+        ".querySelectorAll('th.row-label')].map((t) => t.textContent)"
+    )
+
+
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, page, engines, model):
+    engine = engines[model]
+    sentence = "Alpha bravo charlie delta."
+    translation = engine.translate([sentence], beam_size=1)[0]
+    dump = engine.attention(translation).maps["cross"]  # (T, S) or (L, h, T, S)
+    out = translation.hypotheses[0].tokens
+    name = "attention weights" if model == "gru_bahdanau" else "attention weights (layer 1)"
+    for t in range(len(out) + 1):
+        show(page, lab, "decoding", run=model, sentence=sentence, beam="1", step=str(t), row="0", layer="1")
+        assert (
+            page.evaluate("document.querySelector('#panel-decoding p.text').textContent") == translation.text
+        )
+        assert hypothesis_rows(page) == [" ".join(engine.tgt_vocab.labels(out[:t])) or "<bos>"]
+        expected = dump[t] if model == "gru_bahdanau" else dump[1, :, t]
+        np.testing.assert_allclose(values(page, "decoding", name), expected.ravel(), atol=TOLERANCE, rtol=0)
+        assert masked_count(page, "decoding", name) == 0
+    assert page.evaluate("document.querySelector('#decoding-step').max") == str(len(out))
+    if model == "transformer":
+        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 1)")).reshape(2, -1)
+        assert_close(values(page, "decoding", name), torch.softmax(scores, dim=-1))
+
+    beam = engine.translate([sentence], beam_size=3)[0]
+    show(page, lab, "decoding", run=model, sentence=sentence, beam="3", step="2", row="1", layer="1")
+    assert page.evaluate("document.querySelector('#panel-decoding p.text').textContent") == beam.text
+    assert len(hypothesis_rows(page)) == 3
+
+    reference = "un deux trois ."
+    show(
+        page,
+        lab,
+        "decoding",
+        run=model,
+        sentence=sentence,
+        beam="1",
+        step="1",
+        reference=reference,
+        layer="1",
+    )
+    forced = values(page, "decoding", "teacher forcing: log p(reference token) | log p(model's pick)")
+    scored = score_with(engine, [sentence], [reference])[0]
+    np.testing.assert_allclose(forced[0::2], scored.token_log_probs, atol=TOLERANCE, rtol=0)
+    assert all(forced[1::2] >= forced[0::2] - 1e-6)  # the model's own pick is at least as probable
+    screenshot(page, f"decoding_{model}")
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
@@ -414,6 +470,10 @@ BAD_INPUTS = {
     "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
     "nw-too-many-epochs": ("nadaraya_watson", {"epochs": 10_000}, "between 1 and 200"),
     "nw-width-zero": ("nadaraya_watson", {"width": 0}, "between 0.05 and 20"),
+    "decoding-step-past-the-end": ("decoding", {"sentence": "alpha .", "step": 500}, "the search took"),
+    "decoding-unknown-run": ("decoding", {"run": "mine", "sentence": "alpha ."}, "expected one of"),
+    "decoding-beam-too-large": ("decoding", {"sentence": "alpha .", "beam": 9}, "between 1 and 8"),
+    "decoding-no-sentence": ("decoding", {"sentence": ""}, "type an English sentence"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 

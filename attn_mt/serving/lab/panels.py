@@ -11,6 +11,7 @@ from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
 from attn_mt.serving.lab.kernel_regression import nadaraya_watson_panel
 from attn_mt.serving.lab.positions import positional_panel
 from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
+from attn_mt.serving.lab.stepping import stepping_panel
 
 
 def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
@@ -23,6 +24,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "heads": split_merge_panel,
         "trained_heads": partial(trained_heads_panel, runs),
         "nadaraya_watson": nadaraya_watson_panel,
+        "decoding": partial(stepping_panel, runs),
     }
 
 

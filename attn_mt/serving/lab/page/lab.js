@@ -261,6 +261,12 @@ async function compute(section, keepUrl = false) {
   }
   status.textContent = "computed on the server by the code below";
   status.className = "status done";
+  // A slider marked data-below-answer="KEY" stays below the answer's KEY (the search's number of steps).
+  for (const input of $$("[data-below-answer]", section)) {
+    const bound = body[input.dataset.belowAnswer];
+    if (Number.isInteger(bound)) input.max = String(bound - 1);
+  }
+  showSliderValues(section);
   draw(section, body);
 }
 

@@ -1,0 +1,315 @@
+"""Step-through decoding: the search of `attn-mt translate` run on a trained model with every step kept.
+
+`StepRecorder` stands in for the model in decoding/search.py's greedy and beam search: it passes each
+`encode`, `init_state`, `step` and `reorder_state` through unchanged and keeps, per step, the live
+hypotheses, the model's next-token log-probabilities and what the encoder-decoder attention computed
+(captured with forward hooks on the attention's own layers, so nothing is decoded twice). The tokens
+it steps through are therefore the search's, and its weights the search's.
+
+Shapes: N live rows (hypotheses), S source positions, H hidden, h heads, d = H / h, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from attn_mt.decoding.outputs import prepare_sentence
+from attn_mt.decoding.search import beam_search, greedy_search
+from attn_mt.decoding.translator import Translator
+from attn_mt.models.attention import AdditiveAttention, DotProductAttention
+from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
+from attn_mt.models.base import DecoderState, EncoderDecoder
+from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.inputs import LabError, choice, text, whole
+from attn_mt.serving.lab.shown import answer, code, line_of, shown
+
+TOP = 5  # alternatives shown per step
+MAX_BEAM = 8
+
+
+@dataclass
+class StepRecord:
+    """What one decoder step saw and computed, for every live row."""
+
+    prefixes: list[list[int]]  # the tokens each row had chosen before this step
+    scores: list[float]  # their summed log-probabilities
+    log_probs: torch.Tensor  # (N, V) the next-token distribution
+    weights: torch.Tensor  # (N, S) Bahdanau, (N, L, h, S) Transformer
+    captured: dict[str, torch.Tensor] = field(default_factory=dict)  # query, scores, mask, context
+
+
+class StepRecorder:
+    """A model for the search that records every step (see the module docstring)."""
+
+    def __init__(self, model: EncoderDecoder, layer: int):
+        self.model, self.layer = model, layer
+        self.steps: list[StepRecord] = []
+        self.prefixes: list[list[int]] = [[]]
+        self.scores: list[float] = [0.0]
+        self.last: torch.Tensor | None = None  # (N, V) the previous step's log-probabilities
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
+        """The model's encode."""
+        return self.model.encode(src, src_lens)
+
+    def init_state(self, enc: DecoderState) -> DecoderState:
+        """The model's init_state."""
+        return self.model.init_state(enc)
+
+    def reorder_state(self, state: DecoderState, index: torch.Tensor) -> DecoderState:
+        """The model's reorder_state; the recorded rows follow the same index."""
+        rows = index.tolist()
+        self.prefixes = [list(self.prefixes[i]) for i in rows]
+        self.scores = [self.scores[i] for i in rows]
+        self.last = None if self.last is None else self.last[index]
+        return self.model.reorder_state(state, index)
+
+    def step(
+        self, tokens: torch.Tensor, state: DecoderState, need_attention: bool = False
+    ) -> tuple[torch.Tensor, DecoderState, dict[str, torch.Tensor]]:
+        """The model's step (always with attention, which the search gets only if it asked)."""
+        if self.last is not None:
+            for row, token in enumerate(tokens.tolist()):
+                self.prefixes[row].append(token)
+                self.scores[row] += float(self.last[row, token])
+        with self.capture(state) as captured:
+            logits, new_state, attention = self.model.step(tokens, state, True)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
+        weights = attention["cross"].float()
+        record = StepRecord([list(p) for p in self.prefixes], list(self.scores), log_probs, weights, captured)
+        self.steps.append(record)
+        self.last = log_probs
+        return logits, new_state, attention if need_attention else {}
+
+    @contextmanager
+    def capture(self, state: DecoderState) -> Iterator[dict[str, torch.Tensor]]:
+        """Hooks on the encoder-decoder attention's layers that keep its query, scores, mask and context."""
+        captured: dict[str, torch.Tensor] = {}
+        model = self.model
+        hooks = []
+        if isinstance(model, GRUBahdanau):
+            attention = model.decoder.attention
+            captured["mask"] = state["src_mask"].keep[:, 0]  # (N, S)
+            hooks = [
+                attention.W_q.register_forward_hook(
+                    lambda _m, inputs, _o: captured.__setitem__("query", inputs[0][:, 0])  # (N, H)
+                ),
+                attention.w_v.register_forward_hook(
+                    lambda _m, _i, output: captured.__setitem__("scores", output[:, 0, :, 0])  # (N, S)
+                ),
+                model.decoder.rnn.register_forward_pre_hook(
+                    lambda _m, inputs: captured.__setitem__(
+                        "context",
+                        inputs[0][:, 0, : attention.W_k.out_features],  # (N, H)
+                    )
+                ),
+            ]
+        else:
+            block = model.decoder.blks[f"block{self.layer}"].attention2
+            keys = state["cross"][self.layer][0]  # (N, h, S, d)
+            captured["mask"] = state["src_mask"].keep[:, 0, 0]  # (N, S)
+
+            def keep_query(_m: Any, _i: Any, output: torch.Tensor) -> None:
+                query = block.split_heads(output)  # (N, h, 1, d)
+                captured["query"] = query[:, :, 0]  # (N, h, d)
+                scores = torch.matmul(query, keys.transpose(-1, -2)) / math.sqrt(query.shape[-1])
+                captured["scores"] = scores[:, :, 0]  # (N, h, S)
+
+            hooks = [
+                block.W_q.register_forward_hook(keep_query),
+                block.W_o.register_forward_pre_hook(
+                    lambda _m, inputs: captured.__setitem__("context", inputs[0][:, 0])  # (N, H)
+                ),
+            ]
+        try:
+            yield captured
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+
+def run_search(engine: Translator, sentence: str, beam: int, layer: int) -> tuple[StepRecorder, list, list]:
+    """The search `translate` runs on one sentence, recorded; (recorder, hypotheses, source labels)."""
+    tokens = prepare_sentence(engine.cfg, engine.src_vocab, sentence)
+    if not tokens:
+        raise LabError("sentence: type an English sentence")
+    fed, src_len = engine.source_ids(tokens)
+    src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
+    src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
+    recorder = StepRecorder(engine.model, layer)
+    dc = engine.cfg.decode
+    common = dict(
+        bos_id=engine.tgt_vocab.bos_id,
+        eos_id=engine.tgt_vocab.eos_id,
+        max_len_a=dc.max_len_a,
+        max_len_b=dc.max_len_b,
+        need_attention=True,
+    )
+    was_training = engine.model.training
+    engine.model.eval()
+    try:
+        if beam == 1:
+            hypotheses = greedy_search(recorder, src, src_lens, **common)  # type: ignore[arg-type]
+        else:
+            hypotheses = beam_search(
+                recorder,
+                src,
+                src_lens,
+                beam_size=beam,
+                nbest=beam,
+                length_penalty=dc.length_penalty,
+                **common,
+            )[0]  # type: ignore[arg-type]
+    finally:
+        engine.model.train(was_training)
+    return recorder, hypotheses, engine.src_vocab.labels(fed[:src_len])
+
+
+def teacher_forced(engine: Translator, sentence: str, reference: str) -> dict[str, Any]:
+    """The model run along a reference translation: its pick at each position and both log-probabilities."""
+    tokens = prepare_sentence(engine.cfg, engine.src_vocab, sentence)
+    fed, src_len = engine.source_ids(tokens)
+    ids = engine.tgt_vocab.encode(prepare_sentence(engine.cfg, engine.tgt_vocab, reference))
+    src = torch.tensor([fed], device=engine.device)  # (1, S)
+    src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
+    tgt_in = torch.tensor([[engine.tgt_vocab.bos_id, *ids]], device=engine.device)  # (1, T)
+    engine.model.eval()
+    with torch.inference_mode():
+        log_probs = torch.log_softmax(engine.model(src, src_lens, tgt_in).float(), dim=-1)[0]  # (T, V)
+        maps = engine.model.attention_maps(src, src_lens, tgt_in)
+    wanted = [*ids, engine.tgt_vocab.eos_id]
+    picks = log_probs.argmax(dim=-1).tolist()  # (T,)
+    return {
+        "reference": engine.tgt_vocab.labels(wanted),
+        "picks": engine.tgt_vocab.labels(picks),
+        "reference_log_probs": log_probs[torch.arange(len(wanted)), torch.tensor(wanted)],  # (T,)
+        "pick_log_probs": log_probs.max(dim=-1).values,  # (T,)
+        "cross": maps["cross"][0, ..., :src_len].float(),  # (T, S) or (L, h, T, S)
+    }
+
+
+def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
+    """One output step of a run's greedy or beam search: its query, scores, mask, weights, context, and
+    the live hypotheses with their top next tokens; and, given a reference, the teacher-forced view."""
+    if not runs:
+        raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` to step through a trained model")
+    name = choice(state, "run", next(iter(runs)), tuple(runs))
+    run = runs[name]
+    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    sentence = text(state, "sentence", "", 300)
+    beam = whole(state, "beam", 1, 1, MAX_BEAM)
+    if beam > 1 and len(run.tgt_vocab) < 2 * beam:
+        raise LabError(
+            f"beam: {beam} needs at least {2 * beam} target tokens; this run has {len(run.tgt_vocab)}"
+        )
+    transformer = run.config.model.type == "transformer"
+    layers = run.config.model.num_layers
+    layer = whole(state, "layer", layers - 1, 0, layers - 1) if transformer else 0  # one alignment
+    recorder, hypotheses, source = run_search(engine, sentence, beam, layer)
+    t = whole(state, "step", 0, 0, 10_000)
+    if t >= len(recorder.steps):
+        raise LabError(f"step: the search took {len(recorder.steps)} steps (0 to {len(recorder.steps) - 1})")
+    record = recorder.steps[t]
+    rows = len(record.prefixes)
+    row = whole(state, "row", 0, 0, 10_000)
+    if row >= rows:
+        raise LabError(f"row: step {t} has {rows} live hypotheses (0 to {rows - 1})")
+    vocab = run.tgt_vocab
+    prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p in record.prefixes]
+    top = record.log_probs[row].topk(min(TOP, record.log_probs.shape[-1]))
+    c = record.captured
+    mask = ~c["mask"][row]  # (S,) True where a key is masked
+    tensors = [
+        shown(
+            "live hypotheses: score so far",
+            torch.tensor(record.scores).unsqueeze(1),
+            ["N", "score"],
+            rows=prefix_labels,
+        ),
+        shown(
+            f"row {row}: top next tokens, log-probability",
+            top.values.unsqueeze(0),
+            ["row", "V"],
+            columns=vocab.labels(top.indices.tolist()),
+        ),
+    ]
+    if transformer:
+        tensors += [
+            shown(f"query (layer {layer})", c["query"][row], ["h", "d"]),
+            shown(f"scores q·k/√d (layer {layer})", c["scores"][row], ["h", "S"], mask=mask, columns=source),
+            shown("mask (1: key may be attended)", c["mask"][row].float(), ["S"], columns=source),
+            shown(
+                f"attention weights (layer {layer})",
+                record.weights[row, layer],
+                ["h", "S"],
+                mask=mask,
+                columns=source,
+            ),
+            shown("context (heads merged, before W_o)", c["context"][row], ["H"]),
+        ]
+        lines = [
+            line_of(
+                DotProductAttention.attend,
+                "torch.matmul(queries, keys.transpose",
+                "DotProductAttention.attend",
+            ),
+        ]
+    else:
+        tensors += [
+            shown("query: the decoder's previous hidden state", c["query"][row], ["H"]),
+            shown("scores w_vᵀ tanh(W_q q + W_k k)", c["scores"][row], ["S"], mask=mask, columns=source),
+            shown("mask (1: key may be attended)", c["mask"][row].float(), ["S"], columns=source),
+            shown("attention weights", record.weights[row], ["S"], mask=mask, columns=source),
+            shown("context: weighted sum of the encoder outputs", c["context"][row], ["H"]),
+        ]
+        lines = [
+            line_of(AdditiveAttention.attend, "scores = self.w_v", "AdditiveAttention.attend"),
+            line_of(BahdanauDecoder.step, "context = self.attention.attend", "BahdanauDecoder.step"),
+        ]
+    lines += [
+        code(greedy_search if beam == 1 else beam_search),
+        code(StepRecorder.step, "StepRecorder.step (the lab's)"),
+    ]
+    outputs = [vocab.detokenize(h.tokens) for h in hypotheses]
+    texts = {
+        "translation": outputs[0],
+        "steps": f"step {t} of {len(recorder.steps)} (0-based); {rows} live hypotheses",
+    }
+    notes = [
+        ("Greedy search" if beam == 1 else f"Beam search (beam {beam})")
+        + " as `attn-mt translate` runs it; finished: "
+        + "; ".join(f"{o!r} ({h.norm_score:.4f})" for o, h in zip(outputs, hypotheses, strict=True)),
+    ]
+    reference = text(state, "reference", "", 300).strip()
+    if reference:
+        forced = teacher_forced(engine, sentence, reference)
+        tensors.append(
+            shown(
+                "teacher forcing: log p(reference token) | log p(model's pick)",
+                torch.stack([forced["reference_log_probs"], forced["pick_log_probs"]], dim=1),
+                ["T", "2"],
+                rows=[f"{r} | {p}" for r, p in zip(forced["reference"], forced["picks"], strict=True)],
+            )
+        )
+        if t < forced["cross"].shape[-2]:
+            cross = forced["cross"][layer, :, t] if transformer else forced["cross"][t]
+            tensors.append(
+                shown(
+                    f"teacher-forced attention weights at step {t}",
+                    cross,
+                    ["h", "S"] if transformer else ["S"],
+                    columns=source,
+                )
+            )
+        notes.append(
+            "Teacher forcing (training) feeds the reference's previous token at every position, whatever "
+            "the model would have picked; decoding (inference) feeds its own pick. "
+            "Rows: reference | model's pick."
+        )
+    return answer(tensors, lines, notes, text=texts, steps=len(recorder.steps), rows=rows)
