@@ -444,6 +444,30 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     screenshot(page, f"decoding_{model}")
 
 
+def test_your_own_translation_panel(lab, page, engines):
+    engine = engines["transformer"]
+    sentence = "Bravo charlie."
+    show(page, lab, "own_translation", run="transformer", sentence=sentence, target="un deux .")
+    yours = score_with(engine, [sentence], ["un deux ."])[0]
+    assert_close(values(page, "own_translation", "yours: log p(token)"), torch.tensor(yours.token_log_probs))
+    assert_close(
+        values(page, "own_translation", "yours: p(token)"), torch.tensor(yours.token_log_probs).exp()
+    )
+    own = engine.translate([sentence])[0]
+    model = values(page, "own_translation", "the model's: log p(token)")
+    assert abs(model.sum() - own.hypotheses[0].score) < 1e-5  # forced decoding gives the search's score
+    texts = page.evaluate(
+        "[...document.querySelectorAll('#panel-own_translation p.text')].map((p) => p.textContent)"
+    )
+    assert texts[0].startswith("yours: un deux . — log p = ") and own.text in texts[1]
+    assert type_into(page, "own_translation", "#own-target", "trois quatre .") == "status done"
+    other = score_with(engine, [sentence], ["trois quatre ."])[0]
+    assert_close(values(page, "own_translation", "yours: log p(token)"), torch.tensor(other.token_log_probs))
+    screenshot(page, "own_translation")
+    assert type_into(page, "own_translation", "#own-target", " ") == "status error"
+    assert status(page, "own_translation")[1] == "422"
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
@@ -474,6 +498,12 @@ BAD_INPUTS = {
     "decoding-unknown-run": ("decoding", {"run": "mine", "sentence": "alpha ."}, "expected one of"),
     "decoding-beam-too-large": ("decoding", {"sentence": "alpha .", "beam": 9}, "between 1 and 8"),
     "decoding-no-sentence": ("decoding", {"sentence": ""}, "type an English sentence"),
+    "own-translation-blank": ("own_translation", {"sentence": "alpha .", "target": ""}, "type an English"),
+    "own-translation-too-long": (
+        "own_translation",
+        {"sentence": "alpha .", "target": "a" * 301},
+        "at most 300",
+    ),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 

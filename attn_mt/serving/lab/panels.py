@@ -9,6 +9,7 @@ from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
 from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
 from attn_mt.serving.lab.kernel_regression import nadaraya_watson_panel
+from attn_mt.serving.lab.own_translation import own_translation_panel
 from attn_mt.serving.lab.positions import positional_panel
 from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 from attn_mt.serving.lab.stepping import stepping_panel
@@ -25,6 +26,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "trained_heads": partial(trained_heads_panel, runs),
         "nadaraya_watson": nadaraya_watson_panel,
         "decoding": partial(stepping_panel, runs),
+        "own_translation": partial(own_translation_panel, runs),
     }
 
 
