@@ -468,6 +468,49 @@ def test_your_own_translation_panel(lab, page, engines):
     assert status(page, "own_translation")[1] == "422"
 
 
+def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
+    """The numbers of tensor `name` in the exercise whose heading starts with `section`."""
+    return np.asarray(
+        page.evaluate(
+            "[...document.querySelectorAll('#panel-exercises div.exercise')]"
+            f".find((e) => e.querySelector('h3').textContent.startsWith({json.dumps(section)}))"
+            f".querySelector('figure.tensor[data-name={json.dumps(name)}]')"
+            ".querySelectorAll('td.cell').values().map((c) => Number(c.dataset.value)).toArray()"
+        )
+    )
+
+
+def test_exercises_are_answered_live(lab, page):
+    show(page, lab, "exercises")
+    headings = page.evaluate(
+        "[...document.querySelectorAll('#panel-exercises div.exercise h3')].map((h) => h.textContent)"
+    )
+    sections = {h.split(":")[0] for h in headings}
+    assert {"Masked softmax", "Scoring functions", "Nadaraya–Watson", "Multi-head attention"} <= sections
+    assert {"Positional encoding", "Decoding"} <= sections and len(headings) == 8
+    table = sinusoid_table(64, 32).double()
+    dots = torch.tensor([[float(table[i] @ table[i + k]) for k in (-4, 1, 4)] for i in (10, 20, 30)])
+    assert_close(exercise_values(page, "Positional encoding", "P[i] · P[i + k]"), dots)
+    keys = torch.ones(1, 4, 2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        additive = AdditiveAttention(2, 2, 8, 0.0)
+    with torch.no_grad():
+        additive(torch.tensor([[[1.0, 2.0]]]), keys, torch.arange(8.0).reshape(1, 4, 2))
+    weights = exercise_values(page, "Scoring functions: Do additive", "attention weights")
+    assert_close(weights[:4], additive.attention_weights)
+    decoding = exercise_values(page, "Decoding", "log-probability").reshape(-1, 2)
+    np.testing.assert_allclose(decoding[:, 0], decoding[:, 1], atol=1e-5)  # greedy and beam 1 agree
+    screenshot(page, "exercises")
+    page.click("#panel-exercises div.exercise a[href^='#softmax']")  # the link opens the panel, set up
+    page.wait_for("!document.querySelector('#panel-softmax').hidden")
+    wait_for_answer(page, "softmax")
+    page.wait_for("document.querySelector('#softmax-valid-lens').value === '[0, 2]'")
+    expected = masked_softmax(torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]]), torch.tensor([0, 2]))
+    page.wait_for("document.querySelectorAll('#panel-softmax figure.tensor td.cell').length === 6 + 2 + 6")
+    assert_close(values(page, "softmax", "masked_softmax(X, valid_lens)"), expected)
+
+
 BAD_INPUTS = {
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),

@@ -7,6 +7,7 @@ from typing import Any
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
+from attn_mt.serving.lab.exercises import exercises_panel
 from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
 from attn_mt.serving.lab.kernel_regression import nadaraya_watson_panel
 from attn_mt.serving.lab.own_translation import own_translation_panel
@@ -27,6 +28,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "nadaraya_watson": nadaraya_watson_panel,
         "decoding": partial(stepping_panel, runs),
         "own_translation": partial(own_translation_panel, runs),
+        "exercises": partial(exercises_panel, runs),
     }
 
 

@@ -225,7 +225,20 @@ function draw(section, result) {
   for (const plot of result.plots) figures.append(drawPlot(plot));
   for (const tensor of result.tensors) figures.append(drawTensor(tensor));
   out.append(figures);
-  out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
+  for (const exercise of result.exercises || []) out.append(drawExercise(exercise));
+  if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
+}
+
+function drawExercise(exercise) {
+  const box = element("div", { class: "exercise" });
+  box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
+  box.append(element("p", { class: "found" }, exercise.found));
+  const figures = element("div", { class: "figures" });
+  for (const tensor of exercise.tensors) figures.append(drawTensor(tensor));
+  box.append(figures, element("p", { class: "note" }, exercise.reading));
+  const link = element("a", { href: exercise.link }, "try it in its panel");
+  box.append(link, drawCode(exercise.code));
+  return box;
 }
 
 // Compute a panel; `keepUrl` leaves the address as it is (the first answer after the page opens).

@@ -1,0 +1,317 @@
+"""Lab panel "exercises": questions on each section of the attention chapter, put in the project's own
+words, each answered by an experiment the server runs with attn-mt's functions, with a short reading.
+
+Each exercise is a function of the opened runs returning its question, what the experiment found (a
+sentence and tensors), a reading of the result, and a link to the panel where the learner can vary it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from attn_mt.decoding.outputs import prepare_sentence
+from attn_mt.decoding.search import beam_search, greedy_search
+from attn_mt.decoding.translator import Translator
+from attn_mt.demos.nadaraya_watson import (
+    NWKernelRegression,
+    gaussian_attention_weights,
+    make_data,
+    mean_squared_error,
+    squared_error,
+    train_parametric,
+)
+from attn_mt.models.attention import DotProductAttention, MultiHeadAttention, masked_softmax
+from attn_mt.models.positional import sinusoid_table
+from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.scoring import seeded_additive
+from attn_mt.serving.lab.shown import answer, code, shown
+
+Exercise = Callable[[dict[str, LoadedRun]], dict[str, Any]]
+SEED = 0
+
+
+def exercise(
+    section: str, question: str, found: str, reading: str, tensors: list, link: str, lines: list
+) -> dict[str, Any]:
+    """One exercise's answer."""
+    return {
+        "section": section,
+        "question": question,
+        "found": found,
+        "reading": reading,
+        "tensors": tensors,
+        "link": link,
+        "code": lines,
+    }
+
+
+def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Non-parametric pooling with 10 to 1000 training points and kernel widths 1 and 4: the test error."""
+    sizes, widths, draws = (10, 50, 200, 1000), (1.0, 4.0), 5
+    errors = torch.zeros(len(widths), len(sizes), dtype=torch.float64)  # (widths, sizes)
+    for j, n in enumerate(sizes):
+        for seed in range(draws):
+            data = make_data(torch.Generator().manual_seed(seed), n_train=n)
+            for i, width in enumerate(widths):
+                weights = gaussian_attention_weights(data.x_test, data.x_train, width)  # (Q, N)
+                errors[i, j] += mean_squared_error(weights @ data.y_train, data.y_truth) / draws
+    return exercise(
+        "Nadaraya–Watson",
+        "Does the non-parametric estimator keep improving as the number of noisy training points grows? "
+        "Compare a wide kernel (w = 1) with a narrow one (w = 4).",
+        f"Mean test error over {draws} data sets, from {sizes[0]} to {sizes[-1]} points: "
+        f"w = 1 {errors[0, 0]:.3f} → {errors[0, -1]:.3f}; w = 4 {errors[1, 0]:.3f} → {errors[1, -1]:.3f}.",
+        "More points put more samples under each kernel, so their noise averages out. A wide kernel also "
+        "blurs the curve itself, and that error (the bias) does not shrink with more data, so its error "
+        "levels off; a narrow kernel has little bias and keeps gaining until its few neighbours' noise "
+        "is averaged away.",
+        [
+            shown(
+                "test MSE",
+                errors,
+                ["w", "n"],
+                rows=[f"w = {w:g}" for w in widths],
+                columns=[f"{n} points" for n in sizes],
+            )
+        ],
+        "#nadaraya_watson?width=4",
+        [code(gaussian_attention_weights), code(make_data)],
+    )
+
+
+def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Train the parametric width with each point among its own keys, against leave-one-out."""
+    data = make_data(torch.Generator().manual_seed(SEED))
+    n = data.x_train.shape[0]
+    loo_model, loo_losses = train_parametric(data, torch.Generator().manual_seed(SEED), lr=0.5, epochs=50)
+    model = NWKernelRegression(torch.Generator().manual_seed(SEED))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    keys, values = data.x_train.expand(n, n), data.y_train.expand(n, n)  # (N, N): each point sees itself
+    for _ in range(50):
+        optimizer.zero_grad()
+        loss = squared_error(model(data.x_train, keys, values), data.y_train).sum()
+        loss.backward()
+        optimizer.step()
+    widths = torch.tensor([loo_model.w.item(), model.w.item()])
+    return exercise(
+        "Nadaraya–Watson",
+        "Why does the parametric model leave each training point out of its own keys? Train it both ways "
+        "for 50 epochs and compare the learned width w.",
+        f"Leaving each point out: w = {widths[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
+        f"Each point among its own keys: w = {widths[1]:.3f} (final loss {loss.item():.3f}).",
+        "When a point is among its keys, the loss falls as w grows: a narrow kernel puts all weight on the "
+        "point itself and predicts its own noisy y exactly. The model would learn to copy the noise; leaving "
+        "the point out makes it predict each y from its neighbours, as it must for new inputs.",
+        [shown("learned w", widths, ["run"], columns=["leave-one-out", "self included"])],
+        "#nadaraya_watson?epochs=50",
+        [code(train_parametric), code(NWKernelRegression)],
+    )
+
+
+def equal_keys(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Additive and dot-product weights when every key is the same, and when they differ."""
+    queries = torch.tensor([[[1.0, 2.0]]])  # (1, 1, 2)
+    values = torch.arange(8.0).reshape(1, 4, 2)  # (1, 4, 2)
+    additive, dot = seeded_additive(2, 2, 8, SEED), DotProductAttention(dropout=0.0).eval()
+    rows = []
+    for keys in (torch.ones(1, 4, 2), torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.5]]])):
+        with torch.no_grad():
+            additive(queries, keys, values)
+            dot(queries, keys, values)
+        rows += [additive.attention_weights[0, 0], dot.attention_weights[0, 0]]
+    weights = torch.stack(rows)  # (4, K)
+    return exercise(
+        "Scoring functions",
+        "Do additive and scaled dot-product attention give the same weights? Try keys that are all equal, "
+        "then keys that differ.",
+        f"Equal keys: largest weight {float(weights[:2].max()):.4f}, smallest {float(weights[:2].min()):.4f} "
+        f"(uniform is 0.25). Different keys: the two functions' weights differ by up to "
+        f"{float((weights[2] - weights[3]).abs().max()):.4f}.",
+        "A scoring function that sees the same key four times gives four equal scores, so any softmax of "
+        "them is uniform. Once keys differ, each function scores them its own way: additive attention "
+        "through its learned layers, dot-product attention by the angle and length of q and k.",
+        [
+            shown(
+                "attention weights",
+                weights,
+                ["case", "K"],
+                rows=[
+                    "equal keys, additive",
+                    "equal keys, dot",
+                    "different keys, additive",
+                    "different keys, dot",
+                ],
+            )
+        ],
+        "#scoring?keys=" + "[[[1, 1], [1, 1], [1, 1], [1, 1]]]",
+        [code(seeded_additive), code(DotProductAttention.forward)],
+    )
+
+
+def scale_spread(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """The spread of q·k for d = 4 and 256, with and without the 1/sqrt(d) scale."""
+    generator = torch.Generator().manual_seed(SEED)
+    spreads = []
+    for d in (4, 256):
+        q, k = torch.randn(256, 1, d, generator=generator), torch.randn(256, 8, d, generator=generator)
+        raw = torch.matmul(q, k.transpose(1, 2))  # (N, 1, K)
+        spreads.append([float(raw.std()), float((raw / math.sqrt(d)).std())])
+    table = torch.tensor(spreads)  # (2, 2)
+    return exercise(
+        "Scoring functions",
+        "Queries and keys have entries of variance 1. How spread out are their dot products for d = 4 and "
+        "d = 256, with and without dividing by √d?",
+        f"d = 4: std {table[0, 0]:.2f} unscaled, {table[0, 1]:.2f} scaled. "
+        f"d = 256: std {table[1, 0]:.2f} unscaled, {table[1, 1]:.2f} scaled.",
+        "A sum of d products of unit-variance numbers has variance d, so the unscaled spread grows like √d "
+        "(2 and 16 here); dividing by √d keeps it near 1 for every d, and the softmax away from saturation.",
+        [
+            shown(
+                "std of the scores",
+                table,
+                ["d", "scale"],
+                rows=["d = 4", "d = 256"],
+                columns=["none", "1/√d"],
+            )
+        ],
+        "#keysize?d=256&scaled=false",
+        [code(DotProductAttention.attend)],
+    )
+
+
+def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """masked_softmax of a query with valid length 0."""
+    scores = torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])  # (2, 1, 3)
+    weights = masked_softmax(scores, torch.tensor([0, 2]))  # (2, 1, 3)
+    return exercise(
+        "Masked softmax",
+        "What weights does a query get when its valid length is 0, so that no key may be attended?",
+        f"The query with valid length 0 gets weights {weights[0, 0].tolist()}; the other's sum to "
+        f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys.",
+        "The book's version fills masked scores with -1e6 and so spreads the weight evenly over keys it "
+        "should ignore. attn-mt's mask gives exactly zero weight to masked keys and an all-zero row (and "
+        "zero gradients) to a query with none, so padding never leaks into a result.",
+        [shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"])],
+        "#softmax?valid_lens=[0, 2]&scores=[[[1, 2, 3]], [[1, 2, 3]]]",
+        [code(masked_softmax)],
+    )
+
+
+def head_parameters(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Parameters of MultiHeadAttention with H = 64 and 1, 2, 4 or 8 heads."""
+    heads = (1, 2, 4, 8)
+    counts = [sum(p.numel() for p in MultiHeadAttention(64, 64, 64, 64, h, 0.0).parameters()) for h in heads]
+    return exercise(
+        "Multi-head attention",
+        "With the hidden size fixed at 64, does using more heads add parameters?",
+        "Parameters: " + ", ".join(f"{h} heads {c}" for h, c in zip(heads, counts, strict=True)) + ".",
+        "No: W_q, W_k, W_v and W_o stay 64 × 64 whatever h is; the heads only cut the projected 64 "
+        "columns into h slices of d = 64 / h, so each head works in a smaller space at no extra cost.",
+        [
+            shown(
+                "parameters",
+                torch.tensor(counts, dtype=torch.float64),
+                ["h"],
+                columns=[str(h) for h in heads],
+            )
+        ],
+        "#heads?num_hiddens=8&num_heads=4",
+        [code(MultiHeadAttention.split_heads)],
+    )
+
+
+def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """P[i] · P[i + k] for several i and k: a function of k alone, and the same for -k."""
+    table = sinusoid_table(64, 32).double()  # (S, H)
+    starts, shifts = (10, 20, 30), (-4, 1, 4)
+    dots = torch.tensor([[float(table[i] @ table[i + k]) for k in shifts] for i in starts])  # (3, 3)
+    return exercise(
+        "Positional encoding",
+        "Is the dot product of the encodings of positions i and i + k the same for every i? "
+        "And for k and -k?",
+        f"Down each column (k fixed, i = {', '.join(map(str, starts))}) the values differ by at most "
+        f"{float((dots - dots[0]).abs().max()):.1e}; k = 4 and k = -4 differ by at most "
+        f"{float((dots[:, 0] - dots[:, 2]).abs().max()):.1e}.",
+        "P[i] · P[i + k] sums sin(iω)sin((i+k)ω) + cos(iω)cos((i+k)ω) = cos(kω) over the frequencies ω, "
+        "which depends on the distance k only, and cos is even: the dot product tells how far apart two "
+        "positions are but not which comes first (learned projections can still tell).",
+        [
+            shown(
+                "P[i] · P[i + k]",
+                dots,
+                ["i", "k"],
+                rows=[f"i = {i}" for i in starts],
+                columns=[f"k = {k}" for k in shifts],
+            )
+        ],
+        "#positions?shift=4",
+        [code(sinusoid_table)],
+    )
+
+
+def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+    """search.py's beam search with a beam of 1 against its greedy search, on a few sentences of a run."""
+    if not runs:
+        return None
+    name, run = next(iter(runs.items()))
+    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    vocab, dc = run.tgt_vocab, run.config.decode
+    common = dict(bos_id=vocab.bos_id, eos_id=vocab.eos_id, max_len_a=dc.max_len_a, max_len_b=dc.max_len_b)
+    sentences = ["i lost .", "go home .", "he is calm ."]
+    pairs = []
+    engine.model.eval()
+    for sentence in sentences:
+        fed, length = engine.source_ids(prepare_sentence(run.config, run.src_vocab, sentence))
+        src, src_lens = (
+            torch.tensor([fed], device=engine.device),
+            torch.tensor([length], device=engine.device),
+        )
+        greedy = greedy_search(engine.model, src, src_lens, **common)[0]
+        beam = beam_search(engine.model, src, src_lens, beam_size=1, **common)[0][0]
+        pairs.append(
+            (vocab.detokenize(greedy.tokens), vocab.detokenize(beam.tokens), greedy.score, beam.score)
+        )
+    same = sum(g == b for g, b, _, _ in pairs)
+    scores = torch.tensor([[g, b] for _, _, g, b in pairs], dtype=torch.float64)  # (sentences, 2)
+    return exercise(
+        "Decoding",
+        f"Does beam search with a beam of 1 give the same translations as greedy search ({name})?",
+        f"{same} of {len(sentences)} sentences translate identically: "
+        + "; ".join(f"{g!r}" for g, _, _, _ in pairs)
+        + ".",
+        "With one live hypothesis, beam search keeps the single best extension at every step, which is "
+        "greedy search's choice, so outputs and scores agree.",
+        [
+            shown(
+                "log-probability",
+                scores,
+                ["sentence", "search"],
+                rows=sentences,
+                columns=["greedy", "beam 1"],
+            )
+        ],
+        f"#decoding?run={name}&beam=1",
+        [code(greedy_search), code(beam_search)],
+    )
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    empty_rows,
+    equal_keys,
+    scale_spread,
+    more_data,
+    without_leave_one_out,
+    head_parameters,
+    distance_only,
+    beam_one_is_greedy,
+)
+
+
+def exercises_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
+    """Every exercise, each computed now."""
+    done = [found for found in (run_exercise(runs) for run_exercise in EXERCISES) if found is not None]
+    return answer([], [], [], exercises=done)
