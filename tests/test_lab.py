@@ -6,6 +6,7 @@ docs/lab/ (for docs/lab.md)."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 import torch
 from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
+from PIL import Image
 
 from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
@@ -160,9 +162,11 @@ def screenshot(page: Browser, panel: str) -> None:
     if os.environ.get("ATTN_MT_SCREENSHOTS") != "1":
         return
     page.evaluate("window.scrollTo(0, 0)")
-    shot = page.send("Page.captureScreenshot", format="png")
+    clip = {"x": 0, "y": 0, "width": 1280, "height": 900, "scale": 0.75}  # small files for the docs
+    shot = page.send("Page.captureScreenshot", format="png", clip=clip)
     SCREENSHOTS.mkdir(exist_ok=True)
-    (SCREENSHOTS / f"{panel}.png").write_bytes(base64.b64decode(shot["data"]))
+    image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).quantize(colors=64)  # fewer bytes
+    image.save(SCREENSHOTS / f"{panel}.png", optimize=True)
 
 
 def assert_close(shown: np.ndarray, expected: torch.Tensor) -> None:
