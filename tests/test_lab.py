@@ -551,6 +551,8 @@ BAD_INPUTS = {
         {"sentence": "alpha .", "target": "a" * 301},
         "at most 300",
     ),
+    "nested-too-deep-text": ("softmax", {"scores": "[" * 5000 + "]" * 5000}, "nested too deep"),
+    "nested-too-deep-lists": ("scoring", {"queries": [[[[[1.0]]]]]}, "nested more than 4 deep"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
 }
 
@@ -565,6 +567,7 @@ def test_bad_inputs_get_a_message_and_422(lab, case):
 
 def test_http_errors_of_the_lab(lab):
     assert call(lab, "/api/softmax", raw=b'{"scores": ')[0] == 400
+    assert call(lab, "/api/softmax", raw=b"[" * 100_000)[0] == 400
     assert call(lab, "/api/softmax", [1, 2])[0] == 422
     assert call(lab, "/api/nothing", {})[0] == 404
     code, body = call(lab, "/api/softmax", raw=b" " * (MAX_BODY_BYTES + 1))

@@ -90,6 +90,8 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> Fas
             state = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error_response(400, f"the body is not valid JSON: {exc}")
+        except RecursionError:
+            return error_response(400, "the body's JSON is nested too deep")
         if not isinstance(state, dict):
             return error_response(422, 'expected a JSON object of inputs, such as {"scores": "[[[1, 2]]]"}')
         try:

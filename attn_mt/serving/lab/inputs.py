@@ -16,6 +16,7 @@ import torch
 
 MAX_ELEMENTS = 4096  # numbers in one tensor a request may send or ask for (docs/lab.md)
 MAX_TEXT = 100_000  # characters of one field (4096 numbers of up to 20 characters fit)
+MAX_RANK = 4  # axes of a tensor a request may send
 MAX_MAGNITUDE = 1e6  # largest absolute value of a tensor entry, so no product overflows float32
 
 
@@ -77,10 +78,14 @@ def text(state: dict[str, Any], key: str, default: str, max_chars: int = 1000) -
     return value
 
 
-def _check_numbers(value: Any, key: str, where: str) -> int:
+def _check_numbers(value: Any, key: str, where: str, depth: int = 0) -> int:
     """Walk nested lists of numbers; the number of elements, or LabError naming the first bad entry."""
     if isinstance(value, list):
-        return sum(_check_numbers(item, key, f"{where}[{i}]") for i, item in enumerate(value))
+        if depth == MAX_RANK:
+            raise LabError(
+                f"{key}: lists nested more than {MAX_RANK} deep (a tensor here has at most {MAX_RANK} axes)"
+            )
+        return sum(_check_numbers(item, key, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise LabError(f"{key}{where}: expected a number, got {json.dumps(value)[:40]}")
     if abs(value) > MAX_MAGNITUDE:
@@ -98,6 +103,10 @@ def tensor(state: dict[str, Any], key: str, default: Any, ranks: tuple[int, ...]
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise LabError(f"{key}: not a list of numbers such as [[1, 2], [3, 4]] ({exc.msg})") from None
+        except RecursionError:
+            raise LabError(
+                f"{key}: lists nested too deep; the lab's tensors have at most {MAX_RANK} axes"
+            ) from None
     count = _check_numbers(value, key, "")
     if count > MAX_ELEMENTS:
         raise LabError(f"{key}: {count} numbers, more than the lab's limit of {MAX_ELEMENTS}")
