@@ -126,6 +126,16 @@ def values(page: Browser, panel: str, name: str) -> np.ndarray:
     return np.asarray(found[0])
 
 
+def series(page: Browser, panel: str, label: str) -> np.ndarray:
+    """The y values of the plotted series `label`."""
+    found = page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} g.series')]"
+        f".filter((g) => g.dataset.label === {json.dumps(label)}).map((g) => JSON.parse(g.dataset.y))"
+    )
+    assert len(found) == 1, f"{label}: {len(found)} series of that name"
+    return np.asarray(found[0])
+
+
 def shape_label(page: Browser, panel: str, name: str) -> str:
     """The caption of tensor `name`: its name, axes and shape."""
     return page.evaluate(
@@ -245,6 +255,12 @@ def test_scoring_functions_panel(lab, page):
         dot(Q, K2, V)
     assert_close(values(page, "scoring", "additive: attention_weights"), additive.attention_weights)
     assert_close(values(page, "scoring", "scaled dot-product: attention_weights"), dot.attention_weights)
+    page.evaluate("document.querySelector('#panel-scoring .status').className = 'status'")
+    page.click("#panel-scoring button[data-set]")  # the chapter's example: 10 equal keys, valid_lens [2, 6]
+    wait_for_answer(page, "scoring")
+    book_output = torch.tensor([[[2.0, 3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0, 13.0]]])  # the book prints these
+    assert_close(values(page, "scoring", "additive: output"), book_output)
+    assert_close(values(page, "scoring", "scaled dot-product: output"), book_output)
     assert type_into(page, "scoring", "#scoring-values", "[[[1, 0], [0, 1]]]") == "status error"
     assert status(page, "scoring")[1] == "422"
 
@@ -300,6 +316,7 @@ def test_positional_encoding_panel(lab, page):
         ".find((g) => g.dataset.label === 'column 4').dataset.y)"
     )
     assert_close(np.asarray(column), table[:, 4])
+    assert_close(series(page, "positions", "column 6"), table[:, 6])  # the chapter's columns 6 to 9
     assert slide(page, "positions", "#positions-steps", "3") == "status done"  # i = 5 follows S down to 2
     assert page.evaluate("document.querySelector('#positions-position').value") == "2"
     assert slide(page, "positions", "#positions-steps", "40") == "status done"
@@ -357,16 +374,6 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
     screenshot(page, "trained_heads")
 
 
-def series(page: Browser, panel: str, label: str) -> np.ndarray:
-    """The y values of the plotted series `label`."""
-    found = page.evaluate(
-        f"[...document.querySelectorAll('#panel-{panel} g.series')]"
-        f".filter((g) => g.dataset.label === {json.dumps(label)}).map((g) => JSON.parse(g.dataset.y))"
-    )
-    assert len(found) == 1, f"{label}: {len(found)} series of that name"
-    return np.asarray(found[0])
-
-
 def test_nadaraya_watson_panel(lab, page):
     show(page, lab, "nadaraya_watson", seed="3", width="2.5", epochs="20", lr="0.5", point="7")
     generator = torch.Generator().manual_seed(3)
@@ -420,6 +427,10 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
         np.testing.assert_allclose(values(page, "decoding", name), expected.ravel(), atol=TOLERANCE, rtol=0)
         assert masked_count(page, "decoding", name) == 0
     assert page.evaluate("document.querySelector('#decoding-step').max") == str(len(out))
+    texts = page.evaluate(
+        "[...document.querySelectorAll('#panel-decoding p.text')].map((p) => p.textContent)"
+    )
+    assert texts[1].endswith("finished: " + " ".join(engine.tgt_vocab.labels(out)) + " <eos>")
     if model == "transformer":
         scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 1)")).reshape(2, -1)
         assert_close(values(page, "decoding", name), torch.softmax(scores, dim=-1))

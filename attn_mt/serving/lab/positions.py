@@ -20,6 +20,7 @@ from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
 
 MAX_STEPS = 512
 MAX_HIDDENS = 64  # M_k is (H, H)
+CHAPTER_COLUMNS = (6, 7, 8, 9)  # the columns the book plots
 
 
 def shift_map(k: int, num_hiddens: int) -> torch.Tensor:
@@ -74,6 +75,8 @@ def positional_panel(state: dict[str, Any]) -> dict[str, Any]:
         line_of(PositionalEncoding.forward, "return self.dropout(X + self.P", "PositionalEncoding.forward"),
         code(shift_map, "shift_map (the lab's)"),
     ]
-    return answer(
-        tensors, lines, notes, [plot("columns of P over positions", "position i", "P[i, j]", columns)]
-    )
+    plots = [plot("columns j and j + 1 of P over positions", "position i", "P[i, j]", columns)]
+    if hiddens > max(CHAPTER_COLUMNS):
+        chapter = [(f"column {c}", positions, table[:, c]) for c in CHAPTER_COLUMNS]
+        plots.append(plot("the chapter's columns 6 to 9", "position i", "P[i, j]", chapter))
+    return answer(tensors, lines, notes, plots)

@@ -194,6 +194,14 @@ def teacher_forced(engine: Translator, sentence: str, reference: str) -> dict[st
     }
 
 
+def chosen_after(recorder: StepRecorder, hypotheses: list, t: int, labels: Any) -> str:
+    """What the search kept after step t: the next step's live hypotheses, or the finished ones."""
+    if t + 1 < len(recorder.steps):
+        kept = recorder.steps[t + 1].prefixes
+        return "kept for the next step: " + "; ".join(" ".join(labels(p)) for p in kept)
+    return "finished: " + "; ".join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
+
+
 def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One output step of a run's greedy or beam search: its query, scores, mask, weights, context, and
     the live hypotheses with their top next tokens; and, given a reference, the teacher-forced view."""
@@ -279,7 +287,8 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     outputs = [vocab.detokenize(h.tokens) for h in hypotheses]
     texts = {
         "translation": outputs[0],
-        "steps": f"step {t} of {len(recorder.steps)} (0-based); {rows} live hypotheses",
+        "steps": f"step {t} of {len(recorder.steps)} (0-based); {rows} live hypotheses; "
+        + chosen_after(recorder, hypotheses, t, vocab.labels),
     }
     notes = [
         ("Greedy search" if beam == 1 else f"Beam search (beam {beam})")
