@@ -594,3 +594,10 @@ def test_http_errors_of_the_lab(lab):
         assert fetch(lab, outside)[0] == 404, outside
     page = fetch(lab, "/")[2].decode("utf-8")
     assert "://" not in page.replace('"http://www.w3.org', "")  # nothing from another host
+
+
+def test_lab_command_refuses_bad_runs_and_options(run_cli, tmp_path):
+    missing = run_cli("lab", str(tmp_path / "no-such-run"), "--port", "0")
+    assert missing.returncode == 2 and "no-such-run" in missing.stderr and "Traceback" not in missing.stderr
+    port = run_cli("lab", "--port", "70000")
+    assert port.returncode == 2 and "--port must be between 0 and 65535" in port.stderr
