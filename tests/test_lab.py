@@ -601,3 +601,27 @@ def test_lab_command_refuses_bad_runs_and_options(run_cli, tmp_path):
     assert missing.returncode == 2 and "no-such-run" in missing.stderr and "Traceback" not in missing.stderr
     port = run_cli("lab", "--port", "70000")
     assert port.returncode == 2 and "--port must be between 0 and 65535" in port.stderr
+
+
+DEFAULT_INPUTS = {
+    "trained_heads": {"sentence": "alpha bravo ."},
+    "decoding": {"sentence": "alpha bravo ."},
+    "own_translation": {"sentence": "alpha bravo .", "target": "un deux ."},
+}
+
+
+def test_every_panel_links_the_lines_of_attn_mt_code_it_ran(lab):
+    code, listing = call(lab, "/api/panels")
+    assert code == 200 and {r["name"] for r in listing["runs"]} == {"gru_bahdanau", "transformer"}
+    for panel in listing["panels"]:
+        code, answer = call(lab, f"/api/{panel}", DEFAULT_INPUTS.get(panel, {}))
+        assert code == 200, (panel, answer)
+        lines = answer["code"] + [line for e in answer.get("exercises", []) for line in e["code"]]
+        assert lines, panel
+        for line in lines:
+            status, _, page = fetch(lab, line["url"].split("#")[0])
+            assert status == 200 and line["url"] == f"/source/{line['file']}#L{line['line']}", line
+            assert f'id="L{line["line"]}"'.encode() in page, line
+            source = (ROOT / line["file"]).read_text(encoding="utf-8").splitlines()[: line["line"]]
+            name = line["label"].split(" ")[0].split(".")[-1]  # the function or class, at or above the line
+            assert source[-1].strip() and any(name in text for text in source[-60:]), line

@@ -55,7 +55,10 @@ def code(function: Any, label: str = "") -> dict[str, Any]:
     """Where an attn-mt function or class is defined: file relative to the repository, line, link."""
     target = inspect.unwrap(function)
     path = Path(inspect.getsourcefile(target)).resolve()
-    line = inspect.getsourcelines(target)[1]
+    lines, start = inspect.getsourcelines(target)
+    line = start + next(  # the `def` or `class` line, below any decorators
+        k for k, text in enumerate(lines) if text.lstrip().startswith(("def ", "class ", "async def "))
+    )
     file = path.relative_to(ROOT).as_posix()
     return {
         "label": label or getattr(target, "__qualname__", str(target)),
