@@ -32,6 +32,7 @@ from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.open import open_model
 from attn_mt.serving.lab.app import MAX_BODY_BYTES
 from attn_mt.serving.lab.inputs import MAX_ELEMENTS
+from attn_mt.serving.lab.stepping import run_search
 
 SCREENSHOTS = ROOT / "docs" / "lab"
 TOLERANCE = 1e-6
@@ -625,3 +626,24 @@ def test_every_panel_links_the_lines_of_attn_mt_code_it_ran(lab):
             source = (ROOT / line["file"]).read_text(encoding="utf-8").splitlines()[: line["line"]]
             name = line["label"].split(" ")[0].split(".")[-1]  # the function or class, at or above the line
             assert source[-1].strip() and any(name in text for text in source[-60:]), line
+
+
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_the_best_beams_path_has_the_dumps_weights_at_every_step(engines, model):
+    engine = engines[model]
+    sentence = "Echo foxtrot golf hotel."
+    translation = engine.translate([sentence], beam_size=3)[0]
+    best = translation.hypotheses[0]
+    dump = engine.attention(translation).maps["cross"]  # (T, S) or (L, h, T, S)
+    recorder, hypotheses, _ = run_search(engine, sentence, beam=3, layer=1)
+    assert hypotheses[0].tokens == best.tokens and abs(hypotheses[0].score - best.score) < 1e-6
+    for t in range(len(best.tokens) + 1):
+        step = recorder.steps[t]
+        row = step.prefixes.index(best.tokens[:t])  # the row holding the best output's first t tokens
+        weights = step.weights[row] if model == "gru_bahdanau" else step.weights[row, 1]
+        expected = dump[t] if model == "gru_bahdanau" else dump[1, :, t]
+        np.testing.assert_allclose(weights.numpy(), expected, atol=TOLERANCE, rtol=0)
+    final = recorder.steps[len(best.tokens)]
+    row = final.prefixes.index(best.tokens)
+    eos = float(final.log_probs[row, engine.tgt_vocab.eos_id])
+    assert abs(final.scores[row] + eos - best.score) < 1e-5  # the recorded path adds up to the search's score
