@@ -150,8 +150,13 @@ def translate(
     ),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
+    split: bool = typer.Option(
+        True,
+        "--split/--no-split",
+        help="Translate each line sentence by sentence and join them (default); --no-split: each line whole.",
+    ),
 ) -> None:
-    """Translate sentences with a trained run, one output line per input line."""
+    """Translate text with a trained run, one output line per input line."""
     from attn_mt.commands.translate import run_translate
 
     run_translate(
@@ -167,6 +172,7 @@ def translate(
         length_penalty=length_penalty,
         attention_words=attention_words,
         quantize=quantize,
+        split=split,
     )
 
 
