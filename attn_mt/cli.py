@@ -195,6 +195,11 @@ def score(
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
+    split: bool = typer.Option(
+        False,
+        "--split/--no-split",
+        help="Score line pairs sentence by sentence where both sides hold as many sentences, and add up.",
+    ),
 ) -> None:
     """Score given translations: each target line's log-probability under the model, per token and in all."""
     from attn_mt.commands.score import run_score
@@ -209,6 +214,7 @@ def score(
         device=device,
         length_penalty=length_penalty,
         quantize=quantize,
+        split=split,
     )
 
 
