@@ -8,18 +8,8 @@ from pathlib import Path
 import typer
 
 from attn_mt.demos import DEMOS
+from attn_mt.demos.inline import scalars_only
 from attn_mt.errors import UserError
-
-
-def scalars_only(tree: dict) -> dict:
-    """A nested dict without its lists: the headline numbers of a demo."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            value = scalars_only(value)
-        if not isinstance(value, (list, tuple)) and value != {}:
-            out[key] = value
-    return out
 
 
 def run_demo(name: str, out: Path, seed: int) -> None:

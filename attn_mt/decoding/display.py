@@ -1,0 +1,99 @@
+"""Rich display in Jupyter: the HTML and PNG that `Translation` and `SentenceAttention` show inline.
+
+Every text that came from a user or a vocabulary (sources, tokens, outputs, warnings) is escaped.
+No torch and no matplotlib at import: heatmaps.py is imported only when a picture is asked for, so
+a translation shows itself, and outputs.py loads, without either.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attn_mt.decoding.attention import SentenceAttention
+    from attn_mt.decoding.outputs import Translation
+
+TABLE_STYLE = "border-collapse: collapse; text-align: left"
+CELL_STYLE = "padding: 2px 8px; text-align: left"
+
+
+def image_tag(png: bytes, alt: str) -> str:
+    """An <img> holding `png` as a data URI, with `alt` escaped."""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}"/>'
+
+
+def tokens_html(tokens: Sequence[str]) -> str:
+    """Tokens escaped and set apart as <code> spans."""
+    return " ".join(f"<code>{html.escape(token)}</code>" for token in tokens)
+
+
+def table_html(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain HTML table; header cells are escaped, row cells are HTML already."""
+    head = "".join(f'<th style="{CELL_STYLE}">{html.escape(cell)}</th>' for cell in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td style="{CELL_STYLE}">{cell}</td>' for cell in row) + "</tr>" for row in rows
+    )
+    return f'<table style="{TABLE_STYLE}"><tr>{head}</tr>{body}</table>'
+
+
+def translation_html(translation: Translation) -> str:
+    """The source, its tokens, each n-best output with its scores, and any warnings."""
+    rows = [
+        [str(rank), html.escape(text), f"{hyp.score:.4f}", f"{hyp.norm_score:.4f}", str(len(hyp.tokens))]
+        for rank, (text, hyp) in enumerate(
+            zip(translation.outputs, translation.hypotheses, strict=True), start=1
+        )
+    ]
+    parts = [
+        f"<p><b>source</b> {html.escape(translation.source)}</p>",
+        f"<p><b>source tokens</b> {tokens_html(translation.source_tokens)}</p>",
+        table_html(["rank", "output", "log-prob", "length-normalised", "tokens"], rows)
+        if rows
+        else "<p>(no output: a blank input)</p>",
+    ]
+    parts += [f"<p><b>warning</b> {html.escape(warning)}</p>" for warning in translation.warnings]
+    return f"<div>{''.join(parts)}</div>"
+
+
+def heatmap_png(
+    weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str = ""
+) -> bytes:
+    """PNG bytes of `heatmaps.attention_figure` (matplotlib is imported here, on the first call)."""
+    from attn_mt.decoding.heatmaps import attention_figure, png_bytes
+
+    return png_bytes(attention_figure(weights, row_labels, col_labels, title))
+
+
+def main_map(attention: SentenceAttention) -> str:
+    """The map a single picture shows: the cross-attention when there is one, else the first."""
+    return "cross" if "cross" in attention.maps else next(iter(attention.maps))
+
+
+def attention_png(attention: SentenceAttention, name: str | None = None) -> bytes:
+    """PNG heatmaps of one map (every layer and head), tokens on both axes; the main map by default."""
+    from attn_mt.decoding.attention import TITLES
+
+    name = main_map(attention) if name is None else name
+    rows, cols = attention.labels(name)
+    return heatmap_png(attention.maps[name], rows, cols, TITLES[name])
+
+
+def attention_html(attention: SentenceAttention) -> str:
+    """Every map as a heatmap under its title, shape and the tokens of both sides."""
+    from attn_mt.decoding.attention import TITLES
+
+    parts = [
+        f"<p><b>source</b> {tokens_html(attention.source_tokens)}</p>",
+        f"<p><b>output</b> {tokens_html(attention.output_tokens)}</p>",
+    ]
+    for name, weights in attention.maps.items():
+        shape = " x ".join(str(size) for size in weights.shape)
+        parts.append(f"<p><b>{html.escape(TITLES[name])}</b> <code>{name}</code> ({shape})</p>")
+        parts.append(image_tag(attention_png(attention, name), f"{TITLES[name]} heatmap"))
+    return f"<div>{''.join(parts)}</div>"
