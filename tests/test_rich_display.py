@@ -15,6 +15,7 @@ from matplotlib import image as mpl_image
 
 import attn_mt
 from attn_mt.decoding.attention import SentenceAttention
+from attn_mt.decoding.display import Heatmap
 from attn_mt.decoding.outputs import Hypothesis, Translation
 from attn_mt.demos import DEMOS, show
 from attn_mt.errors import UserError
@@ -141,3 +142,17 @@ def test_every_demo_shows_its_numbers_and_figures(name):
 def test_an_unknown_demo_is_a_clear_error():
     with pytest.raises(UserError, match="unknown demo 'attention'"):
         show("attention")
+
+
+def test_a_heatmap_of_any_weights_labels_positions_or_the_labels_given():
+    import torch
+
+    eye = Heatmap(torch.eye(10, requires_grad=True).reshape(1, 1, 10, 10))  # the book's first heatmap
+    height, width = png_size(eye._repr_png_())
+    assert 200 <= height <= 400 and 200 <= width <= 500  # one book-sized panel: positions need no room
+    labelled = Heatmap(np.eye(2), ["<q>", "q&"], ["k1", "k2"], title="two")
+    assert png_size(labelled._repr_png_())[0] >= 200
+    with pytest.raises(ValueError, match=r"\(Q, K\) or \(L, h, Q, K\)"):
+        Heatmap(np.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match="3 row and 2 column labels for 2 x 2"):
+        Heatmap(np.eye(2), ["a", "b", "c"], ["d", "e"])._repr_png_()

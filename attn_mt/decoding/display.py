@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from attn_mt.decoding.attention import SentenceAttention
     from attn_mt.decoding.outputs import Translation
 
@@ -62,12 +63,39 @@ def translation_html(translation: Translation) -> str:
 
 
 def heatmap_png(
-    weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str = ""
+    weights: np.ndarray, row_labels: Sequence[str] | None, col_labels: Sequence[str] | None, title: str = ""
 ) -> bytes:
     """PNG bytes of `heatmaps.attention_figure` (matplotlib is imported here, on the first call)."""
     from attn_mt.decoding.heatmaps import attention_figure, png_bytes
 
     return png_bytes(attention_figure(weights, row_labels, col_labels, title))
+
+
+@dataclass
+class Heatmap:
+    """Any (Q, K) or (L, h, Q, K) weights shown inline as the book's heatmaps, e.g. `Heatmap(torch.eye(10))`.
+
+    `weights`: a NumPy array, nested lists or a tensor (detached and copied to the CPU here); without
+    labels the axes show positions.
+    """
+
+    weights: Any
+    row_labels: Sequence[str] | None = None  # Q query labels
+    col_labels: Sequence[str] | None = None  # K key labels
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        if hasattr(self.weights, "detach"):  # a torch tensor, without importing torch here
+            self.weights = self.weights.detach().cpu()
+        self.weights = np.asarray(self.weights, dtype=np.float32)
+        if self.weights.ndim not in (2, 4):
+            raise ValueError(
+                f"heatmap weights must be (Q, K) or (L, h, Q, K), got shape {self.weights.shape}"
+            )
+
+    def _repr_png_(self) -> bytes:
+        """Jupyter's picture: one panel per layer and head, labels on the axes."""
+        return heatmap_png(self.weights, self.row_labels, self.col_labels, self.title)
 
 
 def main_map(attention: SentenceAttention) -> str:

@@ -15,8 +15,10 @@ import io
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 CMAP = "Reds"
 DPI = 100
@@ -39,10 +41,29 @@ def png_bytes(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def panel_inches(labels: Sequence[str] | None, count: int) -> float:
+    """A panel's width or height: wide enough for every token label, the book's size without labels."""
+    return PANEL_INCHES if labels is None else max(PANEL_INCHES, INCHES_PER_TOKEN * count + 1.0)
+
+
+def label_axis(axis: Axis, labels: Sequence[str] | None, rotation: float = 0.0) -> None:
+    """One tick per token label, or (no labels) a few integer positions."""
+    if labels is None:
+        axis.set_major_locator(MaxNLocator(integer=True))
+    else:
+        axis.set_ticks(range(len(labels)), labels=list(labels), rotation=rotation, fontsize=LABEL_FONT_SIZE)
+
+
 def attention_figure(
-    weights: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], title: str = ""
+    weights: np.ndarray,
+    row_labels: Sequence[str] | None,
+    col_labels: Sequence[str] | None,
+    title: str = "",
 ) -> Figure:
-    """Heatmaps of (Q, K) or (L, h, Q, K) attention weights: one panel per head, tokens on both axes."""
+    """Heatmaps of (Q, K) or (L, h, Q, K) attention weights: one panel per head, tokens on both axes.
+
+    Without labels (None) the axes show positions, as the book's `show_heatmaps` does.
+    """
     weights = np.asarray(weights, dtype=np.float32)
     if weights.ndim == 2:
         grid = weights[None, None]  # (1, 1, Q, K)
@@ -51,11 +72,11 @@ def attention_figure(
     else:
         raise ValueError(f"attention weights must be (Q, K) or (L, h, Q, K), got shape {weights.shape}")
     layers, heads, queries, keys = grid.shape
-    if (len(row_labels), len(col_labels)) != (queries, keys):
-        labels = f"{len(row_labels)} row and {len(col_labels)} column labels"
-        raise ValueError(f"{labels} for {queries} x {keys} attention weights")
-    panel_w = max(PANEL_INCHES, INCHES_PER_TOKEN * keys + 1.0)
-    panel_h = max(PANEL_INCHES, INCHES_PER_TOKEN * queries + 1.0)
+    rows = queries if row_labels is None else len(row_labels)
+    cols = keys if col_labels is None else len(col_labels)
+    if (rows, cols) != (queries, keys):
+        raise ValueError(f"{rows} row and {cols} column labels for {queries} x {keys} attention weights")
+    panel_w, panel_h = panel_inches(col_labels, keys), panel_inches(row_labels, queries)
     fig = new_figure(panel_w * heads + 1.0, panel_h * layers + (0.4 if title else 0.0))
     axes = fig.subplots(layers, heads, squeeze=False)
     vmax = float(grid.max()) if grid.size else 1.0
@@ -66,8 +87,8 @@ def attention_figure(
             image = ax.imshow(
                 grid[layer, head], cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest"
             )
-            ax.set_xticks(range(keys), labels=list(col_labels), rotation=90, fontsize=LABEL_FONT_SIZE)
-            ax.set_yticks(range(queries), labels=list(row_labels), fontsize=LABEL_FONT_SIZE)
+            label_axis(ax.xaxis, col_labels, rotation=90)
+            label_axis(ax.yaxis, row_labels)
             if layer == layers - 1:
                 ax.set_xlabel("Key positions")
             if head == 0:
