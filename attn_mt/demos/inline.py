@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.decoding.display import image_tag
-from attn_mt.demos.registry import DEMOS
-from attn_mt.errors import UserError
+from attn_mt.demos.registry import demo_named
 
 
 def scalars_only(tree: dict) -> dict:
@@ -46,9 +45,8 @@ class DemoFigures:
 
 def show(name: str, seed: int = 0) -> DemoFigures:
     """Run demo `name` (`attn-mt demo`'s names) in a temporary folder; its numbers and figures in memory."""
-    if name not in DEMOS:
-        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+    demo = demo_named(name)
     with tempfile.TemporaryDirectory(prefix="attn-mt-demo-") as folder:
-        results = DEMOS[name](Path(folder), seed)
+        results = demo(Path(folder), seed)
         figures = {file: (Path(folder) / file).read_bytes() for file in results["figures"]}
     return DemoFigures(name, results, figures)

@@ -7,9 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.demos import nadaraya_watson, positional_encoding, scoring
+from attn_mt.errors import UserError
 
-DEMOS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
+Demo = Callable[[Path, int], dict[str, Any]]
+
+DEMOS: dict[str, Demo] = {
     nadaraya_watson.NAME: nadaraya_watson.run,
     scoring.NAME: scoring.run,
     positional_encoding.NAME: positional_encoding.run,
 }
+
+
+def demo_named(name: str) -> Demo:
+    """The demo called `name`, or a UserError listing the names there are."""
+    if name not in DEMOS:
+        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+    return DEMOS[name]
