@@ -42,7 +42,8 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
     )
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the tiny runs train faster on one thread of a busy machine
     monkeypatch.setenv("MPLBACKEND", "Agg")
     work = tmp_path / "work"
