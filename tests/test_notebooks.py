@@ -63,11 +63,14 @@ def execute(path: Path, folder: Path) -> nbformat.NotebookNode:
 
 
 def check_ran(notebook: nbformat.NotebookNode) -> None:
-    """The kernel imported this checkout's attn_mt, and the notebook showed at least one picture."""
+    """The kernel imported this checkout's attn_mt, the notebook showed at least one picture, and one that
+    translates showed a translation's table (attn-mt's rich display)."""
     printed = notebook.cells[0].outputs[0]["text"].strip()
     assert Path(printed).resolve() == ROOT / "attn_mt" / "__init__.py"
     data = [output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", [])]
     assert any("image/png" in d or "data:image/png;base64," in d.get("text/html", "") for d in data)
+    if any("translate_full" in cell.source for cell in notebook.cells):
+        assert any("<b>source tokens</b>" in d.get("text/html", "") for d in data)
 
 
 def test_the_notebooks_are_stored_without_outputs():

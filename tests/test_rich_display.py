@@ -119,6 +119,8 @@ def test_a_loaded_model_shows_its_translation_and_attention(tiny_runs):
     rows, cols = attention.labels("cross")
     assert cols[:3] == ["alpha", "bravo", "charlie"] and rows[-1] == "<eos>"
     assert embedded_images(attention._repr_html_())[0] == attention._repr_png_()
+    bundle = attention._repr_mimebundle_()  # what Jupyter asks for: the same two views, drawn once
+    assert bundle == {"text/html": attention._repr_html_(), "image/png": attention._repr_png_()}
 
 
 def test_attention_of_a_blank_input_is_a_clear_error(tiny_runs):

@@ -148,6 +148,10 @@ class SentenceAttention:
         """Jupyter's view: every map as heatmaps under its title and shape, with both sides' tokens."""
         return display.attention_html(self)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Both views in one call, so that Jupyter draws each map once rather than the main map twice."""
+        return display.attention_bundle(self)
+
 
 @torch.inference_mode()
 def collect_attention(

@@ -112,16 +112,27 @@ def attention_png(attention: SentenceAttention, name: str | None = None) -> byte
     return heatmap_png(attention.maps[name], rows, cols, TITLES[name])
 
 
-def attention_html(attention: SentenceAttention) -> str:
-    """Every map as a heatmap under its title, shape and the tokens of both sides."""
+def attention_html(attention: SentenceAttention, pictures: dict[str, bytes] | None = None) -> str:
+    """Every map as a heatmap under its title, shape and the tokens of both sides.
+
+    `pictures` holds maps already drawn (name -> PNG), so that none is drawn twice.
+    """
     from attn_mt.decoding.attention import TITLES
 
+    pictures = pictures or {}
     parts = [
         f"<p><b>source</b> {tokens_html(attention.source_tokens)}</p>",
         f"<p><b>output</b> {tokens_html(attention.output_tokens)}</p>",
     ]
     for name, weights in attention.maps.items():
         shape = " x ".join(str(size) for size in weights.shape)
+        png = pictures[name] if name in pictures else attention_png(attention, name)
         parts.append(f"<p><b>{html.escape(TITLES[name])}</b> <code>{name}</code> ({shape})</p>")
-        parts.append(image_tag(attention_png(attention, name), f"{TITLES[name]} heatmap"))
+        parts.append(image_tag(png, f"{TITLES[name]} heatmap"))
     return f"<div>{''.join(parts)}</div>"
+
+
+def attention_bundle(attention: SentenceAttention) -> dict[str, Any]:
+    """Jupyter's whole view of the maps at once, HTML and the main map's PNG, each map drawn once."""
+    pictures = {name: attention_png(attention, name) for name in attention.maps}
+    return {"text/html": attention_html(attention, pictures), "image/png": pictures[main_map(attention)]}
