@@ -48,6 +48,7 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MPLBACKEND", "Agg")
     work = tmp_path / "work"
     work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))  # the notebooks' corpora and runs (tempfile.mkdtemp) land here
     return work
 
 
