@@ -48,10 +48,10 @@ test-avx2: install
 	  $(BIN)/pytest $(SENSITIVE_TESTS); \
 	else echo "test-avx2: no AVX-512 on this CPU, so make test ran the AVX2 kernels already"; fi
 
-# ruff's rules and formatting, then the layers of the pipeline (import-linter, [tool.importlinter] in pyproject.toml).
+# ruff's rules and formatting (notebooks included), then the layers of the pipeline (import-linter, [tool.importlinter] in pyproject.toml).
 lint: install
-	$(BIN)/ruff check attn_mt tests scripts
-	$(BIN)/ruff format --check attn_mt tests scripts
+	$(BIN)/ruff check attn_mt tests scripts notebooks
+	$(BIN)/ruff format --check attn_mt tests scripts notebooks
 	$(BIN)/lint-imports
 
 check: lint test

@@ -150,8 +150,13 @@ def translate(
     ),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
+    split: bool = typer.Option(
+        True,
+        "--split/--no-split",
+        help="Translate each line sentence by sentence and join them (default); --no-split: each line whole.",
+    ),
 ) -> None:
-    """Translate sentences with a trained run, one output line per input line."""
+    """Translate text with a trained run, one output line per input line."""
     from attn_mt.commands.translate import run_translate
 
     run_translate(
@@ -167,6 +172,7 @@ def translate(
         length_penalty=length_penalty,
         attention_words=attention_words,
         quantize=quantize,
+        split=split,
     )
 
 
@@ -189,6 +195,11 @@ def score(
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
+    split: bool = typer.Option(
+        False,
+        "--split/--no-split",
+        help="Score line pairs sentence by sentence where both sides hold as many sentences, and add up.",
+    ),
 ) -> None:
     """Score given translations: each target line's log-probability under the model, per token and in all."""
     from attn_mt.commands.score import run_score
@@ -203,6 +214,7 @@ def score(
         device=device,
         length_penalty=length_penalty,
         quantize=quantize,
+        split=split,
     )
 
 

@@ -46,4 +46,6 @@ def test_schemathesis_finds_no_failure_with_every_check(run_dir):
             timeout=FUZZ_SECONDS + 120,
         )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert "4/4" in result.stdout  # every operation was tested: /translate, /languages, /health, /info
+    assert (
+        "5/5" in result.stdout
+    )  # every operation was tested: /translate, /score, /languages, /health, /info

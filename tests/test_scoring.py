@@ -142,3 +142,27 @@ def test_cli_refuses_bad_inputs_with_a_clear_message(tiny_runs, run_cli, tmp_pat
         done = run_cli("score", run_dir, "--source", str(source), "--target", str(target))
         assert done.returncode == 2 and message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_cli_split_scores_sentence_pairs_and_adds_them_up(tiny_runs, run_cli, tmp_path):
+    run_dir = tiny_runs.gru_bahdanau
+    engine = translator_for(open_model(run_dir, device="cpu"))
+    sentences = ["Alpha bravo.", "Charlie delta echo."]
+    outputs = [t.text for t in engine.translate(sentences, beam_size=1)]
+    alone = score_with(engine, sentences, outputs)
+    source = _write(tmp_path / "src.en", [" ".join(sentences), " ".join(sentences)])
+    target = _write(tmp_path / "tgt.fr", [" ".join(outputs), outputs[0]])  # line 2: 2 sentences, 1 target
+    done = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target), "--split")
+    assert done.returncode == 0, done.stderr
+    split, whole = (json.loads(line) for line in done.stdout.splitlines())
+    assert split["log_prob"] == pytest.approx(alone[0].log_prob + alone[1].log_prob, abs=1e-5)
+    assert split["score"] == pytest.approx(alone[0].score + alone[1].score, abs=1e-5)
+    assert split["target_tokens"] == [*alone[0].target_tokens, "<eos>", *alone[1].target_tokens]
+    assert len(split["token_log_probs"]) == len(split["target_tokens"]) + 1
+    assert "line 2: the source has 2 sentence(s) and the target 1: scored as one sentence each" in done.stderr
+    (kept,) = score_with(engine, [" ".join(sentences)], [outputs[0]])
+    assert whole["log_prob"] == pytest.approx(kept.log_prob, abs=1e-5)
+    unsplit = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target))
+    assert json.loads(unsplit.stdout.splitlines()[0])["log_prob"] != pytest.approx(
+        split["log_prob"], abs=1e-3
+    )

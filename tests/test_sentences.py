@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attn_mt.data.sentences import SplitLine, split_line, whole_line
+from attn_mt.data.sentences import SplitLine, clauses, cut_long, split_line, whole_line
 
 PARAGRAPH = (
     "I went to the market yesterday. It was raining, so I bought an umbrella.  "
@@ -53,3 +53,29 @@ def test_the_whole_line_is_one_sentence_with_its_spaces_apart():
 def test_joining_the_wrong_number_of_translations_is_an_error():
     with pytest.raises(ValueError, match="2 translations for 3 sentences"):
         split_line(PARAGRAPH, "en").join(["a", "b"])
+
+
+def test_clauses_end_after_punctuation_that_space_follows_and_keep_the_spacing():
+    sentence = "It rained, so we stayed; then,  at last: home - tired."
+    split = clauses(sentence)
+    assert split.sentences == ["It rained,", "so we stayed;", "then,", "at last:", "home -", "tired."]
+    assert split.join(split.sentences) == sentence and split.gaps[2] == " " and split.gaps[3] == "  "
+    assert clauses("3,5 km: 1,000 m.").sentences == ["3,5 km:", "1,000 m."]  # no cut inside a number
+
+
+def test_cut_long_joins_neighbouring_clauses_while_they_fit():
+    line = "Go. One two, three four five, six; seven eight nine ten eleven, twelve."
+    words = lambda text: len(text.split())  # noqa: E731
+    split, cut = cut_long(split_line(line, "en"), lambda text: words(text) <= 5)
+    assert split.sentences == [
+        "Go.",
+        "One two, three four five,",
+        "six;",
+        "seven eight nine ten eleven,",
+        "twelve.",
+    ]
+    assert cut == [1] and split.join(split.sentences) == line
+    unchanged, none = cut_long(split_line(line, "en"), lambda text: True)
+    assert unchanged == split_line(line, "en") and none == []
+    alone, which = cut_long(split_line("One two three four five six seven.", "en"), lambda text: False)
+    assert alone.sentences == ["One two three four five six seven."] and which == []  # no clause to cut at

@@ -160,7 +160,14 @@ def test_health_info_and_api_description(runs, transformer_server):
     status, api = call(transformer_server, "/openapi.json")
     assert status == 200 and {"/translate", "/info", "/health"} <= set(api["paths"])
     request_schema = api["components"]["schemas"]["TranslateRequest"]
-    assert set(request_schema["properties"]) == {"sentences", "beam", "nbest", "length_penalty", "attention"}
+    assert set(request_schema["properties"]) == {
+        "sentences",
+        "beam",
+        "nbest",
+        "length_penalty",
+        "attention",
+        "split",
+    }
     with urllib.request.urlopen(f"http://{transformer_server}/docs", timeout=ANSWER_TIMEOUT_S) as page:
         assert page.status == 200 and b"/openapi.json" in page.read()
 
@@ -244,6 +251,32 @@ def test_a_wrong_method_names_the_allowed_ones_and_whole_numbers_are_integers(tr
     assert status == 422 and answer["problems"] == [
         "nbest: Input should be a valid integer, got a fractional number"
     ]
+
+
+def test_entries_are_translated_sentence_by_sentence_as_translate_does(
+    runs, transformer_server, run_cli, tmp_path
+):
+    entries = ["Alpha bravo. Charlie delta echo.  Golf hotel.", "", "  Alpha bravo.  "]
+    answer = translate(transformer_server, entries, beam=2, nbest=2, attention=True)
+    printed = translate_lines(run_cli, runs["transformer"], entries, ["--beam", "2"], tmp_path)
+    assert [r["translation"] for r in answer["results"]] == printed
+    paragraph, blank, spaced = answer["results"]
+    parts = paragraph["sentences"]
+    assert [p["source"] for p in parts] == ["Alpha bravo.", "Charlie delta echo.", "Golf hotel."]
+    alone = translate(transformer_server, [p["source"] for p in parts], beam=2, nbest=2, attention=True)
+    assert_same_answers(parts, alone["results"], "the sentences of an entry")
+    assert paragraph["attention"] is None and all(p["attention"] for p in parts)
+    assert paragraph["source_tokens"] == [t for p in parts for t in p["source_tokens"]]
+    for k, candidate in enumerate(paragraph["nbest"]):
+        texts = [p["nbest"][k]["text"] for p in parts]
+        assert candidate["text"] == f"{texts[0]} {texts[1]}  {texts[2]}"
+        assert candidate["score"] == pytest.approx(sum(p["nbest"][k]["score"] for p in parts))
+    assert (blank["translation"], blank["nbest"], blank["sentences"]) == ("", [], None)
+    assert spaced["translation"] == f"  {parts[0]['translation']}  " and spaced["sentences"] is None
+    whole = translate(transformer_server, entries, beam=2, split=False)
+    printed = translate_lines(run_cli, runs["transformer"], entries, ["--beam", "2", "--no-split"], tmp_path)
+    assert [r["translation"] for r in whole["results"]] == printed
+    assert all(r["sentences"] is None for r in whole["results"])
 
 
 def test_score_gives_the_models_own_output_the_search_score_and_equals_the_command(
@@ -446,6 +479,31 @@ def test_explorer_page_in_headless_chromium(runs, transformer_server, chromium, 
         assert browser.evaluate("document.getElementById('translation').textContent") == other["translation"]
         assert heatmap()["rowLabels"] == other["attention"]["output_tokens"]  # still decoder self-attention
         assert heatmap()["colLabels"] == other["attention"]["decoder_input_tokens"]
+
+        text = "Golf hotel.  India juliet kilo."  # two sentences: each has its own maps
+        both = translate(transformer_server, [text], beam=3, nbest=3, attention=True)["results"][0]
+        assert [p["source"] for p in both["sentences"]] == ["Golf hotel.", "India juliet kilo."]
+        browser.type_text("#source", text)
+        browser.evaluate("document.getElementById('status').textContent = ''")
+        browser.click("#translate")
+        browser.wait_for("document.getElementById('status').textContent.startsWith('beam 3')")
+        assert browser.evaluate("document.getElementById('translation').textContent") == both["translation"]
+        assert browser.evaluate("document.getElementById('sentence-choice').hidden") is False
+        browser.choose("#map", "cross")
+        for k, part in enumerate(both["sentences"]):
+            browser.choose("#sentence", str(k))
+            browser.choose("#layer", "1")
+            browser.choose("#head", "average")
+            assert heatmap()["colLabels"] == part["attention"]["source_tokens"]
+            cross = np.asarray(part["attention"]["maps"]["cross"][1]).mean(axis=0).ravel()
+            np.testing.assert_allclose(heatmap()["weights"], cross, atol=1e-5)
+        browser.click("#split")  # untick: the text is one sentence again
+        browser.evaluate("document.getElementById('status').textContent = ''")
+        browser.click("#translate")
+        browser.wait_for("document.getElementById('status').textContent.startsWith('beam 3')")
+        whole = translate(transformer_server, [text], beam=3, nbest=3, attention=True, split=False)
+        assert browser.evaluate("document.getElementById('sentence-choice').hidden") is True
+        assert heatmap()["colLabels"] == whole["results"][0]["attention"]["source_tokens"]
         assert browser.errors() == []
         assert all(url.startswith(page + "/") for url in browser.requested_urls()), browser.requested_urls()
         assert {page + "/page/explorer.js", page + "/page/style.css", page + "/translate"} <= set(

@@ -197,12 +197,15 @@ def test_random_inputs_never_give_unk_or_piece_markers(subword_run):
 
 
 def test_too_long_input_is_cut_with_a_warning_on_stderr(subword_run, run_cli):
-    long_sentence = " ".join(["Alpha bravo charlie delta."] * 60)
-    code, out, err = run_cli("translate", str(subword_run), "Hotel golf.", long_sentence)
+    long_line = " ".join(["Alpha bravo charlie delta."] * 60)
+    code, out, err = run_cli("translate", str(subword_run), "Hotel golf.", long_line, "--no-split")
     assert code == 0, err
     assert len(out.splitlines()) == 2 and out.splitlines()[1]
     assert "line 2: source cut to 160 tokens incl. <eos>" in err and "not translated" in err
     assert "line 1" not in err
+    code, out, err = run_cli("translate", str(subword_run), "Hotel golf.", long_line)  # its 60 sentences
+    assert code == 0 and err == "" and len(out.splitlines()) == 2
+    assert out.splitlines()[1].count(out.splitlines()[1].split(".")[0] + ".") == 60
 
 
 def test_eval_scores_raw_text_and_compare_refuses_mixed_scoring(subword_run, tmp_path, run_cli):

@@ -7,27 +7,15 @@ from pathlib import Path
 
 import typer
 
-from attn_mt.demos import DEMOS
-from attn_mt.errors import UserError
-
-
-def scalars_only(tree: dict) -> dict:
-    """A nested dict without its lists: the headline numbers of a demo."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            value = scalars_only(value)
-        if not isinstance(value, (list, tuple)) and value != {}:
-            out[key] = value
-    return out
+from attn_mt.demos.inline import scalars_only
+from attn_mt.demos.registry import demo_named
 
 
 def run_demo(name: str, out: Path, seed: int) -> None:
     """Write the demo's figures and full JSON into OUT/NAME and print its headline numbers."""
-    if name not in DEMOS:
-        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+    demo = demo_named(name)
     target = out / name
     target.mkdir(parents=True, exist_ok=True)
-    numbers = DEMOS[name](target, seed)
+    numbers = demo(target, seed)
     typer.echo(json.dumps(scalars_only(numbers), indent=2, default=str))
     typer.echo(f"figures and the full JSON written to {target}")

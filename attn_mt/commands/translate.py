@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.lines import LineTranslation, translate_lines
 from attn_mt.decoding.outputs import Translation, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
@@ -60,11 +61,23 @@ def split_input_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def format_nbest(index: int, translation: Translation, nbest: int) -> list[str]:
-    """Moses-style n-best lines `index ||| text ||| score`; blank inputs give empty texts."""
-    pairs = [(o, h.norm_score) for o, h in zip(translation.outputs, translation.hypotheses, strict=True)]
-    pairs += [("", 0.0)] * (nbest - len(pairs))
+def format_nbest(index: int, line: LineTranslation, nbest: int) -> list[str]:
+    """Moses-style n-best lines `index ||| text ||| score`; a blank input line gives itself as the text."""
+    pairs = [(text, score) for text, score, _ in line.nbest()]
+    pairs += [("" if pairs else line.text, 0.0)] * (nbest - len(pairs))
     return [f"{index} ||| {text} ||| {score:.4f}" for text, score in pairs]
+
+
+def attention_names(results: list[LineTranslation]) -> list[tuple[Translation, str]]:
+    """Each translated sentence and the name of its attention dump: the line's number from 0000, with
+    `-1`, `-2`, ... after it when the line held several sentences."""
+    named = []
+    for i, line in enumerate(results):
+        several = len(line.sentences) > 1
+        for k, sentence in enumerate(line.sentences, start=1):
+            if sentence.hypotheses:
+                named.append((sentence, f"{i:04d}-{k}" if several else f"{i:04d}"))
+    return named
 
 
 def run_translate(
@@ -80,14 +93,18 @@ def run_translate(
     length_penalty: float | None = None,
     attention_words: bool = False,
     quantize: str | None = None,
+    split: bool = True,
 ) -> None:
-    """Translate every input line and write one output line (or `nbest` lines) per input line."""
+    """Translate every input line and write one output line (or `nbest` lines) per input line.
+
+    With `split`, each line is translated sentence by sentence (decoding/lines.py).
+    """
     if output is not None and output.is_dir():
         raise UserError(f"--output {output} is a directory; give a file path")
     lines = read_input_lines(input_file, texts)
     run = open_model(run_dir, checkpoint, device, quantize)
     translator = translator_for(run, with_length_penalty(run.config, length_penalty))
-    results = translator.translate(lines, beam_size=beam, nbest=nbest, progress=True)
+    results = translate_lines(translator, lines, split, beam_size=beam, nbest=nbest, progress=True)
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:
             print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
@@ -104,6 +121,5 @@ def run_translate(
     if attention_dir is not None:
         from attn_mt.evaluation.attention_dumps import save_attention  # matplotlib, only when asked
 
-        for i, result in enumerate(results):
-            if result.hypotheses:
-                save_attention(translator.attention(result, attention_words), attention_dir, f"{i:04d}")
+        for sentence, name in attention_names(results):
+            save_attention(translator.attention(sentence, attention_words), attention_dir, name)

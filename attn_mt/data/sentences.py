@@ -5,15 +5,19 @@ as one long sentence and comes out mangled. `split_line` cuts a line into senten
 (a maintained rule-based segmenter with abbreviation lists for some 300 languages: "M. Dupont",
 "D.C." and "..." do not end a sentence) and keeps the spaces between them, so `SplitLine.join` puts
 the translations back with the line's own spacing: one output line per input line, blank lines and
-leading or trailing spaces kept.
+leading or trailing spaces kept. `cut_long` cuts a sentence the model cannot read whole at its
+clause punctuation (commas, semicolons, colons, dashes) into parts it can.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sentencex
+
+CLAUSE_END = re.compile(r"[,;:\u2013\u2014](?=\s)|\s[\u2013\u2014-](?=\s)")  # ", " "; " ": " " — " " - "
 
 
 @dataclass(frozen=True)
@@ -59,3 +63,46 @@ def split_line(line: str, language: str) -> SplitLine:
     if split.join(sentences) != line:  # the segmenter dropped or changed characters: keep the line whole
         return whole_line(line)
     return split
+
+
+def clauses(sentence: str) -> SplitLine:
+    """The sentence cut after each clause punctuation mark that white space follows, spacing kept."""
+    parts, gaps, start = [], [""], 0
+    for mark in CLAUSE_END.finditer(sentence):
+        end = mark.end()
+        rest = sentence[end:]
+        space = len(rest) - len(rest.lstrip())
+        if sentence[start:end].strip() and rest.strip():
+            parts.append(sentence[start:end].strip())
+            gaps.append(sentence[end : end + space])
+            start = end + space
+    parts.append(sentence[start:].strip())
+    gaps.append("")
+    return SplitLine(parts, gaps)
+
+
+def cut_long(split: SplitLine, fits: Callable[[str], bool]) -> tuple[SplitLine, list[int]]:
+    """`split` with each sentence that does not `fit` cut at clause punctuation into the fewest parts
+    that do, joining neighbouring clauses while they fit; the indices of the sentences cut.
+
+    A clause that does not fit alone stays whole (the model then reads its beginning and says so).
+    """
+    sentences, gaps, cut = [], [split.gaps[0]], []
+    for k, sentence in enumerate(split.sentences):
+        pieces = clauses(sentence)
+        if fits(sentence) or len(pieces.sentences) == 1:
+            sentences.append(sentence)
+            gaps.append(split.gaps[k + 1])
+            continue
+        cut.append(k)
+        current = pieces.sentences[0]
+        for piece, gap in zip(pieces.sentences[1:], pieces.gaps[1:-1], strict=True):
+            if fits(current + gap + piece):
+                current += gap + piece
+            else:
+                sentences.append(current)
+                gaps.append(gap)
+                current = piece
+        sentences.append(current)
+        gaps.append(split.gaps[k + 1])
+    return SplitLine(sentences, gaps), cut

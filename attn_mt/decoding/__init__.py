@@ -7,6 +7,8 @@
     ctranslate2_engine.py the same with an exported CTranslate2 folder (no torch)
     engines.py            which of the two translates an opened model
     attention.py          attention maps of one translated sentence
+    display.py            how a translation and its attention show themselves in Jupyter (HTML, PNG)
+    heatmaps.py           attention heatmaps with the tokens on the axes (matplotlib)
 
 Nothing is imported here, so the CTranslate2 engine's modules load without torch.
 """

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attn_mt.decoding import display
 from attn_mt.models.base import EncoderDecoder
 
 SOURCE, TARGET = "source", "target"
@@ -138,6 +139,18 @@ class SentenceAttention:
             "eos_share": stats["cross"].get("eos_share") if "cross" in stats else None,
             "stats": stats,
         }
+
+    def _repr_png_(self) -> bytes:
+        """Jupyter's picture: heatmaps of the cross-attention (else the first map), tokens on the axes."""
+        return display.attention_png(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: every map as heatmaps under its title and shape, with both sides' tokens."""
+        return display.attention_html(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Both views in one call, so that Jupyter draws each map once rather than the main map twice."""
+        return display.attention_bundle(self)
 
 
 @torch.inference_mode()

@@ -17,6 +17,7 @@ from attn_mt.config import Config
 from attn_mt.data.preprocess import preprocess, tokenize
 from attn_mt.data.subword import prepare_text
 from attn_mt.data.vocab import Vocab
+from attn_mt.decoding import display
 from attn_mt.errors import UserError
 
 if TYPE_CHECKING:
@@ -49,6 +50,10 @@ class Translation:
     def text(self) -> str:
         """The best translation ('' for a blank input)."""
         return self.outputs[0] if self.outputs else ""
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the source, its tokens and every output with its scores (display.py)."""
+        return display.translation_html(self)
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:

@@ -1,15 +1,8 @@
-"""The chapter demos behind `attn-mt demo NAME`: each run(out_dir, seed) writes PNGs and a JSON."""
+"""The chapter demos behind `attn-mt demo NAME` (registry.py), and `show(NAME)` for Jupyter (inline.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from attn_mt.demos.inline import DemoFigures, show
+from attn_mt.demos.registry import DEMOS
 
-from attn_mt.demos import nadaraya_watson, positional_encoding, scoring
-
-DEMOS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
-    nadaraya_watson.NAME: nadaraya_watson.run,
-    scoring.NAME: scoring.run,
-    positional_encoding.NAME: positional_encoding.run,
-}
+__all__ = ["DEMOS", "DemoFigures", "show"]

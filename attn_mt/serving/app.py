@@ -330,18 +330,23 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
             options = service.options(request)
         except RequestError as exc:
             return error_response(422, str(exc), [str(exc)])
-        results = await decoded(request.sentences, options, connection)
+        plans = service.plan(request)
+        pieces = [sentence for plan, _ in plans for sentence in plan.sentences]
+        results = await decoded(pieces, options, connection) if pieces else []
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
         return TranslateResponse(
-            results=results, beam=options.beam, nbest=options.nbest, length_penalty=options.length_penalty
+            results=service.combine(request.sentences, plans, results),
+            beam=options.beam,
+            nbest=options.nbest,
+            length_penalty=options.length_penalty,
         )
 
     async def translate_libretranslate(request: LibreTranslateRequest, connection: Request) -> Any:
         """LibreTranslate's translate: texts split into sentences, decoded, joined back."""
         config = service.run.config
         try:
-            work = plan(request, config)
+            work = plan(request, config, service.split)
             nbest = request.alternatives + 1
             beam = max(config.decode.beam_size, nbest)
             options = service.options(TranslateRequest(sentences=["-"], beam=beam, nbest=nbest))

@@ -6,7 +6,8 @@ Python bindings) take a LibreTranslate URL. `attn-mt serve` answers them on the 
 - `POST /translate` with LibreTranslate's fields, as JSON or as a form (what the Python bindings
   send); a body with `q` is LibreTranslate's, one with `sentences` attn-mt's own.
   Honoured: `q` (a text or a list of texts; each line is split into sentences for the source
-  language and the translations joined back with the line's spacing), `source` (the model's source
+  language, as `attn-mt translate` splits it, and the translations joined back with the line's
+  spacing), `source` (the model's source
   code, or `auto`, taken as that code: no detection runs), `target` (the model's target code),
   `format` (`text` only), `alternatives` (the next entries of the n-best list, sentence by sentence).
   `api_key` is accepted and ignored: the server has no keys. Other fields are ignored.
@@ -17,12 +18,12 @@ Errors come as LibreTranslate's do: status 400 and a JSON object whose `error` s
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from attn_mt.config import Config
-from attn_mt.data.sentences import SplitLine, split_line
+from attn_mt.data.sentences import SplitLine
 from attn_mt.serving.schemas import (
     MAX_CHARS,
     MAX_SENTENCES,
@@ -85,8 +86,8 @@ class Plan:
     one_text: bool  # q was a string, not a list
 
 
-def plan(request: LibreTranslateRequest, config: Config) -> Plan:
-    """Check the language pair and the sizes, and split every line of every text into sentences."""
+def plan(request: LibreTranslateRequest, config: Config, split: Callable[[str], SplitLine]) -> Plan:
+    """Check the language pair and the sizes, and `split` every line of every text into sentences."""
     source, target = model_languages(config)
     if request.source not in (source, "auto"):
         raise LibreTranslateError(
@@ -99,7 +100,7 @@ def plan(request: LibreTranslateRequest, config: Config) -> Plan:
     texts = [request.q] if isinstance(request.q, str) else request.q
     if sum(len(text) for text in texts) > MAX_TEXT_CHARS:
         raise LibreTranslateError(f"Invalid request: the texts are longer than {MAX_TEXT_CHARS} characters")
-    lines = [[split_line(line, source) for line in text.split("\n")] for text in texts]
+    lines = [[split(line) for line in text.split("\n")] for text in texts]
     sentences = [s for text in lines for line in text for s in line.sentences]
     if len(sentences) > MAX_SENTENCES:
         raise LibreTranslateError(f"Invalid request: more than {MAX_SENTENCES} sentences in one request")

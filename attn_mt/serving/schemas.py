@@ -48,7 +48,9 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sentences: list[Sentence] = Field(
-        min_length=1, max_length=MAX_SENTENCES, description="English sentences, one translation each."
+        min_length=1,
+        max_length=MAX_SENTENCES,
+        description="Texts to translate (a sentence, or several in a line), one translation each.",
     )
     beam: BeamSize | None = Field(
         None, description="Beam size (default: the run's decode.beam_size); 1 is greedy."
@@ -58,6 +60,11 @@ class TranslateRequest(BaseModel):
         None, ge=0, le=MAX_LENGTH_PENALTY, description="GNMT length penalty alpha (default: the run's)."
     )
     attention: StrictBool = Field(False, description="Also return the attention maps of each best output.")
+    split: StrictBool = Field(
+        True,
+        description="Translate each entry sentence by sentence and join the translations with its spacing "
+        "(false: each entry as one sentence).",
+    )
 
 
 class Candidate(BaseModel):
@@ -97,7 +104,14 @@ class SentenceResult(BaseModel):
     translation: str = Field(description="The best output ('' for a blank sentence).")
     nbest: list[Candidate] = Field(description="The best outputs, best first (empty for a blank sentence).")
     warnings: list[str] = Field(description="Unknown words and truncation, as `translate` reports them.")
-    attention: AttentionMaps | None = Field(None, description="When asked for, for non-blank input.")
+    attention: AttentionMaps | None = Field(
+        None, description="When asked for, for non-blank input of one sentence (else in `sentences`)."
+    )
+    sentences: list[SentenceResult] | None = Field(
+        None,
+        description="Each sentence's own result when the entry was split into several (then the entry's "
+        "n-best entries join the sentences' and add their scores); null otherwise.",
+    )
 
 
 class TranslateResponse(BaseModel):

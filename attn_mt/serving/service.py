@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from attn_mt.data.sentences import SplitLine
 from attn_mt.decoding.attention import SentenceAttention
 from attn_mt.decoding.engine import Engine, check_search
 from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.lines import line_warnings, plan_lines, split_for
 from attn_mt.decoding.outputs import Translation, with_length_penalty
 from attn_mt.decoding.scoring import score_with
 from attn_mt.errors import UserError
@@ -73,6 +75,33 @@ def attention_json(attention: SentenceAttention, description: str | None = None)
         decoder_input_tokens=attention.decoder_input_tokens,
         maps=maps,
         description=description,
+    )
+
+
+def entry_result(
+    entry: str, plan: SplitLine, notes: list[str], parts: list[SentenceResult]
+) -> SentenceResult:
+    """An entry's result from its sentences': their translations and n-best texts joined with the
+    entry's spacing, n-best scores added; the parts themselves in `sentences` when there are several."""
+    if len(parts) == 1 and plan.gaps == ["", ""] and not notes:
+        return parts[0]
+    nbest = [
+        Candidate(
+            text=plan.join([p.nbest[k].text for p in parts]),
+            tokens=[t for p in parts for t in p.nbest[k].tokens],
+            score=sum(p.nbest[k].score for p in parts),
+            log_prob=sum(p.nbest[k].log_prob for p in parts),
+        )
+        for k in range(min((len(p.nbest) for p in parts), default=0))
+    ]
+    return SentenceResult(
+        source=entry,
+        source_tokens=[t for p in parts for t in p.source_tokens],
+        translation=plan.join([p.translation for p in parts]),
+        nbest=nbest,
+        warnings=line_warnings(notes, [p.warnings for p in parts]),
+        attention=parts[0].attention if len(parts) == 1 else None,
+        sentences=parts if len(parts) > 1 else None,
     )
 
 
@@ -169,6 +198,25 @@ class TranslationService:
             warnings=translation.warnings,
             attention=maps,
         )
+
+    def split(self, line: str) -> SplitLine:
+        """The line's sentences as `translate` splits them (long ones cut at clause punctuation)."""
+        return split_for(self.run.config, self.run.src_vocab, line)[0]
+
+    def plan(self, request: TranslateRequest) -> list[tuple[SplitLine, list[str]]]:
+        """Each entry's sentences (split unless the request says not to) and notes on the splitting."""
+        return plan_lines(translator_for(self.run), request.sentences, request.split)
+
+    def combine(
+        self, entries: list[str], plans: list[tuple[SplitLine, list[str]]], results: list[SentenceResult]
+    ) -> list[SentenceResult]:
+        """One result per entry from its sentences' results (in order), as `entry_result` joins them."""
+        combined, at = [], 0
+        for entry, (plan, notes) in zip(entries, plans, strict=True):
+            count = len(plan.sentences)
+            combined.append(entry_result(entry, plan, notes, results[at : at + count]))
+            at += count
+        return combined
 
     def info(self) -> Info:
         """The model, its config and vocabularies, the checkpoint, the latest eval scores and the limits."""

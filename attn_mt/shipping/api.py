@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import Translation
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
+
+if TYPE_CHECKING:
+    from attn_mt.decoding.attention import SentenceAttention  # torch: not needed to open a CTranslate2 folder
 
 
 class TranslationModel:
@@ -30,6 +34,13 @@ class TranslationModel:
     def translate(self, sentences: list[str], beam: int | None = None) -> list[str]:
         """One translation per sentence; `beam` defaults to the model's decode.beam_size (1 = greedy)."""
         return [result.text for result in self.translate_full(sentences, beam)]
+
+    def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
+        """Every attention map of a translated sentence's best output; shows as heatmaps in Jupyter.
+
+        `words` merges subword pieces into words (book and word-level runs already are).
+        """
+        return self.translator.attention(translation, words)
 
 
 def load(

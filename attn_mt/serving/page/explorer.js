@@ -1,5 +1,6 @@
-// The attention explorer: sends the sentence to POST /translate with attention on, shows the
-// n-best list, and draws the chosen attention map as an SVG heatmap (rows: queries, columns: keys).
+// The attention explorer: sends the text to POST /translate with attention on, shows the n-best
+// list, and draws the chosen attention map as an SVG heatmap (rows: queries, columns: keys). Text of
+// several sentences is translated sentence by sentence (unless unticked); each has its own maps.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -14,7 +15,8 @@ const AVERAGE = "average";
 const LEGEND_WIDTH = 160; // pixels of the colour scale
 
 const $ = (id) => document.getElementById(id);
-let current = null; // the attention of the last translated sentence
+let current = null; // the attention on show: of the translated text, or of one of its sentences
+let parts = []; // the sentences of the last translated text, each with its attention
 
 function setStatus(text, isError) {
   $("status").textContent = text;
@@ -138,7 +140,7 @@ function refreshChoices() {
 
 function showResult(result) {
   $("output").hidden = false;
-  $("translation").textContent = result.translation || "(blank input: nothing to translate)";
+  $("translation").textContent = result.translation.trim() ? result.translation : "(blank input: nothing to translate)";
   $("warnings").textContent = result.warnings.join("; ");
   const body = $("nbest-list");
   body.replaceChildren();
@@ -151,7 +153,16 @@ function showResult(result) {
     }
     body.append(row);
   });
-  current = result.attention;
+  parts = result.sentences || [result];
+  fillSelect($("sentence"), parts.map((part, k) => [String(k), `${k + 1}: ${part.source}`]));
+  $("sentence").value = "0";
+  $("sentence-choice").hidden = parts.length < 2;
+  showSentence();
+}
+
+// The attention of the chosen sentence (the only one, unless the text held several).
+function showSentence() {
+  current = parts[Number($("sentence").value)].attention;
   $("attention").hidden = current === null;
   if (current === null) return;
   const names = Object.keys(current.maps).sort((a, b) => (b === "cross") - (a === "cross")); // cross first
@@ -167,6 +178,7 @@ async function translate(event) {
     beam: Number($("beam").value),
     nbest: Number($("nbest").value),
     attention: true,
+    split: $("split").checked,
   };
   if ($("length-penalty").value !== "") request.length_penalty = Number($("length-penalty").value);
   setStatus("translating…", false);
@@ -198,7 +210,7 @@ async function describeModel() {
     $("model").textContent = `${info.model}, ${info.parameters.toLocaleString("en")} parameters, ` +
       `${info.checkpoint} (step ${info.step}), vocabularies ${info.source_vocab_size} / ` +
       `${info.target_vocab_size} tokens, run by ${info.engine}. Attention: ${info.attention}. ` +
-      "API: POST /translate, GET /info, GET /health; documentation at /docs.";
+      "API: POST /translate, POST /score, GET /info, GET /health; documentation at /docs.";
   } catch (error) {
     $("model").textContent = `the server did not describe its model: ${error}`;
   }
@@ -211,6 +223,7 @@ $("source").addEventListener("keydown", (event) => { // Enter translates; Shift+
     $("form").requestSubmit();
   }
 });
+$("sentence").addEventListener("change", showSentence);
 $("map").addEventListener("change", refreshChoices);
 $("layer").addEventListener("change", drawHeatmap);
 $("head").addEventListener("change", drawHeatmap);

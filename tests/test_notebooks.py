@@ -1,0 +1,113 @@
+"""The chapter's notebooks (notebooks/): stored without outputs, listed in docs/notebooks.md, and each runs
+top to bottom in a fresh Jupyter kernel that imports this checkout's attn_mt. Those that train on the real
+corpus read it from $ATTN_MT_DATA and fail, never skip, without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from helpers import ROOT
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+DOC = ROOT / "docs" / "notebooks.md"
+CELL_TIMEOUT_S = 300
+KERNEL = "attn-mt-tests"
+WHERE_FROM = "import attn_mt; print(attn_mt.__file__)"
+
+
+def needs_corpus(path: Path) -> bool:
+    """Whether the notebook trains on the real corpus (its metadata says so)."""
+    return bool(nbformat.read(path, as_version=4).metadata.get("attn_mt", {}).get("needs_corpus"))
+
+
+CORPUS_NOTEBOOKS = [path for path in NOTEBOOKS if needs_corpus(path)]
+SYNTHETIC_NOTEBOOKS = [path for path in NOTEBOOKS if not needs_corpus(path)]
+
+
+@pytest.fixture
+def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A kernelspec for this very Python, found through $JUPYTER_PATH, and an environment in which the
+    kernel imports this checkout's attn_mt on one torch thread; returns the folder the kernel runs in."""
+    spec = tmp_path / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
+    )
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the tiny runs train faster on one thread of a busy machine
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))  # the notebooks' corpora and runs (tempfile.mkdtemp) land here
+    return work
+
+
+def execute(path: Path, folder: Path) -> nbformat.NotebookNode:
+    """Run every cell of the notebook at `path` in `folder`, after a cell that prints where attn_mt is."""
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(WHERE_FROM))
+    client = NotebookClient(
+        notebook, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL, resources={"metadata": {"path": str(folder)}}
+    )
+    client.execute()
+    return notebook
+
+
+def check_ran(notebook: nbformat.NotebookNode) -> None:
+    """The kernel imported this checkout's attn_mt, the notebook showed at least one picture, and one that
+    translates showed a translation's table (attn-mt's rich display)."""
+    printed = notebook.cells[0].outputs[0]["text"].strip()
+    assert Path(printed).resolve() == ROOT / "attn_mt" / "__init__.py"
+    data = [output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", [])]
+    assert any("image/png" in d or "data:image/png;base64," in d.get("text/html", "") for d in data)
+    if any("translate_full" in cell.source for cell in notebook.cells):
+        assert any("<b>source tokens</b>" in d.get("text/html", "") for d in data)
+
+
+def test_the_notebooks_are_stored_without_outputs():
+    assert len(NOTEBOOKS) == 7, [path.name for path in NOTEBOOKS]
+    for path in NOTEBOOKS:
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.validate(notebook)
+        for number, cell in enumerate(notebook.cells):
+            if cell.cell_type == "code":
+                where = f"{path.name} cell {number}: clear its outputs before committing"
+                assert cell.outputs == [] and cell.execution_count is None, where
+
+
+def test_the_docs_describe_every_notebook():
+    text = DOC.read_text(encoding="utf-8")
+    assert all(path.name in text for path in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", SYNTHETIC_NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_notebook_runs_top_to_bottom(path: Path, kernel_env: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("ATTN_MT_DATA", raising=False)  # these write their own data
+    check_ran(execute(path, kernel_env))
+
+
+@pytest.mark.parametrize("path", CORPUS_NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_corpus_notebook_runs_top_to_bottom(
+    path: Path, kernel_env: Path, corpus_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("ATTN_MT_DATA", str(corpus_path))
+    check_ran(execute(path, kernel_env))
+
+
+@pytest.mark.parametrize("path", CORPUS_NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_corpus_notebook_fails_without_the_corpus(
+    path: Path, kernel_env: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("ATTN_MT_DATA", raising=False)
+    with pytest.raises(CellExecutionError, match="set ATTN_MT_DATA to fra-eng.zip"):
+        execute(path, kernel_env)
