@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,19 +32,26 @@ COMMON = [
 COMPARED = ("step", "epoch", "loss", "epoch_loss", "valid_loss", "valid_bleu", "train_loss", "lr")
 
 
-def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
+def torchrun_command(nproc: int, *args: str, launcher: tuple[str, ...] = ("--standalone",)) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
+        *launcher,
         f"--nproc_per_node={nproc}",
         "-m",
         "attn_mt",
         *args,
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+
+
+WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        torchrun_command(nproc, *args), capture_output=True, text=True, timeout=400, env=WORKER_ENV
+    )
 
 
 def trajectory(run_dir: Path) -> list[dict]:
@@ -183,3 +193,97 @@ def test_torchrun_worker_follows_device_flag(tmp_path, corpus, monkeypatch, flag
         "waiting_group": {"backend": "gloo", "timeout": distributed.MAIN_RANK_WAIT},
     }
     assert distributed.rank_device(flag, distributed.DistContext(0, 2, 1)) == torch.device(expected)
+
+
+def workers(launcher: subprocess.Popen) -> dict[int, int]:
+    """The launcher's worker processes now, as {process id: global rank}, from /proc."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        ranks = [int(item[5:]) for item in environ if item.startswith(b"RANK=")]
+        if parent == launcher.pid and ranks:
+            found[int(entry.name)] = ranks[0]
+    return found
+
+
+def metric_lines(run_dir: Path) -> int:
+    return len(read_metrics(run_dir / "metrics.jsonl"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the ranks' processes in /proc")
+def test_torchrun_restarts_after_sigkills_and_finishes_the_uninterrupted_run(tmp_path, corpus):
+    """Three SIGKILLs of a rank: torchrun restarts the group, --auto-resume continues from last.pt."""
+    steady = overrides("train.epochs=40", "train.checkpoint_minutes=0")
+    args = ["train", str(TINY), "--data", str(corpus), "--quiet", "--device", "cpu", "--auto-resume", *steady]
+    reference = torchrun(2, *args, "--run-dir", str(tmp_path / "reference"))
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    run_dir = tmp_path / "killed"
+    launcher = ("--standalone", "--max-restarts=5", "--monitor-interval=0.1")
+    job = subprocess.Popen(
+        torchrun_command(2, *args, "--run-dir", str(run_dir), launcher=launcher),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=WORKER_ENV,
+    )
+    rng, earlier, deadline = random.Random(0), set(), time.time() + 300
+    try:
+        for rank in (1, 0, 1):  # a rank of each kind; each kill after a few steps of the new group
+            pids: list[int] = []
+            while not pids and job.poll() is None and time.time() < deadline:
+                pids = [pid for pid, r in workers(job).items() if r == rank and pid not in earlier]
+                time.sleep(0.02)
+            seen = metric_lines(run_dir)
+            while job.poll() is None and metric_lines(run_dir) < seen + 5 and time.time() < deadline:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, 0.3))
+            assert job.poll() is None and pids, "the job ended before three kills"
+            earlier |= set(workers(job))  # this attempt's processes, the killed one's peer included
+            os.kill(pids[0], signal.SIGKILL)
+        stderr = job.communicate(timeout=300)[1]
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert "lost contact with another process of the job" in stderr
+    steps = [r["step"] for r in read_metrics(run_dir / "metrics.jsonl") if "loss" in r]
+    assert steps == list(range(1, steps[-1] + 1)), "a step is missing or repeated"
+    assert [
+        (r["step"], r.get("loss"), r.get("valid_loss")) for r in read_metrics(run_dir / "metrics.jsonl")
+    ] == [
+        (r["step"], r.get("loss"), r.get("valid_loss"))
+        for r in read_metrics(tmp_path / "reference" / "metrics.jsonl")
+    ]
+
+
+def test_a_lost_peer_is_one_line_and_other_errors_keep_their_traceback(monkeypatch):
+    """The errors a surviving rank meets when its peer died, as torch 2.13's gloo words them."""
+    import torch.distributed as dist
+
+    from attn_mt.training.distributed import lost_peer_message
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    reset = RuntimeError(
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] "
+        "Read error [127.0.0.1]:29604: Connection reset by peer. This is typically caused by a remote "
+        "worker hanging or bugs in the application."
+    )
+    assert lost_peer_message(reset) == (
+        "rank 1 of 2 stops: lost contact with another process of the job (Read error [127.0.0.1]:29604: "
+        "Connection reset by peer); torchrun restarts the group when --max-restarts allows "
+        "(--auto-resume continues from last.pt)"
+    )
+    refused = RuntimeError(
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] connect [127.0.0.1]:5: Connection refused"
+    )
+    assert "(connect [127.0.0.1]:5: Connection refused)" in lost_peer_message(refused)
+    assert "(store timed out\n" not in lost_peer_message(dist.DistStoreError("store timed out\nmore"))
+    assert lost_peer_message(RuntimeError("shape mismatch: [2, 3] vs [3]")) is None
+    assert lost_peer_message(ValueError("Connection reset")) is None

@@ -200,6 +200,7 @@ CASES: dict[str, list[str]] = {
         "--set",
         "train.epochs=1",
     ],
+    "auto-resume-foreign-dir": ["train", "--auto-resume", "--run-dir", "notes", "--data", "reverse.txt"],
     "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
     "resume-fixed-key": ["train", "--resume", "--run-dir", "RUN", "--set", "train.lr=0.1"],
     "missing-run-dir": ["translate", "missing-run", "go ."],

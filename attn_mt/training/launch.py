@@ -50,6 +50,7 @@ def train(
     device: str = "auto",
     resume: bool = False,
     overwrite: bool = False,
+    auto_resume: bool = False,
     quiet: bool = False,
     on_validation: Callable[[Trainer], None] | None = None,
 ) -> TrainResult:
@@ -57,13 +58,16 @@ def train(
 
     Without `resume`, `cfg` is the run's config (None: the default one with `overrides`); with it,
     `cfg` and `overrides` may change the train.* and decode.* keys of the saved config.
+    `auto_resume` resumes when the run directory has a last.pt and starts a new run otherwise.
     Under torchrun every process calls this; rank 0 alone writes the run directory.
     """
     ctx = init_distributed(device)
     try:
         paths = RunPaths(run_dir)
         setup_logging(None, quiet or not ctx.is_main)
-        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite)
+        if auto_resume:
+            resume, overwrite = choose_auto_resume(paths, ctx)
+        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main)
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
@@ -110,11 +114,38 @@ def refuse_existing(run_dir: Path, overwrite: bool) -> None:
         )
 
 
-def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
+def auto_resume_choice(paths: RunPaths) -> tuple[bool, bool] | str:
+    """--auto-resume's (resume, overwrite) for a run directory, or why it can neither resume nor start.
+
+    A last.pt is resumed; a run directory without one (a run lost before its first checkpoint) is
+    started again; a missing or empty directory is a new run; any other non-empty directory is kept.
+    """
+    root = paths.root
+    if paths.last.exists():
+        return True, False
+    if not (root.exists() and any(root.iterdir())):
+        return False, False
+    if is_run_dir(root):
+        return False, True
+    return (
+        f"--auto-resume: {root} is not an attn-mt run directory (no valid config.yaml) and not empty, "
+        f"so it is neither resumed nor replaced; it holds {describe_contents(root)}"
+    )
+
+
+def choose_auto_resume(paths: RunPaths, ctx: DistContext) -> tuple[bool, bool]:
+    """Rank 0's `auto_resume_choice` on every rank, so that all of them resume or all start anew."""
+    choice = ctx.broadcast(auto_resume_choice(paths) if ctx.is_main else None)
+    if isinstance(choice, str):
+        raise UserError(choice)
+    return choice
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, is_main: bool = True) -> RunPaths:
     """Create the run directory; never reuse an existing one without --resume or --overwrite."""
     paths = RunPaths(run_dir)
     if resume:
-        for stale in paths.checkpoints.glob(".*.tmp"):
+        for stale in paths.checkpoints.glob(".*.tmp") if is_main else ():
             stale.unlink(missing_ok=True)  # left by a process killed while writing
         if not paths.last.exists():
             raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
@@ -143,16 +174,17 @@ def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContex
 
 
 def resolve_config(
-    paths: RunPaths, cfg: Config | None, overrides: list[str], resume: bool, overwrite: bool
+    paths: RunPaths, cfg: Config | None, overrides: list[str], resume: bool, overwrite: bool, is_main: bool
 ) -> tuple[Config, Config | None]:
     """The run's config and, on resume, the one saved in the run directory; refuses what cannot start."""
     saved_cfg = None
     if resume:
-        prepare_run_dir(paths.root, resume, overwrite)
+        prepare_run_dir(paths.root, resume, overwrite, is_main)
         saved_cfg = load_config(paths.config)
         cfg = resolve_resume_config(paths, cfg, overrides)
     else:
-        refuse_existing(paths.root, overwrite)
+        if is_main or not overwrite:  # with --overwrite rank 0 may be deleting the directory meanwhile
+            refuse_existing(paths.root, overwrite)
         cfg = cfg if cfg is not None else load_config(None, overrides)
     if cfg.train.tensorboard:
         require_tensorboard()  # before the data is loaded: a missing extra is a clear error at once
