@@ -6,6 +6,7 @@ import math
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -83,10 +84,9 @@ def overrides(*extra: str) -> list[str]:
     return [item for s in [*COMMON, *extra] for item in ("--set", s)]
 
 
-def test_two_gloo_processes_match_one_process(tmp_path, corpus, single_run):
-    run_dir = tmp_path / "ddp"
-    result = torchrun(
-        2,
+def train_args(corpus: Path, run_dir: Path, *extra: str) -> list[str]:
+    """`attn-mt train` of tiny.yaml on `corpus` into `run_dir`, as every torchrun of this module runs it."""
+    return [
         "train",
         str(TINY),
         "--data",
@@ -96,30 +96,74 @@ def test_two_gloo_processes_match_one_process(tmp_path, corpus, single_run):
         "--quiet",
         "--device",
         "cpu",
-        *overrides(),
-    )
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory, corpus) -> Path:
+    """tiny.yaml trained by two Gloo processes on one machine (torchrun --standalone)."""
+    run_dir = tmp_path_factory.mktemp("ddp") / "run"
+    result = torchrun(2, *train_args(corpus, run_dir, *overrides()))
     assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def test_two_gloo_processes_match_one_process(two_process_run, single_run):
+    run_dir = two_process_run
     assert_same_trajectory(trajectory(run_dir), trajectory(single_run))
     assert sorted(p.name for p in run_dir.iterdir()) == sorted(p.name for p in single_run.iterdir())
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.pt", "last.pt"]
     assert (run_dir / "train.log").read_text().count("model transformer with") == 1
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_machines_match_two_processes_on_one(tmp_path, corpus, two_process_run):
+    """Two torchrun launchers meeting at a c10d rendezvous, each a "machine" with its own disk.
+
+    Each has its own cache (XDG_CACHE_HOME) and its own --run-dir path, as two machines without a
+    shared disk would: each prepares its own corpus, and only the machine of global rank 0 writes
+    a run directory.
+    """
+    launcher = (
+        "--nnodes=2",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--rdzv-id=two-machines",
+    )
+    machines = [tmp_path / name for name in ("a", "b")]
+    jobs = [
+        subprocess.Popen(
+            torchrun_command(1, *train_args(corpus, machine / "run", *overrides()), launcher=launcher),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**WORKER_ENV, "XDG_CACHE_HOME": str(machine / "cache")},
+        )
+        for machine in machines
+    ]
+    try:
+        errors = [job.communicate(timeout=400)[1] for job in jobs]
+    finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+    assert [job.returncode for job in jobs] == [0, 0], errors
+    written = [machine for machine in machines if (machine / "run").exists()]
+    assert len(written) == 1, "one run directory, written by global rank 0's machine alone"
+    assert trajectory(written[0] / "run") == trajectory(two_process_run)
+    for machine in machines:  # each machine prepared its own corpus into its own cache
+        assert len(list((machine / "cache" / "attn-mt" / "prepared").glob("*/header.json"))) == 1
+
+
 def test_ddp_run_resumes_with_another_process_count(tmp_path, corpus, single_run):
     run_dir = tmp_path / "ddp"
-    first = torchrun(
-        2,
-        "train",
-        str(TINY),
-        "--data",
-        str(corpus),
-        "--run-dir",
-        str(run_dir),
-        "--quiet",
-        "--device",
-        "cpu",
-        *overrides("train.max_steps=4"),
-    )
+    first = torchrun(2, *train_args(corpus, run_dir, *overrides("train.max_steps=4")))
     assert first.returncode == 0, first.stderr[-3000:]
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 4
     second = train(
