@@ -103,6 +103,17 @@ def train(
         help="Continue --run-dir from checkpoints/last.pt when it has one, else start a new run there: "
         "one command line for a job that may be restarted (torchrun --max-restarts, a requeued batch job).",
     ),
+    init_from: str | None = typer.Option(
+        None,
+        "--init-from",
+        help="Fine-tune: start from the weights of a trained run, RUN_DIR[:CHECKPOINT] (default best), "
+        "keeping its vocabularies; the model section must be the parent's; a new optimiser and schedule.",
+    ),
+    keep_optimizer: bool = typer.Option(
+        False,
+        "--keep-optimizer",
+        help="With --init-from: keep the parent's optimiser state (Adam's moments).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; warnings only."),
 ) -> None:
     """Train a model; writes config, vocabularies, checkpoints, metrics and curves into the run directory."""
@@ -112,6 +123,12 @@ def train(
 
     if sum((resume, overwrite, auto_resume)) > 1:
         raise UserError("--resume, --overwrite and --auto-resume contradict each other; pick one")
+    if init_from is not None and resume:
+        raise UserError(
+            "--init-from starts a new run from another one; --resume continues this one: pick one"
+        )
+    if keep_optimizer and init_from is None:
+        raise UserError("--keep-optimizer keeps the optimiser state of --init-from's run; give --init-from")
     cfg = None if (resume and config is None) else load_config(config, overrides)
     if run_dir is None:
         run_dir = Path("runs") / (config.stem if config is not None else "d2l_bahdanau")
@@ -124,6 +141,8 @@ def train(
         resume=resume,
         overwrite=overwrite,
         auto_resume=auto_resume,
+        init_from=init_from,
+        keep_optimizer=keep_optimizer,
         quiet=quiet,
     )
     if result.stopped_because is StopReason.INTERRUPTED:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from synthetic import write_corpus
+from synthetic import TINY_EVERY_STEP, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
@@ -21,15 +21,7 @@ from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import train
 
 TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
-COMMON = [
-    "data.valid_size=10",
-    "data.test_size=10",
-    "data.max_tokens=200",
-    "train.log_every=1",
-    "train.valid_max_sentences=10",
-    "train.epochs=2",
-    "train.threads=1",
-]
+COMMON = TINY_EVERY_STEP
 COMPARED = ("step", "epoch", "loss", "epoch_loss", "valid_loss", "valid_bleu", "train_loss", "lr")
 
 

@@ -31,6 +31,14 @@ from attn_mt.run.run_dir import (
     truncate_metrics,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
+from attn_mt.training.init_from import (
+    Parent,
+    check_same_model,
+    open_parent,
+    parent_record,
+    read_parent,
+    write_parent,
+)
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
 from attn_mt.training.run_state import TrainResult
@@ -51,6 +59,8 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     auto_resume: bool = False,
+    init_from: str | None = None,
+    keep_optimizer: bool = False,
     quiet: bool = False,
     on_validation: Callable[[Trainer], None] | None = None,
 ) -> TrainResult:
@@ -59,6 +69,8 @@ def train(
     Without `resume`, `cfg` is the run's config (None: the default one with `overrides`); with it,
     `cfg` and `overrides` may change the train.* and decode.* keys of the saved config.
     `auto_resume` resumes when the run directory has a last.pt and starts a new run otherwise.
+    `init_from` (RUN_DIR[:CHECKPOINT]) starts a new run from a trained run's weights and vocabularies
+    (training/init_from.py), with its optimiser state too when `keep_optimizer`.
     Under torchrun every process calls this; rank 0 alone writes the run directory.
     """
     ctx = init_distributed(device)
@@ -68,11 +80,21 @@ def train(
         if auto_resume:
             resume, overwrite = choose_auto_resume(paths, ctx)
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main)
+        parent = None if resume or init_from is None else open_parent(init_from)
+        if parent is not None:
+            check_same_model(parent, cfg)
+            if keep_optimizer and parent.cfg.train.optimizer != cfg.train.optimizer:
+                raise UserError(
+                    f"--keep-optimizer: the parent run trained with train.optimizer "
+                    f"{parent.cfg.train.optimizer!r}, this config has {cfg.train.optimizer!r}; "
+                    "drop --keep-optimizer to start a new optimiser"
+                )
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
-        reused = load_vocabs(paths, cfg) if resume and cfg.data.tokenizer == "sentencepiece" else None
-        data = load_data(cfg.data, data_path, reused)
+        data = load_data(cfg.data, data_path, run_vocabs(paths, cfg, resume, parent))
+        if parent is not None:
+            data.report["vocab_from"] = str(parent.root)
         if ctx.is_main and not resume:
             prepare_run_dir(run_dir, resume, overwrite)
         ctx.barrier()
@@ -84,6 +106,11 @@ def train(
         if on_validation is not None:
             trainer.on_validation.append(on_validation)
         start_trainer(trainer, saved_cfg)
+        if parent is not None:
+            trainer.start_from(parent.state, keep_optimizer)
+            if ctx.is_main:
+                write_parent(paths.parent, parent_record(parent, keep_optimizer))
+            log.info("fine-tuning from %s (step %d)", parent.checkpoint, int(parent.state.get("step", 0)))
         if ctx.rank > 0:
             torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
         log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
@@ -96,6 +123,18 @@ def train(
         return result
     finally:
         shutdown_distributed()
+
+
+def run_vocabs(
+    paths: RunPaths, cfg: Config, resume: bool, parent: Parent | None
+) -> tuple[Vocab, Vocab] | None:
+    """The vocabularies the corpus is encoded with, when not learned on it: a fine-tuned run's parent's,
+    and on resume the run's own sentencepiece models (or a fine-tuned run's word lists)."""
+    if parent is not None:
+        return parent.src_vocab, parent.tgt_vocab
+    if resume and (cfg.data.tokenizer == "sentencepiece" or paths.parent.exists()):
+        return load_vocabs(paths, cfg)
+    return None
 
 
 def refuse_existing(run_dir: Path, overwrite: bool) -> None:
@@ -255,6 +294,9 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    parent = read_parent(trainer.paths.parent)
+    if parent is not None:
+        summary["parent"] = parent
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
