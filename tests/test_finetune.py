@@ -159,6 +159,11 @@ def test_fine_tuning_names_every_difference_of_the_model(tmp_path, parent, domai
     assert not (tmp_path / "child").exists()
     dropout = fine_tune(run_cli, str(parent), domain, tmp_path / "child", "--set", "model.dropout=0.1")
     assert dropout.returncode == 0, dropout.stderr  # dropout changes no weight: it may be set anew
+    other_optimizer = fine_tune(
+        run_cli, str(parent), domain, tmp_path / "other", "--keep-optimizer", "--set", "train.optimizer=adamw"
+    )
+    assert other_optimizer.returncode == 2
+    assert "--keep-optimizer: the parent run trained with train.optimizer 'adam'" in other_optimizer.stderr
     both = fine_tune(run_cli, str(parent), domain, tmp_path / "other", "--resume")
     assert both.returncode == 2 and "--init-from starts a new run from another one" in both.stderr
     alone = run_cli("train", str(TINY), "--run-dir", str(tmp_path / "other"), "--keep-optimizer")

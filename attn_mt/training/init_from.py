@@ -68,8 +68,11 @@ def open_parent(spec: str) -> Parent:
     return Parent(paths.root, checkpoint, cfg, src_vocab, tgt_vocab, state)
 
 
-def check_same_model(parent: Parent, cfg: Config) -> None:
-    """Refuse a config whose model, tokenizer or direction differs from the parent's; name each difference."""
+def check_same_model(parent: Parent, cfg: Config, keep_optimizer: bool = False) -> None:
+    """Refuse a config whose model, tokenizer or direction differs from the parent's; name each difference.
+
+    With `keep_optimizer` the optimiser must be the parent's too.
+    """
     differences = [
         f"model.{key} is {value!r} in {parent.root} but {getattr(cfg.model, key)!r} here"
         for key, value in vars(parent.cfg.model).items()
@@ -79,6 +82,11 @@ def check_same_model(parent: Parent, cfg: Config) -> None:
         theirs, ours = getattr(parent.cfg.data, key), getattr(cfg.data, key)
         if theirs != ours:
             differences.append(f"data.{key} is {theirs!r} in {parent.root} but {ours!r} here")
+    if keep_optimizer and parent.cfg.train.optimizer != cfg.train.optimizer:
+        raise UserError(
+            f"--keep-optimizer: the parent run trained with train.optimizer {parent.cfg.train.optimizer!r}, "
+            f"this config has {cfg.train.optimizer!r}; drop --keep-optimizer to start a new optimiser"
+        )
     if differences:
         raise UserError(
             "--init-from: the model must be the parent run's (its weights and vocabularies are reused): "

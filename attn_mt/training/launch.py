@@ -82,13 +82,7 @@ def train(
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main)
         parent = None if resume or init_from is None else open_parent(init_from)
         if parent is not None:
-            check_same_model(parent, cfg)
-            if keep_optimizer and parent.cfg.train.optimizer != cfg.train.optimizer:
-                raise UserError(
-                    f"--keep-optimizer: the parent run trained with train.optimizer "
-                    f"{parent.cfg.train.optimizer!r}, this config has {cfg.train.optimizer!r}; "
-                    "drop --keep-optimizer to start a new optimiser"
-                )
+            check_same_model(parent, cfg, keep_optimizer)
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
