@@ -323,3 +323,23 @@ def test_a_lost_peer_is_one_line_and_other_errors_keep_their_traceback(monkeypat
     assert "(store timed out\n" not in lost_peer_message(dist.DistStoreError("store timed out\nmore"))
     assert lost_peer_message(RuntimeError("shape mismatch: [2, 3] vs [3]")) is None
     assert lost_peer_message(ValueError("Connection reset")) is None
+
+
+def test_each_torchrun_attempt_keeps_its_store_keys_apart(monkeypatch):
+    """Under torchrun's shared store a restarted group writes its peers' addresses under its own prefix."""
+    import torch.distributed as dist
+
+    from attn_mt.training.distributed import attempt_store
+
+    server = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(server.port))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    assert attempt_store(0, 2) is None  # not torchrun's shared store: env:// as usual
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    for attempt in ("0", "1"):
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", attempt)
+        attempt_store(0, 2).set("rank_0", f"address of attempt {attempt}")
+    assert server.get("attn_mt/job/attempt_0/rank_0") == b"address of attempt 0"
+    assert server.get("attn_mt/job/attempt_1/rank_0") == b"address of attempt 1"

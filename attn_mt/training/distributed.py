@@ -154,7 +154,7 @@ def attempt_store(rank: int, world_size: int) -> dist.Store | None:
     server = dist.TCPStore(
         os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, is_master=False
     )
-    return dist.PrefixStore(f"attn_mt/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/attempt_{attempt}/", server)
+    return dist.PrefixStore(f"attn_mt/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/attempt_{attempt}", server)
 
 
 def only_fixed_tables(net: nn.Module) -> bool:
