@@ -97,6 +97,23 @@ def train(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Delete an existing run directory and start again."
     ),
+    auto_resume: bool = typer.Option(
+        False,
+        "--auto-resume",
+        help="Continue --run-dir from checkpoints/last.pt when it has one, else start a new run there: "
+        "one command line for a job that may be restarted (torchrun --max-restarts, a requeued batch job).",
+    ),
+    init_from: str | None = typer.Option(
+        None,
+        "--init-from",
+        help="Fine-tune: start from the weights of a trained run, RUN_DIR[:CHECKPOINT] (default best), "
+        "keeping its vocabularies; the model section must be the parent's; a new optimiser and schedule.",
+    ),
+    keep_optimizer: bool = typer.Option(
+        False,
+        "--keep-optimizer",
+        help="With --init-from: keep the parent's optimiser state (Adam's moments).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; warnings only."),
 ) -> None:
     """Train a model; writes config, vocabularies, checkpoints, metrics and curves into the run directory."""
@@ -104,8 +121,14 @@ def train(
     from attn_mt.training.launch import train as run_training
     from attn_mt.training.stopping import StopReason
 
-    if resume and overwrite:
-        raise UserError("--resume and --overwrite contradict each other; pick one")
+    if sum((resume, overwrite, auto_resume)) > 1:
+        raise UserError("--resume, --overwrite and --auto-resume contradict each other; pick one")
+    if init_from is not None and resume:
+        raise UserError(
+            "--init-from starts a new run from another one; --resume continues this one: pick one"
+        )
+    if keep_optimizer and init_from is None:
+        raise UserError("--keep-optimizer keeps the optimiser state of --init-from's run; give --init-from")
     cfg = None if (resume and config is None) else load_config(config, overrides)
     if run_dir is None:
         run_dir = Path("runs") / (config.stem if config is not None else "d2l_bahdanau")
@@ -117,6 +140,9 @@ def train(
         device=device,
         resume=resume,
         overwrite=overwrite,
+        auto_resume=auto_resume,
+        init_from=init_from,
+        keep_optimizer=keep_optimizer,
         quiet=quiet,
     )
     if result.stopped_because is StopReason.INTERRUPTED:
@@ -352,7 +378,7 @@ def main() -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         _main()
         return
-    from attn_mt.training.distributed import end_worker_process
+    from attn_mt.training.distributed import end_worker_process, lost_peer_message
 
     try:
         _main()
@@ -361,8 +387,12 @@ def main() -> None:
         code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except KeyboardInterrupt:
         code = 130
-    except BaseException:  # printed as the interpreter would, then the worker ends
-        traceback.print_exc()
+    except BaseException as exc:  # a lost peer in one line, anything else as the interpreter prints it
+        line = None if STATE["debug"] else lost_peer_message(exc)
+        if line is None:
+            traceback.print_exc()
+        else:
+            _echo_err(f"attn-mt: error: {line}")
         code = 1
     end_worker_process(code)
 

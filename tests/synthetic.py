@@ -22,6 +22,16 @@ TINY_RUN_SETTINGS = [
     "train.threads=1",  # on a busy 2-core machine one thread trains these tiny models many times faster
     "model.num_layers=2",  # two layers and (tiny.yaml's) two heads: serving's layer and head switches matter
 ]
+# configs/tiny.yaml's runs that log every step, two epochs on the reverse task (distributed runs, fine-tuning)
+TINY_EVERY_STEP = [
+    "data.valid_size=10",
+    "data.test_size=10",
+    "data.max_tokens=200",
+    "train.log_every=1",
+    "train.valid_max_sentences=10",
+    "train.epochs=2",
+    "train.threads=1",
+]
 # tiny.yaml's Transformer with one sentencepiece vocabulary for both languages: raw cased text in and out
 SUBWORD_RUN_SETTINGS = [
     "data.valid_size=10",

@@ -42,6 +42,7 @@ def expected_row(run_dir: Path) -> dict:
         "test_chrf": None,
         "tokens_per_s": summary["tokens_per_s"],
         "test_signature": None,
+        "parent": None,
     }
     scores_path = run_dir / "eval" / "test" / "scores.json"
     if scores_path.exists():
@@ -66,13 +67,20 @@ def test_runs_prints_one_row_per_run_and_notes_the_folder_that_is_not_one(runs_r
         assert cells[5:8] == [str(want["steps"]), f"{want['minutes']:.1f}", "epochs"]
         assert cells[8] == f"{want['valid_bleu']:.2f}"
         if want["test_bleu"] is None:
-            assert cells[9:] == ["-", "-", f"{want['tokens_per_s']:,.0f}", "-"]
+            assert cells[9:] == [
+                "-",
+                "-",
+                f"{want['tokens_per_s']:,.0f}",
+                "-",
+                "-",
+            ]  # no parent: not fine-tuned
         else:
             assert cells[9:] == [
                 f"{want['test_bleu']:.2f}",
                 f"{want['test_chrf']:.2f}",
                 f"{want['tokens_per_s']:,.0f}",
                 want["test_signature"],
+                "-",
             ]
     assert all(len(line) > 0 for line in out.splitlines())
 

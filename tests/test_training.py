@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -343,3 +344,39 @@ def test_validation_subset_spreads_over_the_held_out_list():
     assert [e.src for e in spread_subset(examples, 4)] == ["s0", "s2", "s5", "s7"]
     assert spread_subset(examples, 0) == examples
     assert spread_subset(examples, 50) == examples
+
+
+def test_auto_resume_starts_resumes_or_refuses_with_one_command_line(tmp_path, corpus, run_cli):
+    """--auto-resume: a new run where there is none, the same run continued, other folders kept."""
+    run_dir = tmp_path / "run"
+    settings = [*SYNTH, "train.log_every=1", "train.epochs=2"]
+    straight = tmp_path / "straight"
+    train(load_config(TINY, settings), straight, data_path=str(corpus), quiet=True, device="cpu")
+
+    def auto(*extra: str):
+        sets = [x for s in [*settings, *extra] for x in ("--set", s)]
+        return run_cli(
+            "train", str(TINY), "--data", str(corpus), "--run-dir", str(run_dir), "-q", "--auto-resume", *sets
+        )
+
+    assert auto("train.max_steps=3").returncode == 0  # no run directory: a new run
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 3
+    assert auto().returncode == 0  # the same command line, without the step limit: resumed from step 3
+    assert losses(run_dir) == losses(straight)
+    assert "resumed at step 3" in (run_dir / "train.log").read_text(encoding="utf-8")
+
+    shutil.rmtree(run_dir / "checkpoints")  # a run lost before its first checkpoint is started again
+    assert auto().returncode == 0
+    assert losses(run_dir) == losses(straight)
+    assert (run_dir / "train.log").read_text(encoding="utf-8").count("(new run)") == 1
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine", encoding="utf-8")
+    run_dir = other
+    refused = auto()
+    assert refused.returncode == 2
+    assert "--auto-resume: " in refused.stderr and "not an attn-mt run directory" in refused.stderr
+    assert (other / "notes.txt").read_text(encoding="utf-8") == "mine"
+    both = run_cli("train", str(TINY), "--run-dir", str(other), "--auto-resume", "--resume")
+    assert both.returncode == 2 and "contradict each other" in both.stderr

@@ -22,7 +22,7 @@ from attn_mt.data.encode import EncodedSources, SourceInfo, encode_sources
 from attn_mt.data.pairs import normalize_pairs, prepare_pairs, read_corpus
 from attn_mt.data.prepare import load_prepared
 from attn_mt.data.preprocess import tokenize
-from attn_mt.data.report import data_report, length_stats
+from attn_mt.data.report import data_report, length_stats, unknown_shares
 from attn_mt.data.splits import EvalExample
 from attn_mt.data.trainset import TrainSet
 from attn_mt.data.vocab import Vocab
@@ -58,11 +58,17 @@ def _token_lengths(texts: Sequence[str]) -> list[int]:
     return [len(tokenize(t)) + 1 for t in texts]
 
 
-def _load_book(cfg: Any, src: list[str], tgt: list[str], facts: dict[str, Any]) -> NMTData:
-    """Book mode: fixed-width arrays of the first num_examples + 1 pairs, no held-out split."""
+def _load_book(
+    cfg: Any, src: list[str], tgt: list[str], facts: dict[str, Any], vocabs: tuple[Vocab, Vocab] | None
+) -> NMTData:
+    """Book mode: fixed-width arrays of the first num_examples + 1 pairs, no held-out split.
+
+    The vocabularies are built on these pairs, unless `vocabs` (a trained run's) are given.
+    """
     src_tokens, tgt_tokens = [tokenize(t) for t in src], [tokenize(t) for t in tgt]
-    src_vocab = Vocab.build(src_tokens, cfg.min_freq)
-    tgt_vocab = Vocab.build(tgt_tokens, cfg.min_freq)
+    if vocabs is None:
+        vocabs = Vocab.build(src_tokens, cfg.min_freq), Vocab.build(tgt_tokens, cfg.min_freq)
+    src_vocab, tgt_vocab = vocabs
     src_ids, src_len = build_array(
         [src_vocab.encode(t) for t in src_tokens], cfg.num_steps, src_vocab.pad_id, src_vocab.eos_id
     )
@@ -79,6 +85,12 @@ def _load_book(cfg: Any, src: list[str], tgt: list[str], facts: dict[str, Any]) 
             "tgt_len": length_stats(tgt_lengths),
             "truncated_src": sum(n > cfg.num_steps for n in src_lengths),
             "truncated_tgt": sum(n > cfg.num_steps for n in tgt_lengths),
+            **unknown_shares(
+                [i for t in src_tokens for i in src_vocab.encode(t)],
+                [i for t in tgt_tokens for i in tgt_vocab.encode(t)],
+                src_vocab,
+                tgt_vocab,
+            ),
         }
     }
     train = BookTrainSet(src_ids, src_len, tgt_ids, tgt_len, cfg.batch_size)
@@ -133,6 +145,7 @@ def _load_split(
             "src_len": length_stats(src_seqs.lengths + 1),
             "tgt_len": length_stats(tgt_seqs.lengths + 1),
             "dropped_for_length": len(src_all) - len(keep),
+            **unknown_shares(src_all.ids, tgt_all.ids, prepared.src_vocab, prepared.tgt_vocab),
         }
     }
     facts["overlap"] = prepared.facts["overlap"]
@@ -144,7 +157,7 @@ def load_data(
 ) -> NMTData:
     """Load the corpus named by `path` (else cfg.path, $ATTN_MT_DATA, the cache, a download) for cfg.mode.
 
-    `vocabs` are a trained run's sentencepiece vocabularies, reused instead of learned again.
+    `vocabs` are a trained run's vocabularies, used instead of learning new ones (resume, fine-tuning).
     """
     start = time.perf_counter()
     facts: dict[str, Any] = {
@@ -159,7 +172,7 @@ def load_data(
         facts.update(corpus=corpus, corpus_pairs=len(pairs))
         src, tgt = normalize_pairs(book_subset(pairs, cfg.num_examples), cfg.normalize_apostrophes)
         del pairs
-        data = _load_book(cfg, src, tgt, facts)
+        data = _load_book(cfg, src, tgt, facts, vocabs)
     elif cfg.mode == "split":
         data = _load_split(cfg, path, facts, vocabs)
     else:

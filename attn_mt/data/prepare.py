@@ -79,6 +79,8 @@ def store_inputs(cfg: Any, files: Sequence[Path], vocabs: Sequence[str] | None =
     }
     if cfg.tokenizer == "book":  # the word vocabulary is counted on the pairs max_len keeps
         inputs.update(min_freq=cfg.min_freq, max_len=cfg.max_len)
+        if vocabs is not None:  # a parent run's word lists (fine-tuning): ids of their own
+            inputs.update(vocabs=list(vocabs))
     else:
         inputs.update(
             subword_type=cfg.subword_type,
@@ -263,20 +265,20 @@ def load_prepared(
 ) -> tuple[Prepared, bool]:
     """(the prepared split of cfg's corpus, whether it was prepared now): mapped from the store, else built.
 
-    `vocabs` (a trained run's sentencepiece vocabularies) are used instead of learned ones; the
-    folder prepared with learned vocabularies serves when they are the same. `workers` defaults
-    to every core; `progress` bars default to whether stderr is a terminal.
+    `vocabs` (a trained run's vocabularies: sentencepiece models, or word lists) are used instead
+    of learned ones; the folder prepared with learned vocabularies serves when they are the same.
+    `workers` defaults to every core; `progress` bars default to whether stderr is a terminal.
     """
     files = corpus_files(cfg, path)
     workers = workers or available_cores()
     progress = sys.stderr.isatty() if progress is None else progress
     what = f"{files[0].name} ({cfg.tokenizer}, {cfg.direction})"
     inputs = store_inputs(cfg, files)
-    if vocabs is not None and cfg.tokenizer == "sentencepiece":
-        fingerprints = [v.fingerprint() for v in vocabs]  # type: ignore[attr-defined]
+    if vocabs is not None:
+        fingerprints = [v.fingerprint() for v in vocabs]
         with contextlib.suppress(StoreError):
             learned = _unpack(open_entry(store_root() / entry_key(inputs), inputs))
-            if [v.fingerprint() for v in (learned.src_vocab, learned.tgt_vocab)] == fingerprints:  # type: ignore
+            if [v.fingerprint() for v in (learned.src_vocab, learned.tgt_vocab)] == fingerprints:
                 learned.src_vocab, learned.tgt_vocab = vocabs
                 return learned, False
         prepared, built = ensure_entry(

@@ -27,19 +27,31 @@ def length_stats(lengths: Sequence[int] | np.ndarray) -> dict[str, int]:
     return {**{f"p{q}": int(v) for q, v in zip(PERCENTILES, points, strict=True)}, "max": int(values.max())}
 
 
+def unknown_shares(src_ids: Any, tgt_ids: Any, src_vocab: Vocab, tgt_vocab: Vocab) -> dict[str, float]:
+    """The fraction of source and target token ids that are <unk> (flat id arrays or lists, no <eos>)."""
+    shares = {}
+    for side, ids, vocab in (("src", src_ids, src_vocab), ("tgt", tgt_ids, tgt_vocab)):
+        flat = np.asarray(ids).ravel()  # (tokens,)
+        shares[f"unk_{side}"] = round(float(np.count_nonzero(flat == vocab.unk_id)) / max(len(flat), 1), 5)
+    return shares
+
+
 def eval_split_stats(examples: Sequence[EvalExample], src_vocab: Vocab, tgt_vocab: Vocab) -> dict[str, Any]:
     """Pairs, sentences, lengths (in vocabulary tokens) and references per sentence of a held-out split."""
     refs = [len(ex.refs) for ex in examples]
     sources, references = [ex.src for ex in examples], [r for ex in examples for r in ex.refs]
+    src_ids, tgt_ids = src_vocab.encode_texts(sources), tgt_vocab.encode_texts(references)
+    flat_src, flat_tgt = [i for ids in src_ids for i in ids], [i for ids in tgt_ids for i in ids]
     return {
         "pairs": sum(refs),
         "english_sentences": len({ex.src for ex in examples}),
-        "src_len": length_stats([len(ids) + 1 for ids in src_vocab.encode_texts(sources)]),
-        "tgt_len": length_stats([len(ids) + 1 for ids in tgt_vocab.encode_texts(references)]),
+        "src_len": length_stats([len(ids) + 1 for ids in src_ids]),
+        "tgt_len": length_stats([len(ids) + 1 for ids in tgt_ids]),
         "refs_per_sentence": {
             "mean": round(float(np.mean(refs)), 3) if refs else 0.0,
             "max": max(refs, default=0),
         },
+        **unknown_shares(flat_src, flat_tgt, src_vocab, tgt_vocab),
     }
 
 
@@ -118,17 +130,28 @@ def format_report(report: dict[str, Any]) -> str:
         origin = {
             "learned": f"learned on train in {subword['seconds']:.2f} s",
             "cache": "from the cache",
-            "run": "the run's own",
+            "run": f"the parent run's, {report['vocab_from']}"
+            if report.get("vocab_from")
+            else "the run's own",
         }.get(subword.get("origin"), "?")
         lines.append(
             f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} pieces "
             f"(sentencepiece {subword['model']}, {models}, {origin})"
         )
     else:
+        origin = f"min_freq {report.get('min_freq', '?')}, built on train"
+        if report.get("vocab_from"):
+            origin = f"the parent run's, {report['vocab_from']}"
         lines.append(
-            f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens "
-            f"(min_freq {report.get('min_freq', '?')}, built on train)"
+            f"vocabulary: source {vocab.get('src', 0):,}, target {vocab.get('tgt', 0):,} tokens ({origin})"
         )
+    shares = [
+        f"{name} {stats['unk_src']:.2%}/{stats['unk_tgt']:.2%}"
+        for name, stats in report.get("splits", {}).items()
+        if "unk_src" in stats
+    ]
+    if shares:
+        lines.append(f"<unk> share of source/target tokens: {', '.join(shares)}")
     train = report.get("splits", {}).get("train", {})
     if "dropped_for_length" in train:
         lines.append(

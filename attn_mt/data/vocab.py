@@ -7,6 +7,7 @@ directory so translate/eval rebuild exactly the ids the model was trained with.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -126,6 +127,10 @@ class Vocab:
     def eos_id(self) -> int:
         """Id of <eos>."""
         return self._special(EOS)
+
+    def fingerprint(self) -> str:
+        """SHA-1 of the token list (two vocabularies with equal fingerprints give the same ids)."""
+        return hashlib.sha1(json.dumps(self.idx_to_token, ensure_ascii=False).encode()).hexdigest()
 
     def save(self, path: str | Path) -> None:
         """Write the vocabulary as JSON."""

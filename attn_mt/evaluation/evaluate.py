@@ -56,7 +56,10 @@ def split_examples(
     if data_path is None and run.config.data.path is None:
         data_path = trained
     hint = f"; it was trained on {trained}: pass --data {trained}" if trained else ""
-    if run.config.data.tokenizer == "sentencepiece":
+    fine_tuned = run_dir is not None and bool(
+        trained_report(run_dir).get("vocab_from")
+    )  # parent's vocabularies
+    if run.config.data.tokenizer == "sentencepiece" or fine_tuned:
         data = load_data(run.config.data, data_path, (run.src_vocab, run.tgt_vocab))
         saved = trained_report(run_dir).get("train_sha1") if run_dir is not None else None
         if saved is not None and saved != data.report.get("train_sha1"):

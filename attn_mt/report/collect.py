@@ -34,6 +34,7 @@ class SessionFacts:
     finish: str | None = None
     first_time: str | None = None
     last_time: str | None = None
+    parent: str | None = None  # a fine-tuned run's parent: run directory, checkpoint, step, scores
 
 
 @dataclass
@@ -139,6 +140,14 @@ def read_summary(summary: dict[str, Any]) -> SessionFacts:
         )
     if isinstance(summary.get("parameters"), int):
         facts.parameters = f"{summary['parameters']:,}"
+    parent = summary.get("parent")
+    if isinstance(parent, dict):
+        scores = parent.get("scores") if isinstance(parent.get("scores"), dict) else {}
+        shown = "".join(f", {key} {value}" for key, value in scores.items())
+        facts.parent = (
+            f"{parent.get('run_dir')} ({parent.get('checkpoint')}, step {parent.get('step')}{shown}; "
+            f"optimiser {parent.get('optimizer', 'new')})"
+        )
     if summary.get("stop_reason"):
         loss = summary.get("final_loss")
         facts.finish = (

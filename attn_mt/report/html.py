@@ -154,6 +154,8 @@ def overview_section(run: RunInfo, anchor: str) -> str:
         ("best valid loss", esc(f"{best_loss[0]:.4f} at step {best_loss[1]}" if best_loss else "n/a")),
         ("how training ended", esc(log.finish or "n/a")),
     ]
+    if log.parent:
+        pairs.insert(2, ("fine-tuned from", esc(log.parent)))
     return f'<section id="{anchor}">\n<h3>Overview</h3>\n{key_value_table(pairs)}</section>\n'
 
 

@@ -3,8 +3,9 @@
 A row takes the model type, tokenizer and direction from config.yaml; the parameter count, stop
 reason and speed from run_summary.json; steps, training minutes and the best valid BLEU from
 metrics.jsonl (with the report's own summary of it); the test scores and their sacreBLEU signature
-from eval/test/scores.json. A missing file leaves its cells empty. A folder that is not a run
-(no config.yaml holding a mapping) is skipped with a note, never an error for the whole table.
+from eval/test/scores.json; a fine-tuned run's parent from parent.json. A missing file leaves its
+cells empty. A folder that is not a run (no config.yaml holding a mapping) is skipped with a note,
+never an error for the whole table.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORES_FILE
 from attn_mt.report.collect import summarise_training
 from attn_mt.run.run_dir import RunPaths, parse_metrics
+from attn_mt.training.init_from import read_parent
 
 
 @dataclass
@@ -40,6 +42,7 @@ class RunRow:
     test_chrf: float | None = None
     tokens_per_s: float | None = None  # target tokens per second of the last session
     test_signature: str | None = None  # sacreBLEU's BLEU signature of the test scores
+    parent: str | None = None  # a fine-tuned run's parent: "NAME@STEP" (its run directory's name)
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,9 @@ COLUMNS = (
     Column("test_chrf", "test chrF", _fixed(2), True),
     Column("tokens_per_s", "tok/s", _fixed(0), True),
     Column("test_signature", "test signature"),
+    Column("parent", "fine-tuned from"),
 )
-SORT_KEYS = tuple(c.key for c in COLUMNS if c.key != "test_signature")
+SORT_KEYS = tuple(c.key for c in COLUMNS if c.key not in ("test_signature", "parent"))
 
 
 def _json_file(path: Path, notes: list[str], name: str) -> Any:
@@ -143,6 +147,9 @@ def read_row(root: Path, name: str, config: dict[str, Any], notes: list[str]) ->
             row.valid_bleu = training.best_valid_bleu[0]
         if row.tokens_per_s is None:
             row.tokens_per_s = training.last_tokens_per_s
+    parent = read_parent(paths.parent)
+    if parent is not None:
+        row.parent = f"{Path(str(parent.get('run_dir', '?'))).name}@{parent.get('step', '?')}"
     scores = _json_file(paths.eval_dir("test") / SCORES_FILE, notes, name)
     if isinstance(scores, dict):
         row.test_bleu, row.test_chrf = _number(scores.get("bleu")), _number(scores.get("chrf"))

@@ -81,6 +81,11 @@ class RunPaths:
         return self.root / "run_summary.json"
 
     @property
+    def parent(self) -> Path:
+        """The trained run a fine-tuned run started from (JSON; absent for other runs)."""
+        return self.root / "parent.json"
+
+    @property
     def curves(self) -> Path:
         """Training-curve picture."""
         return self.root / "curves.png"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,15 @@ from attn_mt.models.positional import PositionalEncoding
 from attn_mt.run.device import pick_device
 
 MAIN_RANK_WAIT = timedelta(hours=2)  # how long the other ranks wait for rank 0 to validate and save
+# what torch's RuntimeErrors say when a peer process is gone: gloo's transport, NCCL, the store
+PEER_LOST_MARKERS = (
+    "/gloo/",
+    "gloo::",
+    "NCCL",
+    "Connection reset",
+    "Connection closed",
+    "Connection refused",
+)
 
 
 @dataclass(frozen=True)
@@ -116,9 +126,35 @@ def init_distributed(device_name: str) -> DistContext:
     if use_cuda:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        backend = "nccl" if use_cuda else "gloo"
+        store = attempt_store(rank, world_size)
+        if store is None:
+            dist.init_process_group(backend=backend)
+        else:
+            dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size)
     waiting_group = dist.new_group(backend="gloo", timeout=MAIN_RANK_WAIT)
     return DistContext(rank, world_size, local_rank, waiting_group)
+
+
+def attempt_store(rank: int, world_size: int) -> dist.Store | None:
+    """The store of this attempt of a torchrun job that shares its launcher's store, else None (env://).
+
+    torchrun (torch 2.13) hands its workers the store its rendezvous runs on, the same server for
+    every restart of the group (TORCHELASTIC_USE_AGENT_STORE), and the process group keeps its
+    peers' addresses there under names that do not change. A restarted group then reads the
+    addresses of the processes it replaces and fails ("Connection refused" in connectFullMesh) or
+    hangs. The keys of each attempt go under their own prefix here: the restart count, which the
+    launcher gives every process of a machine alike. Launchers on several machines count their
+    restarts apart, so there `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1` (docs/distributed.md) gives
+    every attempt a new store instead.
+    """
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    server = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, is_master=False
+    )
+    return dist.PrefixStore(f"attn_mt/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/attempt_{attempt}", server)
 
 
 def only_fixed_tables(net: nn.Module) -> bool:
@@ -159,6 +195,29 @@ def shutdown_distributed() -> None:
     """Leave the process group."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def lost_peer_message(exc: BaseException) -> str | None:
+    """One line for an error of a collective, the store or a connection to a peer process; None for others.
+
+    When one process of a torchrun job dies, the others fail in their next collective (gloo:
+    "Connection reset by peer"; a restarted group can meet "Connection refused"). Such an error
+    says nothing about this process, so it ends with this line instead of a traceback and torchrun
+    restarts the whole group (--max-restarts) or ends the job.
+    """
+    text = str(exc).strip()
+    peer_error = isinstance(exc, dist.DistError) or (
+        isinstance(exc, RuntimeError) and any(marker in text for marker in PEER_LOST_MARKERS)
+    )
+    if not peer_error:
+        return None
+    first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0] if text else type(exc).__name__)
+    first = first.split(". This is typically caused")[0]
+    rank, world_size = os.environ.get("RANK", "?"), os.environ.get("WORLD_SIZE", "?")
+    return (
+        f"rank {rank} of {world_size} stops: lost contact with another process of the job ({first[:200]}); "
+        "torchrun restarts the group when --max-restarts allows (--auto-resume continues from last.pt)"
+    )
 
 
 def end_worker_process(code: int) -> NoReturn:

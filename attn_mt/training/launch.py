@@ -31,6 +31,14 @@ from attn_mt.run.run_dir import (
     truncate_metrics,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
+from attn_mt.training.init_from import (
+    Parent,
+    check_same_model,
+    open_parent,
+    parent_record,
+    read_parent,
+    write_parent,
+)
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
 from attn_mt.training.run_state import TrainResult
@@ -50,6 +58,9 @@ def train(
     device: str = "auto",
     resume: bool = False,
     overwrite: bool = False,
+    auto_resume: bool = False,
+    init_from: str | None = None,
+    keep_optimizer: bool = False,
     quiet: bool = False,
     on_validation: Callable[[Trainer], None] | None = None,
 ) -> TrainResult:
@@ -57,18 +68,27 @@ def train(
 
     Without `resume`, `cfg` is the run's config (None: the default one with `overrides`); with it,
     `cfg` and `overrides` may change the train.* and decode.* keys of the saved config.
+    `auto_resume` resumes when the run directory has a last.pt and starts a new run otherwise.
+    `init_from` (RUN_DIR[:CHECKPOINT]) starts a new run from a trained run's weights and vocabularies
+    (training/init_from.py), with its optimiser state too when `keep_optimizer`.
     Under torchrun every process calls this; rank 0 alone writes the run directory.
     """
     ctx = init_distributed(device)
     try:
         paths = RunPaths(run_dir)
         setup_logging(None, quiet or not ctx.is_main)
-        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite)
+        if auto_resume:
+            resume, overwrite = choose_auto_resume(paths, ctx)
+        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main)
+        parent = None if resume or init_from is None else open_parent(init_from)
+        if parent is not None:
+            check_same_model(parent, cfg, keep_optimizer)
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
-        reused = load_vocabs(paths, cfg) if resume and cfg.data.tokenizer == "sentencepiece" else None
-        data = load_data(cfg.data, data_path, reused)
+        data = load_data(cfg.data, data_path, run_vocabs(paths, cfg, resume, parent))
+        if parent is not None:
+            data.report["vocab_from"] = str(parent.root)
         if ctx.is_main and not resume:
             prepare_run_dir(run_dir, resume, overwrite)
         ctx.barrier()
@@ -80,6 +100,11 @@ def train(
         if on_validation is not None:
             trainer.on_validation.append(on_validation)
         start_trainer(trainer, saved_cfg)
+        if parent is not None:
+            trainer.start_from(parent.state, keep_optimizer)
+            if ctx.is_main:
+                write_parent(paths.parent, parent_record(parent, keep_optimizer))
+            log.info("fine-tuning from %s (step %d)", parent.checkpoint, int(parent.state.get("step", 0)))
         if ctx.rank > 0:
             torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
         log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
@@ -92,6 +117,18 @@ def train(
         return result
     finally:
         shutdown_distributed()
+
+
+def run_vocabs(
+    paths: RunPaths, cfg: Config, resume: bool, parent: Parent | None
+) -> tuple[Vocab, Vocab] | None:
+    """The vocabularies the corpus is encoded with, when not learned on it: a fine-tuned run's parent's,
+    and on resume the run's own sentencepiece models (or a fine-tuned run's word lists)."""
+    if parent is not None:
+        return parent.src_vocab, parent.tgt_vocab
+    if resume and (cfg.data.tokenizer == "sentencepiece" or paths.parent.exists()):
+        return load_vocabs(paths, cfg)
+    return None
 
 
 def refuse_existing(run_dir: Path, overwrite: bool) -> None:
@@ -110,11 +147,38 @@ def refuse_existing(run_dir: Path, overwrite: bool) -> None:
         )
 
 
-def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunPaths:
+def auto_resume_choice(paths: RunPaths) -> tuple[bool, bool] | str:
+    """--auto-resume's (resume, overwrite) for a run directory, or why it can neither resume nor start.
+
+    A last.pt is resumed; a run directory without one (a run lost before its first checkpoint) is
+    started again; a missing or empty directory is a new run; any other non-empty directory is kept.
+    """
+    root = paths.root
+    if paths.last.exists():
+        return True, False
+    if not (root.exists() and any(root.iterdir())):
+        return False, False
+    if is_run_dir(root):
+        return False, True
+    return (
+        f"--auto-resume: {root} is not an attn-mt run directory (no valid config.yaml) and not empty, "
+        f"so it is neither resumed nor replaced; it holds {describe_contents(root)}"
+    )
+
+
+def choose_auto_resume(paths: RunPaths, ctx: DistContext) -> tuple[bool, bool]:
+    """Rank 0's `auto_resume_choice` on every rank, so that all of them resume or all start anew."""
+    choice = ctx.broadcast(auto_resume_choice(paths) if ctx.is_main else None)
+    if isinstance(choice, str):
+        raise UserError(choice)
+    return choice
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, is_main: bool = True) -> RunPaths:
     """Create the run directory; never reuse an existing one without --resume or --overwrite."""
     paths = RunPaths(run_dir)
     if resume:
-        for stale in paths.checkpoints.glob(".*.tmp"):
+        for stale in paths.checkpoints.glob(".*.tmp") if is_main else ():
             stale.unlink(missing_ok=True)  # left by a process killed while writing
         if not paths.last.exists():
             raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
@@ -143,16 +207,17 @@ def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContex
 
 
 def resolve_config(
-    paths: RunPaths, cfg: Config | None, overrides: list[str], resume: bool, overwrite: bool
+    paths: RunPaths, cfg: Config | None, overrides: list[str], resume: bool, overwrite: bool, is_main: bool
 ) -> tuple[Config, Config | None]:
     """The run's config and, on resume, the one saved in the run directory; refuses what cannot start."""
     saved_cfg = None
     if resume:
-        prepare_run_dir(paths.root, resume, overwrite)
+        prepare_run_dir(paths.root, resume, overwrite, is_main)
         saved_cfg = load_config(paths.config)
         cfg = resolve_resume_config(paths, cfg, overrides)
     else:
-        refuse_existing(paths.root, overwrite)
+        if is_main or not overwrite:  # with --overwrite rank 0 may be deleting the directory meanwhile
+            refuse_existing(paths.root, overwrite)
         cfg = cfg if cfg is not None else load_config(None, overrides)
     if cfg.train.tensorboard:
         require_tensorboard()  # before the data is loaded: a missing extra is a clear error at once
@@ -223,6 +288,9 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    parent = read_parent(trainer.paths.parent)
+    if parent is not None:
+        summary["parent"] = parent
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
