@@ -12,9 +12,10 @@ which run_summary.json, `attn-mt runs` and `attn-mt report` show.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attn_mt.config import Config, load_config
 from attn_mt.data.vocab import Vocab
@@ -31,6 +32,11 @@ from attn_mt.run.run_dir import (
 
 FREE_MODEL_KEYS = ("dropout",)  # model keys a fine-tuned run may set anew: they change no weight
 VOCAB_DATA_KEYS = ("tokenizer", "direction")  # data keys the parent's vocabularies stand for
+
+if TYPE_CHECKING:
+    from attn_mt.training.trainer import Trainer
+
+log = logging.getLogger("attn_mt")
 
 
 @dataclass
@@ -94,6 +100,13 @@ def check_same_model(parent: Parent, cfg: Config, keep_optimizer: bool = False) 
         )
 
 
+def fine_tuning_parent(spec: str, cfg: Config, keep_optimizer: bool) -> Parent:
+    """The parent named by --init-from, checked to hold the model `cfg` describes (see `check_same_model`)."""
+    parent = open_parent(spec)
+    check_same_model(parent, cfg, keep_optimizer)
+    return parent
+
+
 def parent_record(parent: Parent, keep_optimizer: bool) -> dict[str, Any]:
     """What parent.json records: where the weights came from, their step and the parent's scores there."""
     step = int(parent.state.get("step", 0))
@@ -122,3 +135,17 @@ def read_parent(path: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def start_from(trainer: Trainer, parent: Parent, keep_optimizer: bool, is_main: bool) -> None:
+    """Fine-tuning: the new run takes the parent's weights (and with `keep_optimizer` its per-parameter
+    optimiser state, such as Adam's moments); learning rate, schedule and step count start afresh.
+    The main process records the parent in the run directory."""
+    trainer.model.load_state_dict(parent.state["model"])
+    if keep_optimizer:
+        saved = trainer.params.from_checkpoint(parent.state["optimizer"])
+        fresh = trainer.optimizer.state_dict()
+        trainer.optimizer.load_state_dict({"state": saved["state"], "param_groups": fresh["param_groups"]})
+    if is_main:
+        write_parent(trainer.paths.parent, parent_record(parent, keep_optimizer))
+    log.info("fine-tuning from %s (step %d)", parent.checkpoint, int(parent.state.get("step", 0)))

@@ -33,11 +33,9 @@ from attn_mt.run.run_dir import (
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.init_from import (
     Parent,
-    check_same_model,
-    open_parent,
-    parent_record,
+    fine_tuning_parent,
     read_parent,
-    write_parent,
+    start_from,
 )
 from attn_mt.training.logs import setup_logging
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
@@ -68,9 +66,8 @@ def train(
 
     Without `resume`, `cfg` is the run's config (None: the default one with `overrides`); with it,
     `cfg` and `overrides` may change the train.* and decode.* keys of the saved config.
-    `auto_resume` resumes when the run directory has a last.pt and starts a new run otherwise.
-    `init_from` (RUN_DIR[:CHECKPOINT]) starts a new run from a trained run's weights and vocabularies
-    (training/init_from.py), with its optimiser state too when `keep_optimizer`.
+    `auto_resume` resumes when the run directory has a last.pt, else starts a new run; `init_from`
+    (RUN_DIR[:CHECKPOINT]) fine-tunes a trained run (training/init_from.py; `keep_optimizer`).
     Under torchrun every process calls this; rank 0 alone writes the run directory.
     """
     ctx = init_distributed(device)
@@ -80,15 +77,11 @@ def train(
         if auto_resume:
             resume, overwrite = choose_auto_resume(paths, ctx)
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main)
-        parent = None if resume or init_from is None else open_parent(init_from)
-        if parent is not None:
-            check_same_model(parent, cfg, keep_optimizer)
+        parent = None if resume or init_from is None else fine_tuning_parent(init_from, cfg, keep_optimizer)
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
-        data = load_data(cfg.data, data_path, run_vocabs(paths, cfg, resume, parent))
-        if parent is not None:
-            data.report["vocab_from"] = str(parent.root)
+        data = load_run_data(cfg, data_path, paths, resume, parent)
         if ctx.is_main and not resume:
             prepare_run_dir(run_dir, resume, overwrite)
         ctx.barrier()
@@ -101,10 +94,7 @@ def train(
             trainer.on_validation.append(on_validation)
         start_trainer(trainer, saved_cfg)
         if parent is not None:
-            trainer.start_from(parent.state, keep_optimizer)
-            if ctx.is_main:
-                write_parent(paths.parent, parent_record(parent, keep_optimizer))
-            log.info("fine-tuning from %s (step %d)", parent.checkpoint, int(parent.state.get("step", 0)))
+            start_from(trainer, parent, keep_optimizer, ctx.is_main)
         if ctx.rank > 0:
             torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
         log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
@@ -117,6 +107,16 @@ def train(
         return result
     finally:
         shutdown_distributed()
+
+
+def load_run_data(
+    cfg: Config, data_path: str | None, paths: RunPaths, resume: bool, parent: Parent | None
+) -> NMTData:
+    """The corpus, encoded with the vocabularies `run_vocabs` names (the data report says whose)."""
+    data = load_data(cfg.data, data_path, run_vocabs(paths, cfg, resume, parent))
+    if parent is not None:
+        data.report["vocab_from"] = str(parent.root)
+    return data
 
 
 def run_vocabs(

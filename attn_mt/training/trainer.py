@@ -383,15 +383,6 @@ class Trainer:
         self.progress = Progress(**state["progress"])
         self.totals = loss_totals(self.device, self.dist.enabled, self.paths.last, self.progress)
 
-    def start_from(self, state: dict[str, Any], keep_optimizer: bool = False) -> None:
-        """Fine-tuning: take a trained run's weights (and with `keep_optimizer` its per-parameter optimiser
-        state, such as Adam's moments); the learning rate, schedule and step count start afresh."""
-        self.model.load_state_dict(state["model"])
-        if keep_optimizer:
-            saved = self.params.from_checkpoint(state["optimizer"])
-            fresh = self.optimizer.state_dict()
-            self.optimizer.load_state_dict({"state": saved["state"], "param_groups": fresh["param_groups"]})
-
     def save(self, *, force: bool = True) -> None:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
         now = time.monotonic()
