@@ -15,7 +15,7 @@ from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import line_warnings
 from attn_mt.decoding.outputs import with_length_penalty
-from attn_mt.decoding.scoring import Scored, blank_pairs, score_with
+from attn_mt.decoding.scoring import Scored, blank_pairs, name_blank, score_with
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -122,9 +122,7 @@ def run_score(
         )
     blank = blank_pairs(sources, targets)
     if blank:
-        named = ", ".join(f"{i + 1} ({side})" for i, side in blank[:5])
-        more = f" and {len(blank) - 5} more" if len(blank) > 5 else ""
-        raise UserError(f"nothing to score on line {named}{more}: a blank sentence")
+        raise UserError(f"nothing to score on {name_blank(blank, 'line')}: a blank sentence")
     run = open_model(run_dir, checkpoint, device, quantize)
     engine = translator_for(run, with_length_penalty(run.config, length_penalty))
     if split:

@@ -50,6 +50,13 @@ def blank_pairs(sources: list[str], targets: list[str]) -> list[tuple[int, str]]
     return found
 
 
+def name_blank(blank: list[tuple[int, str]], unit: str) -> str:
+    """`blank_pairs`' findings for a message, 1-based, the first five named: `line 2 (target), 5 (source)`."""
+    named = ", ".join(f"{i + 1} ({side})" for i, side in blank[:5])
+    more = f" and {len(blank) - 5} more" if len(blank) > 5 else ""
+    return f"{unit} {named}{more}"
+
+
 def score_with(
     engine: Engine,
     sources: list[str],
@@ -66,9 +73,7 @@ def score_with(
         raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
     blank = blank_pairs(sources, targets)
     if blank:
-        named = ", ".join(f"{i + 1} ({side})" for i, side in blank[:5])
-        more = f" and {len(blank) - 5} more" if len(blank) > 5 else ""
-        raise UserError(f"nothing to score in pair {named}{more}: a blank sentence")
+        raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank sentence")
     alpha = engine.cfg.decode.length_penalty if length_penalty is None else length_penalty
     if not alpha >= 0:
         raise UserError(f"the length penalty must be 0 or more, got {alpha}")

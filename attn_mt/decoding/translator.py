@@ -127,6 +127,17 @@ class Translator:
         """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
         return translate_with(self, sentences, beam_size, nbest, need_attention, progress)
 
+    def search_settings(self, need_attention: bool) -> dict[str, object]:
+        """The keyword arguments greedy and beam search share: special ids, length limit, attention."""
+        dc = self.cfg.decode
+        return dict(
+            bos_id=self.tgt_vocab.bos_id,
+            eos_id=self.tgt_vocab.eos_id,
+            max_len_a=dc.max_len_a,
+            max_len_b=dc.max_len_b,
+            need_attention=need_attention,
+        )
+
     @torch.inference_mode()
     def search(
         self,
@@ -146,13 +157,7 @@ class Translator:
             chunk = order[start : start + dc.batch_size]
             encoded = encode_sources([sources[k] for k in chunk], self.src_vocab, max_len=self.max_src)
             src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
-            common = dict(
-                bos_id=self.tgt_vocab.bos_id,
-                eos_id=self.tgt_vocab.eos_id,
-                max_len_a=dc.max_len_a,
-                max_len_b=dc.max_len_b,
-                need_attention=need_attention,
-            )
+            common = self.search_settings(need_attention)
             if beam == 1 and nbest == 1:
                 per_sentence = [[h] for h in greedy_search(self.model, src, src_lens, **common)]
             else:

@@ -91,6 +91,22 @@ def error_response(status: int, message: str, problems: list[str] | None = None)
     return JSONResponse(ErrorBody(error=message, problems=problems or []).model_dump(), status_code=status)
 
 
+def answer_errors_as_json(app: FastAPI, logger: logging.Logger, failed: str) -> None:
+    """HTTP errors (404, 405 with its Allow, ...) and any unexpected exception as one-line JSON answers;
+    the exception is logged with its traceback and the client is told only `internal error: {failed}`."""
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        response = error_response(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})  # e.g. a 405's Allow, which RFC 9110 requires
+        return response
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("error while answering %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error: {failed}")
+
+
 def describe(error: dict[str, Any]) -> str:
     """One validation problem as `where: what`, e.g. `sentences[2]: Input should be a valid string`."""
     where = ""
@@ -260,16 +276,7 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
             problems,
         )
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        response = error_response(exc.status_code, str(exc.detail))
-        response.headers.update(exc.headers or {})  # e.g. a 405's Allow, which RFC 9110 requires
-        return response
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("error while answering %s %s", request.method, request.url.path)
-        return error_response(500, "internal error: the server could not answer this request")
+    answer_errors_as_json(app, log, "the server could not answer this request")
 
     @app.get("/", include_in_schema=False)
     async def explorer() -> FileResponse:

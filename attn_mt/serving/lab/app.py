@@ -24,7 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
-from attn_mt.serving.app import BodyLimit, error_response
+from attn_mt.serving.app import BodyLimit, answer_errors_as_json, error_response
 from attn_mt.serving.lab.inputs import LabError
 from attn_mt.serving.lab.shown import PACKAGE, ROOT
 
@@ -57,14 +57,7 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> Fas
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("error while answering %s %s", request.method, request.url.path)
-        return error_response(500, "internal error: the lab could not compute this")
+    answer_errors_as_json(app, log, "the lab could not compute this")
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

@@ -143,14 +143,7 @@ def run_search(engine: Translator, sentence: str, beam: int, layer: int) -> tupl
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
     recorder = StepRecorder(engine.model, layer)
-    dc = engine.cfg.decode
-    common = dict(
-        bos_id=engine.tgt_vocab.bos_id,
-        eos_id=engine.tgt_vocab.eos_id,
-        max_len_a=dc.max_len_a,
-        max_len_b=dc.max_len_b,
-        need_attention=True,
-    )
+    common = engine.search_settings(need_attention=True)
     was_training = engine.model.training
     engine.model.eval()
     try:
@@ -163,7 +156,7 @@ def run_search(engine: Translator, sentence: str, beam: int, layer: int) -> tupl
                 src_lens,
                 beam_size=beam,
                 nbest=beam,
-                length_penalty=dc.length_penalty,
+                length_penalty=engine.cfg.decode.length_penalty,
                 **common,
             )[0]  # type: ignore[arg-type]
     finally:
