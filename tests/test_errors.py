@@ -58,7 +58,8 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "columns.txt").write_text("Go.\tVa !\nHi. Salut !\nRun!\tCours !\nWow! Ça alors !\n")
     (ws / "three.en").write_text("One.\nTwo.\nThree.\n")
     (ws / "two.fr").write_text("Un.\nDeux.\n")
-    (ws / "gap.fr").write_text("Un.\n\nTrois.\n")
+    (ws / "three.fr").write_text("Un.\nDeux.\nTrois.\n")
+    (ws / "gap.en").write_text("One.\n\nThree.\n")
     (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
     (ws / "incomplete").mkdir()
     (ws / "notes").mkdir()
@@ -251,7 +252,7 @@ CASES: dict[str, list[str]] = {
     "not-an-export": ["translate", "other.pt", "go ."],
     "onnx-out-is-file": ["export", "RUN", "empty.txt", "--format", "onnx"],
     "score-line-counts": ["score", "RUN", "--source", "three.en", "--target", "two.fr"],
-    "score-blank-line": ["score", "RUN", "--source", "three.en", "--target", "gap.fr"],
+    "score-blank-line": ["score", "RUN", "--source", "gap.en", "--target", "three.fr"],
     "score-not-utf8": ["score", "RUN", "--source", "three.en", "--target", "latin1.txt"],
 }
 

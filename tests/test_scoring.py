@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,23 @@ from tolerances import decoding_terms, float32_approx
 from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import gnmt_length_penalty
-from attn_mt.decoding.scoring import score_with
+from attn_mt.decoding.scoring import EMPTY_TARGET_NOTE, score_with
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
 SOURCES = [en for en, _ in reverse_pairs(16, seed=11)]
 SCORE_TERMS = decoding_terms(steps=23, widest=32, keys_or_vocab=300)  # sums of ~20 float32 log-probs
+
+
+@pytest.fixture(scope="module")
+def run_paths(subword_run: Path, subword_folder: Path, tiny_runs) -> dict[str, Path]:
+    """Where each engine's model lies."""
+    return {
+        "gru": tiny_runs.gru_bahdanau,
+        "transformer": tiny_runs.transformer,
+        "subword": subword_run,
+        "ctranslate2": subword_folder,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +101,28 @@ def test_a_likelier_target_scores_higher_and_the_length_penalty_is_applied(engin
     assert raw.score == raw.log_prob == pytest.approx(mine.log_prob)
 
 
-def test_mismatched_or_blank_pairs_are_refused_naming_them(engines):
+def test_mismatched_pairs_and_blank_sources_are_refused_naming_them(engines):
     engine = engines["gru"]
     with pytest.raises(UserError, match="2 sources but 1 targets"):
         score_with(engine, SOURCES[:2], ["a"])
-    with pytest.raises(UserError, match=r"pair 2 \(target\), 3 \(source\): a blank sentence"):
-        score_with(engine, SOURCES[:1] + SOURCES[:1] + [" "], ["x", "  ", "y"])
+    with pytest.raises(UserError, match=r"pair 1 \(source\), 3 \(source\): a blank source sentence"):
+        score_with(engine, [" ", SOURCES[0], "\t"], ["x", "  ", "y"])
+
+
+@pytest.mark.parametrize("name", ["gru", "transformer", "subword", "ctranslate2"])
+def test_an_empty_target_scores_eos_alone_as_the_search_scores_an_empty_output(engines, run_paths, name):
+    engine = engines[name]
+    at_once = replace(engine.cfg, decode=replace(engine.cfg.decode, max_len_a=0.0, max_len_b=1))
+    forced_empty = translator_for(open_model(run_paths[name], device="cpu"), at_once)
+    found = forced_empty.translate(SOURCES[:4], beam_size=1)  # a limit of one token: <eos> at once
+    assert all(t.hypotheses[0].tokens == [] for t in found)
+    for target in ("", "   "):
+        scored = score_with(engine, SOURCES[:4], [target] * 4)
+        for translation, pair in zip(found, scored, strict=True):
+            assert pair.target_tokens == [] and len(pair.token_log_probs) == 1
+            assert pair.log_prob == pytest.approx(translation.hypotheses[0].score, abs=1e-5)
+            assert pair.score == pair.log_prob  # lp(1) = 1 whatever alpha is
+            assert EMPTY_TARGET_NOTE in pair.warnings
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -129,19 +157,34 @@ def test_cli_refuses_bad_inputs_with_a_clear_message(tiny_runs, run_cli, tmp_pat
     run_dir = str(tiny_runs.gru_bahdanau)
     source = _write(tmp_path / "src.en", SOURCES[:3])
     short = _write(tmp_path / "short.fr", ["a", "b"])
-    blank = _write(tmp_path / "blank.fr", ["a", "", "c"])
+    blank = _write(tmp_path / "blank.en", [SOURCES[0], "", SOURCES[2]])
     latin1 = tmp_path / "latin1.fr"
     latin1.write_bytes("a\nd\xe9j\xe0\nc\n".encode("latin-1"))
     cases = [
-        (short, "has 3 lines, --target " + str(short) + " has 2"),
-        (blank, "nothing to score on line 2 (target): a blank sentence"),
-        (latin1, "line 2 is not UTF-8"),
-        (tmp_path / "missing.fr", "no such file"),
+        (source, short, "has 3 lines, --target " + str(short) + " has 2"),
+        (blank, short.with_name("three.fr"), "nothing to score on line 2 (source): a blank source sentence"),
+        (source, latin1, "line 2 is not UTF-8"),
+        (source, tmp_path / "missing.fr", "no such file"),
     ]
-    for target, message in cases:
-        done = run_cli("score", run_dir, "--source", str(source), "--target", str(target))
+    _write(tmp_path / "three.fr", ["a", "b", "c"])
+    for source_file, target, message in cases:
+        done = run_cli("score", run_dir, "--source", str(source_file), "--target", str(target))
         assert done.returncode == 2 and message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_cli_scores_a_blank_target_line_as_eos_alone_with_a_warning(tiny_runs, run_cli, tmp_path):
+    run_dir = tiny_runs.transformer
+    engine = translator_for(open_model(run_dir, device="cpu"))
+    source = _write(tmp_path / "src.en", SOURCES[:3])
+    target = _write(tmp_path / "gap.fr", ["un deux", "", "trois"])
+    done = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target))
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    (alone,) = score_with(engine, [SOURCES[1]], [""])
+    assert records[1]["target_tokens"] == [] and records[1]["log_prob"] == pytest.approx(alone.log_prob)
+    assert len(records[1]["token_log_probs"]) == 1 and len(records[0]["token_log_probs"]) > 1
+    assert f"line 2: {EMPTY_TARGET_NOTE}" in done.stderr
 
 
 def test_cli_split_scores_sentence_pairs_and_adds_them_up(tiny_runs, run_cli, tmp_path):

@@ -40,7 +40,10 @@ from tolerances import assert_float32_close
 
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
+from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
+from attn_mt.run.open import open_model
 from attn_mt.run.run_dir import load_run
 from attn_mt.serving.schemas import MAX_SENTENCES
 
@@ -311,12 +314,20 @@ def test_score_gives_the_models_own_output_the_search_score_and_equals_the_comma
     assert [r["score"] for r in records] == pytest.approx([r["score"] for r in scored["results"]], abs=1e-5)
     status, raw = call(transformer_server, "/score", {"pairs": pairs[:1], "length_penalty": 0.0})
     assert status == 200 and raw["results"][0]["score"] == pytest.approx(raw["results"][0]["log_prob"])
+    empty = [{"source": pairs[0]["source"], "target": target} for target in ("", " ")]
+    status, at_once = call(transformer_server, "/score", {"pairs": empty})
+    assert status == 200, at_once
+    engine = translator_for(open_model(runs["transformer"], device="cpu"))
+    (alone,) = score_with(engine, [pairs[0]["source"]], [""])
+    for result in at_once["results"]:  # an empty target: the model ending at once, <eos> alone
+        assert result["target_tokens"] == [] and len(result["token_log_probs"]) == 1
+        assert result["log_prob"] == pytest.approx(alone.log_prob, abs=1e-5)
 
 
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        ({"pairs": [{"source": "alpha .", "target": "  "}]}, "pairs[0].target: String should match pattern"),
+        ({"pairs": [{"source": "  ", "target": "alpha ."}]}, "pairs[0].source: String should match pattern"),
         ({"pairs": [{"source": "alpha ."}]}, "pairs[0].target: Field required"),
         ({"pairs": []}, "pairs: List should have at least 1 item"),
         ({"pairs": [{"source": "a", "target": "b", "beam": 2}]}, "pairs[0].beam: unknown field"),

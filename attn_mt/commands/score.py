@@ -122,7 +122,7 @@ def run_score(
         )
     blank = blank_pairs(sources, targets)
     if blank:
-        raise UserError(f"nothing to score on {name_blank(blank, 'line')}: a blank sentence")
+        raise UserError(f"nothing to score on {name_blank(blank, 'line')}: a blank source sentence")
     run = open_model(run_dir, checkpoint, device, quantize)
     engine = translator_for(run, with_length_penalty(run.config, length_penalty))
     if split:

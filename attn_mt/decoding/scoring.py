@@ -11,8 +11,11 @@ the model's own output scored here gets the score the search reported. Each pair
   nothing and reports `log_prob`).
 
 Sources and targets are prepared as the training data was (the same preprocessing, tokenizer and
-vocabularies); unknown target tokens are scored as <unk> and named in the pair's warnings. No torch
-here: CTranslate2 folders score through their `score_batch`.
+vocabularies); unknown target tokens are scored as <unk> and named in the pair's warnings. An empty
+(or blank) target is scored as the model ending at once: `<eos>` alone, whose log-probability is
+the score a search reports for an empty output; the pair's warnings say so. A blank source is an
+error: there is nothing to translate. No torch here: CTranslate2 folders score through their
+`score_batch`.
 """
 
 from __future__ import annotations
@@ -39,15 +42,15 @@ class Scored:
     warnings: list[str]
 
 
+EMPTY_TARGET_NOTE = "an empty target: scored as the model ending at once (<eos> alone)"
+
+
 def blank_pairs(sources: list[str], targets: list[str]) -> list[tuple[int, str]]:
-    """(index, which side) of each pair with a blank source or target: there is nothing to score."""
-    found = []
-    for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
-        if not source.strip():
-            found.append((i, "source"))
-        elif not target.strip():
-            found.append((i, "target"))
-    return found
+    """(index, "source") of each pair with a blank source: there is nothing to translate.
+
+    A blank target is no error: it is scored as `<eos>` alone (see the module docstring).
+    """
+    return [(i, "source") for i, source in enumerate(sources) if not source.strip()]
 
 
 def name_blank(blank: list[tuple[int, str]], unit: str) -> str:
@@ -67,13 +70,14 @@ def score_with(
     """Score each target as a translation of its source (see the module docstring), batched.
 
     `length_penalty` None takes the run's decode.length_penalty. A blank source or target is a
-    UserError naming the pair (1-based), as is a different number of sources and targets.
+    UserError naming the pair (1-based), as is a different number of sources and targets; a blank
+    target scores `<eos>` alone.
     """
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
     blank = blank_pairs(sources, targets)
     if blank:
-        raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank sentence")
+        raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank source sentence")
     alpha = engine.cfg.decode.length_penalty if length_penalty is None else length_penalty
     if not alpha >= 0:
         raise UserError(f"the length penalty must be 0 or more, got {alpha}")
@@ -90,6 +94,8 @@ def score_with(
     for k, (ids, found) in enumerate(zip(target_ids, forced, strict=True)):
         unknown = [t for t, i in zip(target_tokens[k], ids, strict=True) if i == tgt_vocab.unk_id]
         warnings = list(found.warnings)
+        if not ids:
+            warnings.append(EMPTY_TARGET_NOTE)
         if unknown:
             warnings.append(f"unknown target tokens, scored as <unk>: {' '.join(dict.fromkeys(unknown))}")
         log_prob = float(sum(found.log_probs))

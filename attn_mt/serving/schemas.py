@@ -149,7 +149,10 @@ class ScorePair(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: NonBlank = Field(description="The source sentence (not blank).")
-    target: NonBlank = Field(description="Its translation, to score (not blank).")
+    target: str = Field(
+        max_length=MAX_CHARS,
+        description="Its translation, to score; an empty one scores the model ending at once (<eos> alone).",
+    )
 
 
 class ScoreRequest(BaseModel):
@@ -176,7 +179,7 @@ class PairScore(BaseModel):
     token_log_probs: list[float] = Field(description="Log-probability of each target token, then of <eos>.")
     log_prob: float = Field(description="Their sum: the log-probability of the whole target.")
     score: float = Field(description="log_prob / GNMT length penalty: what beam search ranks outputs by.")
-    warnings: list[str] = Field(description="Unknown words and truncation.")
+    warnings: list[str] = Field(description="Unknown words, truncation, and an empty target scored as <eos>.")
 
 
 class ScoreResponse(BaseModel):
