@@ -27,12 +27,13 @@ a margin of up to twice it can change sign between them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from tolerances import float32_tolerance
 
-from attn_mt.decoding.outputs import Hypothesis
+from attn_mt.decoding.outputs import Hypothesis, gnmt_length_penalty
 from attn_mt.decoding.search import beam_search, max_output_lengths
 from attn_mt.models.base import DecoderState, EncoderDecoder
 
@@ -279,3 +280,45 @@ def translation_parting(reference, want, got, *, beam: int, terms: int, rank: in
         eos_id=vocab.eos_id,
         terms=terms,
     )
+
+
+def reference_norm_score(reference, source_tokens: list[str], tokens: list[int], beam: int) -> float:
+    """The reference's own score of an output (forced decoding): beam search's normalised score, or
+    greedy's raw one."""
+    (forced,) = reference.force([source_tokens], [tokens], lambda _: None)
+    raw = math.fsum(forced.log_probs)
+    if beam == 1:
+        return raw
+    return raw / gnmt_length_penalty(len(tokens) + 1, reference.cfg.decode.length_penalty)
+
+
+def assert_decodings_agree(
+    reference, want: list, got: list, *, beam: int, terms: int, other_search_rules: bool = False
+) -> list[Parting]:
+    """Each pair of Translations (`want` by the torch Translator `reference`, `got` by another engine,
+    kernel or batch shape) has the same source tokens and warnings, and best outputs that are equal or
+    part at a near-tie (see the module docstring); returns the partings found.
+
+    `other_search_rules`: the other engine runs a beam search of its own (CTranslate2, whose search goes
+    on after K hypotheses have finished where attn-mt's stops; decoding/ctranslate2_engine.py). Its best
+    output may then differ at a clear margin too, but only by being at least as good by the reference's
+    own score: a worse one is a defect.
+    """
+    partings = []
+    for w, g in zip(want, got, strict=True):
+        assert g.source_tokens == w.source_tokens and g.warnings == w.warnings, w.source
+        if not w.hypotheses or not g.hypotheses:
+            assert not w.hypotheses and not g.hypotheses, w.source
+            continue
+        parting = translation_parting(reference, w, g, beam=beam, terms=terms)
+        if parting is None:
+            continue
+        partings.append(parting)
+        if parting.near_tie:
+            continue
+        if other_search_rules and beam > 1:
+            found = reference_norm_score(reference, g.source_tokens, g.hypotheses[0].tokens, beam)
+            if found >= w.hypotheses[0].norm_score - parting.tolerance:
+                continue
+        assert_near_tie(parting, f"{w.source!r}: {w.text!r} against {g.text!r}")
+    return partings

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from near_ties import assert_decodings_agree
 from synthetic import reverse_pairs
+from tolerances import decoding_terms
 
 from attn_mt.decoding.engine import Engine, Found, check_search, translate_with
 from attn_mt.decoding.engines import translator_for
@@ -17,6 +19,7 @@ from attn_mt.run.open import open_model
 
 SENTENCES = [en for en, _ in reverse_pairs(24, seed=5)] + ["", "   "]
 ENGINES = ["torch", "ctranslate2"]
+SEARCH_TERMS = decoding_terms(steps=12, widest=64, keys_or_vocab=320)  # tests/test_ctranslate2.py's
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +42,9 @@ def test_each_engine_implements_the_interface(engines, name):
 @pytest.mark.parametrize("beam", [1, 3])
 def test_both_engines_translate_alike(engines, beam):
     torch_side, ct2_side = (engines[name].translate(SENTENCES, beam_size=beam) for name in ENGINES)
-    assert [t.text for t in ct2_side] == [t.text for t in torch_side]
-    assert [t.source_tokens for t in ct2_side] == [t.source_tokens for t in torch_side]
-    assert [t.warnings for t in ct2_side] == [t.warnings for t in torch_side]
+    assert_decodings_agree(
+        engines["torch"], torch_side, ct2_side, beam=beam, terms=SEARCH_TERMS, other_search_rules=True
+    )
     assert torch_side[-1].outputs == torch_side[-2].outputs == [] and torch_side[0].text
 
 
