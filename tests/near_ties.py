@@ -54,7 +54,7 @@ class Parting:
 
 
 def parting_position(a: list[int], b: list[int], eos_id: int) -> int | None:
-    """The first position where outputs `a` and `b` (tokens, <eos> implied at the end) differ; None if same."""
+    """The first position where outputs `a` and `b` (<eos> implied at the end) differ; None if the same."""
     a_full, b_full = [*a, eos_id], [*b, eos_id]
     for position, (x, y) in enumerate(zip(a_full, b_full, strict=False)):
         if x != y:
@@ -111,7 +111,7 @@ def greedy_parting(
         position,
         abs(taken[0] - taken[1]),
         near_tie_tolerance(terms, scale),
-        f"step {position}: tokens {a_full[position]} ({taken[0]:.6f}) and {b_full[position]} ({taken[1]:.6f})",
+        f"step {position}: token {a_full[position]} ({taken[0]:.6f}) or {b_full[position]} ({taken[1]:.6f})",
     )
 
 

@@ -133,8 +133,9 @@ def test_outputs_cut_at_the_length_limit_end_with_a_forced_eos(trained, folder):
     assert len(cut) > len(got) // 2
     assert_decodings_agree(torch_side, expected, got, beam=1, terms=TIGHT_LIMIT_TERMS)
     for want, have in zip(expected, got, strict=True):
-        if have.hypotheses[0].tokens == want.hypotheses[0].tokens:
-            assert have.hypotheses[0].score == float32_approx(want.hypotheses[0].score, terms=TIGHT_LIMIT_TERMS)
+        mine, theirs = have.hypotheses[0], want.hypotheses[0]
+        if mine.tokens == theirs.tokens:
+            assert mine.score == float32_approx(theirs.score, terms=TIGHT_LIMIT_TERMS)
 
 
 def test_attention_is_the_last_layers_cross_attention_averaged_over_heads(trained, folder):
@@ -164,8 +165,9 @@ def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, ru
         from_run = run_cli("translate", str(trained), "--device", "cpu", "--input", str(source), *options)
         from_folder = run_cli("translate", str(folder), "--device", "cpu", "--input", str(source), *options)
         assert from_run.returncode == 0 and from_folder.returncode == 0, from_folder.stderr
-        want, got = torch_side.translate(sentences, beam_size=beam), ct2_side.translate(sentences, beam_size=beam)
-        assert from_run.stdout.splitlines() == [t.text for t in want]  # each command prints its engine's outputs
+        want = torch_side.translate(sentences, beam_size=beam)
+        got = ct2_side.translate(sentences, beam_size=beam)
+        assert from_run.stdout.splitlines() == [t.text for t in want]  # each prints its engine's outputs
         assert from_folder.stdout.splitlines() == [t.text for t in got]
         assert_decodings_agree(torch_side, want, got, beam=beam, terms=SEARCH_TERMS, other_search_rules=True)
     nbest = run_cli(

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from near_ties import assert_near_tie, beam_parting, greedy_parting
 from search_fakes import BOS, EOS, PAD, TableModel, ToyAttentionModel
 from tolerances import assert_float32_close, decoding_terms, float32_approx
 
@@ -248,6 +249,25 @@ def toy_batch(sentences=TOY_SENTENCES):
     return src, torch.tensor([len(s) + 1 for s in sentences])
 
 
+def assert_same_or_near_tie(model, sentence, got, want, *, beam, terms, max_len_a=1.5, max_len_b=10) -> bool:
+    """True when two searches of `sentence` (one alone, one in a batch) return the same outputs; else
+    assert that they part at a near-tie of the model's (tests/near_ties.py) and return False."""
+    a, b = next(
+        ((x.tokens, y.tokens) for x, y in zip(want, got, strict=True) if x.tokens != y.tokens), (None, None)
+    )
+    if a is None and len(got) == len(want):
+        return True
+    src_ids, src_len = [*sentence, EOS], len(sentence) + 1
+    if beam == 1:
+        parting = greedy_parting(model, src_ids, src_len, a, b, bos_id=BOS, eos_id=EOS, terms=terms)
+    else:
+        limits = dict(max_len_a=max_len_a, max_len_b=max_len_b)
+        settings = dict(beam_size=beam, length_penalty=1.0, bos_id=BOS, eos_id=EOS, terms=terms, **limits)
+        parting = beam_parting(model, src_ids, src_len, a or [], b or [], **settings)
+    assert_near_tie(parting, f"sentence {sentence}")
+    return False
+
+
 TOY_MODELS = {"bahdanau_like": dict(heads=0), "transformer_like": dict(heads=2, layers=2)}
 # Batches of other shapes sum in other orders: at most 7 steps, the widest product is the 24-term mix (3H),
 # scores end in an 11-token log-softmax and attention in a softmax over at most 7 keys.
@@ -279,12 +299,12 @@ def test_batched_equals_one_at_a_time(kind):
     for i, sentence in enumerate(TOY_SENTENCES):
         one_src, one_len = toy_batch([sentence])
         (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS)
-        assert g.tokens == greedy[i].tokens
-        assert g.score == float32_approx(greedy[i].score, terms=TOY_SCORE_TERMS)
+        if assert_same_or_near_tie(model, sentence, [g], [greedy[i]], beam=1, terms=TOY_SCORE_TERMS):
+            assert g.score == float32_approx(greedy[i].score, terms=TOY_SCORE_TERMS)
         (b,) = beam_search(model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS)
-        assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
-        norm_scores = [h.norm_score for h in beam[i]]
-        assert [h.norm_score for h in b] == float32_approx(norm_scores, terms=TOY_SCORE_TERMS)
+        if assert_same_or_near_tie(model, sentence, b, beam[i], beam=3, terms=TOY_SCORE_TERMS):
+            norm_scores = [h.norm_score for h in beam[i]]
+            assert [h.norm_score for h in b] == float32_approx(norm_scores, terms=TOY_SCORE_TERMS)
 
 
 @pytest.mark.parametrize("kind", TOY_MODELS)
@@ -383,15 +403,14 @@ def test_real_model_batched_equals_one_at_a_time(kind):
     for i, sentence in enumerate(TOY_SENTENCES):
         one_src, one_len = toy_batch([sentence])
         (g,) = greedy_search(model, one_src, one_len, bos_id=BOS, eos_id=EOS, **REAL_LIMITS)
-        assert (g.tokens, g.score) == (
-            greedy[i].tokens,
-            float32_approx(greedy[i].score, terms=REAL_SCORE_TERMS),
-        )
+        if assert_same_or_near_tie(model, sentence, [g], [greedy[i]], beam=1, terms=REAL_SCORE_TERMS):
+            assert g.score == float32_approx(greedy[i].score, terms=REAL_SCORE_TERMS)
         (b,) = beam_search(
             model, one_src, one_len, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS, **REAL_LIMITS
         )
-        assert [h.tokens for h in b] == [h.tokens for h in beam[i]]
-        assert [h.score for h in b] == float32_approx([h.score for h in beam[i]], terms=REAL_SCORE_TERMS)
+        settings = dict(beam=3, terms=REAL_SCORE_TERMS, **REAL_LIMITS)
+        if assert_same_or_near_tie(model, sentence, b, beam[i], **settings):
+            assert [h.score for h in b] == float32_approx([h.score for h in beam[i]], terms=REAL_SCORE_TERMS)
 
 
 @pytest.mark.parametrize("kind", REAL_KINDS)
