@@ -29,8 +29,8 @@ from helpers import (
     translate,
     translate_lines,
 )
-from synthetic import TINY, reverse_pairs
 from near_ties import assert_decodings_agree
+from synthetic import TINY, reverse_pairs
 from tolerances import decoding_terms, float32_approx
 
 from attn_mt.config import load_config
