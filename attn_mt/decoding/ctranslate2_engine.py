@@ -14,8 +14,12 @@ make its output attn-mt's (decoding/search.py states attn-mt's conventions):
      ranks the K finished hypotheses, which come with their <eos>.
   4. At the length limit attn-mt forces <eos>; CTranslate2 stops there without it, so such a
      hypothesis is scored again with its <eos> (`score_batch`), giving attn-mt's score.
-Two cases still differ in beam search. The best output is always the same, except (2) in rare
-runaway outputs:
+Beam search still differs in three cases. The best output is the same except in the first and,
+rarely, the third:
+  * which hypotheses count as finished and when the search stops: CTranslate2 may go on after
+    attn-mt's search has K finished hypotheses and then return a longer output with a better
+    normalised score (tests/near_ties.py accepts exactly that; on the tiny subword run of the tests,
+    1 sentence of 120 at beam 2 and 3, none at beam 4 and 5, on an AMD EPYC with AVX2);
   * n-best lists: when more than K hypotheses have finished by the step the search stops, attn-mt
     keeps the K that finished first, CTranslate2 the K with the highest log-probabilities; the
     best by the length penalty is in both (it finished last or scores highest), the rest can differ.
