@@ -106,14 +106,20 @@ def test_folder_holds_the_model_its_vocabularies_and_settings(trained, folder):
 
 @pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (2, 2), (4, 3)])
 def test_ctranslate2_equals_attn_mt_search_tokens_and_scores(trained, folder, beam, nbest):
-    """Best outputs equal, or parted where rounding decides (tests/near_ties.py) or, in beam search, where
-    CTranslate2's search went on and found a better-scoring output; every hypothesis both engines return
-    scores the same. N-best lists beyond the best are not compared entry by entry: when more than K
-    hypotheses finish by the step the search stops, the two keep different ones (ctranslate2_engine.py)."""
+    """Best outputs equal, or parted where rounding decides (tests/near_ties.py) or, in beam search, by
+    CTranslate2's own search rules (a bounded few, each scored as torch scores it); every hypothesis both
+    engines return scores the same. N-best lists beyond the best are not compared entry by entry: when
+    more than K hypotheses finish by the step the search stops, the two keep different ones
+    (ctranslate2_engine.py)."""
     torch_side, ct2_side = both(trained, folder)
     expected = torch_side.translate(WORDS, beam_size=beam, nbest=nbest)
     got = ct2_side.translate(WORDS, beam_size=beam, nbest=nbest)
-    assert_decodings_agree(torch_side, expected, got, beam=beam, terms=SEARCH_TERMS, other_search_rules=True)
+    partings = assert_decodings_agree(
+        torch_side, expected, got, beam=beam, terms=SEARCH_TERMS, other_search_rules=True
+    )
+    # CTranslate2's own beam rules part 0 to 2 of these 120 sentences from attn-mt's at a clear margin
+    # (tiny runs of seeds 0-3, `make test-seeds`, AMD EPYC with AVX2, 2026-11-26); greedy never
+    assert sum(not p.near_tie for p in partings) <= (0 if beam == 1 else 4)
     for want, have in zip(expected, got, strict=True):
         for h in have.hypotheses:  # every hypothesis both found has the same scores
             for w in (w for w in want.hypotheses if w.tokens == h.tokens):

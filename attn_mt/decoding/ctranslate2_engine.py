@@ -17,9 +17,9 @@ make its output attn-mt's (decoding/search.py states attn-mt's conventions):
 Beam search still differs in three cases. The best output is the same except in the first and,
 rarely, the third:
   * which hypotheses count as finished and when the search stops: CTranslate2 may go on after
-    attn-mt's search has K finished hypotheses and then return a longer output with a better
-    normalised score (tests/near_ties.py accepts exactly that; on the tiny subword run of the tests,
-    1 sentence of 120 at beam 2 and 3, none at beam 4 and 5, on an AMD EPYC with AVX2);
+    attn-mt's search has K finished hypotheses, or not count one that attn-mt's does, and so return
+    another output (0 to 2 of 120 sentences at beams 2 to 4 on the tests' tiny subword runs of
+    seeds 0-3; none on the whole-corpus model's 2,000 test sentences at beam 4);
   * n-best lists: when more than K hypotheses have finished by the step the search stops, attn-mt
     keeps the K that finished first, CTranslate2 the K with the highest log-probabilities; the
     best by the length penalty is in both (it finished last or scores highest), the rest can differ.
