@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from synthetic import write_corpus
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
+from attn_mt.run.kept_checkpoints import INFERENCE_KEYS
 from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +97,10 @@ def workspace(tmp_path_factory) -> Path:
     torch.save(state, ws / "other-vocab.pt")
     torch.save({"model": {}, "payload": os.system}, ws / "evil.pt")
     (ws / "damaged.pt").write_bytes((ws / "RUN" / "checkpoints" / "last.pt").read_bytes()[:2000])
+    state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
+    torch.save({k: state[k] for k in INFERENCE_KEYS}, ws / "kept.pt")  # no optimiser state
+    shutil.copytree(ws / "RUN", ws / "NOLAST")
+    (ws / "NOLAST" / "checkpoints" / "last.pt").unlink()
     foreign = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
     foreign = {"model": dict(list(foreign["model"].items())[:-1])}
     torch.save(foreign, ws / "foreign.pt")
@@ -223,6 +229,18 @@ CASES: dict[str, list[str]] = {
     "init-from-missing": ["train", "--init-from", "missing-run", "--run-dir", "new"],
     "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
     "resume-fixed-key": ["train", "--resume", "--run-dir", "RUN", "--set", "train.lr=0.1"],
+    "keep-optimizer-without-state": [
+        "train",
+        "--init-from",
+        "RUN:kept.pt",
+        "--keep-optimizer",
+        "--run-dir",
+        "new",
+        "--data",
+        "reverse.txt",
+    ],
+    "init-from-own-run": ["train", "--init-from", "RUN", "--run-dir", "RUN", "--overwrite"],
+    "auto-resume-without-last": ["train", "--auto-resume", "--run-dir", "NOLAST", "--data", "reverse.txt"],
     "missing-run-dir": ["translate", "missing-run", "go ."],
     "incomplete-run-dir": ["eval", "incomplete"],
     "no-checkpoint": ["translate", "NOCKPT", "go ."],

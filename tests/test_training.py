@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import signal
 import subprocess
@@ -365,6 +366,16 @@ def test_auto_resume_starts_resumes_or_refuses_with_one_command_line(tmp_path, c
     assert losses(run_dir) == losses(straight)
     assert "resumed at step 3" in (run_dir / "train.log").read_text(encoding="utf-8")
 
+    new_lr = auto("train.lr=0.5")  # a resumed run's refusals name the option given
+    assert new_lr.returncode == 2 and "--auto-resume: train.lr cannot change" in new_lr.stderr
+
+    (run_dir / "checkpoints" / "last.pt").unlink()  # a trained run without last.pt keeps its checkpoints
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    kept = auto()
+    assert kept.returncode == 2
+    assert f"--auto-resume: {run_dir} has checkpoints (best.pt) but no last.pt" in kept.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
     shutil.rmtree(run_dir / "checkpoints")  # a run lost before its first checkpoint is started again
     assert auto().returncode == 0
     assert losses(run_dir) == losses(straight)
@@ -380,3 +391,22 @@ def test_auto_resume_starts_resumes_or_refuses_with_one_command_line(tmp_path, c
     assert (other / "notes.txt").read_text(encoding="utf-8") == "mine"
     both = run_cli("train", str(TINY), "--run-dir", str(other), "--auto-resume", "--resume")
     assert both.returncode == 2 and "contradict each other" in both.stderr
+
+
+def test_in_process_training_leaves_no_log_file_attached(tmp_path, corpus):
+    """train() detaches train.log from the attn_mt logger when it ends, also when it fails midway."""
+
+    def file_handlers() -> list[logging.Handler]:
+        return [h for h in logging.getLogger("attn_mt").handlers if isinstance(h, logging.FileHandler)]
+
+    cfg = load_config(TINY, [*SYNTH, "train.max_steps=2", "train.valid_every=1"])
+    train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    assert file_handlers() == []
+
+    def fail(trainer) -> None:
+        raise RuntimeError("stopped by the test")
+
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        train(cfg, tmp_path / "failed", data_path=str(corpus), quiet=True, device="cpu", on_validation=fail)
+    assert (tmp_path / "failed" / "train.log").exists()
+    assert file_handlers() == []

@@ -218,6 +218,15 @@ def vocab_difference(name: str, saved: object, run_tokens: list[str]) -> str:
     return ""
 
 
+def read_parent(path: Path) -> dict[str, Any] | None:
+    """A fine-tuned run's parent.json record; None for other runs (or an unreadable file)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:
     """The JSON records of a metrics.jsonl text, and the numbers of lines that are not one (a crash's)."""
     records, bad = [], []
