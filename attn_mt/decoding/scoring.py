@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.outputs import PROGRESS_DELAY_S, gnmt_length_penalty, prepare_sentence
 from attn_mt.errors import UserError
+from attn_mt.limits import length_penalty_problem
 from attn_mt.progress_bars import progress_bar
 
 
@@ -75,8 +76,9 @@ def score_with(
     if blank:
         raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank sentence")
     alpha = engine.cfg.decode.length_penalty if length_penalty is None else length_penalty
-    if not alpha >= 0:
-        raise UserError(f"the length penalty must be 0 or more, got {alpha}")
+    problem = length_penalty_problem(alpha)
+    if problem:
+        raise UserError(f"the length penalty {problem}")
     cfg, src_vocab, tgt_vocab = engine.cfg, engine.src_vocab, engine.tgt_vocab
     source_tokens = [prepare_sentence(cfg, src_vocab, s) for s in sources]
     target_tokens = [prepare_sentence(cfg, tgt_vocab, t) for t in targets]

@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
 from pydantic_core import PydanticCustomError
 
+from attn_mt.limits import MAX_BEAM, MAX_LENGTH_PENALTY  # the bounds of every entry point
+
 MAX_SENTENCES = 64  # sentences in one request
 MAX_CHARS = 1000  # characters in one sentence
-MAX_BEAM = 16  # beam size a request may ask for
-MAX_LENGTH_PENALTY = 10.0  # largest GNMT length penalty alpha a request may ask for
 MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before they are read
 
 Sentence = Annotated[StrictStr, Field(max_length=MAX_CHARS)]

@@ -64,7 +64,7 @@ def open_parent(spec: str) -> Parent:
     root, which = split_spec(spec)
     try:
         paths = check_run_dir(root)
-        cfg = load_config(paths.config)
+        cfg = load_config(paths.config, saved=True)
         src_vocab, tgt_vocab = load_vocabs(paths, cfg)
         checkpoint = resolve_checkpoint(paths.root, which)
         state = load_checkpoint(checkpoint, map_location="cpu")

@@ -234,7 +234,7 @@ def resolve_config(
     if resume:
         if not paths.last.exists():
             raise UserError(f"{flag}: {paths.last} does not exist (nothing to resume in {paths.root})")
-        saved_cfg = load_config(paths.config)
+        saved_cfg = load_config(paths.config, saved=True)
         cfg = resolve_resume_config(paths, cfg, overrides, flag)
     else:
         if is_main or not overwrite:  # with --overwrite rank 0 may be deleting the directory meanwhile

@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Any
 
-from attn_mt.config import Config, load_config, save_config
+from attn_mt.config import Config, bounded_decode, load_config, save_config, with_overrides
 from attn_mt.errors import UserError
 from attn_mt.run.run_dir import RunPaths
 
@@ -25,7 +25,7 @@ def resolve_resume_config(
 
     `flag` is the option the user gave (--resume or --auto-resume), which refusals name.
     """
-    saved = load_config(paths.config)
+    saved = load_config(paths.config, saved=True)
     if cfg is not None:
         for section in ("data", "model"):
             if getattr(cfg, section) != getattr(saved, section):
@@ -35,7 +35,7 @@ def resolve_resume_config(
                 )
         refuse_fixed_changes(saved, cfg, flag)
         return cfg
-    resumed = load_config(paths.config, overrides)
+    resumed = with_overrides(bounded_decode(saved)[0], overrides, str(paths.config))
     for section in ("data", "model"):
         if getattr(saved, section) != getattr(resumed, section):
             raise UserError(f"{flag}: --set may not change the {section} section of an existing run")
