@@ -263,6 +263,27 @@ def test_resume_records_the_config_it_runs_with(tmp_path, corpus):
             )
     assert load_run(run_dir).config.to_dict() == given.to_dict()
 
+    # a run saved before the decode bounds existed: resumed with its beam brought to 16, and recorded so
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    saved["decode"]["beam_size"] = 20
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False), encoding="utf-8")
+    result = train(
+        None,
+        run_dir,
+        overrides=["train.max_steps=7"],
+        data_path=str(corpus),
+        resume=True,
+        quiet=True,
+        device="cpu",
+    )
+    assert result.step == 7 and load_config(run_dir / "config.yaml").decode.beam_size == 16
+    last = json.loads((run_dir / "config_history.jsonl").read_text().splitlines()[-1])
+    assert last == {"step": 6, "changes": {"train.max_steps": [6, 7], "decode.beam_size": [20, 16]}}
+    with pytest.raises(UserError, match="decode.beam_size: must be from 1 to 16, got 17"):
+        train(
+            None, run_dir, overrides=["decode.beam_size=17"], data_path=str(corpus), resume=True, quiet=True
+        )
+
 
 def test_sigint_saves_last_checkpoint_and_resume_finishes(tmp_path, corpus, run_cli):
     run_dir = tmp_path / "run"
