@@ -222,9 +222,10 @@ def score(
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
     split: bool = typer.Option(
-        False,
+        True,
         "--split/--no-split",
-        help="Score line pairs sentence by sentence where both sides hold as many sentences, and add up.",
+        help="Score each line pair sentence by sentence, split as translate splits it, and add up "
+        "(default); --no-split: each line whole.",
     ),
 ) -> None:
     """Score given translations: each target line's log-probability under the model, per token and in all."""

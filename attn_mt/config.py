@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from attn_mt.errors import UserError
+from attn_mt.limits import DECODE_BOUNDS, out_of_bounds
 
 DATA_MODES = ("book", "split")
 TOKENIZERS = ("book", "sentencepiece")
@@ -235,8 +236,12 @@ def _sound(problems: list[str], *keys: str) -> bool:
     return named.isdisjoint(keys)
 
 
-def _check_semantics(cfg: Config, problems: list[str]) -> None:
-    """Bad choices, non-finite or out-of-range numbers and impossible combinations."""
+def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> None:
+    """Bad choices, non-finite or out-of-range numbers and impossible combinations.
+
+    `saved`: a trained run's config, whose decode settings outside the bounds are left for
+    `bounded_decode` to bring in (a run saved before the bounds existed still opens).
+    """
     for section in SECTIONS:
         for key, value in vars(getattr(cfg, section)).items():
             if isinstance(value, float) and not math.isfinite(value):
@@ -262,8 +267,6 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         "train.epochs",
         "train.accum_steps",
         "train.log_every",
-        "decode.beam_size",
-        "decode.nbest",
         "decode.batch_size",
         "train.lr",
     ]
@@ -285,8 +288,6 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
         "train.keep_checkpoints",
         "train.valid_max_sentences",
         "train.patience",
-        "decode.max_len_a",
-        "decode.max_len_b",
     ]
     for dotted in positive + non_negative:
         section, key = dotted.split(".")
@@ -296,6 +297,12 @@ def _check_semantics(cfg: Config, problems: list[str]) -> None:
                 problems.append(f"{dotted}: must be > 0, got {value}")
             elif dotted in non_negative and value < 0:
                 problems.append(f"{dotted}: must be >= 0, got {value}")
+    for key, (low, high) in DECODE_BOUNDS.items() if not saved else ():
+        value = getattr(cfg.decode, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            problem = out_of_bounds(value, low, high)
+            if problem:
+                problems.append(f"decode.{key}: {problem}")
     for dotted in ("model.dropout", "train.label_smoothing"):
         section, key = dotted.split(".")
         value = getattr(getattr(cfg, section), key)
@@ -423,8 +430,12 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
 
 
-def config_from_dict(raw: Any, source: str = "config") -> Config:
-    """Validate a raw nested mapping and build the Config, or raise ConfigError listing every problem."""
+def config_from_dict(raw: Any, source: str = "config", saved: bool = False) -> Config:
+    """Validate a raw nested mapping and build the Config, or raise ConfigError listing every problem.
+
+    `saved`: the config of a trained run or export, whose decode settings may lie outside the bounds
+    of attn_mt/limits.py (see `bounded_decode`); a new config's may not.
+    """
     problems: list[str] = []
     if raw is None:
         raw = {}
@@ -439,7 +450,7 @@ def config_from_dict(raw: Any, source: str = "config") -> Config:
             continue
         sections[name] = _build_section(name, SECTIONS[name], value, problems)
     cfg = Config(**sections)
-    _check_semantics(cfg, problems)
+    _check_semantics(cfg, problems, saved)
     if problems:
         raise ConfigError(problems, source)
     return cfg
@@ -515,8 +526,13 @@ def read_yaml(path: str | Path) -> Any:
     return raw
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Load a YAML config (the book's Bahdanau run when `path` is None), apply `--set` overrides, validate."""
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, saved: bool = False
+) -> Config:
+    """Load a YAML config (the book's Bahdanau run when `path` is None), apply `--set` overrides, validate.
+
+    `saved`: a run directory's config.yaml (see `config_from_dict`).
+    """
     path = DEFAULT_CONFIG if path is None else path
     raw = read_yaml(path)
     source = str(path)
@@ -526,7 +542,29 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 [f"top level: expected a mapping of sections, got {type(raw).__name__}"], source
             )
         raw = _merge(raw or {}, parse_overrides(overrides))
-    return config_from_dict(raw, source)
+    return config_from_dict(raw, source, saved)
+
+
+def with_overrides(cfg: Config, overrides: list[str], source: str) -> Config:
+    """`cfg` with `--set` overrides applied, validated as a new config."""
+    return config_from_dict(_merge(cfg.to_dict(), parse_overrides(overrides)), source)
+
+
+def bounded_decode(cfg: Config) -> tuple[Config, list[str]]:
+    """A saved config's decode settings brought inside attn_mt/limits.py's bounds, and a note for each
+    one changed (a run saved before the bounds existed: translate, eval, serve and the API use these)."""
+    changed, notes = {}, []
+    for key, (low, high) in DECODE_BOUNDS.items():
+        value = getattr(cfg.decode, key)
+        if out_of_bounds(value, low, high):
+            changed[key] = type(value)(min(max(value, low), high))
+            notes.append(
+                f"decode.{key} is {value:g}, outside {low:g}..{high:g} (the bounds of every command and "
+                f"of serve): using {changed[key]:g}"
+            )
+    if not changed:
+        return cfg, notes
+    return dataclasses.replace(cfg, decode=dataclasses.replace(cfg.decode, **changed)), notes
 
 
 def save_config(cfg: Config, path: str | Path) -> None:

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from attn_mt.config import Config, ConfigError, config_from_dict, load_config, parse_overrides
+from attn_mt.config import Config, ConfigError, bounded_decode, config_from_dict, load_config, parse_overrides
 from attn_mt.errors import UserError
+from attn_mt.limits import MAX_BEAM, MAX_LENGTH_PENALTY
+from attn_mt.serving.schemas import ScoreRequest, TranslateRequest
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 
@@ -99,6 +101,40 @@ def test_non_finite_numbers_and_betas_out_of_range():
         "train.adam_betas[1]: must be in [0, 1), got 1.0",
         "train.lr: must be a finite number, got nan",
     ]
+
+
+def test_decode_settings_have_the_bounds_serve_has(run_cli, tmp_path):
+    """A config whose decode settings serve would refuse is refused by validate and train; a saved run's
+    are brought inside the bounds when it is opened (run/opened.py warns), so an old run still opens."""
+    schema = TranslateRequest.model_json_schema()["properties"]
+    assert schema["beam"]["anyOf"][0]["maximum"] == schema["nbest"]["maximum"] == MAX_BEAM == 16
+    alpha = ScoreRequest.model_json_schema()["properties"]["length_penalty"]["anyOf"][0]
+    assert alpha["maximum"] == MAX_LENGTH_PENALTY == 10.0
+    over = {"beam_size": 17, "nbest": 17, "length_penalty": 5000.0, "max_len_a": 1e308, "max_len_b": -1}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"decode": over})
+    assert sorted(info.value.problems) == [
+        "decode.beam_size: must be from 1 to 16, got 17",
+        "decode.length_penalty: must be from 0 to 10, got 5000",
+        "decode.max_len_a: must be from 0 to 10, got 1e+308",
+        "decode.max_len_b: must be from 0 to 1000, got -1",
+        "decode.nbest: must be from 1 to 16, got 17",
+    ]
+    edge = config_from_dict({"decode": {"beam_size": 16, "nbest": 16, "length_penalty": 10.0}})
+    assert bounded_decode(edge) == (edge, [])
+    tiny = str(CONFIGS[0].parent / "tiny.yaml")
+    for command in (["validate", tiny], ["train", tiny, "--run-dir", str(tmp_path / "run")]):
+        refused = run_cli(*command, "--set", "decode.beam_size=20")
+        assert refused.returncode == 2 and "decode.beam_size: must be from 1 to 16, got 20" in refused.stderr
+    assert not (tmp_path / "run").exists()
+
+    saved = config_from_dict({"decode": {"beam_size": 20, "nbest": 18, "length_penalty": -1.0}}, saved=True)
+    bounded, notes = bounded_decode(saved)
+    assert (bounded.decode.beam_size, bounded.decode.nbest, bounded.decode.length_penalty) == (16, 16, 0.0)
+    assert notes[0] == (
+        "decode.beam_size is 20, outside 1..16 (the bounds of every command and of serve): using 16"
+    )
+    assert len(notes) == 3 and bounded.train == saved.train
 
 
 def test_validation_metrics_need_a_valid_split():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from synthetic import write_corpus
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
+from attn_mt.run.kept_checkpoints import INFERENCE_KEYS
 from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +98,10 @@ def workspace(tmp_path_factory) -> Path:
     torch.save(state, ws / "other-vocab.pt")
     torch.save({"model": {}, "payload": os.system}, ws / "evil.pt")
     (ws / "damaged.pt").write_bytes((ws / "RUN" / "checkpoints" / "last.pt").read_bytes()[:2000])
+    state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
+    torch.save({k: state[k] for k in INFERENCE_KEYS}, ws / "kept.pt")  # no optimiser state
+    shutil.copytree(ws / "RUN", ws / "NOLAST")
+    (ws / "NOLAST" / "checkpoints" / "last.pt").unlink()
     foreign = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
     foreign = {"model": dict(list(foreign["model"].items())[:-1])}
     torch.save(foreign, ws / "foreign.pt")
@@ -224,11 +230,37 @@ CASES: dict[str, list[str]] = {
     "init-from-missing": ["train", "--init-from", "missing-run", "--run-dir", "new"],
     "resume-nothing": ["train", "--resume", "--run-dir", "fresh"],
     "resume-fixed-key": ["train", "--resume", "--run-dir", "RUN", "--set", "train.lr=0.1"],
+    "keep-optimizer-without-state": [
+        "train",
+        "--init-from",
+        "RUN:kept.pt",
+        "--keep-optimizer",
+        "--run-dir",
+        "new",
+        "--data",
+        "reverse.txt",
+    ],
+    "init-from-own-run": ["train", "--init-from", "RUN", "--run-dir", "RUN", "--overwrite"],
+    "auto-resume-without-last": ["train", "--auto-resume", "--run-dir", "NOLAST", "--data", "reverse.txt"],
     "missing-run-dir": ["translate", "missing-run", "go ."],
     "incomplete-run-dir": ["eval", "incomplete"],
     "no-checkpoint": ["translate", "NOCKPT", "go ."],
     "beam-zero": ["translate", "RUN", "--beam", "0", "go ."],
     "nbest-over-beam": ["translate", "RUN", "--beam", "2", "--nbest", "3", "go ."],
+    "beam-too-large": ["translate", "RUN", "--beam", "17", "go ."],
+    "length-penalty-too-large": ["translate", "RUN", "--length-penalty", "5000", "go ."],
+    "eval-length-penalty-too-large": ["eval", "RUN", "--split", "book", "--length-penalty", "5000"],
+    "score-length-penalty-too-large": [
+        "score",
+        "RUN",
+        "--source",
+        "three.en",
+        "--target",
+        "three.en",
+        "--length-penalty",
+        "5000",
+    ],
+    "decode-out-of-bounds": ["train", "--set", "decode.beam_size=17", "--run-dir", "new"],
     "missing-input": ["translate", "RUN", "--input", "missing.txt"],
     "output-is-directory": ["translate", "RUN", "-o", "somedir", "go ."],
     "report-path-is-directory": ["data-report", "--data", "reverse.txt", "--json", "somedir"],

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import snapshot
 from synthetic import MOTS, TINY, TINY_EVERY_STEP, WORDS, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.dataset import load_data
 from attn_mt.run.checkpoint import load_checkpoint
+from attn_mt.run.kept_checkpoints import INFERENCE_KEYS
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import train
 
@@ -168,3 +171,26 @@ def test_fine_tuning_names_every_difference_of_the_model(tmp_path, parent, domai
     assert both.returncode == 2 and "--init-from starts a new run from another one" in both.stderr
     alone = run_cli("train", str(TINY), "--run-dir", str(tmp_path / "other"), "--keep-optimizer")
     assert alone.returncode == 2 and "give --init-from" in alone.stderr
+
+
+def test_refusals_leave_the_parent_and_the_run_directory_untouched(tmp_path, parent, domain, run_cli):
+    """A checkpoint without optimiser state under --keep-optimizer, and a --run-dir that is the parent or
+    holds it (which --overwrite would delete and --auto-resume would go on training), are refused at once."""
+    own = Path(shutil.copytree(parent, tmp_path / "parent"))
+    state = load_checkpoint(own / "checkpoints" / "last.pt")
+    kept = own / "checkpoints" / "step-10.pt"  # as train.keep_checkpoints writes it: no optimiser state
+    torch.save({k: state[k] for k in INFERENCE_KEYS}, kept)
+    before = snapshot(own)
+
+    no_state = fine_tune(run_cli, f"{own}:step-10", domain, tmp_path / "child", "--keep-optimizer")
+    assert no_state.returncode == 2, no_state.stderr
+    assert f"--keep-optimizer: {kept} holds no optimiser state" in no_state.stderr
+    assert no_state.stderr.count("\n") == 1
+    assert not (tmp_path / "child").exists()
+
+    for run_dir, mode in ((own, "--overwrite"), (own, "--auto-resume"), (tmp_path, "--overwrite")):
+        refused = fine_tune(run_cli, str(own), domain, run_dir, mode)
+        assert refused.returncode == 2, refused.stderr
+        assert f"--init-from {own}: --run-dir {run_dir} is the parent run or holds it" in refused.stderr
+        assert snapshot(own) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["parent"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import attn_mt
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import translate_lines
 from attn_mt.decoding.translator import Translator
@@ -97,3 +98,24 @@ def test_a_sentence_longer_than_the_model_reads_is_cut_at_clause_punctuation(eng
     assert result.text == " ".join(t.text for t in short.translate([t.source for t in result.sentences]))
     (whole,) = translate_lines(short, [line], split=False)  # not split: read up to the limit, and said so
     assert any(w.startswith("source cut to 8 tokens") for w in whole.warnings)
+
+
+def test_crlf_input_gives_lf_output_at_every_entry_point(engine, run_dir, run_cli, tmp_path):
+    """The \\r of a CRLF line end is dropped by translate (a file), the Python API and serve's planning."""
+    alone = [t.text for t in engine.translate(SENTENCES)]
+    source = tmp_path / "crlf.txt"
+    source.write_bytes(f"{PARAGRAPH}\r\n\r\n{SENTENCES[0]}\r\n".encode())
+    done = run_cli("translate", str(run_dir), "--input", str(source), "--device", "cpu")
+    assert done.stdout == f"{alone[0]} {alone[1]}  {alone[2]}\n\n{alone[0]}\n"
+    model = attn_mt.load(run_dir)
+    assert model.translate([f"{SENTENCES[0]}\r\n{SENTENCES[1]}\r"]) == [f"{alone[0]}\n{alone[1]}"]
+    assert model.translate([f"{SENTENCES[1]}\r"], split=False) == [alone[1]]
+
+
+def test_the_python_api_splits_as_translate_does(engine, run_dir, run_cli, tmp_path):
+    model = attn_mt.load(run_dir)
+    printed = _translate(run_cli, run_dir, LINES, tmp_path).stdout
+    assert model.translate(LINES) == printed.splitlines()
+    assert model.translate(LINES, split=False) == [t.text for t in engine.translate(LINES)]
+    with pytest.raises(TypeError, match="give a list of texts"):
+        model.translate(PARAGRAPH)

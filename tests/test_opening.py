@@ -11,6 +11,8 @@ from pathlib import Path
 
 import ctranslate2
 import pytest
+import yaml
+from helpers import call, server
 
 import attn_mt
 from attn_mt.errors import UserError
@@ -132,3 +134,25 @@ def test_a_missing_cuda_library_is_a_clear_error_naming_the_fix():
         UserError, match="ctranslate2 cannot translate on CUDA: CUDA failed with error out of"
     ):
         first_translation(OutOfMemory(), "<eos>")
+
+
+def test_a_run_saved_with_decode_settings_over_the_bounds_opens_within_them(subword_run, tmp_path, run_cli):
+    """A run saved before the bounds existed (decode.beam_size 20, length penalty 50) opens with 16 and 10,
+    with a warning: translate works, serve's LibreTranslate route (which decodes with the run's beam)
+    answers 200, and the Python API refuses a beam over 16 as every other entry point does."""
+    run_dir = Path(shutil.copytree(subword_run, tmp_path / "run"))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    config["decode"].update(beam_size=20, length_penalty=50.0)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    opened = open_model(run_dir, device="cpu")
+    assert (opened.config.decode.beam_size, opened.config.decode.length_penalty) == (16, 10.0)
+    printed = run_cli("translate", str(run_dir), "Alpha bravo.", "--device", "cpu")
+    assert printed.returncode == 0, printed.stderr
+    assert f"{run_dir / 'config.yaml'}: decode.beam_size is 20, outside 1..16" in printed.stderr
+    with pytest.raises(UserError, match="beam must be at most 16, got 17"):
+        attn_mt.load(run_dir).translate(["Alpha bravo."], beam=17)
+    with server(run_dir) as address:
+        status, answer = call(address, "/translate", {"q": "Alpha bravo.", "source": "en", "target": "fr"})
+        assert status == 200, answer
+        status, answer = call(address, "/translate", {"sentences": ["Alpha bravo."]})
+        assert status == 200 and (answer["beam"], answer["length_penalty"]) == (16, 10.0)

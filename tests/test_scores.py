@@ -295,7 +295,7 @@ def test_eval_finds_the_trained_corpus_checks_compare_first_and_prints_the_boots
     with pytest.raises(UserError, match=f"trained on {re.escape(str(corpus))}: pass --data"):
         run_eval(run, "test", None, 0, None, "best", str(other), "cpu")
 
-    with pytest.raises(UserError, match="--length-penalty must be 0 or more, got -1"):
+    with pytest.raises(UserError, match="--length-penalty must be from 0 to 10, got -1"):
         run_eval(run, "test", None, 0, None, "best", None, "cpu", -1.0)
     raw = run_eval(run, "test", None, 0, None, "best", None, "cpu", 0.0)
     longer = run_eval(run, "test", None, 0, None, "best", None, "cpu", 5.0)

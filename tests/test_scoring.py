@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,12 +15,14 @@ import torch
 from synthetic import reverse_pairs
 from tolerances import decoding_terms, float32_approx
 
+import attn_mt
 from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import gnmt_length_penalty
 from attn_mt.decoding.scoring import EMPTY_TARGET_NOTE, score_with
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
+from attn_mt.serving.schemas import NOT_BLANK
 
 SOURCES = [en for en, _ in reverse_pairs(16, seed=11)]
 SCORE_TERMS = decoding_terms(steps=23, widest=32, keys_or_vocab=300)  # sums of ~20 float32 log-probs
@@ -195,7 +198,7 @@ def test_cli_split_scores_sentence_pairs_and_adds_them_up(tiny_runs, run_cli, tm
     alone = score_with(engine, sentences, outputs)
     source = _write(tmp_path / "src.en", [" ".join(sentences), " ".join(sentences)])
     target = _write(tmp_path / "tgt.fr", [" ".join(outputs), outputs[0]])  # line 2: 2 sentences, 1 target
-    done = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target), "--split")
+    done = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target))  # split
     assert done.returncode == 0, done.stderr
     split, whole = (json.loads(line) for line in done.stdout.splitlines())
     assert split["log_prob"] == pytest.approx(alone[0].log_prob + alone[1].log_prob, abs=1e-5)
@@ -205,7 +208,36 @@ def test_cli_split_scores_sentence_pairs_and_adds_them_up(tiny_runs, run_cli, tm
     assert "line 2: the source has 2 sentence(s) and the target 1: scored as one sentence each" in done.stderr
     (kept,) = score_with(engine, [" ".join(sentences)], [outputs[0]])
     assert whole["log_prob"] == pytest.approx(kept.log_prob, abs=1e-5)
-    unsplit = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target))
+    unsplit = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target), "--no-split")
     assert json.loads(unsplit.stdout.splitlines()[0])["log_prob"] != pytest.approx(
         split["log_prob"], abs=1e-3
     )
+
+
+def test_a_line_of_sentences_scores_what_translate_reported_for_it(tiny_runs, run_cli, tmp_path):
+    """translate splits "Golf alpha echo. Hotel delta." and adds its sentences' scores; score (the command
+    and the Python API) splits it the same way: the line's own translation scores what translate printed."""
+    run_dir = tiny_runs.transformer
+    line = "Golf alpha echo. Hotel delta."
+    printed = run_cli("translate", str(run_dir), line, "--beam", "2", "--nbest", "2", "--device", "cpu")
+    assert printed.returncode == 0, printed.stderr
+    _, text, reported = printed.stdout.splitlines()[0].split(" ||| ")
+    source, target = _write(tmp_path / "src.en", [line]), _write(tmp_path / "tgt.fr", [text])
+    done = run_cli("score", str(run_dir), "--source", str(source), "--target", str(target))
+    assert done.returncode == 0, done.stderr
+    (record,) = (json.loads(row) for row in done.stdout.splitlines())
+    assert record["score"] == pytest.approx(float(reported), abs=1e-4)
+    assert record["target_tokens"].count("<eos>") == 1  # two sentences, scored apart
+    (api,) = attn_mt.load(run_dir).score([line], [text])
+    assert api.score == pytest.approx(record["score"], abs=1e-6)
+    (whole,) = attn_mt.load(run_dir).score([line], [text], split=False)
+    assert abs(whole.score - api.score) > 1e-3  # one long sentence: another number
+
+
+def test_the_score_schemas_idea_of_blank_is_the_servers():
+    """POST /score's pattern refuses exactly the texts str.strip leaves empty (U+001C-U+001F and U+0085
+    too, which JSON Schema's \\S counts as text), so a schema-valid pair never meets the blank check."""
+    assert "\\s" not in NOT_BLANK.lower()  # every character named: JSON Schema, Rust and Python agree on it
+    pattern = re.compile(NOT_BLANK)
+    refused = {chr(c) for c in range(0x110000) if not pattern.fullmatch(chr(c))}
+    assert refused == {chr(c) for c in range(0x110000) if not chr(c).strip()}

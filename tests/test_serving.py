@@ -324,10 +324,25 @@ def test_score_gives_the_models_own_output_the_search_score_and_equals_the_comma
         assert result["log_prob"] == pytest.approx(alone.log_prob, abs=1e-5)
 
 
+def test_score_splits_a_pair_into_sentences_as_translate_does(transformer_server):
+    line = "Golf alpha echo. Hotel delta."
+    (result,) = translate(transformer_server, [line], beam=2, nbest=2)["results"]
+    assert len(result["sentences"]) == 2
+    best = result["nbest"][0]  # the sentences' outputs joined, their scores added
+    pair = {"source": line, "target": best["text"]}
+    status, scored = call(transformer_server, "/score", {"pairs": [pair]})
+    assert status == 200, scored
+    assert scored["results"][0]["score"] == pytest.approx(best["score"], abs=1e-5)
+    assert scored["results"][0]["log_prob"] == pytest.approx(best["log_prob"], abs=1e-5)
+    status, whole = call(transformer_server, "/score", {"pairs": [pair], "split": False})
+    assert status == 200 and abs(whole["results"][0]["log_prob"] - best["log_prob"]) > 1e-3
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
         ({"pairs": [{"source": "  ", "target": "alpha ."}]}, "pairs[0].source: String should match pattern"),
+        ({"pairs": [{"source": "\x1e", "target": "un ."}]}, "pairs[0].source: String should match pattern"),
         ({"pairs": [{"source": "alpha ."}]}, "pairs[0].target: Field required"),
         ({"pairs": []}, "pairs: List should have at least 1 item"),
         ({"pairs": [{"source": "a", "target": "b", "beam": 2}]}, "pairs[0].beam: unknown field"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import signal
 import subprocess
@@ -262,6 +263,27 @@ def test_resume_records_the_config_it_runs_with(tmp_path, corpus):
             )
     assert load_run(run_dir).config.to_dict() == given.to_dict()
 
+    # a run saved before the decode bounds existed: resumed with its beam brought to 16, and recorded so
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    saved["decode"]["beam_size"] = 20
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False), encoding="utf-8")
+    result = train(
+        None,
+        run_dir,
+        overrides=["train.max_steps=7"],
+        data_path=str(corpus),
+        resume=True,
+        quiet=True,
+        device="cpu",
+    )
+    assert result.step == 7 and load_config(run_dir / "config.yaml").decode.beam_size == 16
+    last = json.loads((run_dir / "config_history.jsonl").read_text().splitlines()[-1])
+    assert last == {"step": 6, "changes": {"train.max_steps": [6, 7], "decode.beam_size": [20, 16]}}
+    with pytest.raises(UserError, match="decode.beam_size: must be from 1 to 16, got 17"):
+        train(
+            None, run_dir, overrides=["decode.beam_size=17"], data_path=str(corpus), resume=True, quiet=True
+        )
+
 
 def test_sigint_saves_last_checkpoint_and_resume_finishes(tmp_path, corpus, run_cli):
     run_dir = tmp_path / "run"
@@ -365,6 +387,16 @@ def test_auto_resume_starts_resumes_or_refuses_with_one_command_line(tmp_path, c
     assert losses(run_dir) == losses(straight)
     assert "resumed at step 3" in (run_dir / "train.log").read_text(encoding="utf-8")
 
+    new_lr = auto("train.lr=0.5")  # a resumed run's refusals name the option given
+    assert new_lr.returncode == 2 and "--auto-resume: train.lr cannot change" in new_lr.stderr
+
+    (run_dir / "checkpoints" / "last.pt").unlink()  # a trained run without last.pt keeps its checkpoints
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    kept = auto()
+    assert kept.returncode == 2
+    assert f"--auto-resume: {run_dir} has checkpoints (best.pt) but no last.pt" in kept.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
     shutil.rmtree(run_dir / "checkpoints")  # a run lost before its first checkpoint is started again
     assert auto().returncode == 0
     assert losses(run_dir) == losses(straight)
@@ -380,3 +412,22 @@ def test_auto_resume_starts_resumes_or_refuses_with_one_command_line(tmp_path, c
     assert (other / "notes.txt").read_text(encoding="utf-8") == "mine"
     both = run_cli("train", str(TINY), "--run-dir", str(other), "--auto-resume", "--resume")
     assert both.returncode == 2 and "contradict each other" in both.stderr
+
+
+def test_in_process_training_leaves_no_log_file_attached(tmp_path, corpus):
+    """train() detaches train.log from the attn_mt logger when it ends, also when it fails midway."""
+
+    def file_handlers() -> list[logging.Handler]:
+        return [h for h in logging.getLogger("attn_mt").handlers if isinstance(h, logging.FileHandler)]
+
+    cfg = load_config(TINY, [*SYNTH, "train.max_steps=2", "train.valid_every=1"])
+    train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    assert file_handlers() == []
+
+    def fail(trainer) -> None:
+        raise RuntimeError("stopped by the test")
+
+    with pytest.raises(RuntimeError, match="stopped by the test"):
+        train(cfg, tmp_path / "failed", data_path=str(corpus), quiet=True, device="cpu", on_validation=fail)
+    assert (tmp_path / "failed" / "train.log").exists()
+    assert file_handlers() == []

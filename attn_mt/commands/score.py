@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attn_mt.commands.translate import read_text_lines
-from attn_mt.data.sentences import split_line
-from attn_mt.data.vocab import EOS
-from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.lines import line_warnings
 from attn_mt.decoding.outputs import with_length_penalty
-from attn_mt.decoding.scoring import Scored, blank_pairs, name_blank, score_with
+from attn_mt.decoding.scoring import Scored, blank_pairs, name_blank, score_lines
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -38,52 +33,6 @@ def score_record(line: int, scored: Scored) -> dict[str, object]:
     }
 
 
-@dataclass
-class SentencePairs:
-    """Line pairs as sentence pairs: the flat sources and targets, each line's indices into them, and
-    one warning per line kept whole."""
-
-    sources: list[str]
-    targets: list[str]
-    lines: list[list[int]]
-    warnings: list[str]
-
-
-def split_pairs(engine: Engine, sources: list[str], targets: list[str]) -> SentencePairs:
-    """Each line pair cut into sentence pairs where both sides hold as many sentences, else kept whole."""
-    source_language, target_language = engine.cfg.data.direction.split("-")
-    found = SentencePairs([], [], [], [])
-    for number, (source, target) in enumerate(zip(sources, targets, strict=True), start=1):
-        source_split, target_split = split_line(source, source_language), split_line(target, target_language)
-        pieces = list(zip(source_split.sentences, target_split.sentences, strict=False))
-        if len(source_split.sentences) != len(target_split.sentences):
-            found.warnings.append(
-                f"line {number}: the source has {len(source_split.sentences)} sentence(s) and the target "
-                f"{len(target_split.sentences)}: scored as one sentence each"
-            )
-            pieces = [(source, target)]
-        found.lines.append(list(range(len(found.sources), len(found.sources) + len(pieces))))
-        found.sources += [s for s, _ in pieces]
-        found.targets += [t for _, t in pieces]
-    return found
-
-
-def joined(source: str, target: str, parts: list[Scored]) -> Scored:
-    """A line's score from its sentences': log-probabilities and scores added, tokens in a row."""
-    if len(parts) == 1:
-        return replace(parts[0], source=source, target=target)
-    return Scored(
-        source=source,
-        target=target,
-        source_tokens=[t for p in parts for t in p.source_tokens],
-        target_tokens=[t for p in parts for t in [*p.target_tokens, EOS]][:-1],
-        token_log_probs=[v for p in parts for v in p.token_log_probs],
-        log_prob=sum(p.log_prob for p in parts),
-        score=sum(p.score for p in parts),
-        warnings=line_warnings([], [p.warnings for p in parts]),
-    )
-
-
 def tsv_row(scored: Scored) -> str:
     """One TSV line: total log-probability, normalised score, the per-token log-probabilities."""
     tokens = " ".join(f"{p:.6f}" for p in scored.token_log_probs)
@@ -100,12 +49,12 @@ def run_score(
     device: str,
     length_penalty: float | None = None,
     quantize: str | None = None,
-    split: bool = False,
+    split: bool = True,
 ) -> None:
     """Score every target line against its source line and write one record per line.
 
-    With `split`, a line pair whose two sides hold as many sentences is scored sentence by sentence
-    and its record adds them up (the target tokens of its sentences run on, with <eos> between them).
+    With `split` (the default, as `translate`), a line pair is scored sentence by sentence and its
+    record adds them up (decoding/scoring.py: `score_lines`); without it each line is one sentence.
     """
     if output_format not in FORMATS:
         raise UserError(f"--format {output_format!r}: expected one of {', '.join(FORMATS)}")
@@ -125,17 +74,7 @@ def run_score(
         raise UserError(f"nothing to score on {name_blank(blank, 'line')}: a blank source sentence")
     run = open_model(run_dir, checkpoint, device, quantize)
     engine = translator_for(run, with_length_penalty(run.config, length_penalty))
-    if split:
-        pairs = split_pairs(engine, sources, targets)
-        for note in pairs.warnings:
-            print(f"attn-mt: warning: {note}", file=sys.stderr)
-        parts = score_with(engine, pairs.sources, pairs.targets, progress=True)
-        scored = [
-            joined(source, target, [parts[i] for i in line])
-            for source, target, line in zip(sources, targets, pairs.lines, strict=True)
-        ]
-    else:
-        scored = score_with(engine, sources, targets, progress=True)
+    scored = score_lines(engine, sources, targets, split, progress=True)
     for number, pair in enumerate(scored, start=1):
         for warning in pair.warnings:
             print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.lines import LineTranslation, translate_lines
+from attn_mt.decoding.lines import LineTranslation, translate_lines, without_carriage_returns
 from attn_mt.decoding.outputs import Translation, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
@@ -55,10 +55,10 @@ def split_input_lines(text: str) -> list[str]:
     `str.splitlines` would also split on form feeds, U+2028 and the like, so a file holding them
     would get more output lines than it has input lines.
     """
-    lines = text.split("\n")
+    lines = without_carriage_returns(text).split("\n")
     if lines[-1] == "":
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
 
 
 def format_nbest(index: int, line: LineTranslation, nbest: int) -> list[str]:

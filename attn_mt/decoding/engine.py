@@ -18,6 +18,7 @@ from attn_mt.config import Config
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding.outputs import PROGRESS_DELAY_S, Hypothesis, Translation, prepare_sentence
 from attn_mt.errors import UserError
+from attn_mt.limits import MAX_BEAM
 from attn_mt.progress_bars import progress_bar
 
 if TYPE_CHECKING:
@@ -101,10 +102,13 @@ class Engine(Protocol):
 
 
 def check_search(beam: int, nbest: int, vocab_size: int | None = None) -> None:
-    """Refuse a beam below 1, an n-best outside 1..beam, and (given the target vocabulary's size) a beam
-    whose 2 x beam candidates per step the vocabulary cannot fill, with the same words for every engine."""
+    """Refuse a beam outside 1..MAX_BEAM (attn_mt/limits.py), an n-best outside 1..beam, and (given the
+    target vocabulary's size) a beam whose 2 x beam candidates per step the vocabulary cannot fill, with
+    the same words for every engine and entry point."""
     if beam < 1:
         raise UserError(f"beam must be at least 1, got {beam}")
+    if beam > MAX_BEAM:
+        raise UserError(f"beam must be at most {MAX_BEAM}, got {beam}")
     if nbest < 1:
         raise UserError(f"nbest must be at least 1, got {nbest}")
     if nbest > beam:

@@ -5,7 +5,9 @@ sentences (data/sentences.py: sentencex, for the run's source language), cut a s
 than the model reads at its clause punctuation, translate every sentence of every line as one
 batch, and join each line's translations with the line's own spacing: one output line per input
 line, blank lines and leading or trailing spaces kept. Without splitting each line is one
-sentence, as it was given, and the output is exactly what the engine gives for it.
+sentence, as it was given, and the output is exactly what the engine gives for it. Either way the
+\r of a CRLF line end is dropped: CRLF input gives LF output from `translate`, `serve` and the
+Python API alike.
 
 A line's n-best entry k joins each sentence's k-th output; its scores are the sums of theirs (the
 log-probability of the sentences' outputs together). There are as many entries as the sentence
@@ -54,6 +56,12 @@ class LineTranslation:
         return entries
 
 
+def without_carriage_returns(text: str) -> str:
+    """`text` with the \\r of each CRLF line end dropped (a \\r before a \\n, or ending the text), so
+    `translate`, `serve` and the Python API all give LF where their input had CRLF."""
+    return "\n".join(line.removesuffix("\r") for line in text.split("\n"))
+
+
 def line_warnings(notes: list[str], per_sentence: list[list[str]]) -> list[str]:
     """A line's splitting notes, then its sentences' warnings (named `sentence k:` when there are several)."""
     several = len(per_sentence) > 1
@@ -64,7 +72,11 @@ def line_warnings(notes: list[str], per_sentence: list[list[str]]) -> list[str]:
 
 
 def plan_lines(engine: Engine, lines: list[str], split: bool) -> list[tuple[SplitLine, list[str]]]:
-    """Each line's sentences and notes (see `split_for`); without `split`, the line itself as one sentence."""
+    """Each line's sentences and notes (see `split_for`); without `split`, the line itself as one sentence.
+
+    A CRLF line end is read as LF (`without_carriage_returns`), whichever entry point the text came from.
+    """
+    lines = [without_carriage_returns(line) for line in lines]
     if split:
         return [split_for(engine.cfg, engine.src_vocab, line) for line in lines]
     return [(SplitLine([line], ["", ""]), []) for line in lines]

@@ -19,6 +19,7 @@ from attn_mt.data.subword import prepare_text
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import display
 from attn_mt.errors import UserError
+from attn_mt.limits import length_penalty_problem
 
 if TYPE_CHECKING:
     import torch
@@ -74,11 +75,13 @@ def output_length_limits(src_lens: Sequence[int], max_len_a: float, max_len_b: f
 
 
 def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
-    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses a negative alpha."""
+    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses an alpha outside
+    0..MAX_LENGTH_PENALTY (attn_mt/limits.py)."""
     if length_penalty is None:
         return cfg
-    if not length_penalty >= 0:
-        raise UserError(f"--length-penalty must be 0 or more, got {length_penalty}")
+    problem = length_penalty_problem(length_penalty)
+    if problem:
+        raise UserError(f"--length-penalty {problem}")
     return replace(cfg, decode=replace(cfg.decode, length_penalty=length_penalty))
 
 

@@ -16,15 +16,24 @@ vocabularies); unknown target tokens are scored as <unk> and named in the pair's
 the score a search reports for an empty output; the pair's warnings say so. A blank source is an
 error: there is nothing to translate. No torch here: CTranslate2 folders score through their
 `score_batch`.
+
+`score_lines` scores lines of running text as `translate` translates them (decoding/lines.py): the
+source cut into sentences as `translate` cuts it, the target into the target language's sentences,
+each sentence pair scored and the line's numbers added up, as `translate` adds up its sentences'. So
+a line's score is the same whether `translate` reports it for its own output or `score` computes it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from attn_mt.data.sentences import split_line
+from attn_mt.data.vocab import EOS
 from attn_mt.decoding.engine import Engine
+from attn_mt.decoding.lines import line_warnings, split_for
 from attn_mt.decoding.outputs import PROGRESS_DELAY_S, gnmt_length_penalty, prepare_sentence
 from attn_mt.errors import UserError
+from attn_mt.limits import length_penalty_problem
 from attn_mt.progress_bars import progress_bar
 
 
@@ -79,8 +88,9 @@ def score_with(
     if blank:
         raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank source sentence")
     alpha = engine.cfg.decode.length_penalty if length_penalty is None else length_penalty
-    if not alpha >= 0:
-        raise UserError(f"the length penalty must be 0 or more, got {alpha}")
+    problem = length_penalty_problem(alpha)
+    if problem:
+        raise UserError(f"the length penalty {problem}")
     cfg, src_vocab, tgt_vocab = engine.cfg, engine.src_vocab, engine.tgt_vocab
     source_tokens = [prepare_sentence(cfg, src_vocab, s) for s in sources]
     target_tokens = [prepare_sentence(cfg, tgt_vocab, t) for t in targets]
@@ -111,4 +121,66 @@ def score_with(
                 warnings=warnings,
             )
         )
+    return scored
+
+
+def sentence_pairs(engine: Engine, source: str, target: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """A line pair as sentence pairs (the source cut as `translate` cuts it, the target into the target
+    language's sentences) and notes; the pair itself, with a note, when the two counts differ (and
+    without one when a side is blank: `score_with` decides what that scores)."""
+    if not source.strip() or not target.strip():
+        return [(source, target)], []
+    plan, notes = split_for(engine.cfg, engine.src_vocab, source)
+    targets = split_line(target, engine.cfg.data.direction.split("-")[1]).sentences
+    if plan.sentences and len(plan.sentences) == len(targets):
+        return list(zip(plan.sentences, targets, strict=True)), notes
+    note = (
+        f"the source has {len(plan.sentences)} sentence(s) and the target {len(targets)}: "
+        "scored as one sentence each"
+    )
+    return [(source, target)], [note]
+
+
+def joined(source: str, target: str, parts: list[Scored], notes: list[str]) -> Scored:
+    """A line's score from its sentences': log-probabilities and scores added, tokens in a row (an <eos>
+    between the sentences' targets), the line's notes before the sentences' warnings."""
+    warnings = line_warnings(notes, [p.warnings for p in parts])
+    if len(parts) == 1:
+        return replace(parts[0], source=source, target=target, warnings=warnings)
+    return Scored(
+        source=source,
+        target=target,
+        source_tokens=[t for p in parts for t in p.source_tokens],
+        target_tokens=[t for p in parts for t in [*p.target_tokens, EOS]][:-1],
+        token_log_probs=[v for p in parts for v in p.token_log_probs],
+        log_prob=sum(p.log_prob for p in parts),
+        score=sum(p.score for p in parts),
+        warnings=warnings,
+    )
+
+
+def score_lines(
+    engine: Engine,
+    sources: list[str],
+    targets: list[str],
+    split: bool = True,
+    length_penalty: float | None = None,
+    progress: bool = False,
+) -> list[Scored]:
+    """Score each target line as a translation of its source line (`score_with`); with `split` (what
+    `translate` does), sentence by sentence and added up (see the module docstring)."""
+    if not split:
+        return score_with(engine, sources, targets, length_penalty, progress)
+    if len(sources) != len(targets):
+        raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
+    blank = blank_pairs(sources, targets)
+    if blank:
+        raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank sentence")
+    planned = [sentence_pairs(engine, s, t) for s, t in zip(sources, targets, strict=True)]
+    pieces = [pair for pairs, _ in planned for pair in pairs]
+    parts = score_with(engine, [s for s, _ in pieces], [t for _, t in pieces], length_penalty, progress)
+    scored, at = [], 0
+    for source, target, (pairs, notes) in zip(sources, targets, planned, strict=True):
+        scored.append(joined(source, target, parts[at : at + len(pairs)], notes))
+        at += len(pairs)
     return scored

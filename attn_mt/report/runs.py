@@ -21,8 +21,7 @@ import yaml
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORES_FILE
 from attn_mt.report.collect import summarise_training
-from attn_mt.run.run_dir import RunPaths, parse_metrics
-from attn_mt.training.init_from import read_parent
+from attn_mt.run.run_dir import RunPaths, parse_metrics, read_parent
 
 
 @dataclass

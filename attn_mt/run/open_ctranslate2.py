@@ -31,7 +31,7 @@ from attn_mt.run.ctranslate2_folder import (
     import_ctranslate2,
     read_meta,
 )
-from attn_mt.run.opened import LoadedRun, ModelKind, parse_device
+from attn_mt.run.opened import LoadedRun, ModelKind, parse_device, within_bounds
 from attn_mt.run.run_dir import RunPaths, load_vocabs
 
 GPU_COMPUTE_TYPES = {  # stored weights -> what a GPU computes them in
@@ -120,7 +120,8 @@ def open_ctranslate2_folder(folder: Path, checkpoint: str, device: str, quantize
         folder, str(meta.get("ctranslate2_version", "unknown")), ctranslate2.__version__
     )
     kind, index = ctranslate2_device(device, ctranslate2.get_cuda_device_count())
-    cfg = config_from_dict(meta["config"], f"config inside {folder / META_FILE}")
+    cfg = config_from_dict(meta["config"], f"config inside {folder / META_FILE}", saved=True)
+    cfg = within_bounds(cfg, folder / META_FILE)
     src_vocab, tgt_vocab = load_vocabs(RunPaths(folder), cfg)
     if not (folder / MODEL_FILE).is_file():
         raise UserError(f"{folder} is incomplete: no {MODEL_FILE} (CTranslate2's weights)")

@@ -23,7 +23,7 @@ from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.device import pick_device
-from attn_mt.run.opened import LoadedRun, ModelKind
+from attn_mt.run.opened import LoadedRun, ModelKind, within_bounds
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import check_fits, model_with_weights
 
@@ -55,7 +55,7 @@ def load_export(path: Path, device: torch.device | str = "cpu") -> LoadedRun:
     state = load_checkpoint(path)
     if state.get("format") != EXPORT_FORMAT or not isinstance(state.get("config"), dict):
         raise UserError(f"{path} is not an attn-mt export file (made by `attn-mt export`)")
-    cfg = config_from_dict(state["config"], f"config inside {path}")
+    cfg = within_bounds(config_from_dict(state["config"], f"config inside {path}", saved=True), path)
     src_vocab = _vocab(state, "src", cfg.data.tokenizer, path)
     tgt_vocab = _vocab(state, "tgt", cfg.data.tokenizer, path)
     check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, path)

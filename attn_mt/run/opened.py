@@ -5,18 +5,21 @@ Torch-free: a CTranslate2 folder is opened and translated without importing torc
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attn_mt.config import Config
+from attn_mt.config import Config, bounded_decode
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 
 if TYPE_CHECKING:
     from attn_mt.models.base import EncoderDecoder
     from attn_mt.run.ctranslate2_folder import Ctranslate2Model
+
+log = logging.getLogger("attn_mt")
 
 DEVICE_TYPES = ("auto", "cpu", "cuda", "mps")
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N (the GPU numbered N), mps"
@@ -66,3 +69,12 @@ def parse_device(name: str) -> tuple[str, int | None]:
     if kind == "cuda" and index.isdigit():
         return kind, int(index)
     raise UserError(f"--device {name!r}: expected one of {DEVICE_CHOICES}")
+
+
+def within_bounds(cfg: Config, where: str | Path) -> Config:
+    """A saved model's config with its decode settings inside attn_mt/limits.py's bounds (a run saved
+    before the bounds existed), a warning naming `where` for each one brought in."""
+    bounded, notes = bounded_decode(cfg)
+    for note in notes:
+        log.warning("%s: %s", where, note)
+    return bounded

@@ -16,7 +16,7 @@ from attn_mt.config import Config, config_from_dict, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
-from attn_mt.run.opened import LoadedRun, ModelKind
+from attn_mt.run.opened import LoadedRun, ModelKind, within_bounds
 
 if TYPE_CHECKING:
     import torch
@@ -129,7 +129,7 @@ def check_run_dir(run_dir: str | Path) -> RunPaths:
 def is_run_dir(path: Path) -> bool:
     """Whether `path` holds an attn-mt run: a config.yaml that loads as an attn-mt config."""
     try:
-        load_config(RunPaths(path).config)
+        load_config(RunPaths(path).config, saved=True)
     except UserError:
         return False
     return True
@@ -161,7 +161,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: torch.device | st
         raise UserError(
             f"run directory {paths.root} has no checkpoint {ckpt_path.name} (was training started?)"
         )
-    cfg = load_config(paths.config)
+    cfg = within_bounds(load_config(paths.config, saved=True), paths.config)
     src_vocab, tgt_vocab = load_vocabs(paths, cfg)
     state = load_checkpoint(ckpt_path, map_location="cpu")
     check_fits(state, cfg, src_vocab.idx_to_token, tgt_vocab.idx_to_token, ckpt_path)
@@ -193,7 +193,7 @@ def check_fits(state: dict, cfg: Config, src_tokens: list[str], tgt_tokens: list
     problems = []
     saved = state.get("config")
     if isinstance(saved, dict):
-        saved_cfg = config_from_dict(saved, f"config inside {where}")
+        saved_cfg = config_from_dict(saved, f"config inside {where}", saved=True)
         for key, value in vars(cfg.model).items():
             other = getattr(saved_cfg.model, key)
             if other != value and key != "dropout":
@@ -216,6 +216,15 @@ def vocab_difference(name: str, saved: object, run_tokens: list[str]) -> str:
         if theirs != ours:
             return f"{name} differs at id {index}: {theirs!r} in the checkpoint but {ours!r} in the run"
     return ""
+
+
+def read_parent(path: Path) -> dict[str, Any] | None:
+    """A fine-tuned run's parent.json record; None for other runs (or an unreadable file)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:

@@ -13,14 +13,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
 from pydantic_core import PydanticCustomError
 
+from attn_mt.limits import MAX_BEAM, MAX_LENGTH_PENALTY  # the bounds of every entry point
+
 MAX_SENTENCES = 64  # sentences in one request
 MAX_CHARS = 1000  # characters in one sentence
-MAX_BEAM = 16  # beam size a request may ask for
-MAX_LENGTH_PENALTY = 10.0  # largest GNMT length penalty alpha a request may ask for
 MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before they are read
 
+# a character that is not white space by Python's rules (str.isspace: \x1c-\x1f and \x85 too, which JSON
+# Schema's \S leaves out), so the schema and the server's blank check (str.strip) agree on what is blank
+NOT_BLANK = r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 Sentence = Annotated[StrictStr, Field(max_length=MAX_CHARS)]
-NonBlank = Annotated[StrictStr, Field(max_length=MAX_CHARS, pattern=r"\S")]  # a sentence to score: not blank
+NonBlank = Annotated[StrictStr, Field(max_length=MAX_CHARS, pattern=NOT_BLANK)]  # a sentence to score
 
 
 def whole_number(value: Any) -> Any:
@@ -166,6 +169,11 @@ class ScoreRequest(BaseModel):
         ge=0,
         le=MAX_LENGTH_PENALTY,
         description="GNMT length penalty alpha of `score` (default: the run's).",
+    )
+    split: StrictBool = Field(
+        True,
+        description="Score each pair sentence by sentence, split as `translate` splits, and add the "
+        "sentences' numbers up (false: each pair as one sentence).",
     )
 
 

@@ -20,7 +20,7 @@ from attn_mt.decoding.engine import Engine, check_search
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import line_warnings, plan_lines, split_for
 from attn_mt.decoding.outputs import Translation, with_length_penalty
-from attn_mt.decoding.scoring import score_with
+from attn_mt.decoding.scoring import score_lines
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.schemas import (
@@ -60,6 +60,7 @@ class ScoreOptions:
     """How pairs are scored; the decoding worker batches score requests with equal options together."""
 
     length_penalty: float
+    split: bool = True
 
 
 def attention_json(attention: SentenceAttention, description: str | None = None) -> AttentionMaps:
@@ -135,13 +136,13 @@ class TranslationService:
         return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
 
     def score_options(self, request: ScoreRequest) -> ScoreOptions:
-        """The score request's length penalty, the run's when it gives none."""
+        """The score request's length penalty (the run's when it gives none) and sentence splitting."""
         alpha = (
             self.run.config.decode.length_penalty
             if request.length_penalty is None
             else request.length_penalty
         )
-        return ScoreOptions(float(alpha))
+        return ScoreOptions(float(alpha), request.split)
 
     def translator(self, options: DecodeOptions | ScoreOptions) -> Engine:
         """A translator over the loaded model with the options' length penalty."""
@@ -157,8 +158,9 @@ class TranslationService:
         return self.translate(items, options)
 
     def score(self, pairs: list[tuple[str, str]], options: ScoreOptions) -> list[PairScore]:
-        """Each pair's score (decoding/scoring.py) as the API returns it."""
-        scored = score_with(self.translator(options), [s for s, _ in pairs], [t for _, t in pairs])
+        """Each pair's score (decoding/scoring.py, split as `attn-mt score` splits) as the API returns it."""
+        sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+        scored = score_lines(self.translator(options), sources, targets, options.split)
         return [
             PairScore(
                 source=p.source,

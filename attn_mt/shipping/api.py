@@ -1,4 +1,9 @@
-"""The Python API: `attn_mt.load("model.pt").translate(["I lost."], beam=4)`."""
+"""The Python API: `attn_mt.load("model.pt").translate(["I lost."], beam=4)`.
+
+`translate` and `score` split each text into sentences as `attn-mt translate` and `attn-mt score` do
+(`split=False`: each text whole), and every setting has the bounds of attn_mt/limits.py, as on the
+command line and in `serve`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.outputs import Translation
+from attn_mt.decoding.lines import translate_lines
+from attn_mt.decoding.outputs import Translation, with_length_penalty
+from attn_mt.decoding.scoring import Scored, score_lines
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
 
@@ -26,14 +33,26 @@ class TranslationModel:
     def translate_full(
         self, sentences: list[str], beam: int | None = None, nbest: int = 1
     ) -> list[Translation]:
-        """Every sentence's n-best outputs, hypotheses (token ids, scores) and input warnings."""
-        if isinstance(sentences, str):
-            raise TypeError("translate takes a list of sentences, e.g. ['I lost.']")
-        return self.translator.translate(list(sentences), beam_size=beam, nbest=nbest)
+        """Every sentence's n-best outputs, hypotheses (token ids, scores) and input warnings; each
+        entry is taken as one sentence (unsplit)."""
+        return self.translator.translate(as_list(sentences), beam_size=beam, nbest=nbest)
 
-    def translate(self, sentences: list[str], beam: int | None = None) -> list[str]:
-        """One translation per sentence; `beam` defaults to the model's decode.beam_size (1 = greedy)."""
-        return [result.text for result in self.translate_full(sentences, beam)]
+    def translate(self, sentences: list[str], beam: int | None = None, split: bool = True) -> list[str]:
+        """One translation per text, each translated sentence by sentence and joined with its own spacing
+        (`split=False`: each text as one sentence); `beam` defaults to the model's decode.beam_size."""
+        return [line.text for line in translate_lines(self.translator, as_list(sentences), split, beam)]
+
+    def score(
+        self,
+        sources: list[str],
+        targets: list[str],
+        length_penalty: float | None = None,
+        split: bool = True,
+    ) -> list[Scored]:
+        """How probable the model finds each target as a translation of its source (what `attn-mt score`
+        writes), sentence by sentence and added up unless `split=False`."""
+        engine = translator_for(self.run, with_length_penalty(self.config, length_penalty))
+        return score_lines(engine, as_list(sources), as_list(targets), split)
 
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """Every attention map of a translated sentence's best output; shows as heatmaps in Jupyter.
@@ -41,6 +60,13 @@ class TranslationModel:
         `words` merges subword pieces into words (book and word-level runs already are).
         """
         return self.translator.attention(translation, words)
+
+
+def as_list(texts: list[str]) -> list[str]:
+    """The texts as a list; a single string is refused (it would be taken letter by letter)."""
+    if isinstance(texts, str):
+        raise TypeError("give a list of texts, e.g. ['I lost.']")
+    return list(texts)
 
 
 def load(

@@ -118,7 +118,7 @@ def choose_checkpoints(run_dir: Path, last: int | None, best: int | None) -> lis
         )
     if last is not None:
         return kept[-count:]
-    metric = load_config(paths.config).train.best_metric
+    metric = load_config(paths.config, saved=True).train.best_metric
     scored = []
     for path in kept:
         value = load_checkpoint(path).get("scores", {}).get(metric)

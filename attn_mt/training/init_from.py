@@ -64,7 +64,7 @@ def open_parent(spec: str) -> Parent:
     root, which = split_spec(spec)
     try:
         paths = check_run_dir(root)
-        cfg = load_config(paths.config)
+        cfg = load_config(paths.config, saved=True)
         src_vocab, tgt_vocab = load_vocabs(paths, cfg)
         checkpoint = resolve_checkpoint(paths.root, which)
         state = load_checkpoint(checkpoint, map_location="cpu")
@@ -101,10 +101,27 @@ def check_same_model(parent: Parent, cfg: Config, keep_optimizer: bool = False) 
 
 
 def fine_tuning_parent(spec: str, cfg: Config, keep_optimizer: bool) -> Parent:
-    """The parent named by --init-from, checked to hold the model `cfg` describes (see `check_same_model`)."""
+    """The parent named by --init-from, checked to hold the model `cfg` describes (see `check_same_model`)
+    and, with `keep_optimizer`, an optimiser state to keep."""
     parent = open_parent(spec)
     check_same_model(parent, cfg, keep_optimizer)
+    if keep_optimizer and "optimizer" not in parent.state:
+        raise UserError(
+            f"--keep-optimizer: {parent.checkpoint} holds no optimiser state (a checkpoint kept at a "
+            f"validation or written by `attn-mt average`); start from {parent.root}:last or "
+            f"{parent.root}:best, or drop --keep-optimizer"
+        )
     return parent
+
+
+def refuse_own_parent(spec: str, run_dir: Path) -> None:
+    """Refuse a --run-dir that is the --init-from run or holds it: the new run would replace its parent."""
+    root = split_spec(spec)[0].resolve()
+    if run_dir.resolve() in (root, *root.parents):
+        raise UserError(
+            f"--init-from {spec}: --run-dir {run_dir} is the parent run or holds it; a fine-tuned run is a "
+            "new run beside its parent: give another --run-dir"
+        )
 
 
 def parent_record(parent: Parent, keep_optimizer: bool) -> dict[str, Any]:
@@ -126,15 +143,6 @@ def parent_record(parent: Parent, keep_optimizer: bool) -> dict[str, Any]:
 def write_parent(path: Path, record: dict[str, Any]) -> None:
     """Write parent.json."""
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-
-
-def read_parent(path: Path) -> dict[str, Any] | None:
-    """parent.json's record, or None for a run that was not fine-tuned (or an unreadable file)."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def start_from(trainer: Trainer, parent: Parent, keep_optimizer: bool, is_main: bool) -> None:

@@ -13,6 +13,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,25 +22,24 @@ from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.report import format_report
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
+from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.device import setup_device
 from attn_mt.run.run_dir import (
     RunPaths,
+    check_fits,
     describe_contents,
     is_run_dir,
     load_vocabs,
     read_metrics,
+    read_parent,
     truncate_metrics,
 )
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
-from attn_mt.training.init_from import (
-    Parent,
-    fine_tuning_parent,
-    read_parent,
-    start_from,
-)
-from attn_mt.training.logs import setup_logging
+from attn_mt.training.init_from import Parent, fine_tuning_parent, refuse_own_parent, start_from
+from attn_mt.training.logs import detach_log_file, setup_logging
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
 from attn_mt.training.run_state import TrainResult
+from attn_mt.training.speed import kernels_apply
 from attn_mt.training.stopping import StopReason
 from attn_mt.training.tensorboard import TensorBoardLog, require_tensorboard
 from attn_mt.training.trainer import Trainer
@@ -71,19 +71,25 @@ def train(
     Under torchrun every process calls this; rank 0 alone writes the run directory.
     """
     ctx = init_distributed(device)
+    flag = "--auto-resume" if auto_resume else "--resume"  # what refusals of a resumed run name
     try:
         paths = RunPaths(run_dir)
         setup_logging(None, quiet or not ctx.is_main)
+        if init_from is not None:
+            refuse_own_parent(init_from, paths.root)
         if auto_resume:
             resume, overwrite = choose_auto_resume(paths, ctx)
-        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main)
+        cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main, flag)
         parent = None if resume or init_from is None else fine_tuning_parent(init_from, cfg, keep_optimizer)
         dev = rank_device(device, ctx)
         setup_device(dev, cfg.train.threads, cfg.train.tf32)
+        kernels_apply(cfg.train.kernels, dev, cfg.train.compile)  # refuses a choice the device cannot run
         torch.manual_seed(cfg.train.seed)
         data = load_run_data(cfg, data_path, paths, resume, parent)
+        resumed = resume_state(paths, cfg, data, flag) if resume else None
+        # every refusal is above: the run directory is created, replaced or written only from here on
         if ctx.is_main and not resume:
-            prepare_run_dir(run_dir, resume, overwrite)
+            prepare_run_dir(run_dir, overwrite)
         ctx.barrier()
         setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
         log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
@@ -92,7 +98,7 @@ def train(
         trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
         if on_validation is not None:
             trainer.on_validation.append(on_validation)
-        start_trainer(trainer, saved_cfg)
+        start_trainer(trainer, saved_cfg, resumed, flag)
         if parent is not None:
             start_from(trainer, parent, keep_optimizer, ctx.is_main)
         if ctx.rank > 0:
@@ -106,6 +112,7 @@ def train(
         log_result(result, paths)
         return result
     finally:
+        detach_log_file()
         shutdown_distributed()
 
 
@@ -150,20 +157,28 @@ def refuse_existing(run_dir: Path, overwrite: bool) -> None:
 def auto_resume_choice(paths: RunPaths) -> tuple[bool, bool] | str:
     """--auto-resume's (resume, overwrite) for a run directory, or why it can neither resume nor start.
 
-    A last.pt is resumed; a run directory without one (a run lost before its first checkpoint) is
-    started again; a missing or empty directory is a new run; any other non-empty directory is kept.
+    A last.pt is resumed; a run directory without any checkpoint (a run lost before its first) is
+    started again; a missing or empty directory is a new run; a run with other checkpoints but no
+    last.pt (best.pt, step-*.pt), and any other non-empty directory, are kept.
     """
     root = paths.root
     if paths.last.exists():
         return True, False
     if not (root.exists() and any(root.iterdir())):
         return False, False
-    if is_run_dir(root):
-        return False, True
-    return (
-        f"--auto-resume: {root} is not an attn-mt run directory (no valid config.yaml) and not empty, "
-        f"so it is neither resumed nor replaced; it holds {describe_contents(root)}"
-    )
+    if not is_run_dir(root):
+        return (
+            f"--auto-resume: {root} is not an attn-mt run directory (no valid config.yaml) and not empty, "
+            f"so it is neither resumed nor replaced; it holds {describe_contents(root)}"
+        )
+    saved = sorted(p.name for p in paths.checkpoints.glob("*.pt")) if paths.checkpoints.is_dir() else []
+    if saved:
+        return (
+            f"--auto-resume: {root} has checkpoints ({', '.join(saved[:5])}) but no last.pt to resume "
+            "from, so it is neither resumed nor replaced; give another --run-dir (or --overwrite to "
+            "delete them)"
+        )
+    return False, True
 
 
 def choose_auto_resume(paths: RunPaths, ctx: DistContext) -> tuple[bool, bool]:
@@ -174,30 +189,29 @@ def choose_auto_resume(paths: RunPaths, ctx: DistContext) -> tuple[bool, bool]:
     return choice
 
 
-def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool, is_main: bool = True) -> RunPaths:
-    """Create the run directory; never reuse an existing one without --resume or --overwrite."""
-    paths = RunPaths(run_dir)
-    if resume:
-        for stale in paths.checkpoints.glob(".*.tmp") if is_main else ():
-            stale.unlink(missing_ok=True)  # left by a process killed while writing
-        if not paths.last.exists():
-            raise UserError(f"--resume: {paths.last} does not exist (nothing to resume in {run_dir})")
-        return paths
+def prepare_run_dir(run_dir: Path, overwrite: bool) -> RunPaths:
+    """Create a new run's directory, deleting an existing run first with --overwrite (`refuse_existing`)."""
     refuse_existing(run_dir, overwrite)
     if run_dir.exists() and any(run_dir.iterdir()):
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    return paths
+    return RunPaths(run_dir)
+
+
+def resume_state(paths: RunPaths, cfg: Config, data: NMTData, flag: str) -> dict[str, Any]:
+    """last.pt of a run to resume, checked to fit the corpus's vocabularies and the run's model."""
+    for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
+        saved = Vocab.load(getattr(paths, name))
+        if saved.idx_to_token != vocab.idx_to_token:
+            raise UserError(f"{flag}: the corpus gives a different {name} than {getattr(paths, name)}")
+    state = load_checkpoint(paths.last, map_location="cpu")
+    check_fits(state, cfg, data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token, paths.last)
+    return state
 
 
 def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContext, resume: bool) -> None:
-    """Write a new run's config, vocabularies and data report (a resumed run's must match); log the report."""
-    if resume:
-        for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
-            saved = Vocab.load(getattr(paths, name))
-            if saved.idx_to_token != vocab.idx_to_token:
-                raise UserError(f"--resume: the corpus gives a different {name} than {getattr(paths, name)}")
-    elif ctx.is_main:
+    """Write a new run's config, vocabularies and data report (rank 0); log the data report."""
+    if ctx.is_main and not resume:
         save_config(cfg, paths.config)
         data.src_vocab.save(paths.src_vocab)
         data.tgt_vocab.save(paths.tgt_vocab)
@@ -207,14 +221,21 @@ def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContex
 
 
 def resolve_config(
-    paths: RunPaths, cfg: Config | None, overrides: list[str], resume: bool, overwrite: bool, is_main: bool
+    paths: RunPaths,
+    cfg: Config | None,
+    overrides: list[str],
+    resume: bool,
+    overwrite: bool,
+    is_main: bool,
+    flag: str = "--resume",
 ) -> tuple[Config, Config | None]:
     """The run's config and, on resume, the one saved in the run directory; refuses what cannot start."""
     saved_cfg = None
     if resume:
-        prepare_run_dir(paths.root, resume, overwrite, is_main)
-        saved_cfg = load_config(paths.config)
-        cfg = resolve_resume_config(paths, cfg, overrides)
+        if not paths.last.exists():
+            raise UserError(f"{flag}: {paths.last} does not exist (nothing to resume in {paths.root})")
+        saved_cfg = load_config(paths.config, saved=True)
+        cfg = resolve_resume_config(paths, cfg, overrides, flag)
     else:
         if is_main or not overwrite:  # with --overwrite rank 0 may be deleting the directory meanwhile
             refuse_existing(paths.root, overwrite)
@@ -224,19 +245,23 @@ def resolve_config(
     return cfg, saved_cfg
 
 
-def start_trainer(trainer: Trainer, saved_cfg: Config | None) -> None:
-    """Open train.tensorboard's event files (rank 0) and, on resume, continue from last.pt."""
+def start_trainer(
+    trainer: Trainer, saved_cfg: Config | None, state: dict[str, Any] | None, flag: str = "--resume"
+) -> None:
+    """Open train.tensorboard's event files (rank 0) and, on resume, continue from last.pt's `state`."""
     paths = trainer.paths
-    if saved_cfg is None:
+    if saved_cfg is None or state is None:
         if trainer.cfg.train.tensorboard and trainer.dist.is_main:
             trainer.tensorboard = TensorBoardLog.for_run(paths)
         return
-    trainer.restore(paths.last)
+    trainer.restore(state)
     if trainer.cfg.train.tensorboard and trainer.dist.is_main:  # before metrics.jsonl is truncated
         trainer.tensorboard = TensorBoardLog.for_run(paths, trainer.progress.step)
     if trainer.dist.is_main:
+        for stale in paths.checkpoints.glob(".*.tmp"):
+            stale.unlink(missing_ok=True)  # left by a process killed while writing
         truncate_metrics(paths.metrics, trainer.progress.step)
-        record_config_changes(paths, saved_cfg, trainer.cfg, trainer.progress.step)
+        record_config_changes(paths, saved_cfg, trainer.cfg, trainer.progress.step, flag)
     log.info("resumed at step %d (epoch %d)", trainer.progress.step, trainer.progress.epoch)
 
 

@@ -44,3 +44,13 @@ def setup_logging(log_file: Path | None, quiet: bool = False) -> logging.Logger:
         logger.addHandler(file_handler)
     logger.propagate = False
     return logger
+
+
+def detach_log_file() -> None:
+    """Close and remove the `attn_mt` logger's train.log handler, so that later records in this process
+    (another run, or other work after an in-process `train`) do not go to that run's file."""
+    logger = logging.getLogger("attn_mt")
+    for handler in list(logger.handlers):
+        if isinstance(handler, logging.FileHandler):
+            logger.removeHandler(handler)
+            handler.close()

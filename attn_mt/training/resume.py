@@ -11,30 +11,35 @@ import json
 import logging
 from typing import Any
 
-from attn_mt.config import Config, load_config, save_config
+from attn_mt.config import Config, bounded_decode, load_config, save_config, with_overrides
 from attn_mt.errors import UserError
 from attn_mt.run.run_dir import RunPaths
 
 log = logging.getLogger("attn_mt")
 
 
-def resolve_resume_config(paths: RunPaths, cfg: Config | None, overrides: list[str]) -> Config:
-    """The saved config with a given CONFIG's train/decode sections or `--set` applied (not data or model)."""
-    saved = load_config(paths.config)
+def resolve_resume_config(
+    paths: RunPaths, cfg: Config | None, overrides: list[str], flag: str = "--resume"
+) -> Config:
+    """The saved config with a given CONFIG's train/decode sections or `--set` applied (not data or model).
+
+    `flag` is the option the user gave (--resume or --auto-resume), which refusals name.
+    """
+    saved = load_config(paths.config, saved=True)
     if cfg is not None:
         for section in ("data", "model"):
             if getattr(cfg, section) != getattr(saved, section):
                 raise UserError(
-                    f"--resume: the {section} section of the given config differs from the one saved in "
+                    f"{flag}: the {section} section of the given config differs from the one saved in "
                     f"{paths.config}; resume without a config (or with the same one)"
                 )
-        refuse_fixed_changes(saved, cfg)
+        refuse_fixed_changes(saved, cfg, flag)
         return cfg
-    resumed = load_config(paths.config, overrides)
+    resumed = with_overrides(bounded_decode(saved)[0], overrides, str(paths.config))
     for section in ("data", "model"):
         if getattr(saved, section) != getattr(resumed, section):
-            raise UserError(f"--resume: --set may not change the {section} section of an existing run")
-    refuse_fixed_changes(saved, resumed)
+            raise UserError(f"{flag}: --set may not change the {section} section of an existing run")
+    refuse_fixed_changes(saved, resumed, flag)
     return resumed
 
 
@@ -53,12 +58,12 @@ FIXED_ON_RESUME = (
 )
 
 
-def refuse_fixed_changes(before: Config, after: Config) -> None:
+def refuse_fixed_changes(before: Config, after: Config, flag: str = "--resume") -> None:
     """A resumed run may change train and decode keys, except those in FIXED_ON_RESUME."""
     fixed = [f"train.{k}" for k in FIXED_ON_RESUME if getattr(before.train, k) != getattr(after.train, k)]
     if fixed:
         raise UserError(
-            f"--resume: {', '.join(fixed)} cannot change in a resumed run (the optimiser and schedule state "
+            f"{flag}: {', '.join(fixed)} cannot change in a resumed run (the optimiser and schedule state "
             "in last.pt hold it, or best.pt was chosen by it); start a new run with --run-dir or --overwrite"
         )
 
@@ -74,7 +79,9 @@ def config_changes(before: Config, after: Config) -> dict[str, list[Any]]:
     return changes
 
 
-def record_config_changes(paths: RunPaths, before: Config, after: Config, step: int) -> None:
+def record_config_changes(
+    paths: RunPaths, before: Config, after: Config, step: int, flag: str = "--resume"
+) -> None:
     """On --resume with other train/decode values: rewrite config.yaml, append to its history, say so."""
     changes = config_changes(before, after)
     if not changes:
@@ -84,7 +91,8 @@ def record_config_changes(paths: RunPaths, before: Config, after: Config, step: 
         handle.write(json.dumps({"step": step, "changes": changes}) + "\n")
     listed = "; ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
     log.warning(
-        "--resume: from step %d the run uses %s (config.yaml updated; %s lists every change)",
+        "%s: from step %d the run uses %s (config.yaml updated; %s lists every change)",
+        flag,
         step,
         listed,
         paths.config_history.name,

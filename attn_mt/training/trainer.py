@@ -12,7 +12,6 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,10 +22,10 @@ from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.data.prefetch import batch_feed
 from attn_mt.models.build import build_model
-from attn_mt.run.checkpoint import load_checkpoint, save_checkpoint, snapshot
+from attn_mt.run.checkpoint import save_checkpoint, snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
-from attn_mt.run.run_dir import RunPaths, check_fits
+from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.display import TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
@@ -371,10 +370,8 @@ class Trainer:
             "tgt_vocab": list(self.data.tgt_vocab.idx_to_token),
         }
 
-    def restore(self, path: Path) -> None:
-        """Continue from a checkpoint written by `state`."""
-        state = load_checkpoint(path, map_location="cpu")
-        check_fits(state, self.cfg, self.data.src_vocab.idx_to_token, self.data.tgt_vocab.idx_to_token, path)
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint written by `state` (loaded and checked to fit by training/launch.py)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(self.params.from_checkpoint(state["optimizer"]))
         self.schedule.load_state_dict(state["scheduler"])
