@@ -24,7 +24,7 @@ from attn_mt.evaluation.tuning import (
     tune_decoding,
 )
 from attn_mt.run.open import open_model
-from attn_mt.run.opened import LoadedRun, ModelKind
+from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths
 
 DEFAULT_BEAMS = "1,4,6"
@@ -54,7 +54,7 @@ def check_tunable(run: LoadedRun, beams: list[int], alphas: list[float], write: 
         raise UserError("tune: this run was trained in book mode, which holds no valid split out to tune on")
     if data.valid_size == 0:
         raise UserError("tune: this run holds no valid split out (data.valid_size is 0)")
-    if write and run.kind is not ModelKind.RUN_DIR:
+    if write and not run.kind.keeps_settings:
         raise UserError(
             f"tune --write: {run.source} is not a run directory ({run.kind.value}); --write stores the "
             "settings in a run directory's config.yaml (tune the run directory, or tune without --write)"
@@ -150,7 +150,7 @@ def run_tune(
         f"(valid BLEU {best.bleu:.2f})"
     )
     if not write:
-        if run.kind is ModelKind.RUN_DIR:
+        if run.kind.keeps_settings:
             typer.echo(f"to decode with it from now on: attn-mt tune {run_dir} --write (same options)")
         return result
     changes = write_best(paths, run, summary, result["best"], result["pairs"])
