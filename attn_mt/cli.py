@@ -326,6 +326,30 @@ def evaluate(
 
 
 @app.command()
+def tune(
+    run_dir: Path = typer.Argument(..., help=MODEL_HELP + " --write needs a run directory."),
+    beams: str = typer.Option("1,4,6", "--beams", help="Beam sizes to try, separated by commas."),
+    length_penalties: str = typer.Option(
+        "0.6,1.0,1.4,2.0",
+        "--length-penalties",
+        help="GNMT length penalties (alpha) to try with each beam > 1.",
+    ),
+    write: bool = typer.Option(
+        False,
+        "--write",
+        help="Store the best pair as the run's decode settings (config.yaml, run_summary.json).",
+    ),
+    checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
+    data: str | None = typer.Option(None, "--data", help=DATA_HELP),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+) -> None:
+    """Choose the beam size and length penalty on the valid split (never the test split)."""
+    from attn_mt.commands.tune import run_tune
+
+    run_tune(run_dir, beams, length_penalties, write, checkpoint, data, device)
+
+
+@app.command()
 def average(
     run_dir: Path = typer.Argument(..., help="A run trained with train.keep_checkpoints."),
     last: int | None = typer.Option(None, "--last", help="Average the newest N kept checkpoints."),

@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -72,6 +72,13 @@ class DataConfig:
     max_tokens: int = 4096
 
 
+class Depths(NamedTuple):
+    """How many layers the encoder and the decoder have (a tuple, as CTranslate2's specs take it)."""
+
+    encoder: int
+    decoder: int
+
+
 @dataclass
 class ModelConfig:
     """Which encoder-decoder to build and its sizes."""
@@ -80,6 +87,8 @@ class ModelConfig:
     embed_size: int = 32
     num_hiddens: int = 32
     num_layers: int = 2
+    encoder_layers: int | None = None  # None = num_layers
+    decoder_layers: int | None = None  # None = num_layers
     num_heads: int = 4
     ffn_num_hiddens: int = 64
     dropout: float = 0.1
@@ -87,6 +96,14 @@ class ModelConfig:
     tie_embeddings: bool = False
     tie_source_embedding: bool = False
     embed_init: str = "book"
+
+    @property
+    def depths(self) -> Depths:
+        """The encoder's and the decoder's layer counts: encoder_layers, decoder_layers, else num_layers."""
+        return Depths(
+            self.num_layers if self.encoder_layers is None else self.encoder_layers,
+            self.num_layers if self.decoder_layers is None else self.decoder_layers,
+        )
 
 
 @dataclass
@@ -262,6 +279,8 @@ def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> N
         "model.embed_size",
         "model.num_hiddens",
         "model.num_layers",
+        "model.encoder_layers",
+        "model.decoder_layers",
         "model.num_heads",
         "model.ffn_num_hiddens",
         "train.epochs",
@@ -351,6 +370,14 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
         problems.append(
             f"model.num_hiddens: {cfg.model.num_hiddens} is not divisible by model.num_heads "
             f"= {cfg.model.num_heads}"
+        )
+    if _sound(
+        problems, "model.type", "model.num_layers", "model.encoder_layers", "model.decoder_layers"
+    ) and (cfg.model.type == "gru_bahdanau" and cfg.model.depths.decoder > cfg.model.depths.encoder):
+        encoder, decoder = cfg.model.depths
+        problems.append(
+            f"model.decoder_layers: the GRU decoder starts from the final states of the encoder's top "
+            f"layers, so it cannot have more layers ({decoder}) than the encoder ({encoder})"
         )
     if _sound(problems, "model.type", "model.tie_embeddings") and (
         cfg.model.tie_embeddings and cfg.model.type != "transformer"

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from synthetic import reverse_pairs
@@ -253,3 +254,42 @@ def translate_lines(
     result = run_cli("translate", str(model), "--input", str(source), "--device", "cpu", *options)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
+
+
+def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable, sentences: list[str]) -> Any:
+    """Export `run_dir` to ONNX in `folder`; onnxruntime's greedy output of `sentences` must be torch's, token
+    for token, or part from it only at a near-tie (tests/near_ties.py). Returns the folder's OnnxModel."""
+    import torch
+    from near_ties import assert_near_tie, greedy_parting
+    from tolerances import decoding_terms
+
+    from attn_mt.data.dataset import encode_sources
+    from attn_mt.decoding.outputs import prepare_sentence
+    from attn_mt.decoding.search import greedy_search
+    from attn_mt.run.run_dir import load_run
+    from attn_mt.shipping.onnx_graphs import OnnxModel
+
+    result = run_cli("export", str(run_dir), str(folder), "--format", "onnx")
+    assert result.returncode == 0, result.stderr
+    run = load_run(run_dir, "best")
+    encoded = encode_sources(
+        [prepare_sentence(run.config, run.src_vocab, s) for s in sentences], run.src_vocab, max_len=40
+    )
+    assert len(set(encoded.src_lens.tolist())) > 1, "the batch must hold padding"
+    with torch.inference_mode():
+        expected = greedy_search(
+            run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3, max_len_a=1.5, max_len_b=5
+        )
+    limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
+    model = OnnxModel(folder)
+    got = model.greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
+    widest = max(run.config.model.num_hiddens, run.config.model.ffn_num_hiddens)
+    terms = decoding_terms(steps=int(limits.max()), widest=widest, keys_or_vocab=len(run.tgt_vocab))
+    for row, (tokens, hypothesis) in enumerate(zip(got, expected, strict=True)):
+        src_ids, src_len = encoded.src[row].tolist(), int(encoded.src_lens[row])
+        parting = greedy_parting(
+            run.model, src_ids, src_len, hypothesis.tokens, tokens, bos_id=2, eos_id=3, terms=terms
+        )
+        assert_near_tie(parting, f"ONNX against torch on {sentences[row]!r}")
+    assert any(len(tokens) > 2 for tokens in got)
+    return model

@@ -73,6 +73,29 @@ def test_impossible_combinations():
     )
 
 
+def test_encoder_and_decoder_depths_default_to_num_layers():
+    assert config_from_dict({"model": {"num_layers": 3}}).model.depths == (3, 3)
+    cfg = config_from_dict({"model": {"type": "transformer", "num_layers": 3, "decoder_layers": 1}})
+    assert cfg.model.depths == (3, 1) and cfg.model.depths.encoder == 3 and cfg.model.depths.decoder == 1
+    assert config_from_dict({"model": {"type": "gru_bahdanau", "encoder_layers": 2, "decoder_layers": 1}})
+    # a config saved before the two keys existed (a run's config.yaml, a checkpoint's) means what it meant
+    saved = Config().to_dict()
+    del saved["model"]["encoder_layers"], saved["model"]["decoder_layers"]
+    assert config_from_dict(saved).model.depths == (2, 2)
+    assert config_from_dict(Config().to_dict()).model == Config().model
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"model": {"type": "transformer", "encoder_layers": 0, "decoder_layers": "one"}})
+    assert sorted(info.value.problems) == [
+        "model.decoder_layers: expected an integer, got 'one'",
+        "model.encoder_layers: must be > 0, got 0",
+    ]
+    with pytest.raises(
+        ConfigError,
+        match=r"model.decoder_layers: the GRU decoder .* more layers \(3\) than the encoder \(2\)",
+    ):
+        config_from_dict({"model": {"type": "gru_bahdanau", "num_layers": 2, "decoder_layers": 3}})
+
+
 def test_combinations_are_checked_alongside_other_problems():
     raw = {
         "train": {"lr": "fast"},

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from synthetic import write_corpus
 
 from attn_mt.commands.evaluate import run_eval
+from attn_mt.commands.export import run_export
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.kept_checkpoints import INFERENCE_KEYS
@@ -88,6 +90,19 @@ def workspace(tmp_path_factory) -> Path:
         quiet=True,
         device="cpu",
     )
+    edits = {
+        "NOVALID": {"data": {"valid_size": 0}, "train": {"best_metric": "train_loss"}},
+        "NBEST": {"decode": {"nbest": 2}},
+    }
+    for name, sections in edits.items():
+        shutil.copytree(ws / "SPRUN", ws / name)  # a run whose config.yaml says so (tune reads it first)
+        config = yaml.safe_load((ws / name / "config.yaml").read_text(encoding="utf-8"))
+        for section, values in sections.items():
+            config[section].update(values)
+        (ws / name / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    shutil.copytree(ws / "SPRUN", ws / "BADSUMMARY")
+    (ws / "BADSUMMARY" / "run_summary.json").write_text("{", encoding="utf-8")
+    run_export(ws / "SPRUN", ws / "sprun.pt", "best", "pt", None)
     for checkpoint in (ws / "NOCKPT" / "checkpoints").iterdir():
         checkpoint.unlink()
     state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
@@ -267,6 +282,14 @@ CASES: dict[str, list[str]] = {
     "input-not-utf8": ["translate", "RUN", "--input", "latin1.txt"],
     "bad-split": ["eval", "RUN", "--split", "dev"],
     "book-run-test-split": ["eval", "RUN", "--split", "test"],
+    "tune-book-run": ["tune", "RUN"],
+    "tune-no-valid-split": ["tune", "NOVALID"],
+    "tune-bad-list": ["tune", "SPRUN", "--beams", "1,four"],
+    "tune-repeated-value": ["tune", "SPRUN", "--length-penalties", "1.0,1"],
+    "tune-negative-alpha": ["tune", "SPRUN", "--length-penalties=-1,1"],
+    "tune-beam-under-nbest": ["tune", "NBEST", "--beams", "1,4"],
+    "tune-write-not-a-run": ["tune", "sprun.pt", "--write"],
+    "tune-write-damaged-summary": ["tune", "BADSUMMARY", "--write"],
     "unsafe-checkpoint": ["translate", "RUN", "--checkpoint", "evil.pt", "go ."],
     "missing-checkpoint-file": ["translate", "RUN", "--checkpoint", "nope.pt", "go ."],
     "damaged-checkpoint": ["translate", "RUN", "--checkpoint", "damaged.pt", "go ."],

@@ -20,9 +20,10 @@ from attn_mt.training.speed import choose_speed
 CPU = torch.device("cpu")
 
 
-def model_and_batch(layers: int, dropout: float = 0.0, dtype: torch.dtype = torch.float64):
-    """A seeded Xavier-initialised model and a batch whose sources have different lengths."""
-    torch.manual_seed(layers)
+def model_and_batch(layers: int | tuple[int, int], dropout: float = 0.0, dtype: torch.dtype = torch.float64):
+    """A seeded Xavier-initialised model (`layers`: each side's, or the encoder's and the decoder's) and a
+    batch whose sources have different lengths."""
+    torch.manual_seed(layers if isinstance(layers, int) else 10 * layers[0] + layers[1])
     model = GRUBahdanau(17, 19, 6, 8, layers, dropout, pack_padded=False).to(dtype)
     xavier_init_(model)
     src = torch.randint(3, 17, (4, 7))  # (B, S)
@@ -34,7 +35,10 @@ def model_and_batch(layers: int, dropout: float = 0.0, dtype: torch.dtype = torc
 LOOPS = {"_EncoderLoopBackward", "_DecoderLoopBackward"}
 
 
-@pytest.mark.parametrize(("layers", "p"), [(1, 0.0), (2, 0.0), (3, 0.0), (1, 0.3), (2, 0.3), (3, 0.5)])
+@pytest.mark.parametrize(
+    ("layers", "p"),
+    [(1, 0.0), (2, 0.0), (3, 0.0), (1, 0.3), (2, 0.3), (3, 0.5), ((2, 1), 0.0), ((2, 1), 0.3), ((3, 2), 0.5)],
+)
 def test_loops_equal_the_book_model_in_values_gradients_and_dropout(layers, p):
     """Same seed, same dropout masks: logits and every parameter's gradient agree to 1e-12."""
     book, src, src_lens, tgt_in = model_and_batch(layers, dropout=p)

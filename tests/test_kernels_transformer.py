@@ -36,12 +36,13 @@ def logits_and_grads(model: torch.nn.Module, params: list, src_lens: list[int]):
     return logits, torch.autograd.grad(logits, params, upstream)
 
 
+@pytest.mark.parametrize("layers", [2, (3, 1)], ids=["2-2", "3-1"])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("src_lens", [[4, 2, 3], [5, 0, 3]], ids=["padded", "empty-source"])
-def test_block_kernels_equal_the_book_blocks(training, src_lens):
+def test_block_kernels_equal_the_book_blocks(training, src_lens, layers):
     """Same seed, same dropout masks: logits and every parameter's gradient agree to 1e-12."""
     torch.manual_seed(0)
-    book = Transformer(11, 13, 16, 24, 4, 2, 0.2).double().train(training)
+    book = Transformer(11, 13, 16, 24, 4, layers, 0.2).double().train(training)
     fast = CpuSpeedups(1).wrap(book)  # the book model's dropouts now draw as the kernels
     params = list(book.parameters())
     kernel_logits, kernel_grads = logits_and_grads(fast, params, src_lens)

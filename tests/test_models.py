@@ -34,14 +34,24 @@ LAYERS, HEADS = 2, 2
 MODEL_TERMS = decoding_terms(steps=8, widest=14, keys_or_vocab=8)
 
 
-def make(kind: str, dropout: float = 0.0, pack_padded: bool = True, seed: int = 0) -> torch.nn.Module:
-    """A tiny seeded model in eval mode with weights large enough to make every input matter."""
+def make(
+    kind: str,
+    dropout: float = 0.0,
+    pack_padded: bool = True,
+    seed: int = 0,
+    depths: tuple[int, int] | None = None,
+) -> torch.nn.Module:
+    """A tiny seeded model in eval mode with weights large enough to make every input matter (`depths`:
+    the encoder's and the decoder's layers, LAYERS each by default)."""
     torch.manual_seed(seed)
+    encoder_layers, decoder_layers = depths or (None, None)
     cfg = ModelConfig(
         type=kind,
         embed_size=6,
         num_hiddens=8,
         num_layers=LAYERS,
+        encoder_layers=encoder_layers,
+        decoder_layers=decoder_layers,
         num_heads=HEADS,
         ffn_num_hiddens=12,
         dropout=dropout,
@@ -214,6 +224,53 @@ def test_incremental_decoding_equals_teacher_forcing(kind):
         for t, m in enumerate(maps):
             assert m["self"].shape == (3, LAYERS, HEADS, t + 1)
             assert_float32_close(m["self"], all_maps["decoder_self"][..., t, : t + 1], terms=MODEL_TERMS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "depths"), [("transformer", (3, 1)), ("transformer", (1, 2)), ("gru_bahdanau", (2, 1))]
+)
+def test_encoder_and_decoder_depths_apart(kind, depths):
+    """encoder_layers and decoder_layers build each side's depth; the model decodes as one of equal depths."""
+    model = make(kind, depths=depths)
+    src, src_lens, tgt_in = batch([5, 2, 4], tgt_steps=6)
+    with torch.no_grad():
+        full = model(src, src_lens, tgt_in)
+        stepped, maps = run_steps(model, src, src_lens, tgt_in, need_attention=True)
+        all_maps = model.attention_maps(src, src_lens, tgt_in)
+        enc = model.encode(src, src_lens)
+    assert_float32_close(stepped, full, terms=MODEL_TERMS)
+    if kind == "transformer":
+        assert (len(model.encoder.blks), len(model.decoder.blks)) == depths
+        assert all_maps["encoder_self"].shape[1] == depths[0]
+        assert all_maps["cross"].shape[1] == all_maps["decoder_self"].shape[1] == depths[1]
+        assert maps[-1]["cross"].shape[1] == depths[1]
+    else:
+        assert (model.encoder.rnn.num_layers, model.decoder.rnn.num_layers) == depths
+        with torch.no_grad():
+            _, encoder_final = model.encoder(src, src_lens)  # (L_enc, B, H)
+        assert encoder_final.shape[0] == 2
+        torch.testing.assert_close(enc["hidden"], encoder_final[-1:], rtol=0, atol=0)  # the top layer's
+
+
+def test_a_gru_decoder_deeper_than_its_encoder_is_refused():
+    with pytest.raises(ValueError, match="decoder's 3 GRU layers start from the encoder's top layers"):
+        GRUBahdanau(5, 5, 4, 4, (2, 3), 0.0, pack_padded=False)
+
+
+def test_equal_depths_are_num_layers():
+    """Unset, both depths are num_layers: the model an older config describes is the same model."""
+    torch.manual_seed(0)
+    old = build_model(ModelConfig(type="transformer", num_hiddens=8, num_heads=2, num_layers=3), 7, 7)
+    torch.manual_seed(0)
+    new = build_model(
+        ModelConfig(
+            type="transformer", num_hiddens=8, num_heads=2, num_layers=1, encoder_layers=3, decoder_layers=3
+        ),
+        7,
+        7,
+    )
+    assert old.state_dict().keys() == new.state_dict().keys()
+    assert all(torch.equal(old.state_dict()[k], new.state_dict()[k]) for k in old.state_dict())
 
 
 @pytest.mark.parametrize("kind", KINDS)

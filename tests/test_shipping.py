@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from near_ties import assert_near_tie, greedy_parting
+from helpers import onnx_greedy_is_torchs
 from synthetic import TINY, TINY_RUN_SETTINGS, reverse_pairs, train_tiny
-from tolerances import decoding_terms
 from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU
 
 import attn_mt
 from attn_mt.commands.average import run_average
 from attn_mt.config import load_config
-from attn_mt.data.dataset import encode_sources
-from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import greedy_search
 from attn_mt.errors import UserError
 from attn_mt.models.build import build_model
@@ -27,7 +23,6 @@ from attn_mt.run.open_export import EXPORT_FORMAT
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import load_run
 from attn_mt.shipping.average import average_checkpoints
-from attn_mt.shipping.onnx_graphs import OnnxModel
 
 SENTENCES = [
     "Alpha bravo.",
@@ -253,42 +248,13 @@ def gru_run(request, tiny_runs, tmp_path_factory) -> Path:
     return train_tiny(tmp_path_factory.mktemp("gru") / "run", tiny_runs.corpus, settings)
 
 
-def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable) -> OnnxModel:
-    """Export `run_dir` to ONNX in `folder`; onnxruntime's greedy output must be torch's, token for token."""
-    result = run_cli("export", str(run_dir), str(folder), "--format", "onnx")
-    assert result.returncode == 0, result.stderr
-    run = load_run(run_dir, "best")
-    encoded = encode_sources(
-        [prepare_sentence(run.config, run.src_vocab, s) for s in SENTENCES], run.src_vocab, max_len=40
-    )
-    assert len(set(encoded.src_lens.tolist())) > 1, "the batch must hold padding"
-    with torch.inference_mode():
-        expected = greedy_search(
-            run.model, encoded.src, encoded.src_lens, bos_id=2, eos_id=3, max_len_a=1.5, max_len_b=5
-        )
-    limits = torch.floor(encoded.src_lens * 1.5 + 5).long().numpy()
-    model = OnnxModel(folder)
-    got = model.greedy(encoded.src.numpy(), encoded.src_lens.numpy(), 2, 3, limits)
-    widest = max(run.config.model.num_hiddens, run.config.model.ffn_num_hiddens)
-    terms = decoding_terms(steps=int(limits.max()), widest=widest, keys_or_vocab=len(run.tgt_vocab))
-    for row, (tokens, hypothesis) in enumerate(zip(got, expected, strict=True)):
-        src_len = int(encoded.src_lens[row])
-        src_ids = encoded.src[row].tolist()
-        parting = greedy_parting(
-            run.model, src_ids, src_len, hypothesis.tokens, tokens, bos_id=2, eos_id=3, terms=terms
-        )
-        assert_near_tie(parting, f"ONNX against torch on {SENTENCES[row]!r}")
-    assert any(len(tokens) > 2 for tokens in got)
-    return model
-
-
 def test_onnx_graphs_decode_greedily_like_torch(trained, tmp_path, run_cli):
-    model = onnx_greedy_is_torchs(trained, tmp_path / "onnx", run_cli)
+    model = onnx_greedy_is_torchs(trained, tmp_path / "onnx", run_cli, SENTENCES)
     assert model.meta["decoder_step_state"] == ["past_keys", "past_values"]
 
 
 def test_onnx_graphs_of_the_gru_decode_greedily_like_torch(gru_run, tmp_path, run_cli):
-    model = onnx_greedy_is_torchs(gru_run, tmp_path / "onnx", run_cli)
+    model = onnx_greedy_is_torchs(gru_run, tmp_path / "onnx", run_cli, SENTENCES)
     assert model.meta["decoder_step_constants"] == ["memory", "keys"]
     assert model.meta["decoder_step_state"] == ["hidden"]
     packed = model.meta["config"]["model"]["pack_padded"]

@@ -95,7 +95,7 @@ class Ctranslate2Translator:
 
     def attention_description(self) -> str:
         """What `attention` can show, for /info and the explorer page."""
-        layers, heads = self.cfg.model.num_layers, self.cfg.model.num_heads
+        layers, heads = self.cfg.model.depths.decoder, self.cfg.model.num_heads
         return (
             f"cross-attention of decoder layer {self.model.attention_layer + 1} of {layers}, averaged "
             f"over its {heads} heads: CTranslate2 returns no other map (no encoder or decoder "

@@ -108,11 +108,7 @@ class GRUBahdanauKernels(KernelBacked):
         check_source(src, src_lens)
         dropout = encoder.rnn.dropout if encoder.training else 0.0
         memory, hidden = encoder_loop(encoder.embedding(src), gru_weights(encoder.rnn), dropout)
-        return {
-            "memory": memory,  # (B, S, H)
-            "hidden": hidden,  # (L, B, H)
-            "src_mask": AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]),  # (B, 1, S)
-        }
+        return self.model.encoded(memory, hidden, src_lens)  # memory (B, S, H), hidden (L_enc, B, H)
 
     def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
         """Teacher-forced top-layer states (B, T, H) through `decoder_loop`."""

@@ -1,7 +1,7 @@
 """GRU encoder and Bahdanau-attention GRU decoder (Bahdanau et al. 2014; book section 11.4).
 
-Shapes: B batch, S source steps, T target steps, E embedding size, H hidden, L layers,
-V target vocabulary.
+Shapes: B batch, S source steps, T target steps, E embedding size, H hidden, L layers (the
+decoder's; L_enc the encoder's), V target vocabulary.
 Module and parameter names are the book's (`encoder.rnn`, `decoder.attention.W_k`, ...), so the
 book's state dict loads key for key.
 
@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from attn_mt.models.attention import AdditiveAttention, AttentionMask
-from attn_mt.models.base import DecoderState, EncoderDecoder, check_source
+from attn_mt.models.base import DecoderState, EncoderDecoder, check_source, split_layers
 
 CROSS = "cross"
 
@@ -162,13 +162,23 @@ class GRUBahdanau(EncoderDecoder):
         tgt_vocab_size: int,
         embed_size: int,
         num_hiddens: int,
-        num_layers: int,
+        num_layers: int | tuple[int, int],
         dropout: float,
         pack_padded: bool,
     ):
+        """`num_layers`: the GRU layers of each side, or (encoder layers, decoder layers) with the
+        decoder no deeper than the encoder (it starts from the encoder's top layers' final states)."""
         super().__init__()
-        self.encoder = GRUEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, pack_padded)
-        self.decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout)
+        encoder_layers, decoder_layers = split_layers(num_layers)
+        if decoder_layers > encoder_layers:
+            raise ValueError(
+                f"the decoder's {decoder_layers} GRU layers start from the encoder's top layers, but it "
+                f"has {encoder_layers}"
+            )
+        self.encoder = GRUEncoder(
+            src_vocab_size, embed_size, num_hiddens, encoder_layers, dropout, pack_padded
+        )
+        self.decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, decoder_layers, dropout)
 
     @property
     def reads_source_padding(self) -> bool:
@@ -176,13 +186,21 @@ class GRUBahdanau(EncoderDecoder):
         return not self.encoder.pack_padded
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
-        """Encoder outputs (B, S, H), final hidden states (L, B, H) and the source mask (B, 1, S)."""
+        """Encoder outputs (B, S, H), the decoder's start (L, B, H) and the source mask (B, 1, S)."""
         check_source(src, src_lens)
         memory, hidden = self.encoder(src, src_lens)
+        return self.encoded(memory, hidden, src_lens)
+
+    def encoded(self, memory: torch.Tensor, hidden: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
+        """encode()'s state from the encoder's outputs (B, S, H) and final states (L_enc, B, H).
+
+        The decoder's L layers start from the final states of the encoder's top L layers (all of them
+        when the two are equally deep, as in the book).
+        """
         return {
             "memory": memory,
-            "hidden": hidden,
-            "src_mask": AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]),
+            "hidden": hidden[hidden.shape[0] - self.decoder.rnn.num_layers :],  # (L, B, H)
+            "src_mask": AttentionMask.from_valid_lens(src_lens, 1, memory.shape[1]),
         }
 
     def init_state(self, enc: DecoderState) -> DecoderState:

@@ -29,6 +29,11 @@ def check_source(src: torch.Tensor, src_lens: torch.Tensor) -> None:
         )
 
 
+def split_layers(num_layers: int | tuple[int, int]) -> tuple[int, int]:
+    """A model's `num_layers` argument, one count for both sides or (encoder, decoder), as a pair."""
+    return (num_layers, num_layers) if isinstance(num_layers, int) else (num_layers[0], num_layers[1])
+
+
 class EncoderDecoder(nn.Module):
     """Base class: subclasses implement encode, output_layer, decode_features, init_state, step,
     attention_maps and reorder_state, and set reads_source_padding."""

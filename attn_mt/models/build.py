@@ -12,13 +12,13 @@ from attn_mt.models.transformer import Transformer
 
 
 def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> GRUBahdanau:
-    """GRU encoder + Bahdanau decoder with embed_size, num_hiddens, num_layers, dropout, pack_padded."""
+    """GRU encoder + Bahdanau decoder with embed_size, num_hiddens, depths, dropout, pack_padded."""
     return GRUBahdanau(
         src_vocab_size,
         tgt_vocab_size,
         cfg.embed_size,
         cfg.num_hiddens,
-        cfg.num_layers,
+        tuple(cfg.depths),
         cfg.dropout,
         cfg.pack_padded,
     )
@@ -35,7 +35,7 @@ def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
         cfg.num_hiddens,
         cfg.ffn_num_hiddens,
         cfg.num_heads,
-        cfg.num_layers,
+        tuple(cfg.depths),
         cfg.dropout,
         cfg.tie_embeddings,
         cfg.tie_source_embedding,

@@ -1,7 +1,7 @@
 """The Transformer encoder-decoder (Vaswani et al. 2017; book section 11.7), post-norm as the book.
 
 Shapes: B batch, S source steps, T target steps, t target steps so far, H hidden, h heads,
-d = H / h, L layers, V target vocabulary.
+d = H / h, L layers (the encoder's in encoder maps, the decoder's elsewhere), V target vocabulary.
 Module and parameter names are the book's (`encoder.blks.block0.attention.W_q`, `addnorm1.ln`,
 `ffn.dense1`, ...), so the book's state dict loads key for key. The source and causal masks are
 built once per batch and shared by every layer.
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from attn_mt.models.attention import AttentionMask, MultiHeadAttention
-from attn_mt.models.base import DecoderState, EncoderDecoder, check_source
+from attn_mt.models.base import DecoderState, EncoderDecoder, check_source, split_layers
 from attn_mt.models.positional import PositionalEncoding
 
 KeyValues = tuple[torch.Tensor, torch.Tensor]  # per-head keys and values, each (B, h, N, d)
@@ -234,16 +234,22 @@ class Transformer(EncoderDecoder):
         num_hiddens: int,
         ffn_num_hiddens: int,
         num_heads: int,
-        num_layers: int,
+        num_layers: int | tuple[int, int],
         dropout: float,
         tie_embeddings: bool = False,
         tie_source_embedding: bool = False,
         embed_init: str = "book",
     ):
+        """`num_layers`: the blocks of each side, or (encoder blocks, decoder blocks) as Kasai et al.
+        (2021, "Deep Encoder, Shallow Decoder") give a deep encoder a shallow decoder."""
         super().__init__()
-        sizes = (num_hiddens, ffn_num_hiddens, num_heads, num_layers, dropout)
-        self.encoder = TransformerEncoder(src_vocab_size, *sizes)
-        self.decoder = TransformerDecoder(tgt_vocab_size, *sizes)
+        encoder_layers, decoder_layers = split_layers(num_layers)
+        self.encoder = TransformerEncoder(
+            src_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, encoder_layers, dropout
+        )
+        self.decoder = TransformerDecoder(
+            tgt_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, decoder_layers, dropout
+        )
         self.num_heads = num_heads
         # N(0, 1/H) as in Vaswani et al.: the sqrt(H)-scaled embeddings start near unit variance, the
         # scale of the positional encodings, where the book's nn.Embedding N(0, 1) starts sqrt(H) times larger

@@ -172,7 +172,7 @@ def open_ctranslate2_folder(folder: Path, checkpoint: str, device: str, quantize
         index,
         workers,
         per_worker,
-        cfg.model.num_layers - 1,
+        cfg.model.depths.decoder - 1,
     )
     where = kind if kind == "cpu" else f"cuda:{index}"
     step = int(meta.get("step", 0))

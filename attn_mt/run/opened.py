@@ -37,6 +37,11 @@ class ModelKind(Enum):
         """The engine that translates this kind: torch, or ctranslate2."""
         return "ctranslate2" if self is ModelKind.CTRANSLATE2_FOLDER else "torch"
 
+    @property
+    def keeps_settings(self) -> bool:
+        """Whether this kind keeps its settings in a config.yaml a command may rewrite (a run directory)."""
+        return self is ModelKind.RUN_DIR
+
 
 @dataclass
 class LoadedRun:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attn_mt.config import Config, config_from_dict, load_config
+from attn_mt.config import Config, Depths, config_from_dict, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
@@ -196,8 +196,12 @@ def check_fits(state: dict, cfg: Config, src_tokens: list[str], tgt_tokens: list
         saved_cfg = config_from_dict(saved, f"config inside {where}", saved=True)
         for key, value in vars(cfg.model).items():
             other = getattr(saved_cfg.model, key)
-            if other != value and key != "dropout":
+            if other != value and key not in ("dropout", "num_layers", "encoder_layers", "decoder_layers"):
                 problems.append(f"model.{key} is {other!r} in the checkpoint but {value!r} in the run")
+        # the layer keys are compared as the depths they give: num_layers 3 = encoder and decoder layers 3
+        for side, theirs, ours in zip(Depths._fields, saved_cfg.model.depths, cfg.model.depths, strict=True):
+            if theirs != ours:
+                problems.append(f"the {side} has {theirs} layers in the checkpoint but {ours} in the run")
     for name, run_tokens in (("src_vocab", src_tokens), ("tgt_vocab", tgt_tokens)):
         problem = vocab_difference(name, state.get(name), list(run_tokens))
         if problem:

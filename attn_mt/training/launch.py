@@ -316,7 +316,19 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
     parent = read_parent(trainer.paths.parent)
     if parent is not None:
         summary["parent"] = parent
+    tuned = previous_summary(path).get("tuned_decode")
+    if tuned is not None:  # `attn-mt tune --write`'s record stays beside the session it tuned
+        summary["tuned_decode"] = tuned
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def previous_summary(path: Path) -> dict[str, Any]:
+    """The run_summary.json an earlier session wrote ({} when there is none or it is damaged)."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
 
 
 def peak_gpu_mb(device: torch.device) -> int | None:

@@ -210,7 +210,7 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
             f"beam: {beam} needs at least {2 * beam} target tokens; this run has {len(run.tgt_vocab)}"
         )
     transformer = run.config.model.type == "transformer"
-    layers = run.config.model.num_layers
+    layers = run.config.model.depths.decoder
     layer = whole(state, "layer", layers - 1, 0, layers - 1) if transformer else 0  # one alignment
     recorder, hypotheses, source = run_search(engine, sentence, beam, layer)
     t = whole(state, "step", 0, 0, 10_000)

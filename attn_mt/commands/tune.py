@@ -1,0 +1,162 @@
+"""`attn-mt tune`: decode the valid split with each beam size and length penalty, print the table, and with
+--write store the best pair as the run's decode settings. The test split is never read."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from attn_mt.config import config_from_dict, save_config
+from attn_mt.decoding.engine import check_search
+from attn_mt.decoding.engines import translator_for
+from attn_mt.errors import UserError
+from attn_mt.evaluation.evaluate import split_examples
+from attn_mt.evaluation.tuning import (
+    TABLE_HEADER,
+    alpha_text,
+    best_pair,
+    search_pairs,
+    table_row,
+    tune_decoding,
+)
+from attn_mt.run.open import open_model
+from attn_mt.run.opened import LoadedRun
+from attn_mt.run.run_dir import RunPaths
+
+DEFAULT_BEAMS = "1,4,6"
+DEFAULT_LENGTH_PENALTIES = "0.6,1.0,1.4,2.0"
+SUMMARY_KEY = "tuned_decode"  # run_summary.json's record of the last --write
+
+
+def parse_list(option: str, text: str, kind: type) -> list[Any]:
+    """`--beams 1,4,6` or `--length-penalties 0.6,1.0` as a list of distinct numbers, in the given order."""
+    items = [item.strip() for item in text.split(",")]
+    try:
+        values = [kind(item) for item in items]
+    except ValueError:
+        what = "whole numbers" if kind is int else "numbers"
+        raise UserError(
+            f"{option} {text!r}: expected {what} separated by commas, like {option} 1,4"
+        ) from None
+    if len(set(values)) != len(values):
+        raise UserError(f"{option} {text!r}: a value is given twice")
+    return values
+
+
+def check_tunable(run: LoadedRun, beams: list[int], alphas: list[float], write: bool) -> None:
+    """Refuse what tune cannot do: runs without a valid split, --write outside a run directory, bad values."""
+    data = run.config.data
+    if data.mode == "book":
+        raise UserError("tune: this run was trained in book mode, which holds no valid split out to tune on")
+    if data.valid_size == 0:
+        raise UserError("tune: this run holds no valid split out (data.valid_size is 0)")
+    if write and not run.kind.keeps_settings:
+        raise UserError(
+            f"tune --write: {run.source} is not a run directory ({run.kind.value}); --write stores the "
+            "settings in a run directory's config.yaml (tune the run directory, or tune without --write)"
+        )
+    for beam in beams:
+        check_search(beam, 1, len(run.tgt_vocab))
+    if run.config.decode.nbest > min(beams):
+        raise UserError(
+            f"--beams: {min(beams)} is smaller than the run's decode.nbest = {run.config.decode.nbest}"
+        )
+    for alpha in alphas:
+        if not alpha >= 0:
+            raise UserError(f"--length-penalties: {alpha} is negative; each alpha must be 0 or more")
+
+
+def read_summary(paths: RunPaths) -> dict[str, Any]:
+    """run_summary.json ({} when there is none), read before decoding so that --write cannot fail after it."""
+    if not paths.summary.is_file():
+        return {}
+    try:
+        summary = json.loads(paths.summary.read_text(encoding="utf-8"))
+    except ValueError:
+        summary = None
+    if not isinstance(summary, dict):
+        raise UserError(f"tune --write: {paths.summary} is not a JSON object; move it away and tune again")
+    return summary
+
+
+def write_best(
+    paths: RunPaths, run: LoadedRun, summary: dict[str, Any], best: dict[str, Any], rows: list[dict[str, Any]]
+) -> list[str]:
+    """Store the best pair as decode.beam_size/length_penalty in config.yaml (history in
+    config_history.jsonl) and the table that chose it in run_summary.json; returns the changes made."""
+    from attn_mt.training.resume import config_changes
+
+    decode = run.config.decode
+    alpha = decode.length_penalty if best["length_penalty"] is None else best["length_penalty"]
+    tuned = replace(run.config, decode=replace(decode, beam_size=best["beam_size"], length_penalty=alpha))
+    config_from_dict(tuned.to_dict(), "the tuned config")  # still valid (nbest was checked against the beams)
+    changes = config_changes(run.config, tuned)
+    if changes:
+        save_config(tuned, paths.config)
+        with paths.config_history.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"step": run.step, "changes": changes, "by": "tune"}) + "\n")
+    summary[SUMMARY_KEY] = {
+        "beam_size": tuned.decode.beam_size,
+        "length_penalty": tuned.decode.length_penalty,
+        "valid_bleu": best["bleu"],
+        "split": "valid",
+        "checkpoint": run.checkpoint.name,
+        "step": run.step,
+        "pairs": rows,
+    }
+    paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return [f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items()]
+
+
+def run_tune(
+    run_dir: Path,
+    beams_text: str = DEFAULT_BEAMS,
+    alphas_text: str = DEFAULT_LENGTH_PENALTIES,
+    write: bool = False,
+    checkpoint: str = "best",
+    data_path: str | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Decode the valid split with each pair, print the table and the best pair; with `write`, store it."""
+    beams = parse_list("--beams", beams_text, int)
+    alphas = parse_list("--length-penalties", alphas_text, float)
+    run = open_model(run_dir, checkpoint, device)
+    check_tunable(run, beams, alphas, write)
+    paths = RunPaths(Path(run_dir))
+    summary = read_summary(paths) if write else {}
+    sources, refs = split_examples(run, "valid", data_path, Path(run_dir))
+    typer.echo(
+        f"tuning decoding on the valid split ({len(sources)} sentences), checkpoint {run.checkpoint.name} "
+        f"(step {run.step}); the run decodes with beam {run.config.decode.beam_size}, length penalty "
+        f"{run.config.decode.length_penalty:g}"
+    )
+    typer.echo(TABLE_HEADER)
+    rows = tune_decoding(
+        lambda cfg: translator_for(run, cfg),
+        run.config,
+        sources,
+        refs,
+        search_pairs(beams, alphas),
+        on_row=lambda row: typer.echo(table_row(row)),
+    )
+    best = best_pair(rows, run.config.decode.length_penalty)
+    result = {"best": best.as_dict(), "pairs": [row.as_dict() for row in rows]}
+    typer.echo(
+        f"best: beam {best.beam_size}, length penalty {alpha_text(best.length_penalty)} "
+        f"(valid BLEU {best.bleu:.2f})"
+    )
+    if not write:
+        if run.kind.keeps_settings:
+            typer.echo(f"to decode with it from now on: attn-mt tune {run_dir} --write (same options)")
+        return result
+    changes = write_best(paths, run, summary, result["best"], result["pairs"])
+    if changes:
+        typer.echo(f"{paths.config} now decodes with {'; '.join(changes)}")
+    else:
+        typer.echo(f"{paths.config} already decodes with the best pair; unchanged")
+    typer.echo(f"{paths.summary.name} records the valid scores that chose it ({SUMMARY_KEY})")
+    return result

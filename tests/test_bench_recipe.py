@@ -1,0 +1,80 @@
+"""scripts/bench_recipe.py, shrunk to seconds on configs/tiny.yaml: every arm and seed trained and scored, the
+arms compared with the seeds' spread, the best one run longer with tune's pair reported apart."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import yaml
+from synthetic import TINY, close_run_log, write_corpus
+
+from attn_mt.config import load_config
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_recipe.py"
+
+
+def bench_recipe(monkeypatch):
+    """The script as a module (scripts/ is not a package), registered while the test runs (its dataclasses
+    look their module up)."""
+    spec = importlib.util.spec_from_file_location("bench_recipe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_recipe", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_arms_are_kept_only_beyond_the_seeds_spread(monkeypatch):
+    bench = bench_recipe(monkeypatch)
+    runs = [
+        {"arm": arm, "valid_bleu": valid, "test_bleu": valid - 1}
+        for arm, values in {"baseline": (50.0, 50.4), "deep": (51.0, 51.2), "near": (50.3, 50.7)}.items()
+        for valid in values
+    ]
+    summaries = {s["arm"]: s for s in bench.arm_summaries(runs)}
+    assert summaries["baseline"]["valid_spread"] == 0.4 and not summaries["baseline"]["kept"]
+    assert summaries["deep"]["valid_gain"] == 0.9 and summaries["deep"]["kept"]
+    assert summaries["near"]["valid_gain"] == 0.3 and not summaries["near"]["kept"]  # within the spread
+    assert bench.best_arm(list(summaries.values())) == "deep"
+    assert bench.best_arm([summaries["baseline"], summaries["near"]]) == "baseline"
+
+
+def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypatch):
+    bench = bench_recipe(monkeypatch)
+    corpus = write_corpus(tmp_path / "reverse.txt", n=200)
+    out = tmp_path / "out"
+    sets = ["model.type=transformer", "data.valid_size=10", "data.test_size=10", "train.threads=1"]
+    argv = ["cpu", "--out", str(out), "--config", str(TINY), "--data", str(corpus), "--device", "cpu"]
+    argv += ["--minutes", "0.05", "--final-minutes", "0.05", "--arms", "3-1 layers", "--seeds", "0,1"]
+    argv += ["--beams", "1,2", "--length-penalties", "1.0"]
+    try:
+        results = bench.main([*argv, *(item for s in sets for item in ("--set", s))])
+    finally:
+        close_run_log()
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == results
+    assert [(r["arm"], r["seed"]) for r in results["runs"]] == [
+        ("baseline", 0),
+        ("baseline", 1),
+        ("3-1 layers", 0),
+        ("3-1 layers", 1),
+    ]
+    for run in results["runs"]:
+        saved = yaml.safe_load((Path(run["run_dir"]) / "config.yaml").read_text(encoding="utf-8"))
+        assert saved["train"]["seed"] == run["seed"] and saved["train"]["time_limit_minutes"] == 0.05
+        depths = (3, 1) if run["arm"] == "3-1 layers" else (None, None)
+        assert (saved["model"]["encoder_layers"], saved["model"]["decoder_layers"]) == depths
+        assert 0 <= run["test_bleu"] <= 100 and run["steps"] > 0
+    cfg = load_config(TINY, ["model.type=transformer", "model.encoder_layers=3", "model.decoder_layers=1"])
+    deep = results["runs"][2]
+    vocab = len(
+        json.loads((Path(deep["run_dir"]) / "tgt_vocab.json").read_text(encoding="utf-8"))["idx_to_token"]
+    )
+    assert deep["mflops_per_token"] == round(bench.flops_per_token(cfg, vocab) / 1e6, 2)
+    assert deep["mflops_per_token"] > results["runs"][0]["mflops_per_token"]  # tiny.yaml has one layer a side
+    assert [a["arm"] for a in results["arms"]] == ["baseline", "3-1 layers"]
+    final = results["final"]
+    assert final["arm"] == bench.best_arm(results["arms"]) and final["tuned"]["beam_size"] in (1, 2)
+    table = (out / "table.md").read_text(encoding="utf-8")
+    assert table.count("| 3-1 layers |") == 3 and "Best arm" in table
