@@ -431,3 +431,19 @@ def test_in_process_training_leaves_no_log_file_attached(tmp_path, corpus):
         train(cfg, tmp_path / "failed", data_path=str(corpus), quiet=True, device="cpu", on_validation=fail)
     assert (tmp_path / "failed" / "train.log").exists()
     assert file_handlers() == []
+
+
+def test_the_first_validation_writes_last_pt_whatever_checkpoint_minutes_says(tmp_path, corpus):
+    """A kept step-N.pt never exists without a last.pt: a run killed after its first validation is one
+    that --auto-resume continues, not one it refuses."""
+    seen: list[tuple[int, bool, bool]] = []
+
+    def look(trainer) -> None:
+        folder = trainer.paths.checkpoints
+        seen.append((trainer.progress.step, (folder / "last.pt").exists(), any(folder.glob("step-*.pt"))))
+
+    settings = [*SYNTH, "train.max_steps=4", "train.valid_every=2", "train.keep_checkpoints=2"]
+    cfg = load_config(TINY, [*settings, "train.checkpoint_minutes=60"])
+    train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu", on_validation=look)
+    assert seen[0] == (2, True, True)
+    assert load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["step"] == 4

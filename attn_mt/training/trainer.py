@@ -340,7 +340,9 @@ class Trainer:
             pr.best_saved_value = value
             if self.dist.is_main:
                 self._best_state = snapshot(self.state())
-        self.save(force=False)
+        # the first validation always writes last.pt, so no kept step-N.pt or best.pt exists without it
+        # (--auto-resume refuses such a run rather than delete them)
+        self.save(force=not self.paths.last.exists())
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
         self.dist.wait_for_main()  # the others wait on Gloo, not in NCCL, while rank 0 writes checkpoints
