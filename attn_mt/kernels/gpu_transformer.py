@@ -165,7 +165,9 @@ def self_attention(
     return mha.W_o(merge_heads(output))
 
 
-def cross_attention(mha: MultiHeadAttention, Y: torch.Tensor, memory: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def cross_attention(
+    mha: MultiHeadAttention, Y: torch.Tensor, memory: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
     """Queries Y (B, T, H) over memory (B, S, H), one K/V product: (B, T, H)."""
     (queries,) = split_heads(mha.W_q(Y), 1, mha.num_heads)  # (B, h, T, d)
     keys, values = split_heads(F.linear(memory, *joined(mha.W_k, mha.W_v)), 2, mha.num_heads)  # (B, h, S, d)
@@ -186,7 +188,9 @@ def encoder_block(block: EncoderBlock, X: torch.Tensor, bias: torch.Tensor) -> t
     return add_norm(block.addnorm2, Y, feed_forward(block.ffn, Y))
 
 
-def decoder_block(block: DecoderBlock, X: torch.Tensor, memory: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def decoder_block(
+    block: DecoderBlock, X: torch.Tensor, memory: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
     """One teacher-forced decoder block: (B, T, H) over memory (B, S, H) -> (B, T, H)."""
     Y = add_norm(block.addnorm1, X, self_attention(block.attention1, X, None, causal=True))
     Z = add_norm(block.addnorm2, Y, cross_attention(block.attention2, Y, memory, bias))
@@ -228,7 +232,11 @@ class GpuTransformer(KernelBacked):
 
 
 def token_loss(
-    net: nn.Module, batch: PreparedBatch, tgt_in: torch.Tensor, label_smoothing: float, through_output_layer: bool
+    net: nn.Module,
+    batch: PreparedBatch,
+    tgt_in: torch.Tensor,
+    label_smoothing: float,
+    through_output_layer: bool,
 ) -> torch.Tensor:
     """Summed, label-smoothed cross-entropy of `batch`'s real target tokens (float32 accumulation).
 

@@ -247,6 +247,8 @@ class SmoothedCrossEntropySum(torch.autograd.Function):
         return (probs * grad.to(lse.dtype)).to(logits.dtype), None, None
 
 
-def smoothed_cross_entropy_sum(logits: torch.Tensor, target: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+def smoothed_cross_entropy_sum(
+    logits: torch.Tensor, target: torch.Tensor, label_smoothing: float
+) -> torch.Tensor:
     """Summed cross-entropy of `logits` (M, V) against `target` (M,), label-smoothed as torch's: float32."""
     return SmoothedCrossEntropySum.apply(logits, target, float(label_smoothing))

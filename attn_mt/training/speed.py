@@ -1,4 +1,4 @@
-"""`train.kernels`: a run trains on plain torch (`reference`), the CPU kernels (`cpu`) or the GPU path (`gpu`).
+"""`train.kernels`: plain torch (`reference`), the CPU kernels (`cpu`) or the GPU path (`gpu`).
 
 Shapes: B batch, T target steps.
 A training step asks its speed object for six things: how a collated batch is shaped on the host
