@@ -9,7 +9,9 @@ No corpus is read: batches are drawn from scripts/profile_lengths.json, the join
 source and target lengths (in pieces, <eos> counted) of configs/transformer-gpu.yaml's training
 split, packed under the config's `data.max_tokens` as training packs them (data/bucketing.py),
 with random token ids. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is
-gpu), `+compile` compiles it (train.compile); all run in one process on the same batches:
+gpu), `+compile` compiles it (train.compile: dynamic shapes on the gpu path), `+graphs` compiles
+it with mode="reduce-overhead" (CUDA graphs; the gpu path pads the batches to a few shapes and
+compiles each); all run in one process on the same batches:
 --warmup steps (compiling, if any, happens here), --steps timed steps, then --trace-steps steps
 under torch.profiler. Printed per variant: ms a step, target tokens/s, MFU (the FLOPs of a step's
 real tokens, the arithmetic printed, over the card's dense bf16 peak: PEAK_TFLOPS or
@@ -352,7 +354,8 @@ def profile_variant(
     kernels = "gpu" if kernels == "fast" else kernels
     result = Result(variant)
     device = torch.device(args.device)
-    step = Step(cfg, kernels, extra == "compile" or args.compile, args.compile_mode, device, args.vocab)
+    mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
+    step = Step(cfg, kernels, bool(extra) or args.compile, mode, device, args.vocab)
     warmup, timed = batches[: args.warmup], batches[args.warmup : args.warmup + args.steps]
     traced = batches[args.warmup + args.steps :]
     with sdpa_backend(args.attention_backend):
@@ -439,7 +442,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "transformer-gpu.yaml"))
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
     parser.add_argument(
-        "--variants", default="reference,gpu", help="train.kernels values, comma-separated; +compile"
+        "--variants",
+        default="reference,gpu",
+        help="train.kernels values, each +compile or +graphs",
     )
     parser.add_argument("--compile", action="store_true", help="compile every variant (train.compile)")
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. reduce-overhead")
@@ -457,11 +462,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for variant in args.variants.split(","):
         kernels, _, extra = variant.strip().partition("+")
-        if variant.strip() and (kernels not in KERNELS or extra not in ("", "compile")):
-            parser.error(
-                f"--variants: {variant!r} is not one of {', '.join(KERNELS)}, each with an optional +compile"
-            )
-    if min(args.warmup, 0) < 0 or args.steps < 1 or args.trace_steps < 1:
+        if variant.strip() and (kernels not in KERNELS or extra not in ("", "compile", "graphs")):
+            parser.error(f"--variants: {variant!r} is not one of {', '.join(KERNELS)} (+compile or +graphs)")
+    if args.warmup < 0 or args.steps < 1 or args.trace_steps < 1:
         parser.error("--steps and --trace-steps must be at least 1, --warmup at least 0")
     return args
 

@@ -65,9 +65,11 @@ def test_auto_takes_the_gpu_path_on_cuda_and_keeps_the_cpu_kernels_on_the_cpu():
     assert isinstance(choose_speed("auto", torch.device("cpu"), False, 1), CpuSpeedups)
     assert type(choose_speed("reference", torch.device("cuda"), False, 1)) is PlainTorch
     assert type(choose_speed("auto", torch.device("mps"), False, 1)) is PlainTorch
-    gpu = choose_speed("gpu", torch.device("cpu"), True, 1, "reduce-overhead")
-    assert isinstance(gpu, GpuPath) and gpu.bucket
-    assert gpu.compile_options == {"dynamic": False, "mode": "reduce-overhead"}
+    graphs = choose_speed("gpu", torch.device("cpu"), True, 1, "reduce-overhead")
+    assert isinstance(graphs, GpuPath) and graphs.bucket
+    assert graphs.compile_options == {"dynamic": False, "mode": "reduce-overhead"}
+    compiled = choose_speed("gpu", torch.device("cpu"), True, 1)
+    assert not compiled.bucket and compiled.compile_options == {"dynamic": True}
 
 
 def test_a_model_without_a_gpu_pass_trains_as_the_reference():
@@ -86,7 +88,7 @@ def test_loss_and_every_gradient_equal_the_book_path_in_float32(tie, bucket):
     model = transformer(tie=tie)
     batch, tgt_in = ragged_batch()
     expected_loss, expected = loss_and_grads(PlainTorch(), model, batch, tgt_in)
-    speed = GpuPath(1, compile=bucket)
+    speed = GpuPath(1, compile=bucket, compile_mode="reduce-overhead")
     speed.wrap(model)
     prepared = speed.prepare(batch, trim_source=True)
     assert isinstance(prepared, PreparedBatch)
@@ -187,19 +189,22 @@ def test_the_source_bias_blocks_exactly_the_padding():
     assert bias[:, 0, 0].isinf().tolist() == [[False, False, False, True], [False, True, True, True]]
 
 
-def test_under_compile_each_bucket_is_compiled_once():
-    """Batches of five shapes in two buckets: two graphs, no recompilation afterwards."""
+SHAPES = [(6, 9, 7), (5, 10, 8), (6, 12, 6), (12, 3, 4), (11, 4, 2)]  # rows, source and target widths
+
+
+def compiled_graphs(mode: str | None) -> list:
+    """The graphs torch.compile builds for the GPU path over batches of SHAPES, under `mode`."""
     model = transformer()
-    speed = GpuPath(1, compile=True)
+    speed = GpuPath(1, compile=True, compile_mode=mode)
     graphs = []
 
     def counting_backend(graph: torch.fx.GraphModule, example_inputs: list) -> object:
-        graphs.append(tuple(tuple(x.shape) for x in example_inputs if isinstance(x, torch.Tensor))[:2])
+        graphs.append(graph)
         return graph.forward
 
     torch._dynamo.reset()
-    net = torch.compile(speed.wrap(model), backend=counting_backend, **{"dynamic": False})
-    for rows, src_width, tgt_width in [(6, 9, 7), (5, 10, 8), (6, 12, 6), (12, 3, 4), (11, 4, 2)]:
+    net = torch.compile(speed.wrap(model), backend=counting_backend, dynamic=speed.compile_options["dynamic"])
+    for rows, src_width, tgt_width in SHAPES:
         src = torch.randint(3, VOCAB, (rows, src_width))
         tgt = torch.randint(3, VOCAB, (rows, tgt_width))
         lens = torch.full((rows,), min(src_width, tgt_width))
@@ -207,7 +212,16 @@ def test_under_compile_each_bucket_is_compiled_once():
         tgt_in = torch.cat([torch.ones_like(prepared.tgt[:, :1]), prepared.tgt[:, :-1]], dim=1)
         speed.loss(net, prepared, tgt_in, 0.1).backward()
     torch._dynamo.reset()
-    assert len(graphs) == 2  # (8, 16, 8) and (16, 8, 8)
+    return graphs
+
+
+def test_compiled_with_dynamic_shapes_the_step_is_built_once():
+    assert len(compiled_graphs(None)) == 1
+
+
+def test_for_cuda_graphs_each_bucket_is_compiled_once():
+    """Batches of five shapes in two buckets, (8, 16, 8) and (16, 8, 8): two graphs, no recompilation."""
+    assert len(compiled_graphs("reduce-overhead")) == 2
 
 
 # ----- the fused loss -----

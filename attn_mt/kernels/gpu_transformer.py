@@ -15,8 +15,11 @@ the book's names and load either way), in fewer and larger steps:
 - the residual stream in the autocast dtype (see `embed`), layer norms accumulating in float32.
 `token_loss` scores only the real target positions, gathered by an index the host computed while
 collating (`prepare_batch`), so the output layer and the loss never see a padded position.
-Under `train.compile`, `prepare_batch` also rounds the shapes up to a few sizes (`bucket_shape`),
-so a compiled step is built once per shape and never recompiles mid-run.
+For CUDA graphs (a compile mode that captures them, training/speed.py's GpuPath), `prepare_batch`
+also rounds the shapes up to a few sizes (`bucket_shape`), so the step is compiled and captured
+once per shape; measured on configs/transformer-gpu.yaml's lengths that pads an epoch's 113
+batches to 21 shapes and makes real tokens 66% of the cells instead of 96%
+(scripts/profile_step.py prints the share).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from attn_mt.kernels.models import KernelBacked
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN, Transformer
 
-LENGTH_MULTIPLE = 8  # source and target widths are padded to a multiple of this under compile
+LENGTH_MULTIPLE = 8  # source and target widths are padded to a multiple of this for CUDA graphs
 ROW_SIZES_PER_OCTAVE = 4  # batch rows are padded to one of this many sizes between two powers of two
 
 
@@ -52,7 +55,7 @@ def bucket_rows(rows: int, per_octave: int = ROW_SIZES_PER_OCTAVE) -> int:
 
 
 def bucket_shape(rows: int, src_width: int, tgt_width: int) -> tuple[int, int, int]:
-    """The (B, S, T) a batch of this shape is padded to under compile."""
+    """The (B, S, T) a batch of this shape is padded to for CUDA graphs."""
     return bucket_rows(rows), round_up(src_width, LENGTH_MULTIPLE), round_up(tgt_width, LENGTH_MULTIPLE)
 
 

@@ -130,22 +130,25 @@ class PlainTorch:
 class GpuPath(PlainTorch):
     """`train.kernels: gpu` (`auto` on CUDA): the Transformer's step from kernels/gpu_transformer.py.
 
-    Other models train as with `reference`. Under train.compile the batches are padded to a few
-    shapes (`bucket_shape`) and compiled with static shapes, once per shape; with one process the
-    output layer and the loss see the real target tokens only (DDP goes through the forward).
+    Other models train as with `reference`. With one process the output layer and the loss see
+    the real target tokens only (DDP goes through the forward). Under train.compile the step is
+    compiled once with dynamic shapes, so batches keep their own shapes and padding; a compile
+    mode with CUDA graphs (`reduce-overhead`, `max-autotune`) needs static shapes, so there the
+    batches are padded to a few shapes (`bucket_shape`) and compiled once per shape.
     """
 
     name = "gpu"
 
     def __init__(self, processes: int, compile: bool, compile_mode: str | None = None):
-        self.processes, self.bucket = processes, compile
+        self.processes = processes
+        self.bucket = compile and compile_mode in GRAPH_MODES
         self.applies = False  # whether the model has a GPU pass; wrap() decides
-        self.compile_options = {"dynamic": False, "mode": compile_mode}
-        if compile:
+        self.compile_options = {"dynamic": False, "mode": compile_mode} if self.bucket else {"dynamic": True}
+        if self.bucket:
             import torch._dynamo.config as dynamo_config
 
-            # one compiled graph per bucket shape: torch's default of 8 would fall back to eager mode
-            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 256)
+            # one graph per bucket shape: torch's default of 8 would fall back to eager mode
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model behind its GPU pass (kernels/gpu_transformer.py), sharing its parameters."""
@@ -174,6 +177,9 @@ class GpuPath(PlainTorch):
         if not isinstance(batch, PreparedBatch):  # not collated by the trainer (tests, the profile)
             batch = prepare_batch(batch, 0, trim_source=False, bucket=False)
         return token_loss(net, batch, tgt_in, label_smoothing, through_output_layer=self.processes == 1)
+
+
+GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that capture CUDA graphs
 
 
 def kernels_apply(choice: str, device: torch.device, compile: bool) -> bool:
