@@ -29,6 +29,7 @@ from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import train
+from attn_mt.training.run_state import STEADY_AFTER, Session
 from attn_mt.training.speed import GpuPath, PlainTorch, choose_speed
 
 VOCAB, HIDDEN, FFN, HEADS, LAYERS = 40, 32, 64, 4, 2
@@ -245,6 +246,16 @@ def test_the_fused_loss_equals_torch_cross_entropy(smoothing, dtype):
 
 
 # ----- whole runs -----
+def test_the_steady_state_leaves_out_a_sessions_first_steps():
+    session = Session(training_start=0.0)
+    for _ in range(STEADY_AFTER):
+        session.time_step(5.0, 100)  # warm-up: compiling, autotuning
+    assert session.steady_tokens_per_s is None
+    session.time_step(0.5, 1000)
+    session.time_step(1.5, 3000)
+    assert session.steady_tokens_per_s == 2000.0
+
+
 RUN = [
     "data.valid_size=10",
     "data.test_size=10",
@@ -279,7 +290,8 @@ def test_a_run_on_the_gpu_path_follows_the_reference_run_and_translates_the_same
     }
     assert len(losses["gpu"]) >= 8
     torch.testing.assert_close(losses["gpu"], losses["reference"], rtol=1e-4, atol=1e-5)
-    assert json.loads((dirs["gpu"] / "run_summary.json").read_text())["kernels"] == "gpu"
+    summary = json.loads((dirs["gpu"] / "run_summary.json").read_text())
+    assert summary["kernels"] == "gpu" and summary["steady_tokens_per_s"] > 0
     sentences = ["alpha bravo charlie .", "delta echo .", "hotel golf foxtrot echo delta ."]
     outputs = {k: load(d, checkpoint="last").translate(sentences, beam=2) for k, d in dirs.items()}
     assert outputs["gpu"] == outputs["reference"]

@@ -118,8 +118,10 @@ class Trainer:
                     while stop is None and pr.batch_in_epoch < len(plan):
                         time_used = self._time_used()
                         asked = self.signals.caught or time_used >= 1.0
+                        step_started = time.perf_counter()
                         batches = next(feed)
                         loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
+                        self.session.time_step(time.perf_counter() - step_started, tokens)
                         taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
                         pr.count_step(taken, tokens, self._training_seconds())
                         self.totals.add(loss_sum, pr.step)
