@@ -197,6 +197,7 @@ def compiled_graphs(mode: str | None) -> list:
     """The graphs torch.compile builds for the GPU path over batches of SHAPES, under `mode`."""
     model = transformer()
     speed = GpuPath(1, compile=True, compile_mode=mode)
+    speed.cross_entropy = smoothed_cross_entropy_sum  # the model's graphs only (the loss's: the test below)
     graphs = []
 
     def counting_backend(graph: torch.fx.GraphModule, example_inputs: list) -> object:
@@ -243,6 +244,25 @@ def test_the_fused_loss_equals_torch_cross_entropy(smoothing, dtype):
         assert_float32_close(logits.grad, wide.grad, terms=50)
     else:  # the gradient rounded once to bfloat16
         torch.testing.assert_close(logits.grad.float(), wide.grad, rtol=2**-8, atol=1e-6)
+
+
+def test_the_fused_loss_compiles_once_for_every_number_of_tokens():
+    """What GpuPath compiles under train.compile: one graph whatever M, the same sums as eager."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(smoothed_cross_entropy_sum, dynamic=True, backend="aot_eager")
+    for rows in (30, 47, 12):
+        logits = torch.randn(rows, 50, dtype=torch.bfloat16, requires_grad=True)
+        target = torch.randint(0, 50, (rows,))
+        loss = compiled(logits, target, 0.1)
+        loss.backward()
+        eager = logits.detach().clone().requires_grad_()
+        expected = smoothed_cross_entropy_sum(eager, target, 0.1)
+        expected.backward()
+        assert float(loss.detach()) == float(expected.detach())
+        assert torch.equal(logits.grad, eager.grad)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
 
 
 # ----- whole runs -----

@@ -25,6 +25,7 @@ batches to 21 shapes and makes real tokens 66% of the cells instead of 96%
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -240,12 +241,13 @@ def token_loss(
     tgt_in: torch.Tensor,
     label_smoothing: float,
     through_output_layer: bool,
+    cross_entropy: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] = smoothed_cross_entropy_sum,
 ) -> torch.Tensor:
     """Summed, label-smoothed cross-entropy of `batch`'s real target tokens (float32 accumulation).
 
     With `through_output_layer` the output layer scores the M real positions only; otherwise (DDP,
     which synchronises the gradients through the forward) the forward's logits (B, T, V) are
-    gathered at them.
+    gathered at them. `cross_entropy` is smoothed_cross_entropy_sum, or its compiled form.
     """
     target = batch.tgt.flatten().index_select(0, batch.real)  # (M,)
     if through_output_layer:
@@ -253,7 +255,7 @@ def token_loss(
         logits = net.output_layer(hidden.flatten(0, 1).index_select(0, batch.real))  # (M, V)
     else:
         logits = net(batch.src, batch.src_lens, tgt_in).flatten(0, 1).index_select(0, batch.real)  # (M, V)
-    return smoothed_cross_entropy_sum(logits, target, label_smoothing)
+    return cross_entropy(logits, target, label_smoothing)
 
 
 GPU_MODELS: dict[type[nn.Module], type[KernelBacked]] = {Transformer: GpuTransformer}

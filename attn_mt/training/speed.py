@@ -140,8 +140,15 @@ class GpuPath(PlainTorch):
     name = "gpu"
 
     def __init__(self, processes: int, compile: bool, compile_mode: str | None = None):
+        from attn_mt.kernels.loss import smoothed_cross_entropy_sum
+
         self.processes = processes
         self.bucket = compile and compile_mode in GRAPH_MODES
+        # compiled, the loss's float32 passes over the (M, V) logits fuse into one kernel each way; M
+        # (the batch's real tokens) changes every step, so it is dynamic, and no CUDA graph is taken
+        self.cross_entropy = (
+            torch.compile(smoothed_cross_entropy_sum, dynamic=True) if compile else smoothed_cross_entropy_sum
+        )
         self.applies = False  # whether the model has a GPU pass; wrap() decides
         self.compile_options = {"dynamic": False, "mode": compile_mode} if self.bucket else {"dynamic": True}
         if self.bucket:
@@ -176,7 +183,9 @@ class GpuPath(PlainTorch):
 
         if not isinstance(batch, PreparedBatch):  # not collated by the trainer (tests, the profile)
             batch = prepare_batch(batch, 0, trim_source=False, bucket=False)
-        return token_loss(net, batch, tgt_in, label_smoothing, through_output_layer=self.processes == 1)
+        return token_loss(
+            net, batch, tgt_in, label_smoothing, self.processes == 1, cross_entropy=self.cross_entropy
+        )
 
 
 GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that capture CUDA graphs
