@@ -188,6 +188,7 @@ def test_the_source_bias_blocks_exactly_the_padding():
     bias = source_bias(torch.tensor([3, 1]), 4, torch.bfloat16)  # (B, 1, 1, S)
     assert bias.shape == (2, 1, 1, 4) and bias.dtype == torch.bfloat16
     assert bias[:, 0, 0].isinf().tolist() == [[False, False, False, True], [False, True, True, True]]
+    assert bias.stride() == (16, 16, 16, 1)  # aligned rows: the fused kernel need not pad a copy
 
 
 SHAPES = [(6, 9, 7), (5, 10, 8), (6, 12, 6), (12, 3, 4), (11, 4, 2)]  # rows, source and target widths

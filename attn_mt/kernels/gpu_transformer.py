@@ -39,6 +39,7 @@ from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN, Transformer
 
 LENGTH_MULTIPLE = 8  # source and target widths are padded to a multiple of this for CUDA graphs
+BIAS_ALIGNMENT = 16  # columns of the attention bias's rows in memory (see source_bias)
 ROW_SIZES_PER_OCTAVE = 4  # batch rows are padded to one of this many sizes between two powers of two
 
 
@@ -110,11 +111,18 @@ def compute_dtype(x: torch.Tensor, fallback: torch.dtype) -> torch.dtype:
 
 
 def source_bias(src_lens: torch.Tensor, width: int, dtype: torch.dtype) -> torch.Tensor:
-    """Additive attention bias (B, 1, 1, S): 0 on real source keys, -inf on padding."""
-    positions = torch.arange(width, device=src_lens.device)  # (S,)
+    """Additive attention bias (B, 1, 1, S): 0 on real source keys, -inf on padding.
+
+    Its rows are allocated BIAS_ALIGNMENT columns wide and sliced to S, so every stride but the last
+    is a multiple of that alignment: the memory-efficient attention kernel then takes it as it is,
+    where a row of S columns would be padded and copied again by every attention call.
+    """
+    columns = round_up(width, BIAS_ALIGNMENT)
+    positions = torch.arange(columns, device=src_lens.device)  # (S',)
     zero = torch.zeros((), dtype=dtype, device=src_lens.device)
     blocked = torch.full((), float("-inf"), dtype=dtype, device=src_lens.device)
-    return torch.where(positions[None, :] < src_lens[:, None], zero, blocked)[:, None, None, :]
+    bias = torch.where(positions < src_lens[:, None, None, None], zero, blocked)  # (B, 1, 1, S')
+    return bias[..., :width]
 
 
 def layer_norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
