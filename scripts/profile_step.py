@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import math
 import sys
@@ -472,6 +473,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Profile every variant; print and write the figures; 1 if any variant failed."""
     args = parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, also into a pipe (tee)
     cfg = load_config(args.config, args.overrides)
     args.vocab = args.vocab or cfg.data.vocab_size
     device = torch.device(args.device)
@@ -500,17 +503,6 @@ def main(argv: list[str] | None = None) -> int:
         f"real tokens {real / cells:.1%} of the padded cells"
     )
     print(f"FLOPs: {arithmetic}")
-    results = []
-    for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
-        try:
-            result = profile_variant(variant, cfg, args, batches, flops)
-        except Exception as error:  # one variant's failure (an unsupported backend, memory) is its row
-            traceback.print_exc()
-            result = Result(variant, ok=False, error=f"{type(error).__name__}: {error}".splitlines()[0][:300])
-        results.append(result)
-        show(result, name)
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
     summary = {
         "config": args.config,
         "device": name,
@@ -522,9 +514,23 @@ def main(argv: list[str] | None = None) -> int:
         "flops_arithmetic": arithmetic,
         "warmup": args.warmup,
         "steps": args.steps,
-        "variants": [vars(r) for r in results],
+        "variants": [],
     }
     args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
+        try:
+            result = profile_variant(variant, cfg, args, batches, flops)
+        except Exception as error:  # one variant's failure (an unsupported backend, memory) is its row
+            traceback.print_exc()
+            result = Result(variant, ok=False, error=f"{type(error).__name__}: {error}".splitlines()[0][:300])
+        results.append(result)
+        show(result, name)
+        summary["variants"].append(vars(result))
+        # after every variant: a run stopped by its time limit keeps what it measured
+        (args.out / "profile.json").write_text(json.dumps(summary, indent=1))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     (args.out / "profile.json").write_text(json.dumps(summary, indent=1))
     print(f"\nfigures in {args.out / 'profile.json'}")
     return 0 if all(r.ok for r in results) else 1
