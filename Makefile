@@ -98,3 +98,12 @@ endif
 .PHONY: gpu-check
 gpu-check: $(GPU_CHECK_NEEDS)
 	$(GPU_CHECK_PYTHON) scripts/gpu_check.py $(ARGS)
+
+# The training step of configs/transformer-gpu.yaml profiled before and after the GPU path, on one card in one
+# call (docs/gpu.md, "Profiling the step"): train.kernels reference, gpu and gpu compiled, each 20 warm-up, 40
+# timed and 3 profiled steps on synthetic batches (no corpus); figures, profile.json and chrome traces in
+# runs/profile/ (a few GPU minutes). TORCH_LOGS=recompiles names any recompilation. PYTHON= as for gpu-check.
+.PHONY: profile-step
+profile-step: $(GPU_CHECK_NEEDS)
+	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/profile_step.py --variants reference,gpu,gpu+compile \
+	  --out runs/profile $(ARGS)

@@ -31,7 +31,7 @@ LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
 EMBED_INITS = ("book", "scaled")
 AMP_MODES = ("none", "auto", "bf16", "fp16")
-KERNEL_CHOICES = ("auto", "reference", "cpu")  # see attn_mt/kernels
+KERNEL_CHOICES = ("auto", "reference", "cpu", "gpu")  # see attn_mt/kernels
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
 # the repository's configs/ folder, reached through the attn_mt/configs link and shipped in the
 # package as package data (pyproject.toml), so an installed attn-mt finds it too

@@ -3,6 +3,7 @@ and CTranslate2.
 
     python scripts/bench_ship.py runs/transformer --sentences 500 --threads 2
     python scripts/bench_ship.py runs/transformer --engines --sentences 0 --threads 2
+    python scripts/bench_ship.py runs/transformer-gpu --engines --device cuda --sentences 0
 
 RUN_DIR must be a Transformer run trained with train.keep_checkpoints >= --average. On the first
 --sentences sources of its test split (all their references) it scores and times:
@@ -19,7 +20,9 @@ workers, the default, and one translator with --threads OpenMP threads), greedy 
 same sentences and threads. Passes are interleaved (engine after engine, --repeats rounds, best
 kept) in-process and end to end (`attn-mt translate` in a fresh process, start-up included). It
 reports sentences/s, the share of outputs identical to torch float32's, BLEU, and the CPU's flags;
-each part is also printed to stderr as it completes.
+each part is also printed to stderr as it completes. With --device cuda the engines are the GPU's:
+torch float32 and bfloat16 (autocast), and CTranslate2 computing the float32 folder in float16 and
+the int8 folder in int8_float16 (one worker each); end to end, `attn-mt translate --device cuda`.
 """
 
 from __future__ import annotations
@@ -107,7 +110,7 @@ def one_translator_layout(run, threads: int):
     return dataclasses.replace(run, model=whole)
 
 
-def end_to_end(model: Path, options: list[str], source: Path, out: Path) -> float:
+def end_to_end(model: Path, options: list[str], source: Path, out: Path, device: str = "cpu") -> float:
     """Seconds of `attn-mt translate MODEL --input SOURCE` in a fresh process, start-up included."""
     start = time.perf_counter()
     subprocess.run(
@@ -118,7 +121,7 @@ def end_to_end(model: Path, options: list[str], source: Path, out: Path) -> floa
             "translate",
             str(model),
             "--device",
-            "cpu",
+            device,
             "--input",
             str(source),
             "--output",
@@ -131,9 +134,38 @@ def end_to_end(model: Path, options: list[str], source: Path, out: Path) -> floa
     return time.perf_counter() - start
 
 
+def engine_runs(args: argparse.Namespace, best: object, folders: dict[str, Path]) -> dict[str, object]:
+    """The opened models to compare on args.device, by name (see the module docstring)."""
+    if args.device != "cpu":
+        return {
+            "torch float32": best,
+            "torch bf16": best,  # the same model under bf16 autocast (BF16_ENGINES)
+            "ctranslate2 float16": open_model(folders["float32"], device=args.device),
+            "ctranslate2 int8_float16": open_model(folders["int8"], device=args.device),
+        }
+    runs = {"torch float32": best, "torch int8": open_model(args.run_dir, "best", "cpu", "int8")}
+    for weights, folder in folders.items():
+        runs[f"ctranslate2 {weights}, {args.threads} workers x 1 thread"] = open_model(folder, device="cpu")
+        runs[f"ctranslate2 {weights}, 1 x {args.threads} threads"] = one_translator_layout(
+            open_model(folder, device="cpu"), args.threads
+        )
+    return runs
+
+
+BF16_ENGINES = ("torch bf16",)  # translated under torch.autocast(bfloat16)
+
+
+def engine_autocast(name: str, device: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on `device` for the engines of BF16_ENGINES, nothing for the others."""
+    if name in BF16_ENGINES:
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def compare_engines(args: argparse.Namespace) -> dict:
     """Time and score the engines side by side (see the module docstring)."""
-    best = open_model(args.run_dir, "best", "cpu")
+    best = open_model(args.run_dir, "best", args.device)
+    on_cpu = best if args.device == "cpu" else open_model(args.run_dir, "best", "cpu")  # what is exported
     sources, refs = split_examples(best, "test", None, args.run_dir)
     if args.sentences:
         sources, refs = sources[: args.sentences], refs[: args.sentences]
@@ -144,18 +176,12 @@ def compare_engines(args: argparse.Namespace) -> dict:
         "run_step": best.step,
         "ctranslate2": import_ctranslate2().__version__,
         "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(args.device) if args.device != "cpu" else "cpu",
     }
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # CTranslate2's workers (machine.cpu_threads)
     with tempfile.TemporaryDirectory() as tmp:
-        folders = {w: write_ctranslate2(best, Path(tmp) / w, w) for w in ("float32", "int8")}
-        runs = {"torch float32": best, "torch int8": open_model(args.run_dir, "best", "cpu", "int8")}
-        for weights, folder in folders.items():
-            runs[f"ctranslate2 {weights}, {args.threads} workers x 1 thread"] = open_model(
-                folder, device="cpu"
-            )
-            runs[f"ctranslate2 {weights}, 1 x {args.threads} threads"] = one_translator_layout(
-                open_model(folder, device="cpu"), args.threads
-            )
+        folders = {w: write_ctranslate2(on_cpu, Path(tmp) / w, w) for w in ("float32", "int8")}
+        runs = engine_runs(args, best, folders)
         translators = {name: translator_for(run) for name, run in runs.items()}
         out["engines"] = {name: translator.description() for name, translator in translators.items()}
         results: dict = {}
@@ -165,7 +191,8 @@ def compare_engines(args: argparse.Namespace) -> dict:
             for _ in range(args.repeats):  # interleaved: every engine once per round
                 for name, translator in translators.items():
                     start = time.perf_counter()
-                    texts[name] = [r.text for r in translator.translate(sources, beam_size=beam)]
+                    with engine_autocast(name, args.device):
+                        texts[name] = [r.text for r in translator.translate(sources, beam_size=beam)]
                     seconds[name] = min(seconds[name], time.perf_counter() - start)
             reference = texts["torch float32"]
             results[f"beam{beam}"] = {
@@ -188,12 +215,20 @@ def compare_engines(args: argparse.Namespace) -> dict:
             "ctranslate2 float32": (folders["float32"], []),
             "ctranslate2 int8": (folders["int8"], []),
         }
+        if args.device != "cpu":  # int8 torch is CPU only; the folders run in float16 and int8_float16
+            commands = {
+                "torch float32": (args.run_dir, []),
+                "ctranslate2 float16": (folders["float32"], []),
+                "ctranslate2 int8_float16": (folders["int8"], []),
+            }
         process: dict = {}
         for beam in (1, 4):
             seconds = {name: float("inf") for name in commands}
             for _ in range(args.repeats):
                 for name, (model, options) in commands.items():
-                    took = end_to_end(model, [*options, "--beam", str(beam)], source, Path(tmp) / "out.txt")
+                    took = end_to_end(
+                        model, [*options, "--beam", str(beam)], source, Path(tmp) / "out.txt", args.device
+                    )
                     seconds[name] = min(seconds[name], took)
             process[f"beam{beam}"] = {name: round(len(sources) / s, 1) for name, s in seconds.items()}
             print(json.dumps({f"end_to_end_beam{beam}": process[f"beam{beam}"]}), file=sys.stderr, flush=True)
@@ -210,7 +245,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--engines", action="store_true", help="compare torch and CTranslate2 instead")
+    parser.add_argument("--device", default="cpu", help="with --engines: cpu, cuda or cuda:N (default cpu)")
     args = parser.parse_args()
+    if args.device != "cpu" and not args.engines:
+        parser.error("--device applies to --engines only (the other comparisons are the CPU's)")
     torch.set_num_threads(args.threads)
     if args.engines:
         print(json.dumps(compare_engines(args), indent=2))

@@ -47,7 +47,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_CONFIGS = ("d2l_bahdanau", "d2l_transformer")
 SENTENCE = "I'm home."
-COLUMNS = ("check", "steps", "tokens/s", "loss", "BLEU", "peak GPU MB", "AMP", "seconds", "result")
+COLUMNS = (
+    "check",
+    "steps",
+    "tokens/s",
+    "steady tokens/s",
+    "loss",
+    "BLEU",
+    "peak GPU MB",
+    "AMP",
+    "seconds",
+    "result",
+)
 COMMAND_TIMEOUT_S = 900  # no single command of the check may run longer
 # the packages `attn-mt train / translate / eval / serve` import, by module name, with their pip names
 REQUIRED = {
@@ -89,6 +100,7 @@ class Row:
     check: str
     steps: Any = "-"
     tokens_per_s: Any = "-"
+    steady_tokens_per_s: Any = "-"  # over the training steps alone, after the first 10
     loss: Any = "-"
     bleu: Any = "-"
     peak_gpu_mb: Any = "-"
@@ -199,6 +211,7 @@ def trained_row(name: str, run_dir: Path, seconds: float) -> Row:
         name,
         steps=summary["steps"],
         tokens_per_s=summary.get("tokens_per_s", "?"),
+        steady_tokens_per_s=summary.get("steady_tokens_per_s") or "-",
         loss=summary["final_loss"],
         peak_gpu_mb="-" if peak is None else peak,
         amp=summary.get("amp", "?"),

@@ -42,6 +42,7 @@ from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.machine import cpu_has_vnni
 from attn_mt.models.build import build_model
+from attn_mt.run import open_ctranslate2
 from attn_mt.run.ctranslate2_folder import META_FILE, import_ctranslate2
 from attn_mt.run.open import open_model
 from attn_mt.run.open_ctranslate2 import ctranslate2_device
@@ -405,3 +406,30 @@ def test_serving_the_folder_concurrently_equals_one_at_a_time(folder, folder_ser
     assert (health["batches"], health["sentences"]) == (4, 16)
     alone = [translate(folder_server, s, **opts) for s, opts in jobs]
     assert_same_answers(together, alone)
+
+
+def test_on_cuda_the_opener_loads_cuda12s_libraries_before_ctranslate2_needs_them(folder, monkeypatch):
+    """CUDA 12's cuBLAS from NVIDIA's wheel is loaded before the translator and its first product (a
+    CUDA 13 machine has no system copy); on the CPU nothing is loaded."""
+    events = []
+
+    class FakeGpuTranslator:
+        def __init__(self, path: str, device: str, **settings: object) -> None:
+            events.append(("translator", device, settings["compute_type"]))
+
+        def translate_batch(self, *args: object, **kwargs: object) -> list:
+            events.append(("first translation",))
+            return []
+
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    monkeypatch.setattr(
+        ctranslate2, "get_supported_compute_types", lambda kind, index=0: {"float32", "float16"}
+    )
+    monkeypatch.setattr(ctranslate2, "Translator", FakeGpuTranslator)
+    monkeypatch.setattr(open_ctranslate2, "preload_cuda12_libraries", lambda: events.append(("preload",)))
+    loaded = open_ctranslate2.open_ctranslate2_folder(folder, "best", "cuda", None)
+    assert events == [("preload",), ("translator", "cuda", "float16"), ("first translation",)]
+    assert loaded.device == "cuda:0"
+    events.clear()
+    open_ctranslate2.open_ctranslate2_folder(folder, "best", "cpu", None)
+    assert events[0][:2] == ("translator", "cpu") and ("preload",) not in events

@@ -89,15 +89,23 @@ def test_cpu_quick_check_runs_every_row_that_applies_and_writes_one_json(tmp_pat
     results = {name: cells[-1] for name, cells in rows.items()}
     assert results.pop("fp16 + scaler") == results.pop("compile") == "skip"
     assert set(results.values()) == {"pass"}
-    steps, _, loss, _, peak, amp, *_ = rows["transformer (amp auto)"]
+    steps, _, steady, loss, _, peak, amp, *_ = rows["transformer (amp auto)"]
     assert steps == "20" and float(loss) > 0 and peak == "-" and amp in ("none", "bf16")
-    assert 0.0 <= float(rows["eval --split test --beam 4"][3]) <= 100.0
+    assert float(steady) > 0  # the steps after the first 10
+    assert 0.0 <= float(rows["eval --split test --beam 4"][4]) <= 100.0
     saved = json.loads(report.read_text())
     assert saved["passed"] and saved["device"] == "cpu" and saved["quick"]
     assert [row["result"] for row in saved["rows"]].count("pass") == len(rows) - 2
-    assert {"tokens_per_s", "peak_gpu_mb", "loss", "bleu", "amp", "seconds", "result"} <= set(
-        saved["rows"][0]
-    )
+    assert {
+        "tokens_per_s",
+        "steady_tokens_per_s",
+        "peak_gpu_mb",
+        "loss",
+        "bleu",
+        "amp",
+        "seconds",
+        "result",
+    } <= set(saved["rows"][0])
     assert (tmp_path / "runs" / "transformer" / "eval" / "test" / "scores.json").is_file()
     resumed = read_lines(tmp_path / "runs" / "killed" / "train.log")
     assert any("resumed at step" in line for line in resumed)

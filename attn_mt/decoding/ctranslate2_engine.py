@@ -68,7 +68,7 @@ def answer_of(pending: object) -> object:
         raise UserError(
             f"CTranslate2 cannot run on this GPU: {exc}. Its pip wheels are built for one CUDA major "
             "version (CUDA 12 for ctranslate2 4.x); install that version's libraries (for example "
-            "`pip install nvidia-cublas-cu12`, with LD_LIBRARY_PATH pointing at them), or translate "
+            "`pip install nvidia-cublas-cu12`, which attn-mt loads from site-packages), or translate "
             "with --device cpu, or translate the run itself rather than its CTranslate2 export"
         ) from None
 

@@ -10,6 +10,8 @@ gradients and dropout masks from the same seed):
 - loss.py: chunked cross-entropy, and the output layer's loss without its logits.
 - flat_parameters.py: one flat tensor for the optimiser instead of one per parameter.
 - heap.py: glibc keeps freed memory for reuse and hands the holes back between phases.
+- gpu_transformer.py: the Transformer's training pass for a GPU (`train.kernels: gpu`, `auto` on
+  CUDA; training/speed.py's GpuPath), with the fused loss of loss.py.
 At the book's sizes a CPU training step is bound by the cost of each small operation and of
 autograd's bookkeeping, not by arithmetic; these kernels do the same maths in fewer, larger steps.
 The trainer reaches this package through `for_training` only, and only when the kernels apply
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from attn_mt.data.batch import Batch
 from attn_mt.kernels.dropout import install_dropout
 from attn_mt.kernels.flat_parameters import FlatParameters
 from attn_mt.kernels.heap import keep_freed_memory, release_freed_memory
@@ -36,10 +39,15 @@ class CpuSpeedups:
     """
 
     name = "cpu"  # as run_summary.json records it
+    compile_options: dict = {}  # never compiled: train.kernels cpu refuses train.compile
 
     def __init__(self, processes: int):
         self.processes = processes
         self.loss = CpuLoss(through_output_layer=processes == 1)
+
+    def prepare(self, batch: Batch, trim_source: bool) -> Batch:
+        """The batch as collated: the trainer trims it on its way to the device."""
+        return batch
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model with its CPU kernels behind it, sharing its parameters (the model itself if it has none).

@@ -212,3 +212,43 @@ def output_layer_loss(
         compute,
         linear_chunk(output_layer.weight.shape[0]),
     )
+
+
+class SmoothedCrossEntropySum(torch.autograd.Function):
+    """Summed label-smoothed cross-entropy of logits (M, V) against targets (M,), in one pass each way.
+
+    The same sum as F.cross_entropy(x.float(), target, reduction="sum", label_smoothing=eps), for a
+    GPU: forward widens the logits to float32 once for the log-sum-exp, the target's logit and the
+    mean, and keeps only the logits (in their own dtype) and the (M,) log-sum-exps; backward builds
+    the gradient softmax(x) - (1 - eps) one_hot - eps / V in float32 and returns it in the logits'
+    dtype. Under torch.compile each direction fuses into one or two kernels.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:  # noqa: D102
+        wide = logits.to(torch.promote_types(logits.dtype, torch.float32))  # (M, V)
+        lse = torch.logsumexp(wide, dim=1)  # (M,)
+        picked = wide.gather(1, target.unsqueeze(1)).squeeze(1)  # (M,)
+        loss = lse - picked
+        if smoothing:
+            loss = loss + smoothing * (picked - wide.mean(dim=1))
+        ctx.save_for_backward(logits, lse, target)
+        ctx.smoothing = smoothing
+        return loss.sum()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: D102
+        logits, lse, target = ctx.saved_tensors
+        eps = ctx.smoothing
+        probs = (logits.to(lse.dtype) - lse.unsqueeze(1)).exp_()  # (M, V) softmax
+        if eps:
+            probs.sub_(eps / logits.shape[1])
+        probs.scatter_add_(1, target.unsqueeze(1), probs.new_full((target.shape[0], 1), eps - 1.0))
+        return (probs * grad.to(lse.dtype)).to(logits.dtype), None, None
+
+
+def smoothed_cross_entropy_sum(
+    logits: torch.Tensor, target: torch.Tensor, label_smoothing: float
+) -> torch.Tensor:
+    """Summed cross-entropy of `logits` (M, V) against `target` (M,), label-smoothed as torch's: float32."""
+    return SmoothedCrossEntropySum.apply(logits, target, float(label_smoothing))

@@ -10,8 +10,9 @@ Compute type: the stored weight type on the CPU, except 8-bit int8 weights on a 
 whose int8 products saturate (run in float32); on CUDA the GPU's half-precision types (float32
 and int16 weights in float16, int8 weights in int8_float16).
 CUDA libraries: without torch nobody has loaded cuBLAS, which ctranslate2 loads on its first
-translation; the opener translates one token at once, so a missing library is a clear error here
-instead of a traceback in the middle of a translation.
+translation; on CUDA the opener first loads CUDA 12's from NVIDIA's pip wheels where they are
+installed (run/cuda_libraries.py), then translates one token, so a library still missing is a
+clear error here instead of a traceback in the middle of a translation.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from attn_mt.run.ctranslate2_folder import (
     import_ctranslate2,
     read_meta,
 )
+from attn_mt.run.cuda_libraries import preload_cuda12_libraries
 from attn_mt.run.opened import LoadedRun, ModelKind, parse_device, within_bounds
 from attn_mt.run.run_dir import RunPaths, load_vocabs
 
@@ -89,10 +91,9 @@ def cuda_library_error(exc: Exception) -> UserError | None:
     return UserError(
         f"ctranslate2 cannot load the CUDA library {found.group(0)} ({exc}). A CTranslate2 folder is "
         "translated without torch, so torch's copy of the CUDA libraries is not loaded for it: install "
-        "CUDA 12's (`pip install nvidia-cublas-cu12`) and put their folder on LD_LIBRARY_PATH, e.g. "
-        "export LD_LIBRARY_PATH=\"$(python -c 'import nvidia.cublas, os; "
-        'print(os.path.join(nvidia.cublas.__path__[0], "lib"))\'):$LD_LIBRARY_PATH"; '
-        "or translate on the CPU with --device cpu"
+        "CUDA 12's cuBLAS (`pip install nvidia-cublas-cu12`, or the extra `attn-mt[ctranslate2-cuda]`), "
+        "which attn-mt then loads from site-packages, or put a folder of CUDA 12 libraries on "
+        "LD_LIBRARY_PATH; or translate on the CPU with --device cpu"
     )
 
 
@@ -143,6 +144,8 @@ def open_ctranslate2_folder(folder: Path, checkpoint: str, device: str, quantize
             folder,
             " or ".join(VNNI_FLAGS),
         )
+    if kind == "cuda":
+        preload_cuda12_libraries()
     threads = cpu_threads()
     workers, per_worker = (threads, 1) if kind == "cpu" else (1, threads)
     try:

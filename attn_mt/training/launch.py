@@ -38,7 +38,7 @@ from attn_mt.training.distributed import DistContext, init_distributed, rank_dev
 from attn_mt.training.init_from import Parent, fine_tuning_parent, refuse_own_parent, start_from
 from attn_mt.training.logs import detach_log_file, setup_logging
 from attn_mt.training.resume import record_config_changes, resolve_resume_config
-from attn_mt.training.run_state import TrainResult
+from attn_mt.training.run_state import STEADY_AFTER, TrainResult
 from attn_mt.training.speed import kernels_apply
 from attn_mt.training.stopping import StopReason
 from attn_mt.training.tensorboard import TensorBoardLog, require_tensorboard
@@ -274,6 +274,12 @@ def log_result(result: TrainResult, paths: RunPaths) -> None:
             paths.root,
         )
     else:
+        if result.steady_tokens_per_s is not None:
+            log.info(
+                "the training steps alone, after the first %d: %.0f target tokens/s",
+                STEADY_AFTER,
+                result.steady_tokens_per_s,
+            )
         log.info(
             "done after %d steps (%s): loss %.4f, %.0f target tokens/s, %.1f s",
             result.step,
@@ -295,6 +301,7 @@ def plot_curves(paths: RunPaths) -> None:
 
 def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started: float) -> None:
     """run_summary.json: the model, where it trained and how the session ended (read by `attn-mt report`)."""
+    steady = result.steady_tokens_per_s
     summary = {
         "model": trainer.cfg.model.type,
         "parameters": count_parameters(trainer.model),
@@ -308,6 +315,7 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "epochs": result.epoch,
         "final_loss": None if math.isnan(result.final_loss) else round(result.final_loss, 5),
         "tokens_per_s": round(result.tokens_per_s, 1),
+        "steady_tokens_per_s": None if steady is None else round(steady, 1),
         "wall_s": round(result.wall_s, 2),
         "stop_reason": result.stopped_because.value,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),

@@ -8,6 +8,10 @@ from pathlib import Path
 
 from attn_mt.training.stopping import StopReason
 
+STEADY_AFTER = (
+    10  # a session's first steps (allocator, autotuning, compiling) are left out of its steady state
+)
+
 
 @dataclass
 class Progress:
@@ -48,6 +52,7 @@ class TrainResult:
     tokens_per_s: float
     wall_s: float
     stopped_because: StopReason
+    steady_tokens_per_s: float | None = None  # over the training steps alone, after the first STEADY_AFTER
 
 
 @dataclass
@@ -60,11 +65,28 @@ class Session:
     window_start: float = field(default_factory=time.perf_counter)
     window_tokens: int = 0
     last_loss: float = float("nan")
+    steps: int = 0  # optimiser steps of this session
+    steady_s: float = (
+        0.0  # seconds inside the steps after the first STEADY_AFTER (no validation, no start-up)
+    )
+    steady_tokens: int = 0  # their target tokens
 
     def count(self, tokens: int) -> None:
         """Add one step's target tokens."""
         self.tokens += tokens
         self.window_tokens += tokens
+
+    def time_step(self, seconds: float, tokens: int) -> None:
+        """Count one step's seconds (its batch fetched, forward, backward, update) toward the steady state."""
+        self.steps += 1
+        if self.steps > STEADY_AFTER:
+            self.steady_s += seconds
+            self.steady_tokens += tokens
+
+    @property
+    def steady_tokens_per_s(self) -> float | None:
+        """Target tokens per second of the training steps alone, once warm (None within STEADY_AFTER)."""
+        return self.steady_tokens / self.steady_s if self.steady_s > 0 else None
 
     def close_window(self) -> float:
         """Target tokens per second since the last call (or the start), and start a new window."""
@@ -84,4 +106,5 @@ class Session:
             self.tokens / max(wall, 1e-9),
             wall,
             stopped_because,
+            self.steady_tokens_per_s,
         )

@@ -1,12 +1,14 @@
-"""`train.kernels`: a run trains on plain torch (`reference`) or with every CPU speed measure (`cpu`).
+"""`train.kernels`: plain torch (`reference`), the CPU kernels (`cpu`) or the GPU path (`gpu`).
 
 Shapes: B batch, T target steps.
-A training step asks its speed object for four things: the module to run (`wrap`), the tensors
-the optimiser updates (`parameters`), the summed loss of a batch (`loss`) and a moment between
-training phases to tidy the heap (`tidy_heap`). `PlainTorch` answers with the book model itself,
-one tensor per parameter, torch's cross-entropy and nothing; attn_mt.kernels' `CpuSpeedups`
-answers with the CPU kernels. That package is imported only when its kernels apply, so a
-`reference` run never loads a module of attn_mt/kernels.
+A training step asks its speed object for six things: how a collated batch is shaped on the host
+(`prepare`), the module to run (`wrap`) and how to compile it (`compile_options`), the tensors the
+optimiser updates (`parameters`), the summed loss of a batch (`loss`) and a moment between
+training phases to tidy the heap (`tidy_heap`). `PlainTorch` answers with the batch and the book
+model themselves, torch.compile's defaults, one tensor per parameter, torch's cross-entropy and
+nothing; attn_mt.kernels' `CpuSpeedups` answers with the CPU kernels and `GpuPath` with
+kernels/gpu_transformer.py. attn_mt/kernels is imported only when its kernels apply, so a
+`reference` run never loads a module of it.
 """
 
 from __future__ import annotations
@@ -48,7 +50,12 @@ class ParameterLayout(Protocol):
 class Speed(Protocol):
     """What `train.kernels` decides for a training step."""
 
-    name: str  # "reference" or "cpu", as run_summary.json records it
+    name: str  # "reference", "cpu" or "gpu", as run_summary.json records it
+    compile_options: dict  # keyword arguments of torch.compile under train.compile
+
+    def prepare(self, batch: Batch, trim_source: bool) -> Batch:
+        """A collated batch (B, S), (B, T) as the step wants it, made on the host before the copy."""
+        ...
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The module a training step runs for `model`, sharing its parameters."""
@@ -95,6 +102,11 @@ class PlainTorch:
     """`train.kernels: reference`: the book's modules, torch's cross-entropy, one tensor per parameter."""
 
     name = "reference"
+    compile_options: dict = {}  # torch.compile's defaults
+
+    def prepare(self, batch: Batch, trim_source: bool) -> Batch:
+        """The batch as collated: the trainer trims it on its way to the device."""
+        return batch
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model itself."""
@@ -115,13 +127,78 @@ class PlainTorch:
         """Nothing: the heap is glibc's as it comes."""
 
 
+class GpuPath(PlainTorch):
+    """`train.kernels: gpu` (`auto` on CUDA): the Transformer's step from kernels/gpu_transformer.py.
+
+    Other models train as with `reference`. With one process the output layer and the loss see
+    the real target tokens only (DDP goes through the forward). Under train.compile the step is
+    compiled once with dynamic shapes, so batches keep their own shapes and padding; a compile
+    mode with CUDA graphs (`reduce-overhead`, `max-autotune`) needs static shapes, so there the
+    batches are padded to a few shapes (`bucket_shape`) and compiled once per shape.
+    """
+
+    name = "gpu"
+
+    def __init__(self, processes: int, compile: bool, compile_mode: str | None = None):
+        from attn_mt.kernels.loss import smoothed_cross_entropy_sum
+
+        self.processes = processes
+        self.bucket = compile and compile_mode in GRAPH_MODES
+        # compiled, the loss's float32 passes over the (M, V) logits fuse into one kernel each way; M
+        # (the batch's real tokens) changes every step, so it is dynamic, and no CUDA graph is taken
+        self.cross_entropy = (
+            torch.compile(smoothed_cross_entropy_sum, dynamic=True) if compile else smoothed_cross_entropy_sum
+        )
+        self.applies = False  # whether the model has a GPU pass; wrap() decides
+        self.compile_options = {"dynamic": False, "mode": compile_mode} if self.bucket else {"dynamic": True}
+        if self.bucket:
+            import torch._dynamo.config as dynamo_config
+
+            # one graph per bucket shape: torch's default of 8 would fall back to eager mode
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
+
+    def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
+        """The model behind its GPU pass (kernels/gpu_transformer.py), sharing its parameters."""
+        from attn_mt.kernels.gpu_transformer import GPU_MODELS
+
+        wrapper = GPU_MODELS.get(type(model))
+        self.applies = wrapper is not None
+        return model if wrapper is None else wrapper(model)
+
+    def prepare(self, batch: Batch, trim_source: bool) -> Batch:
+        """Trimmed, bucketed under compile, with the real target positions listed (prepare_batch)."""
+        if not self.applies:
+            return batch
+        from attn_mt.kernels.gpu_transformer import prepare_batch
+
+        return prepare_batch(batch, 0, trim_source, self.bucket)
+
+    def loss(
+        self, net: nn.Module, batch: Batch, tgt_in: torch.Tensor, label_smoothing: float
+    ) -> torch.Tensor:
+        """The fused, real-tokens-only loss (kernels/gpu_transformer.py's token_loss), summed."""
+        if not self.applies:
+            return super().loss(net, batch, tgt_in, label_smoothing)
+        from attn_mt.kernels.gpu_transformer import PreparedBatch, prepare_batch, token_loss
+
+        if not isinstance(batch, PreparedBatch):  # not collated by the trainer (tests, the profile)
+            batch = prepare_batch(batch, 0, trim_source=False, bucket=False)
+        return token_loss(
+            net, batch, tgt_in, label_smoothing, self.processes == 1, cross_entropy=self.cross_entropy
+        )
+
+
+GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that capture CUDA graphs
+
+
 def kernels_apply(choice: str, device: torch.device, compile: bool) -> bool:
     """Whether a run on `device` uses the CPU kernels: `auto` and `cpu` on the CPU, never with compile.
 
     torch.compile traces the book modules and fuses them itself; the kernels are tested on the CPU
-    only, so on any other device `auto` means the reference path and `cpu` is an error.
+    only, so on any other device `cpu` is an error (and `auto` is the GPU path on CUDA, see
+    gpu_path_applies, and the reference path elsewhere).
     """
-    if choice == "reference" or compile:
+    if choice in ("reference", "gpu") or compile:
         return False
     if device.type != "cpu":
         if choice == "cpu":
@@ -130,8 +207,17 @@ def kernels_apply(choice: str, device: torch.device, compile: bool) -> bool:
     return True
 
 
-def choose_speed(choice: str, device: torch.device, compile: bool, processes: int) -> Speed:
-    """`train.kernels` for a run of `processes` processes on `device`: PlainTorch or the CPU speedups."""
+def gpu_path_applies(choice: str, device: torch.device) -> bool:
+    """Whether a run takes the GPU path: `gpu` on any device (tested on the CPU), `auto` on CUDA."""
+    return choice == "gpu" or (choice == "auto" and device.type == "cuda")
+
+
+def choose_speed(
+    choice: str, device: torch.device, compile: bool, processes: int, compile_mode: str | None = None
+) -> Speed:
+    """`train.kernels` for a run of `processes` processes on `device`: PlainTorch, the CPU or the GPU path."""
+    if gpu_path_applies(choice, device):
+        return GpuPath(processes, compile, compile_mode)
     if not kernels_apply(choice, device, compile):
         return PlainTorch()
     from attn_mt.kernels import for_training  # here only: a reference run never imports the kernels

@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -76,7 +76,7 @@ class Trainer:
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
-        self.net: torch.nn.Module = torch.compile(net) if tc.compile else net
+        self.net: torch.nn.Module = torch.compile(net, **self.speed.compile_options) if tc.compile else net
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -113,12 +113,14 @@ class Trainer:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
                 steps = self.dist.step_batches(plan, pr.batch_in_epoch, tc.accum_steps)  # this rank's batches
-                with batch_feed(steps, self.data.train.collate, self.prefetch, pin=True) as feed:
+                with batch_feed(steps, self.collate, self.prefetch, pin=True) as feed:
                     while stop is None and pr.batch_in_epoch < len(plan):
                         time_used = self._time_used()
                         asked = self.signals.caught or time_used >= 1.0
+                        step_started = time.perf_counter()
                         batches = next(feed)
                         loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
+                        self.session.time_step(time.perf_counter() - step_started, tokens)
                         taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
                         pr.count_step(taken, tokens, self._training_seconds())
                         self.totals.add(loss_sum, pr.step)
@@ -210,6 +212,10 @@ class Trainer:
             return total / width, logged / width
         return total / max(tokens, 1), logged
 
+    def collate(self, indices: Sequence[int]) -> Batch:
+        """The training batch of `indices`, as the step's speed object shapes it on the host."""
+        return self.speed.prepare(self.data.train.collate(indices), not self.model.reads_source_padding)
+
     def _grad_sync(self, sync: bool) -> contextlib.AbstractContextManager:
         """Under DDP, unless `sync`: accumulate this backward's gradients locally (no all-reduce)."""
         return contextlib.nullcontext() if sync or self.ddp is None else self.ddp.no_sync()
@@ -222,7 +228,7 @@ class Trainer:
         if self.amp != "auto":
             return
         plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
-        batches = [self.data.train.collate(ix) for ix in plan[:probe_batches]]
+        batches = [self.collate(ix) for ix in plan[:probe_batches]]
 
         def run_pass(amp: str) -> None:
             with self._grad_sync(False):

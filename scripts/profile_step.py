@@ -1,0 +1,556 @@
+"""Profile the training step of a config on this machine's device, on synthetic batches, in minutes.
+
+    python scripts/profile_step.py                       # configs/transformer-gpu.yaml on cuda
+    python scripts/profile_step.py --variants reference,gpu,gpu+compile --out runs/profile
+    python scripts/profile_step.py configs/tiny.yaml --device cpu --warmup 2 --steps 3
+    make profile-step PYTHON=python3                     # a GPU session's first command (docs/gpu.md)
+
+No corpus is read: batches are drawn from scripts/profile_lengths.json, the joint histogram of
+source and target lengths (in pieces, <eos> counted) of configs/transformer-gpu.yaml's training
+split, packed under the config's `data.max_tokens` as training packs them (data/bucketing.py),
+with random token ids. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is
+gpu), `+compile` compiles it (train.compile: dynamic shapes on the gpu path), `+graphs` compiles
+it with mode="reduce-overhead" (CUDA graphs; the gpu path pads the batches to a few shapes and
+compiles each); all run in one process on the same batches:
+--warmup steps (compiling, if any, happens here), --steps timed steps, then --trace-steps steps
+under torch.profiler. Printed per variant: ms a step, target tokens/s, MFU (the FLOPs of a step's
+real tokens, the arithmetic printed, over the card's dense bf16 peak: PEAK_TFLOPS or
+--peak-tflops), and from the profile: kernels a step and the GPU's busy share (the union of the
+kernels' intervals over the profiled wall time), host syncs a step (torch.cuda's sync debug mode,
+over the timed steps), the top ops by self device and self CPU time, and the attention's and the
+loss's shares of the step's op time. One chrome trace per variant goes to --out, with
+profile.json (everything printed). A variant that fails prints its error and the others go on;
+the exit status is 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from attn_mt.config import load_config  # noqa: E402
+from attn_mt.data.batch import Batch  # noqa: E402
+from attn_mt.data.bucketing import token_budget_batches  # noqa: E402
+from attn_mt.models.build import build_model  # noqa: E402
+from attn_mt.run.device import autocast_context, effective_amp  # noqa: E402
+from attn_mt.training.optim import build_optimizer, xavier_init_  # noqa: E402
+from attn_mt.training.speed import choose_speed  # noqa: E402
+
+LENGTHS = ROOT / "scripts" / "profile_lengths.json"
+FIRST_ID = 4  # token ids from here up: past <unk>, <pad>, <bos> and <eos>
+# dense bf16 tensor-core peaks in TFLOP/s (vendor data sheets), matched in this order on the device name
+PEAK_TFLOPS = (
+    ("H200", 989.0),
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),  # SXM
+    ("A100", 312.0),
+    ("L40S", 362.0),
+    ("L4", 121.0),
+    ("A10", 125.0),
+)
+ATTENTION_OPS = ("scaled_dot_product", "attention", "softmax_backward_data", "aten::_softmax")
+LOSS_OPS = (
+    "cross_entropy",
+    "nll_loss",
+    "log_softmax",
+    "logsumexp",
+    "SmoothedCrossEntropySum",
+    "TokenCrossEntropy",
+)
+TOP = 12  # ops listed in each table
+KERNELS = ("reference", "cpu", "gpu", "fast", "auto")  # train.kernels values; fast is gpu
+
+
+@dataclass
+class Result:
+    """One variant's figures (what profile.json holds for it)."""
+
+    variant: str
+    ok: bool = True
+    error: str = ""
+    ms_per_step: float = 0.0
+    warmup_s: float = 0.0
+    tokens_per_s: float = 0.0
+    tflops: float = 0.0
+    mfu: float | None = None
+    kernels_per_step: float | None = None
+    gpu_busy: float | None = None
+    host_syncs_per_step: float | None = None
+    ops_per_step: float = 0.0
+    real_share: float = 0.0  # real tokens over the cells of the batches as this variant pads them
+    attention_share: float = 0.0
+    loss_share: float = 0.0
+    top_device: list[dict[str, Any]] = field(default_factory=list)
+    top_cpu: list[dict[str, Any]] = field(default_factory=list)
+    trace: str = ""
+
+
+def draw_lengths(count: int, seed: int, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` (source, target) length pairs drawn from the stored histogram, lengths <= max_len."""
+    table = np.asarray(json.loads(LENGTHS.read_text())["joint"], dtype=np.int64)  # (K, 3)
+    table = table[(table[:, 0] <= max_len) & (table[:, 1] <= max_len)]
+    picks = np.random.default_rng(seed).choice(len(table), size=count, p=table[:, 2] / table[:, 2].sum())
+    return table[picks, 0], table[picks, 1]
+
+
+def synthetic_batches(
+    steps: int, max_tokens: int, max_len: int, vocab: int, seed: int, pairs: int = 162_670
+) -> list[Batch]:
+    """`steps` batches packed under `max_tokens` from `pairs` drawn pairs, random ids, <eos> last."""
+    src_lens, tgt_lens = draw_lengths(pairs, seed, max_len)
+    rng = np.random.default_rng(seed + 1)
+    plan = token_budget_batches(src_lens, tgt_lens, max_tokens, rng)
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for indices in (plan * (1 + steps // max(len(plan), 1)))[:steps]:
+        batches.append(
+            Batch(
+                *padded(torch.from_numpy(src_lens[indices]), vocab, generator),
+                *padded(torch.from_numpy(tgt_lens[indices]), vocab, generator),
+            )
+        )
+    return batches
+
+
+def padded(
+    lengths: torch.Tensor, vocab: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ids (B, N) padded with 0 past each length, <eos> (3) at each end, and the lengths (B,)."""
+    ids = torch.randint(FIRST_ID, vocab, (len(lengths), int(lengths.max())), generator=generator)  # (B, N)
+    positions = torch.arange(ids.shape[1])[None, :]  # (1, N)
+    ids = ids.masked_fill(positions >= lengths[:, None], 0)
+    ids[torch.arange(len(lengths)), lengths - 1] = 3
+    return ids, lengths.long()
+
+
+def weights(model: torch.nn.Module) -> dict[str, int]:
+    """Matrix weights the encoder and decoder apply per token, and the output layer's: no embeddings."""
+    output = model.output_layer.weight
+    tables = [part.embedding.weight for part in (model.encoder, model.decoder) if hasattr(part, "embedding")]
+    skip = {id(output), *(id(table) for table in tables)}
+
+    def count(part: torch.nn.Module) -> int:
+        return sum(p.numel() for p in part.parameters() if p.dim() == 2 and id(p) not in skip)
+
+    return {"encoder": count(model.encoder), "decoder": count(model.decoder), "output": output.numel()}
+
+
+def step_flops(sizes: dict[str, int], hidden: int, layers: int, batches: list[Batch]) -> tuple[float, str]:
+    """Training FLOPs of the batches' real tokens (6 a weight a token, 12 H a query-key pair), and the sum."""
+    src = sum(int(b.src_lens.sum()) for b in batches)
+    tgt = sum(int(b.tgt_lens.sum()) for b in batches)
+    pairs = sum(
+        float(
+            (b.src_lens.double() ** 2).sum()
+            + (b.tgt_lens.double() ** 2).sum()
+            + (b.src_lens * b.tgt_lens).sum()
+        )
+        for b in batches
+    )
+    dense = 6 * (sizes["encoder"] * src + (sizes["decoder"] + sizes["output"]) * tgt)
+    attention = 12 * hidden * layers * pairs
+    total = dense + attention
+    encoder, decoder, output = (sizes[part] / 1e6 for part in ("encoder", "decoder", "output"))
+    text = (
+        f"6 x ({encoder:.2f} M encoder weights x {src:,} source tokens + "
+        f"({decoder:.2f} M decoder + {output:.2f} M output) x {tgt:,} target tokens)"
+        f" + 12 x H {hidden} x L {layers} x {pairs:,.0f} query-key pairs (S^2 + T^2 + S T a sentence)"
+        f" = {total / 1e12:.2f} TFLOP over {len(batches)} steps, "
+        f"{total / max(tgt, 1) / 1e6:.0f} MFLOP a target token"
+    )
+    return total, text
+
+
+def card_peak(device: torch.device, given: float | None) -> tuple[float | None, str]:
+    """The device's dense bf16 peak in TFLOP/s and its name: --peak-tflops, else PEAK_TFLOPS, else None."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    if given:
+        return given, name
+    for part, peak in PEAK_TFLOPS:
+        if device.type == "cuda" and part in name:
+            return peak, name
+    return None, name
+
+
+def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
+    """torch's scaled_dot_product_attention restricted to one backend, or as torch chooses (`auto`)."""
+    if name == "auto":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+    return sdpa_kernel(backends[name])
+
+
+class Step:
+    """One variant's training step, as Trainer._step runs it on one process."""
+
+    def __init__(
+        self, cfg: Any, kernels: str, compile: bool, mode: str | None, device: torch.device, vocab: int
+    ):
+        tc = cfg.train
+        torch.manual_seed(tc.seed)
+        self.model = build_model(cfg.model, vocab, vocab).to(device)
+        if tc.init == "xavier":
+            xavier_init_(self.model)
+        self.model.train()
+        self.speed = choose_speed(kernels, device, compile, 1, mode)
+        self.params = self.speed.parameters(self.model)
+        net = self.speed.wrap(self.model)
+        self.net = torch.compile(net, **self.speed.compile_options) if compile else net
+        self.optimizer = build_optimizer(self.params.tensors, tc)
+        amp = effective_amp(device, tc.amp)
+        self.amp = "none" if amp == "auto" else amp  # the trainer would time both on this CPU: float32 here
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp == "fp16")
+        self.cfg, self.device = cfg, device
+
+    def batch(self, batch: Batch) -> tuple[Batch, torch.Tensor, int]:
+        """A host batch shaped by the speed object and on the device, its decoder input (B, T), its tokens."""
+        prepared = self.speed.prepare(batch, not self.model.reads_source_padding).trimmed(
+            source=not self.model.reads_source_padding
+        )
+        if self.device.type == "cuda":
+            prepared = prepared.pinned()
+        on_device = prepared.to(self.device)
+        tgt_in = torch.cat([torch.ones_like(on_device.tgt[:, :1]), on_device.tgt[:, :-1]], dim=1)  # (B, T)
+        return on_device, tgt_in, batch.num_tgt_tokens
+
+    def __call__(self, batch: Batch, tgt_in: torch.Tensor, tokens: int) -> None:
+        """Forward, backward, clip and update."""
+        tc = self.cfg.train
+        self.params.zero_grad()
+        with autocast_context(self.device, self.amp):
+            total = self.speed.loss(self.net, batch, tgt_in, tc.label_smoothing)
+        objective = total / max(tokens, 1) if tc.loss_average == "token" else total / batch.tgt.shape[1]
+        self.scaler.scale(objective).backward()
+        self.params.gather_grads()
+        if tc.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+
+def wait(device: torch.device) -> None:
+    """Until the device has finished what it was given."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def count_syncs(step: Step, inputs: list[tuple[Batch, torch.Tensor, int]]) -> float | None:
+    """Host syncs a step, as torch.cuda's sync debug mode reports them (None off CUDA)."""
+    if step.device.type != "cuda":
+        return None
+    wait(step.device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for item in inputs:
+                step(*item)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    wait(step.device)
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    return len(syncs) / len(inputs)
+
+
+def merged_length(intervals: list[tuple[float, float]]) -> float:
+    """The total length of the union of (start, end) intervals."""
+    total, end = 0.0, -math.inf
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def trace_figures(trace: dict, steps: int) -> tuple[float | None, float | None]:
+    """Kernels a step and the GPU's busy share of the profiled steps' wall time, from a chrome trace."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    kernels = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "kernel"]
+    if not kernels:
+        return None, None
+    marks = [
+        (e["ts"], e["ts"] + e["dur"]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    start = min(s for s, _ in marks) if marks else min(s for s, _ in kernels)
+    stop = max(max(e for _, e in kernels), max(e for _, e in marks) if marks else 0.0)
+    return len(kernels) / steps, merged_length(kernels) / max(stop - start, 1e-9)
+
+
+def op_tables(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> dict[str, Any]:
+    """The top ops by self device and self CPU time (ms a step), ops a step, attention's and loss's shares.
+
+    An op's self device time is that of the kernels it launched itself; shares are of all kernels'
+    time on a GPU, of all ops' self CPU time on the CPU.
+    """
+    rows = [a for a in prof.key_averages() if not a.key.startswith("ProfilerStep")]
+    ops = [a for a in rows if a.device_type == torch.autograd.DeviceType.CPU]
+    kernels = [a for a in rows if a.device_type != torch.autograd.DeviceType.CPU]
+
+    def device_us(a: Any) -> float:
+        return float(getattr(a, "self_device_time_total", 0.0))
+
+    def cpu_us(a: Any) -> float:
+        return float(a.self_cpu_time_total)
+
+    def table(time_of: Any, total: float) -> list[dict[str, Any]]:
+        ranked = sorted(ops, key=time_of, reverse=True)[:TOP]
+        return [
+            {
+                "op": a.key[:70],
+                "ms_per_step": round(time_of(a) / 1000 / steps, 3),
+                "share": round(time_of(a) / total, 4),
+                "calls_per_step": round(a.count / steps, 1),
+            }
+            for a in ranked
+            if time_of(a) > 0
+        ]
+
+    time_of = device_us if on_gpu else cpu_us
+    total = sum(device_us(a) for a in kernels) if on_gpu else sum(cpu_us(a) for a in ops)
+    total = total or 1.0
+
+    def share(names: tuple[str, ...]) -> float:
+        return round(sum(time_of(a) for a in ops if any(n in a.key for n in names)) / total, 4)
+
+    return {
+        "top_device": table(device_us, total) if on_gpu else [],
+        "top_cpu": table(cpu_us, sum(cpu_us(a) for a in ops) or 1.0),
+        "ops_per_step": round(sum(a.count for a in ops if a.key.startswith("aten::")) / steps, 1),
+        "attention_share": share(ATTENTION_OPS),
+        "loss_share": share(LOSS_OPS),
+    }
+
+
+def profile_variant(
+    variant: str, cfg: Any, args: argparse.Namespace, batches: list[Batch], flops: float
+) -> Result:
+    """Warm up, time and profile one variant on `batches`."""
+    kernels, _, extra = variant.partition("+")
+    kernels = "gpu" if kernels == "fast" else kernels
+    result = Result(variant)
+    device = torch.device(args.device)
+    mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
+    step = Step(cfg, kernels, bool(extra) or args.compile, mode, device, args.vocab)
+    warmup, timed = batches[: args.warmup], batches[args.warmup : args.warmup + args.steps]
+    traced = batches[args.warmup + args.steps :]
+    with sdpa_backend(args.attention_backend):
+        started = time.perf_counter()
+        for batch in warmup:
+            step(*step.batch(batch))
+        wait(device)
+        result.warmup_s = time.perf_counter() - started
+        inputs = [step.batch(batch) for batch in timed]  # on the device before the clock starts
+        wait(device)
+        started = time.perf_counter()
+        for item in inputs:
+            step(*item)
+        wait(device)
+        seconds = time.perf_counter() - started
+        result.host_syncs_per_step = count_syncs(step, inputs[: min(5, len(inputs))])
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        traced_inputs = [step.batch(batch) for batch in traced]
+        wait(device)
+        with torch.profiler.profile(activities=activities) as prof:
+            for item in traced_inputs:
+                step(*item)
+                prof.step()
+            wait(device)
+    tokens = sum(n for _, _, n in inputs)
+    cells = sum(b.src.numel() + b.tgt.numel() for b, _, _ in inputs)
+    result.real_share = sum(int(b.src_lens.sum() + b.tgt_lens.sum()) for b, _, _ in inputs) / cells
+    result.ms_per_step = 1000 * seconds / len(inputs)
+    result.tokens_per_s = tokens / seconds
+    result.tflops = flops / seconds / 1e12
+    peak, _ = card_peak(device, args.peak_tflops)
+    result.mfu = result.tflops / peak if peak else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    trace_path = args.out / f"{variant.replace('+', '-')}.trace.json"
+    prof.export_chrome_trace(str(trace_path))
+    result.trace = str(trace_path)
+    result.kernels_per_step, result.gpu_busy = trace_figures(
+        json.loads(trace_path.read_text()), len(traced_inputs)
+    )
+    for key, value in op_tables(prof, len(traced_inputs), device.type == "cuda").items():
+        setattr(result, key, value)
+    return result
+
+
+def show(result: Result, peak_name: str) -> None:
+    """Print one variant's figures."""
+    print(f"\n== {result.variant}")
+    if not result.ok:
+        print(f"FAILED: {result.error}")
+        return
+
+    def maybe(value: float | None, text: str) -> str:
+        return "n/a" if value is None else text.format(value)
+
+    print(
+        f"{result.ms_per_step:.2f} ms a step, {result.tokens_per_s:,.0f} target tokens/s, "
+        f"real tokens {result.real_share:.1%} of the cells, "
+        f"{result.tflops:.2f} TFLOP/s, MFU {maybe(result.mfu, '{:.1%}')} ({peak_name}); "
+        f"warm-up {result.warmup_s:.1f} s"
+    )
+    kernels, busy = maybe(result.kernels_per_step, "{:.0f}"), maybe(result.gpu_busy, "{:.1%}")
+    syncs = maybe(result.host_syncs_per_step, "{:.1f}")
+    print(
+        f"kernels a step {kernels}, GPU busy {busy}, host syncs a step {syncs}, "
+        f"aten ops a step {result.ops_per_step:.0f}, "
+        f"attention {result.attention_share:.1%} and loss {result.loss_share:.1%} of the op time"
+    )
+    for title, rows in (("self device time", result.top_device), ("self CPU time", result.top_cpu)):
+        if rows:
+            print(f"top ops by {title} (ms a step, share, calls a step):")
+            for row in rows:
+                figures = f"{row['ms_per_step']:9.3f}  {row['share']:6.1%}  {row['calls_per_step']:7.1f}"
+                print(f"  {figures}  {row['op']}")
+    print(f"trace: {result.trace}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "transformer-gpu.yaml"))
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
+    parser.add_argument(
+        "--variants",
+        default="reference,gpu",
+        help="train.kernels values, each +compile or +graphs",
+    )
+    parser.add_argument("--compile", action="store_true", help="compile every variant (train.compile)")
+    parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. reduce-overhead")
+    parser.add_argument(
+        "--attention-backend", default="auto", choices=("auto", "flash", "efficient", "cudnn", "math")
+    )
+    parser.add_argument("--warmup", type=int, default=20, help="untimed steps first (default 20)")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps (default 40)")
+    parser.add_argument("--trace-steps", type=int, default=3, help="profiled steps (default 3)")
+    parser.add_argument("--vocab", type=int, help="vocabulary size (default data.vocab_size)")
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s, for MFU off the table")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the drawn batches")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "profile", help="traces and profile.json")
+    args = parser.parse_args(argv)
+    for variant in args.variants.split(","):
+        kernels, _, extra = variant.strip().partition("+")
+        if variant.strip() and (kernels not in KERNELS or extra not in ("", "compile", "graphs")):
+            parser.error(f"--variants: {variant!r} is not one of {', '.join(KERNELS)} (+compile or +graphs)")
+    if args.warmup < 0 or args.steps < 1 or args.trace_steps < 1:
+        parser.error("--steps and --trace-steps must be at least 1, --warmup at least 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Profile every variant; print and write the figures; 1 if any variant failed."""
+    args = parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, also into a pipe (tee)
+    cfg = load_config(args.config, args.overrides)
+    args.vocab = args.vocab or cfg.data.vocab_size
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = cfg.train.tf32
+        torch.backends.cudnn.allow_tf32 = cfg.train.tf32
+    if device.type == "cpu" and cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    total = args.warmup + args.steps + args.trace_steps
+    batches = synthetic_batches(total, cfg.data.max_tokens, cfg.data.max_len, args.vocab, args.seed)
+    timed = batches[args.warmup : args.warmup + args.steps]
+    probe = build_model(cfg.model, args.vocab, args.vocab)
+    layers = cfg.model.num_layers
+    flops, arithmetic = step_flops(weights(probe), cfg.model.num_hiddens, layers, timed)
+    peak, name = card_peak(device, args.peak_tflops)
+    cells = sum(b.src.numel() + b.tgt.numel() for b in timed)
+    real = sum(int(b.src_lens.sum() + b.tgt_lens.sum()) for b in timed)
+    print(
+        f"{args.config} on {name}, torch {torch.__version__}, amp {cfg.train.amp}, "
+        f"peak {peak or 'n/a'} TFLOP/s"
+    )
+    tokens = sum(b.num_tgt_tokens for b in timed) / len(timed)
+    rows = sum(len(b.src) for b in timed) / len(timed)
+    print(
+        f"{len(timed)} timed steps of {tokens:,.0f} target tokens and {rows:,.0f} rows; "
+        f"real tokens {real / cells:.1%} of the padded cells"
+    )
+    print(f"FLOPs: {arithmetic}")
+    summary = {
+        "config": args.config,
+        "device": name,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "driver": driver_version() if device.type == "cuda" else None,
+        "peak_tflops": peak,
+        "flops_per_step": flops / len(timed),
+        "flops_arithmetic": arithmetic,
+        "warmup": args.warmup,
+        "steps": args.steps,
+        "variants": [],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
+        try:
+            result = profile_variant(variant, cfg, args, batches, flops)
+        except Exception as error:  # one variant's failure (an unsupported backend, memory) is its row
+            traceback.print_exc()
+            result = Result(variant, ok=False, error=f"{type(error).__name__}: {error}".splitlines()[0][:300])
+        results.append(result)
+        show(result, name)
+        summary["variants"].append(vars(result))
+        # after every variant: a run stopped by its time limit keeps what it measured
+        (args.out / "profile.json").write_text(json.dumps(summary, indent=1))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    (args.out / "profile.json").write_text(json.dumps(summary, indent=1))
+    print(f"\nfigures in {args.out / 'profile.json'}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version, from nvidia-smi (None without it)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""scripts/profile_step.py on the CPU: every figure printed and in profile.json, the traces, the FLOPs
+arithmetic, the synthetic batches and the GPU-busy sum (from a made-up trace)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from synthetic import TINY
+
+from attn_mt.config import load_config
+from attn_mt.models.build import build_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script():
+    """scripts/profile_step.py as a module."""
+    spec = importlib.util.spec_from_file_location("profile_step", ROOT / "scripts" / "profile_step.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["profile_step"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+profile_step = _script()
+TINY_ARGS = [
+    "--device",
+    "cpu",
+    "--warmup",
+    "1",
+    "--steps",
+    "2",
+    "--trace-steps",
+    "1",
+    "--set",
+    "train.threads=1",
+]
+
+
+def test_a_cpu_profile_prints_and_writes_every_figure(tmp_path, capsys):
+    out = tmp_path / "profile"
+    status = profile_step.main(
+        [str(TINY), *TINY_ARGS, "--variants", "reference,fast", "--vocab", "60", "--out", str(out)]
+    )
+    printed = capsys.readouterr().out
+    assert status == 0
+    assert "== reference" in printed and "== fast" in printed
+    assert len(re.findall(r"[\d.]+ ms a step, [\d,]+ target tokens/s", printed)) == 2
+    assert printed.count("MFU n/a (cpu)") == 2
+    assert "kernels a step n/a, GPU busy n/a, host syncs a step n/a" in printed
+    assert "top ops by self CPU time" in printed and "MFLOP a target token" in printed
+    summary = json.loads((out / "profile.json").read_text())
+    assert summary["device"] == "cpu" and summary["peak_tflops"] is None and summary["flops_per_step"] > 0
+    assert [v["variant"] for v in summary["variants"]] == ["reference", "fast"]
+    for variant in summary["variants"]:
+        assert variant["ok"] and variant["ms_per_step"] > 0 and variant["tokens_per_s"] > 0
+        assert variant["mfu"] is None and variant["gpu_busy"] is None and variant["kernels_per_step"] is None
+        assert 0 < variant["loss_share"] < 1 and 0 < variant["attention_share"] < 1
+        assert variant["top_cpu"] and variant["top_device"] == []
+        assert 0 < variant["real_share"] <= 1
+        trace = json.loads(Path(variant["trace"]).read_text())
+        assert any(str(e.get("name", "")).startswith("aten::") for e in trace["traceEvents"])
+    fast = summary["variants"][1]
+    assert any("SmoothedCrossEntropySum" in row["op"] for row in fast["top_cpu"]) or fast["loss_share"] > 0
+
+
+def test_a_given_peak_gives_an_mfu_and_a_wrong_variant_is_refused(tmp_path, capsys):
+    out = tmp_path / "profile"
+    args = [str(TINY), *TINY_ARGS, "--variants", "reference", "--vocab", "60", "--out", str(out)]
+    assert profile_step.main([*args, "--peak-tflops", "1.0"]) == 0
+    variant = json.loads((out / "profile.json").read_text())["variants"][0]
+    assert variant["mfu"] == pytest.approx(variant["tflops"] / 1.0)
+    with pytest.raises(SystemExit) as refused:
+        profile_step.parse_args([str(TINY), "--variants", "reference,turbo"])
+    assert refused.value.code == 2 and "turbo" in capsys.readouterr().err
+
+
+def test_the_flops_arithmetic_counts_the_blocks_weights_and_the_attention_pairs():
+    cfg = load_config(TINY, ["model.num_layers=2"])
+    model = build_model(cfg.model, 60, 60)
+    H, F, L = cfg.model.num_hiddens, cfg.model.ffn_num_hiddens, 2
+    sizes = profile_step.weights(model)
+    assert sizes == {
+        "encoder": L * (4 * H * H + 2 * H * F),
+        "decoder": L * (8 * H * H + 2 * H * F),
+        "output": 60 * H,
+    }
+    batches = profile_step.synthetic_batches(3, 256, 12, 60, seed=0)
+    src = sum(int(b.src_lens.sum()) for b in batches)
+    tgt = sum(int(b.tgt_lens.sum()) for b in batches)
+    pairs = sum(int((b.src_lens**2 + b.tgt_lens**2 + b.src_lens * b.tgt_lens).sum()) for b in batches)
+    flops, text = profile_step.step_flops(sizes, H, L, batches)
+    expected = 6 * (sizes["encoder"] * src + (sizes["decoder"] + sizes["output"]) * tgt) + 12 * H * L * pairs
+    assert flops == pytest.approx(expected)
+    assert f"{src:,} source tokens" in text and f"{tgt:,} target tokens" in text
+
+
+def test_synthetic_batches_follow_the_budget_and_the_length_limit():
+    batches = profile_step.synthetic_batches(30, 512, 12, 100, seed=3)
+    assert len(batches) == 30
+    for batch in batches:
+        longest = torch.maximum(batch.src_lens, batch.tgt_lens).max()
+        assert len(batch.src) * longest <= 512 or len(batch.src) == 1
+        assert int(batch.src_lens.max()) <= 12 and int(batch.tgt_lens.max()) <= 12
+        rows = torch.arange(len(batch.src))
+        assert (batch.src[rows, batch.src_lens - 1] == 3).all() and (
+            batch.tgt[rows, batch.tgt_lens - 1] == 3
+        ).all()
+        assert int(batch.src.max()) < 100
+    stored = json.loads(profile_step.LENGTHS.read_text())
+    assert sum(n for _, _, n in stored["joint"]) == stored["pairs"]
+
+
+def test_gpu_busy_is_the_union_of_the_kernels_over_the_profiled_wall_time():
+    assert profile_step.merged_length([(0, 4), (2, 6), (8, 9), (8.5, 8.7)]) == 7
+    trace = {
+        "traceEvents": [
+            {"ph": "X", "name": "ProfilerStep#0", "cat": "user_annotation", "ts": 0, "dur": 10},
+            {"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 10, "dur": 8},
+            {"ph": "X", "name": "gemm", "cat": "kernel", "ts": 2, "dur": 6},
+            {"ph": "X", "name": "softmax", "cat": "kernel", "ts": 5, "dur": 5},
+            {"ph": "X", "name": "add", "cat": "kernel", "ts": 15, "dur": 5},
+            {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 1, "dur": 3},
+        ]
+    }
+    kernels, busy = profile_step.trace_figures(trace, steps=2)
+    assert kernels == 1.5
+    assert busy == pytest.approx(13 / 20)  # kernels cover 2..10 and 15..20 of 0..20
+    assert profile_step.trace_figures({"traceEvents": []}, steps=2) == (None, None)
+
+
+def test_the_peak_table_matches_card_names_in_order(monkeypatch):
+    cuda = torch.device("cuda")
+    for name, peak in [
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA A10", 125.0),
+        ("Tesla T4", None),
+    ]:
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device, name=name: name)
+        assert profile_step.card_peak(cuda, None) == (peak, name)
+    assert profile_step.card_peak(torch.device("cpu"), 2.5) == (2.5, "cpu")
