@@ -10,6 +10,7 @@ import io
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -460,6 +461,23 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     screenshot(page, f"decoding_{model}")
 
 
+def test_concurrent_step_through_requests_equal_the_same_requests_one_at_a_time(lab):
+    sentences = ["Alpha bravo charlie delta.", "Echo foxtrot golf.", "Hotel alpha bravo."]
+    requests = [
+        {"run": run, "sentence": sentence, "beam": beam, "step": step, "layer": 1}
+        for run in ("gru_bahdanau", "transformer")
+        for sentence in sentences
+        for beam, step in ((1, 0), (1, 2), (3, 1), (4, 2), (2, 2))
+    ]  # 30 requests
+    requests[0]["reference"] = requests[-1]["reference"] = "un deux trois ."
+    alone = [call(lab, "/api/decoding", request) for request in requests]
+    assert [code for code, _ in alone] == [200] * len(requests), [a.get("error") for _, a in alone]
+    with ThreadPoolExecutor(max_workers=6) as clients:  # six clients, five requests each
+        together = list(clients.map(lambda request: call(lab, "/api/decoding", request), requests))
+    for request, got, expected in zip(requests, together, alone, strict=True):
+        assert got == expected, request
+
+
 def test_your_own_translation_panel(lab, page, engines):
     engine = engines["transformer"]
     sentence = "Bravo charlie."
@@ -566,6 +584,9 @@ BAD_INPUTS = {
     "nested-too-deep-text": ("softmax", {"scores": "[" * 5000 + "]" * 5000}, "nested too deep"),
     "nested-too-deep-lists": ("scoring", {"queries": [[[[[1.0]]]]]}, "nested more than 4 deep"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
+    "long-integer-in-text": ("softmax", {"scores": f"[[[{'9' * 400}]]]"}, "expected a number"),
+    "long-integer-in-lists": ("softmax", {"scores": [[[10**400]]]}, "expected a number"),
+    "long-integer-as-text": ("keysize", {"d": "9" * 5000}, "expected a whole number"),
 }
 
 
@@ -575,6 +596,17 @@ def test_bad_inputs_get_a_message_and_422(lab, case):
     code, body = call(lab, f"/api/{panel}", inputs)
     assert code == 422 and message in body["error"], body
     assert set(body) == {"error", "problems"}
+
+
+def test_integers_of_any_length_are_refused_as_bad_inputs(lab):
+    digits = "9" * 5000  # past Python's 4,300-digit limit on reading an int
+    for panel, raw in (
+        ("nadaraya_watson", f'{{"seed": {digits}}}'),
+        ("softmax", f'{{"scores": [[[-{digits}, 1]]]}}'),
+        ("positions", f'{{"num_steps": 4, "position": 1, "shift": {digits}}}'),
+    ):
+        code, body = call(lab, f"/api/{panel}", raw=raw.encode())
+        assert code == 422 and "expected a" in body["error"], (panel, body)
 
 
 def test_http_errors_of_the_lab(lab):

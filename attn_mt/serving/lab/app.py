@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
 from attn_mt.serving.app import BodyLimit, answer_errors_as_json, error_response
-from attn_mt.serving.lab.inputs import LabError
+from attn_mt.serving.lab.inputs import LabError, loads
 from attn_mt.serving.lab.shown import PACKAGE, ROOT
 
 PAGE_DIR = Path(__file__).parent / "page"
@@ -80,7 +80,7 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> Fas
         if panel is None:
             return error_response(404, f"no panel {name!r}; the lab has {', '.join(panels)}")
         try:
-            state = json.loads(await request.body())
+            state = loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error_response(400, f"the body is not valid JSON: {exc}")
         except RecursionError:

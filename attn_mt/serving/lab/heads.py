@@ -14,6 +14,7 @@ from attn_mt.decoding.attention import TITLES, collect_attention
 from attn_mt.decoding.translator import Translator
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.engines import request_engine
 from attn_mt.serving.lab.inputs import LabError, limit_elements, text, whole
 from attn_mt.serving.lab.shown import answer, code, shown
 
@@ -71,7 +72,7 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
     if not sentence:
         raise LabError("sentence: type an English sentence")
     run = transformers[name]
-    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    engine = request_engine(run)
     translation = engine.translate([sentence], beam_size=1)[0]
     if not translation.hypotheses:
         raise LabError("sentence: nothing to translate")

@@ -18,10 +18,21 @@ MAX_ELEMENTS = 4096  # numbers in one tensor a request may send or ask for (docs
 MAX_TEXT = 100_000  # characters of one field (4096 numbers of up to 20 characters fit)
 MAX_RANK = 4  # axes of a tensor a request may send
 MAX_MAGNITUDE = 1e6  # largest absolute value of a tensor entry, so no product overflows float32
+LONG_INTEGER = 20  # digits from which a JSON integer is read as a float (Python refuses ints of 4,300)
 
 
 class LabError(ValueError):
     """An input the lab refuses, with a message for the page."""
+
+
+def _integer(digits: str) -> int | float:
+    """A JSON integer: a Python int when short, a float (perhaps inf) when long, so no length fails."""
+    return int(digits) if len(digits) <= LONG_INTEGER else float(digits)
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON text as Python values; integers of any length are read (see `_integer`), never refused."""
+    return json.loads(text, parse_int=_integer)
 
 
 def field(state: dict[str, Any], key: str, default: Any) -> Any:
@@ -100,7 +111,7 @@ def tensor(state: dict[str, Any], key: str, default: Any, ranks: tuple[int, ...]
         if len(value) > MAX_TEXT:
             raise LabError(f"{key}: at most {MAX_TEXT} characters, got {len(value)}")
         try:
-            value = json.loads(value)
+            value = loads(value)
         except json.JSONDecodeError as exc:
             raise LabError(f"{key}: not a list of numbers such as [[1, 2], [3, 4]] ({exc.msg})") from None
         except RecursionError:
