@@ -9,6 +9,8 @@ import base64
 import io
 import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -607,6 +609,71 @@ def test_integers_of_any_length_are_refused_as_bad_inputs(lab):
     ):
         code, body = call(lab, f"/api/{panel}", raw=raw.encode())
         assert code == 422 and "expected a" in body["error"], (panel, body)
+
+
+def grid(*shape: int, value: float = 0.5) -> list:
+    """Nested lists of `shape` filled with `value`."""
+    return [grid(*shape[1:], value=value) for _ in range(shape[0])] if shape else value
+
+
+WORDS = "Alpha bravo charlie delta echo foxtrot golf hotel. "
+LONGEST = (WORDS * 10)[:300]
+# The largest inputs each panel takes (every tensor at the 4,096-number limit, every slider at its end),
+# and some just past them: each is answered 200 or 422.
+LARGEST: list[tuple[str, dict, int]] = [
+    ("softmax", {"scores": grid(1, 1, MAX_ELEMENTS), "valid_lens": [[MAX_ELEMENTS]]}, 200),
+    ("softmax", {"scores": grid(64, 64, 1), "valid_lens": grid(64, 64, value=1)}, 200),
+    ("scoring", {"queries": grid(1, 64, 64), "keys": grid(1, 64, 64), "values": grid(1, 64, 64)}, 200),
+    (
+        "scoring",
+        {"queries": grid(64, 1, 64), "keys": grid(64, 1, 64), "values": grid(64, 1, 64), "num_hiddens": 64},
+        200,
+    ),
+    ("scoring", {"queries": grid(1, 1, 4096), "keys": grid(1, 1, 4096), "values": grid(1, 1, 4096)}, 200),
+    ("scoring", {"queries": grid(1, 128, 1), "keys": grid(1, 128, 1), "values": grid(1, 128, 1)}, 422),
+    ("scoring", {"queries": grid(1, 1024, 1), "keys": grid(1, 1024, 1), "values": grid(1, 1024, 1)}, 422),
+    ("scoring", {"queries": grid(1, 4096, 1), "keys": grid(1, 1, 1), "values": grid(1, 1, 4096)}, 422),
+    ("scoring", {"queries": grid(64, 64, 1), "keys": grid(64, 1, 64), "values": grid(64, 1, 64)}, 422),
+    ("keysize", {"d": 1024, "scaled": "false"}, 200),
+    ("positions", {"num_steps": 64, "num_hiddens": 64, "shift": 512, "position": 63, "dimension": 63}, 200),
+    ("positions", {"num_steps": 512, "num_hiddens": 8, "shift": 512, "position": 511}, 200),
+    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 16, "num_heads": 16}, 200),
+    ("heads", {"batch": 1, "steps": 16, "num_hiddens": 256, "num_heads": 16}, 200),
+    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 256, "num_heads": 16}, 422),
+    *[
+        ("trained_heads", {"sentence": LONGEST, "map": m}, 200)
+        for m in ("cross", "encoder_self", "decoder_self")
+    ],
+    ("trained_heads", {"sentence": " ".join(["alpha"] * 150), "map": "decoder_self"}, 422),
+    ("nadaraya_watson", {"epochs": 200, "width": 20, "lr": 5, "point": 49}, 200),
+    *[
+        ("decoding", {"run": run, "sentence": LONGEST, "beam": 6, "step": 1, "reference": LONGEST}, 200)
+        for run in ("gru_bahdanau", "transformer")
+    ],
+    *[
+        ("own_translation", {"run": run, "sentence": LONGEST, "target": LONGEST}, 200)
+        for run in ("gru_bahdanau", "transformer")
+    ],
+    ("exercises", {}, 200),
+]
+MAX_ANSWER_BYTES = 2_000_000  # docs/lab.md
+
+
+def test_every_panel_at_its_largest_inputs_answers_200_or_422_within_a_bounded_size(lab):
+    for panel, inputs, expected in LARGEST:
+        data = json.dumps(inputs).encode("utf-8")
+        assert len(data) <= MAX_BODY_BYTES, panel
+        request = urllib.request.Request(
+            f"http://{lab}/api/{panel}", data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                status, answer = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                status, answer = error.code, error.read()
+        assert status == expected, (panel, answer[:300])
+        assert len(answer) <= MAX_ANSWER_BYTES, (panel, len(answer))
 
 
 def test_http_errors_of_the_lab(lab):
