@@ -114,14 +114,23 @@ def call(
     path: str,
     body: object = None,
     raw: bytes | None = None,
-    content_type: str = "application/json",
+    content_type: str | None = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict]:
     """One HTTP request (POST when there is a body); the status and the decoded JSON answer."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode("utf-8"))
+    if data is not None and content_type is None:  # urllib would declare a form
+        connection = http.client.HTTPConnection(address, timeout=ANSWER_TIMEOUT_S)
+        try:
+            connection.request("POST", path, body=data, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            connection.close()
     request = urllib.request.Request(
-        f"http://{address}{path}", data=data, method="GET" if data is None else "POST"
+        f"http://{address}{path}", data=data, method="GET" if data is None else "POST", headers=headers or {}
     )
-    if data is not None:
+    if data is not None and content_type is not None:
         request.add_header("Content-Type", content_type)
     try:
         with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S) as response:
@@ -209,6 +218,9 @@ ERROR_CASES: dict[str, dict] = {
     "attention-not-boolean": {"body": {"sentences": ["alpha ."], "attention": "yes"}},
     "unknown-field": {"body": {"sentences": ["alpha ."], "checkpoint": "/etc/passwd"}},
     "body-too-large": {"declared": MAX_BODY_BYTES + 1},
+    "json-as-text": {"raw": b'{"sentences": ["alpha ."]}', "content_type": "text/plain"},
+    "no-content-type": {"raw": b'{"sentences": ["alpha ."]}', "content_type": None},
+    "foreign-host": {"body": {"sentences": ["alpha ."]}, "headers": {"Host": "rebound.example:8000"}},
     "unknown-path": {"path": "/translations", "get": True},
     "wrong-method": {"path": "/translate", "get": True},
 }

@@ -696,6 +696,30 @@ def test_http_errors_of_the_lab(lab):
     assert "://" not in page.replace('"http://www.w3.org', "")  # nothing from another host
 
 
+def test_no_other_web_page_can_drive_the_lab(lab):
+    """A page elsewhere can post text/plain or a form without the browser asking first; the lab refuses
+    them, answers no CORS preflight, and refuses a Host header not its own (DNS rebinding)."""
+    inputs = json.dumps({"d": 1024}).encode()
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
+        code, body = call(lab, "/api/keysize", raw=inputs, content_type=kind)
+        assert code == 415 and "application/json" in body["error"], (kind, body)
+    port = lab.rsplit(":", 1)[1]
+    for host in (f"rebound.example:{port}", "rebound.example", f"127.0.0.1:{int(port) + 1}", "127.0.0.1:x"):
+        code, body = call(lab, "/api/keysize", {"d": 4}, headers={"Host": host})
+        assert code == 400 and "does not name this server" in body["error"], (host, body)
+        assert call(lab, "/api/panels", headers={"Host": host})[0] == 400
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
+        assert call(lab, "/api/keysize", {"d": 4}, headers={"Host": host})[0] == 200, host
+    preflight = urllib.request.Request(
+        f"http://{lab}/api/keysize",
+        method="OPTIONS",
+        headers={"Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(preflight, timeout=60)
+    assert refused.value.code == 403 and "Access-Control-Allow-Origin" not in refused.value.headers
+
+
 def test_lab_command_refuses_bad_runs_and_options(run_cli, tmp_path):
     missing = run_cli("lab", str(tmp_path / "no-such-run"), "--port", "0")
     assert missing.returncode == 2 and "no-such-run" in missing.stderr and "Traceback" not in missing.stderr

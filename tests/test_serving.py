@@ -224,6 +224,7 @@ def test_every_documented_http_error(transformer_server):
                 request.get("body"),
                 raw=request.get("raw"),
                 content_type=kind,
+                headers=request.get("headers"),
             )
         expected_status, message = documented[case]
         assert status == expected_status, (case, answer)

@@ -4,8 +4,9 @@ Routes: `GET /` the page, `GET /page/*` its script and style (served here: the p
 `GET /api/panels` the panels and the runs the lab opened, `POST /api/PANEL` one panel computed by
 attn-mt's own functions on a JSON object of inputs, and `GET /source/attn_mt/FILE.py` a file of the
 package with numbered lines, which every panel links to. A bad input is answered with
-`{"error": "...", "problems": [...]}` and a 4xx status: 400 for a body that is not JSON, 413 for one
-over `MAX_BODY_BYTES`, 422 for an input a panel refuses; never a traceback.
+`{"error": "...", "problems": [...]}` and a 4xx status: 400 for a body that is not JSON or a Host
+header that does not name the lab, 413 for a body over `MAX_BODY_BYTES`, 415 for one not sent as
+`application/json`, 422 for an input a panel refuses; never a traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
-from attn_mt.serving.app import BodyLimit, answer_errors_as_json, error_response
+from attn_mt.serving.app import BodyLimit, answer_errors_as_json
+from attn_mt.serving.guard import Guard, HostPolicy
+from attn_mt.serving.http import error_response
 from attn_mt.serving.lab.inputs import LabError, loads
 from attn_mt.serving.lab.shown import PACKAGE, ROOT
 
@@ -51,11 +54,13 @@ def source_page(relative: str) -> str | None:
     )
 
 
-def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> FastAPI:
-    """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels."""
+def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts: HostPolicy) -> FastAPI:
+    """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels. It
+    answers the Host headers of `hosts`, JSON bodies only, and no other origin (serving/guard.py)."""
     app = FastAPI(title="attn-mt lab", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(Guard, hosts=hosts)  # added last, so it runs first
 
     answer_errors_as_json(app, log, "the lab could not compute this")
 
