@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import urllib.error
+import urllib.parse
 from collections.abc import Iterator
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -68,16 +72,27 @@ def test_json_lists_alternatives_and_auto_detection(address, translator):
     [
         ({"q": "Alpha.", "source": "de", "target": "fr"}, "de is not supported"),
         ({"q": "Alpha.", "source": "en", "target": "es"}, "es is not supported"),
-        ({"q": "Alpha.", "source": "en"}, "Invalid request: target: Field required"),
+        ({"q": "Alpha.", "source": "en"}, "Invalid request: missing target parameter"),
+        ({"q": "Alpha.", "target": "fr"}, "Invalid request: missing source parameter"),
+        ({"q": "Alpha.", "source": "", "target": "fr"}, "Invalid request: missing source parameter"),
+        ({"q": "", "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
+        ({"source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
+        ({"q": [], "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         (
-            {"q": "Alpha.", "target": "fr", "format": "html"},
+            {"q": "Alpha.", "source": "en", "target": "fr", "format": "html"},
             "Invalid request: format: Input should be 'text'",
         ),
-        ({"q": "Alpha.", "target": "fr", "alternatives": 1.5}, "Invalid request: alternatives"),
-        ({"q": ["Alpha. " * 40] * 2, "target": "fr"}, "more than 64 sentences"),
-        ({"q": [], "target": "fr"}, "Invalid request: q"),
         (
-            {"q": "Alpha.", "target": "fr", "alternatives": 15},
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": 1.5},
+            "Invalid request: alternatives",
+        ),
+        (
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "two"},
+            "Invalid request: alternatives",
+        ),
+        ({"q": ["Alpha. " * 40] * 2, "source": "en", "target": "fr"}, "more than 64 sentences"),
+        (
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "15"},
             "beam size 16 needs at least 32 target vocabulary",
         ),
     ],
@@ -85,6 +100,78 @@ def test_json_lists_alternatives_and_auto_detection(address, translator):
 def test_libretranslate_errors_are_400_with_an_error_line(address, body, error):
     status, answer = call(address, "/translate", body)
     assert status == 400 and error in answer["error"], answer
+
+
+def test_answers_match_libretranslates_for_alternatives_forms_and_line_breaks(address, translator):
+    many = {
+        "q": SENTENCES[0],
+        "source": "en",
+        "target": "fr",
+        "alternatives": "5",
+    }  # digits, as it reads them
+    status, answer = call(address, "/translate", many)
+    assert status == 200, answer
+    outputs = translator.translate([SENTENCES[0]], beam_size=6, nbest=6)[0].outputs
+    expected = []
+    for text in outputs[1:]:
+        if text.strip() and text != outputs[0] and text not in expected:
+            expected.append(text)
+    assert answer["translatedText"] == outputs[0] and answer["alternatives"] == expected
+    assert outputs[0] not in answer["alternatives"] and len(set(answer["alternatives"])) == len(expected)
+    form = urllib.parse.urlencode(
+        [("q", f"{SENTENCES[0]}\r\n{SENTENCES[1]}"), ("q", "ignored."), ("source", "en"), ("target", "fr")]
+    ).encode()
+    status, answer = call(address, "/translate", raw=form, content_type="application/x-www-form-urlencoded")
+    alone = [t.text for t in translator.translate(SENTENCES[:2])]
+    assert status == 200 and answer == {"translatedText": f"{alone[0]}\n{alone[1]}"}, answer
+
+
+def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address):
+    page = "https://webapp.example"
+    for path, method in (("/translate", "POST"), ("/languages", "GET")):
+        status, headers = preflight(address, path, page, method)
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == "*", path
+        assert "Content-Type" in headers["Access-Control-Allow-Headers"]
+    for path in ("/score", "/info", "/health"):
+        status, headers = preflight(address, path, page, "POST")
+        assert status == 403 and "Access-Control-Allow-Origin" not in headers, path
+    body = {"q": SENTENCES[0], "source": "en", "target": "fr"}
+    for sent, allowed in ((body, "*"), ({"sentences": [SENTENCES[0]]}, None), ({"q": "", **body}, "*")):
+        headers = answer_headers(address, "/translate", sent, page)
+        assert headers.get("Access-Control-Allow-Origin") == allowed, sent
+        assert "Origin" in headers.get("Vary", "")
+    assert answer_headers(address, "/languages", None, page)["Access-Control-Allow-Origin"] == "*"
+
+
+def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, Message]:
+    """A browser's CORS preflight for `method` on `path` from a page of `origin`: status and headers."""
+    connection = http.client.HTTPConnection(address, timeout=60)
+    try:
+        asked = {
+            "Origin": origin,
+            "Access-Control-Request-Method": method,
+            "Access-Control-Request-Headers": "content-type",
+        }
+        connection.request("OPTIONS", path, headers=asked)
+        response = connection.getresponse()
+        response.read()
+        return response.status, response.headers
+    finally:
+        connection.close()
+
+
+def answer_headers(address: str, path: str, body: dict | None, origin: str) -> Message:
+    """The headers of the answer to a request from a page of `origin`."""
+    connection = http.client.HTTPConnection(address, timeout=60)
+    try:
+        data = None if body is None else json.dumps(body)
+        headers = {"Origin": origin, **({} if body is None else {"Content-Type": "application/json"})}
+        connection.request("GET" if body is None else "POST", path, body=data, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        return response.headers
+    finally:
+        connection.close()
 
 
 def test_the_published_schema_has_both_bodies_and_the_form(address):

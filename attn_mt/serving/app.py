@@ -69,12 +69,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 LIBRETRANSLATE = "libretranslate"  # the tag of a LibreTranslate body in validation errors
 ATTN_MT = "attn-mt"
+LIBRETRANSLATE_NEEDS = ("q", "source", "target")  # fields LibreTranslate refuses to go without
 log = logging.getLogger("attn_mt.serving")
 
 
 def body_kind(body: Any) -> str:
-    """Which API a /translate body speaks: LibreTranslate's when it has `q`, attn-mt's otherwise."""
-    if isinstance(body, LibreTranslateRequest) or (isinstance(body, dict) and "q" in body):
+    """Which API a /translate body speaks: LibreTranslate's when it has `q` (or a `target` and no
+    `sentences`), attn-mt's otherwise."""
+    if isinstance(body, LibreTranslateRequest):
+        return LIBRETRANSLATE
+    if isinstance(body, dict) and ("q" in body or ("sentences" not in body and "target" in body)):
         return LIBRETRANSLATE
     return ATTN_MT
 
@@ -124,6 +128,18 @@ def describe(error: dict[str, Any]) -> str:
     elif error.get("type") in ("model_attributes_type", "model_type") and not where:
         message = 'expected a JSON object such as {"sentences": ["i lost ."]}, sent as application/json'
     return f"{where or 'body'}: {message}"
+
+
+def libretranslate_problems(body: Any, errors: list[dict[str, Any]], problems: list[str]) -> list[str]:
+    """A LibreTranslate body's problems as LibreTranslate words them: `missing q parameter` for a `q`,
+    `source` or `target` left out or empty (whatever else it says about them), then the others."""
+    missing = [name for name in LIBRETRANSLATE_NEEDS if not (isinstance(body, dict) and body.get(name))]
+    others = [
+        problem
+        for error, problem in zip(errors, problems, strict=True)
+        if not (len(error.get("loc", ())) > 2 and error["loc"][2] in missing)
+    ]
+    return [f"missing {name} parameter" for name in missing] + others
 
 
 async def until_disconnect(receive: Receive) -> None:
@@ -254,6 +270,7 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
             return error_response(400, message, [message])
         problems = [describe(e) for e in errors]
         if any(LIBRETRANSLATE in e.get("loc", ()) for e in errors):  # LibreTranslate answers 400
+            problems = libretranslate_problems(exc.body, errors, problems)
             return error_response(400, "Invalid request: " + "; ".join(problems), problems)
         return error_response(
             422,

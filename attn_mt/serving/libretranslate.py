@@ -18,7 +18,7 @@ Errors come as LibreTranslate's do: status 400 and a JSON object whose `error` s
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -86,6 +86,11 @@ class Plan:
     one_text: bool  # q was a string, not a list
 
 
+def as_lines(text: str) -> str:
+    """A text with its line breaks as LF: CRLF and a lone CR become LF, as LibreTranslate reads a form."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def plan(request: LibreTranslateRequest, config: Config, split: Callable[[str], SplitLine]) -> Plan:
     """Check the language pair and the sizes, and `split` every line of every text into sentences."""
     source, target = model_languages(config)
@@ -97,7 +102,7 @@ def plan(request: LibreTranslateRequest, config: Config, split: Callable[[str], 
         raise LibreTranslateError(
             f"{request.target} is not supported: this model translates {source} to {target}"
         )
-    texts = [request.q] if isinstance(request.q, str) else request.q
+    texts = [as_lines(text) for text in ([request.q] if isinstance(request.q, str) else request.q)]
     if sum(len(text) for text in texts) > MAX_TEXT_CHARS:
         raise LibreTranslateError(f"Invalid request: the texts are longer than {MAX_TEXT_CHARS} characters")
     lines = [[split(line) for line in text.split("\n")] for text in texts]
@@ -125,6 +130,15 @@ def rebuild(lines: Sequence[SplitLine], results: Sequence[SentenceResult], rank:
     return "\n".join(out)
 
 
+def distinct(candidates: Iterable[str], best: str) -> list[str]:
+    """The alternatives as LibreTranslate gives them: no blank one, no repeat, not the translation itself."""
+    kept: list[str] = []
+    for text in candidates:
+        if text.strip() and text != best and text not in kept:
+            kept.append(text)
+    return kept
+
+
 def answer(
     request: LibreTranslateRequest, work: Plan, results: Sequence[SentenceResult], config: Config
 ) -> LibreTranslateResponse:
@@ -134,8 +148,10 @@ def answer(
         count = sum(len(line.sentences) for line in lines)
         mine = results[at : at + count]
         at += count
-        texts.append(rebuild(lines, mine, 0))
-        alternatives.append([rebuild(lines, mine, k) for k in range(1, request.alternatives + 1)])
+        best = rebuild(lines, mine, 0)
+        texts.append(best)
+        others = (rebuild(lines, mine, k) for k in range(1, request.alternatives + 1))
+        alternatives.append(distinct(others, best))
     detected = None
     if request.source == "auto":
         found = [DetectedLanguage(language=model_languages(config)[0], confidence=100.0) for _ in texts]
@@ -157,7 +173,7 @@ def form_as_json(body: bytes) -> bytes | None:
         return None
     values: dict[str, object] = {}
     for name, given in fields.items():
-        value: object = given[0] if len(given) == 1 else given
+        value: object = given[0]  # a field sent twice is its first value, as LibreTranslate reads a form
         if name in COUNT_FIELDS and isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         values[name] = value
