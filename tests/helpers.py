@@ -221,6 +221,7 @@ ERROR_CASES: dict[str, dict] = {
     "json-as-text": {"raw": b'{"sentences": ["alpha ."]}', "content_type": "text/plain"},
     "no-content-type": {"raw": b'{"sentences": ["alpha ."]}', "content_type": None},
     "foreign-host": {"body": {"sentences": ["alpha ."]}, "headers": {"Host": "rebound.example:8000"}},
+    "cross-origin-api": {"path": "/score", "preflight": "https://elsewhere.example"},
     "unknown-path": {"path": "/translations", "get": True},
     "wrong-method": {"path": "/translate", "get": True},
 }
@@ -234,6 +235,18 @@ def documented_http_errors() -> dict[str, tuple[int, str]]:
         if len(cells) == 5 and cells[0] not in ("id", "---"):
             cases[cells[0]] = (int(cells[1]), cells[4].strip("`"))
     return cases
+
+
+def preflight_answer(address: str, path: str, origin: str) -> tuple[int, dict]:
+    """A browser's CORS preflight for a JSON POST to `path` from a page of `origin`; status and answer."""
+    connection = http.client.HTTPConnection(address, timeout=ANSWER_TIMEOUT_S)
+    try:
+        asked = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+        connection.request("OPTIONS", path, headers=asked)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
 
 
 def raw_request(address: str, body: bytes, declared_length: int) -> socket.socket:
