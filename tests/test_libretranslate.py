@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import http.client
 import json
+import sys
 import urllib.error
 import urllib.parse
 from collections.abc import Iterator
@@ -14,8 +16,11 @@ import pytest
 from helpers import call, server
 from libretranslatepy import LibreTranslateAPI
 
+from attn_mt.data.sentences import split_line
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
+from attn_mt.serving.libretranslate import LibreTranslateError, plan
+from attn_mt.serving.schemas import LibreTranslateRequest
 
 PARAGRAPH = "Alpha bravo. Charlie delta echo.  Golf hotel alpha bravo."
 SENTENCES = ["Alpha bravo.", "Charlie delta echo.", "Golf hotel alpha bravo."]
@@ -79,8 +84,8 @@ def test_json_lists_alternatives_and_auto_detection(address, translator):
         ({"source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         ({"q": [], "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "format": "html"},
-            "Invalid request: format: Input should be 'text'",
+            {"q": "Alpha.", "source": "en", "target": "fr", "format": "markdown"},
+            "Invalid request: format: Input should be 'text' or 'html'",
         ),
         (
             {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": 1.5},
@@ -124,6 +129,29 @@ def test_answers_match_libretranslates_for_alternatives_forms_and_line_breaks(ad
     status, answer = call(address, "/translate", raw=form, content_type="application/x-www-form-urlencoded")
     alone = [t.text for t in translator.translate(SENTENCES[:2])]
     assert status == 200 and answer == {"translatedText": f"{alone[0]}\n{alone[1]}"}, answer
+
+
+def test_html_is_translated_text_node_by_text_node_with_its_tags_kept(address, translator):
+    markup = (
+        '<p class="lead">Alpha bravo. <b>Charlie delta echo.</b></p><!-- Alpha. -->'
+        '<script>var golf = "Alpha.";</script><span translate="no">Golf hotel.</span> Golf hotel alpha bravo.'
+    )
+    body = {"q": [markup, "Alpha &amp; <i>bravo</i>."], "source": "en", "target": "fr", "format": "html"}
+    status, answer = call(address, "/translate", body)
+    assert status == 200, answer
+    alone = [t.text for t in translator.translate([*SENTENCES, "Alpha &", "bravo", "."])]
+    assert answer["translatedText"] == [
+        f'<p class="lead">{alone[0]} <b>{alone[1]}</b></p><!-- Alpha. -->'
+        f'<script>var golf = "Alpha.";</script><span translate="no">Golf hotel.</span> {alone[2]}',
+        f"{html.escape(alone[3], quote=False)} <i>{alone[4]}</i>{alone[5]}",
+    ]
+
+
+def test_html_without_its_parser_names_the_extra(translator, monkeypatch):
+    monkeypatch.setitem(sys.modules, "lxml", None)  # as if the html extra were not installed
+    request = LibreTranslateRequest(q="<p>Alpha.</p>", source="en", target="fr", format="html")
+    with pytest.raises(LibreTranslateError, match=r"pip install 'attn-mt\[html\]'"):
+        plan(request, translator.cfg, lambda line: split_line(line, "en"))
 
 
 def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address):

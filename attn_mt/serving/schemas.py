@@ -244,7 +244,9 @@ class LibreTranslateRequest(BaseModel):
         description='The model\'s source language code, or "auto".'
     )
     target: Annotated[StrictStr, Field(min_length=1)] = Field(description="The model's target language code.")
-    format: Literal["text"] = Field("text", description='"text" (HTML is not translated).')
+    format: Literal["text", "html"] = Field(
+        "text", description='"text", or "html": the text nodes are translated, the tags kept.'
+    )
     alternatives: Alternatives = Field(
         0, description="How many alternative translations, from the n-best list (a number, or its digits)."
     )
