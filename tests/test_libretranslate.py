@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 import http.client
+import http.server
 import json
 import sys
+import threading
 import urllib.error
 import urllib.parse
 from collections.abc import Iterator
@@ -13,7 +15,8 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
-from helpers import call, server
+from devtools import Browser
+from helpers import CHROMIUM_FLAGS, call, server
 from libretranslatepy import LibreTranslateAPI
 
 from attn_mt.data.sentences import split_line
@@ -169,6 +172,58 @@ def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(a
         assert headers.get("Access-Control-Allow-Origin") == allowed, sent
         assert "Origin" in headers.get("Vary", "")
     assert answer_headers(address, "/languages", None, page)["Access-Control-Allow-Origin"] == "*"
+
+
+class BlankPage(http.server.BaseHTTPRequestHandler):
+    """An empty page: the web app of another origin that calls serve from the browser."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        page = b"<!DOCTYPE html><html><head><title>another origin</title></head><body></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+# What a web app on another origin asks serve for; each answer, or "blocked" when the browser keeps it.
+CROSS_ORIGIN_CALLS = """(async () => {
+  const json = (body) => ({method: "POST", headers: {"Content-Type": "application/json"},
+                           body: JSON.stringify(body)});
+  const read = async (path, init) => {
+    try { return await (await fetch("BASE" + path, init)).json(); } catch (e) { return "blocked"; }
+  };
+  return {
+    translated: await read("/translate", json({q: TEXT, source: "en", target: "fr"})),
+    languages: await read("/languages"),
+    score: await read("/score", json({pairs: [{source: "Alpha.", target: "un ."}]})),
+    own: await read("/translate", json({sentences: ["Alpha."]})),
+    info: await read("/info"),
+  };
+})()"""
+
+
+def test_a_web_page_of_another_origin_translates_through_the_libretranslate_route(
+    address, chromium, tmp_path
+):
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BlankPage)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    browser = Browser(chromium, CHROMIUM_FLAGS, tmp_path / "profile")
+    try:
+        browser.open(f"http://localhost:{site.server_address[1]}/")
+        found = browser.evaluate(
+            CROSS_ORIGIN_CALLS.replace("BASE", f"http://{address}").replace("TEXT", json.dumps(PARAGRAPH))
+        )
+    finally:
+        browser.close()
+        site.shutdown()
+    client = LibreTranslateAPI(f"http://{address}/")
+    assert found["translated"]["translatedText"] == client.translate(PARAGRAPH, "en", "fr")
+    assert found["languages"] == client.languages()
+    assert found["score"] == found["own"] == found["info"] == "blocked"  # serve's own API stays its own
 
 
 def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, Message]:
