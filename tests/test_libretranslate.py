@@ -22,6 +22,7 @@ from libretranslatepy import LibreTranslateAPI
 from attn_mt.data.sentences import split_line
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
+from attn_mt.serving.guard import cors_policy, host_policy
 from attn_mt.serving.libretranslate import LibreTranslateError, plan
 from attn_mt.serving.schemas import LibreTranslateRequest
 
@@ -224,6 +225,37 @@ def test_a_web_page_of_another_origin_translates_through_the_libretranslate_rout
     assert found["translated"]["translatedText"] == client.translate(PARAGRAPH, "en", "fr")
     assert found["languages"] == client.languages()
     assert found["score"] == found["own"] == found["info"] == "blocked"  # serve's own API stays its own
+
+
+def test_host_names_and_origins_are_the_users_to_widen(run_dir):
+    app = "https://app.example"
+    with server(run_dir, "--allowed-hosts", "mt.example.org", "--cors-origins", app) as address:
+        for host, status in (("mt.example.org", 200), ("mt.example.org:443", 200), ("rebound.example", 400)):
+            assert call(address, "/languages", headers={"Host": host})[0] == status, host
+        status, headers = preflight(address, "/score", app, "POST")
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == app
+        assert preflight(address, "/translate", "https://elsewhere.example", "POST")[0] == 403  # no '*'
+    with server(run_dir, "--cors-origins", "none") as address:
+        assert preflight(address, "/translate", app, "POST")[0] == 403
+
+
+def test_listening_on_every_address_answers_the_machines_addresses_but_no_other_name():
+    every = host_policy("0.0.0.0", 8000, [])
+    assert (
+        every.allows("192.168.1.5:9000") and every.allows("[fe80::1]:8000") and every.allows("localhost:8000")
+    )
+    assert not every.allows("rebound.example:8000") and not every.allows("192.168.1.5.rebound.example")
+    loopback = host_policy("127.0.0.1", 8000, ["mt.example.org"])
+    assert (
+        loopback.allows("127.0.0.1:8000")
+        and loopback.allows("[::1]:8000")
+        and loopback.allows("mt.example.org")
+    )
+    assert not loopback.allows("127.0.0.1:8001") and not loopback.allows("192.168.1.5:8000")
+    assert not loopback.allows(None) and not loopback.allows("[::1") and not loopback.allows("localhost:port")
+    assert host_policy("127.0.0.1", 8000, ["*"]).allows("anything.example")
+    assert cors_policy(None).allowed("https://a.example", libretranslate=True) == "*"
+    assert cors_policy(None).allowed("https://a.example", libretranslate=False) is None
 
 
 def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, Message]:
