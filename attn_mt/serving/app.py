@@ -251,6 +251,7 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
     app.add_middleware(  # added last, so it runs first
         Guard,
         hosts=hosts,
+        takes_body=frozenset({"/translate", "/score"}).__contains__,
         cors=cors,
         form_paths=frozenset({"/translate"}),
         libretranslate_paths=frozenset({"/translate", "/languages"}),

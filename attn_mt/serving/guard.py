@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -143,6 +144,7 @@ async def refuse(scope: Scope, receive: Receive, send: Send, status: int, messag
 class Guard:
     """ASGI middleware for the three checks of the module docstring, run before anything else.
 
+    `takes_body`: whether a POST path reads a body (any other POST is the app's to refuse, 405);
     `form_paths`: the POST paths that also take a form body; `libretranslate_paths`: the paths
     whose answers carry CORS headers for every allowed origin; `cors`: None for no CORS at all.
     """
@@ -151,12 +153,13 @@ class Guard:
         self,
         app: ASGIApp,
         hosts: HostPolicy,
+        takes_body: Callable[[str], bool],
         cors: CorsPolicy | None = None,
         form_paths: frozenset[str] = frozenset(),
         libretranslate_paths: frozenset[str] = frozenset(),
         max_peek_bytes: int = 0,
     ):
-        self.app, self.hosts, self.cors = app, hosts, cors
+        self.app, self.hosts, self.cors, self.takes_body = app, hosts, cors, takes_body
         self.form_paths, self.libretranslate_paths = form_paths, libretranslate_paths
         self.max_peek_bytes = max_peek_bytes
 
@@ -179,7 +182,7 @@ class Guard:
         if method == "OPTIONS" and origin and header(scope, b"access-control-request-method"):
             await self.preflight(scope, receive, send, origin)
             return
-        if method == "POST":
+        if method == "POST" and self.takes_body(path):
             kind = media_type(scope)
             if kind != JSON_TYPE and not (kind == FORM_TYPE and path in self.form_paths):
                 allowed = JSON_TYPE + (f" (or {FORM_TYPE})" if path in self.form_paths else "")

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 
 from attn_mt.config import Config
 from attn_mt.data.sentences import SplitLine
-from attn_mt.serving.markup import Markup, ParserMissingError, parse_markup
+from attn_mt.serving.markup import Markup, ParserMissingError, UnreadableMarkupError, parse_markup
 from attn_mt.serving.schemas import (
     MAX_CHARS,
     MAX_SENTENCES,
@@ -114,7 +114,7 @@ def plan(request: LibreTranslateRequest, config: Config, split: Callable[[str], 
         raise LibreTranslateError(f"Invalid request: the texts are longer than {MAX_TEXT_CHARS} characters")
     try:
         markups = [parse_markup(text) if request.format == "html" else None for text in entries]
-    except ParserMissingError as exc:
+    except (ParserMissingError, UnreadableMarkupError) as exc:
         raise LibreTranslateError(f"Invalid request: {exc}") from None
     pieces = [m.texts() if m is not None else [text] for m, text in zip(markups, entries, strict=True)]
     texts = [piece for entry in pieces for piece in entry]

@@ -22,6 +22,10 @@ class ParserMissingError(Exception):
     """lxml, the HTML parser of the optional extra `html`, is not installed."""
 
 
+class UnreadableMarkupError(ValueError):
+    """A text lxml's HTML parser refuses."""
+
+
 @dataclass(frozen=True)
 class Markup:
     """An HTML fragment under a wrapper element, and where its text nodes to translate sit."""
@@ -49,10 +53,14 @@ class Markup:
 def parse_markup(text: str) -> Markup:
     """An HTML fragment and its text nodes to translate; ParserMissingError without lxml."""
     try:
+        from lxml import etree
         from lxml import html as lxml_html
     except ImportError:
         raise ParserMissingError(HTML_EXTRA) from None
-    root = lxml_html.fragment_fromstring(text, create_parent="div")
+    try:
+        root = lxml_html.fragment_fromstring(text, create_parent="div")
+    except (ValueError, etree.LxmlError) as exc:  # e.g. control characters, which HTML cannot hold
+        raise UnreadableMarkupError(f"the HTML cannot be read: {exc}") from None
     slots: list[tuple[int, str]] = []
     kept_as_is: set[Any] = set()  # elements whose text stays: untranslated tags, translate="no"
     for at, element in enumerate(root.iter()):
