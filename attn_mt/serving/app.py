@@ -8,7 +8,9 @@ Swagger UI page with its script and style served from `/docs/static/*` (the file
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
 LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
-translation is still queued has its job cancelled, so the worker never decodes it.
+translation is still queued has its job cancelled, so the worker never decodes it. Before any of
+this, serving/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
+which web pages' origins may read the answers (CORS).
 """
 
 from __future__ import annotations
