@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from attn_mt.errors import UserError
 from attn_mt.serving.http import error_response, read_body, replaying
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -119,9 +120,20 @@ class CorsPolicy:
 
 
 def cors_policy(cors_origins: str | None) -> CorsPolicy:
-    """`--cors-origins`: `*` (the default), `none`, or comma-separated origins such as https://a.org."""
+    """`--cors-origins`: `*` (the default), `none`, or comma-separated origins such as https://a.org;
+    UserError for anything else, before the server loads its run."""
     names = split_names("*" if cors_origins is None else cors_origins)
-    return CorsPolicy(frozenset() if names == ["none"] else frozenset(n.rstrip("/") for n in names))
+    if names == ["none"]:
+        return CorsPolicy(frozenset())
+    origins = frozenset(name.rstrip("/") for name in names)
+    for origin in sorted(origins - {"*"}):
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query:
+            raise UserError(
+                f"--cors-origins: {origin} is not an origin such as https://app.example.org "
+                "(or '*', or 'none')"
+            )
+    return CorsPolicy(origins)
 
 
 def media_type(scope: Scope) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.batcher import Batcher
-from attn_mt.serving.guard import cors_policy, host_policy
+from attn_mt.serving.guard import CorsPolicy, host_policy
 from attn_mt.serving.service import TranslationService
 
 
@@ -38,7 +38,7 @@ def run_server(
     max_batch: int,
     max_wait_ms: float,
     allowed_hosts: list[str],
-    cors_origins: str | None,
+    cors: CorsPolicy,
 ) -> None:
     """Bind host:port and serve translations of the loaded `run` until interrupted (Ctrl-C or SIGTERM)."""
     import uvicorn
@@ -49,9 +49,7 @@ def run_server(
     bound_host, bound_port = sock.getsockname()[:2]
     service = TranslationService(run, run_dir, max_batch, max_wait_ms / 1000)
     batcher = Batcher(service.decode, max_batch, max_wait_ms / 1000)
-    app = create_app(
-        service, batcher, host_policy(host, bound_port, allowed_hosts), cors_policy(cors_origins)
-    )
+    app = create_app(service, batcher, host_policy(host, bound_port, allowed_hosts), cors)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(
