@@ -253,6 +253,7 @@ def test_listening_on_every_address_answers_the_machines_addresses_but_no_other_
     )
     assert not loopback.allows("127.0.0.1:8001") and not loopback.allows("192.168.1.5:8000")
     assert not loopback.allows(None) and not loopback.allows("[::1") and not loopback.allows("localhost:port")
+    assert not loopback.allows("rebound.example@127.0.0.1:8000")
     assert host_policy("127.0.0.1", 8000, ["*"]).allows("anything.example")
     assert cors_policy(None).allowed("https://a.example", libretranslate=True) == "*"
     assert cors_policy(None).allowed("https://a.example", libretranslate=False) is None

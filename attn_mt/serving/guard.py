@@ -75,7 +75,7 @@ class HostPolicy:
         """Whether a request's Host header names this server."""
         if self.any_host:
             return True
-        if not header:
+        if not header or any(c in header for c in "@/\\?# "):  # a host[:port], nothing else
             return False
         try:
             parts = urlsplit(f"//{header}")
