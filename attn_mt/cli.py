@@ -24,6 +24,10 @@ CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) 
 MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
+ALLOWED_HOSTS_HELP = (
+    "Host names (comma-separated) the server answers besides the address it listens on, e.g. a reverse "
+    "proxy's; '*' answers any (no DNS-rebinding check)."
+)
 DATA_HELP = (
     "Path to fra-eng.zip, fra.txt or another Tatoeba-format file "
     "(else data.path, $ATTN_MT_DATA, the cache, or a download)."
@@ -257,6 +261,14 @@ def serve(
     ),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
+    allowed_hosts: str | None = typer.Option(None, "--allowed-hosts", help=ALLOWED_HOSTS_HELP),
+    cors_origins: str | None = typer.Option(
+        None,
+        "--cors-origins",
+        help="Web pages (origins, comma-separated) that may call the server from a browser: '*' (the "
+        "default) lets every page use the LibreTranslate routes; an origin named here may use the whole "
+        "API; 'none' allows no page.",
+    ),
 ) -> None:
     """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
     from attn_mt.commands.serve import run_serve
@@ -270,6 +282,8 @@ def serve(
         max_wait_ms=max_wait_ms,
         device=device,
         quantize=quantize,
+        allowed_hosts=allowed_hosts,
+        cors_origins=cors_origins,
     )
 
 
@@ -280,11 +294,19 @@ def lab(
     port: int = typer.Option(8001, "--port", help="TCP port (0: any free port, printed at start)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    allowed_hosts: str | None = typer.Option(None, "--allowed-hosts", help=ALLOWED_HOSTS_HELP),
 ) -> None:
     """Serve the lab: a local page that runs the attention chapter's examples and steps through runs."""
     from attn_mt.commands.lab import run_lab
 
-    run_lab(run_dirs or [], host=host, port=port, checkpoint=checkpoint, device=device)
+    run_lab(
+        run_dirs or [],
+        host=host,
+        port=port,
+        checkpoint=checkpoint,
+        device=device,
+        allowed_hosts=allowed_hosts,
+    )
 
 
 @app.command("eval")

@@ -115,14 +115,23 @@ def call(
     path: str,
     body: object = None,
     raw: bytes | None = None,
-    content_type: str = "application/json",
+    content_type: str | None = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict]:
     """One HTTP request (POST when there is a body); the status and the decoded JSON answer."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode("utf-8"))
+    if data is not None and content_type is None:  # urllib would declare a form
+        connection = http.client.HTTPConnection(address, timeout=ANSWER_TIMEOUT_S)
+        try:
+            connection.request("POST", path, body=data, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            connection.close()
     request = urllib.request.Request(
-        f"http://{address}{path}", data=data, method="GET" if data is None else "POST"
+        f"http://{address}{path}", data=data, method="GET" if data is None else "POST", headers=headers or {}
     )
-    if data is not None:
+    if data is not None and content_type is not None:
         request.add_header("Content-Type", content_type)
     try:
         with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S) as response:
@@ -210,6 +219,10 @@ ERROR_CASES: dict[str, dict] = {
     "attention-not-boolean": {"body": {"sentences": ["alpha ."], "attention": "yes"}},
     "unknown-field": {"body": {"sentences": ["alpha ."], "checkpoint": "/etc/passwd"}},
     "body-too-large": {"declared": MAX_BODY_BYTES + 1},
+    "json-as-text": {"raw": b'{"sentences": ["alpha ."]}', "content_type": "text/plain"},
+    "no-content-type": {"raw": b'{"sentences": ["alpha ."]}', "content_type": None},
+    "foreign-host": {"body": {"sentences": ["alpha ."]}, "headers": {"Host": "rebound.example:8000"}},
+    "cross-origin-api": {"path": "/score", "preflight": "https://elsewhere.example"},
     "unknown-path": {"path": "/translations", "get": True},
     "wrong-method": {"path": "/translate", "get": True},
 }
@@ -223,6 +236,18 @@ def documented_http_errors() -> dict[str, tuple[int, str]]:
         if len(cells) == 5 and cells[0] not in ("id", "---"):
             cases[cells[0]] = (int(cells[1]), cells[4].strip("`"))
     return cases
+
+
+def preflight_answer(address: str, path: str, origin: str) -> tuple[int, dict]:
+    """A browser's CORS preflight for a JSON POST to `path` from a page of `origin`; status and answer."""
+    connection = http.client.HTTPConnection(address, timeout=ANSWER_TIMEOUT_S)
+    try:
+        asked = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+        connection.request("OPTIONS", path, headers=asked)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
 
 
 def raw_request(address: str, body: bytes, declared_length: int) -> socket.socket:

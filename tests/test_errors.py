@@ -301,6 +301,7 @@ CASES: dict[str, list[str]] = {
     "unknown-demo": ["demo", "attention"],
     "report-not-a-run": ["report", "somedir"],
     "serve-bad-port": ["serve", "RUN", "--port", "70000"],
+    "serve-bad-cors-origin": ["serve", "RUN", "--cors-origins", "example.org"],
     "average-too-few": ["average", "RUN", "--last", "2"],
     "bad-quantize": ["translate", "RUN", "--quantize", "int4", "go ."],
     "damaged-export": ["translate", "damaged.pt", "go ."],

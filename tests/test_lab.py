@@ -9,7 +9,10 @@ import base64
 import io
 import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -460,6 +463,23 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     screenshot(page, f"decoding_{model}")
 
 
+def test_concurrent_step_through_requests_equal_the_same_requests_one_at_a_time(lab):
+    sentences = ["Alpha bravo charlie delta.", "Echo foxtrot golf.", "Hotel alpha bravo."]
+    requests = [
+        {"run": run, "sentence": sentence, "beam": beam, "step": step, "layer": 1}
+        for run in ("gru_bahdanau", "transformer")
+        for sentence in sentences
+        for beam, step in ((1, 0), (1, 2), (3, 1), (4, 2), (2, 2))
+    ]  # 30 requests
+    requests[0]["reference"] = requests[-1]["reference"] = "un deux trois ."
+    alone = [call(lab, "/api/decoding", request) for request in requests]
+    assert [code for code, _ in alone] == [200] * len(requests), [a.get("error") for _, a in alone]
+    with ThreadPoolExecutor(max_workers=6) as clients:  # six clients, five requests each
+        together = list(clients.map(lambda request: call(lab, "/api/decoding", request), requests))
+    for request, got, expected in zip(requests, together, alone, strict=True):
+        assert got == expected, request
+
+
 def test_your_own_translation_panel(lab, page, engines):
     engine = engines["transformer"]
     sentence = "Bravo charlie."
@@ -566,6 +586,9 @@ BAD_INPUTS = {
     "nested-too-deep-text": ("softmax", {"scores": "[" * 5000 + "]" * 5000}, "nested too deep"),
     "nested-too-deep-lists": ("scoring", {"queries": [[[[[1.0]]]]]}, "nested more than 4 deep"),
     "huge-value": ("softmax", {"scores": "[[[1e30]]]"}, "limit of"),
+    "long-integer-in-text": ("softmax", {"scores": f"[[[{'9' * 400}]]]"}, "expected a number"),
+    "long-integer-in-lists": ("softmax", {"scores": [[[10**400]]]}, "expected a number"),
+    "long-integer-as-text": ("keysize", {"d": "9" * 5000}, "expected a whole number"),
 }
 
 
@@ -575,6 +598,82 @@ def test_bad_inputs_get_a_message_and_422(lab, case):
     code, body = call(lab, f"/api/{panel}", inputs)
     assert code == 422 and message in body["error"], body
     assert set(body) == {"error", "problems"}
+
+
+def test_integers_of_any_length_are_refused_as_bad_inputs(lab):
+    digits = "9" * 5000  # past Python's 4,300-digit limit on reading an int
+    for panel, raw in (
+        ("nadaraya_watson", f'{{"seed": {digits}}}'),
+        ("softmax", f'{{"scores": [[[-{digits}, 1]]]}}'),
+        ("positions", f'{{"num_steps": 4, "position": 1, "shift": {digits}}}'),
+    ):
+        code, body = call(lab, f"/api/{panel}", raw=raw.encode())
+        assert code == 422 and "expected a" in body["error"], (panel, body)
+
+
+def grid(*shape: int, value: float = 0.5) -> list:
+    """Nested lists of `shape` filled with `value`."""
+    return [grid(*shape[1:], value=value) for _ in range(shape[0])] if shape else value
+
+
+WORDS = "Alpha bravo charlie delta echo foxtrot golf hotel. "
+LONGEST = (WORDS * 10)[:300]
+# The largest inputs each panel takes (every tensor at the 4,096-number limit, every slider at its end),
+# and some just past them: each is answered 200 or 422.
+LARGEST: list[tuple[str, dict, int]] = [
+    ("softmax", {"scores": grid(1, 1, MAX_ELEMENTS), "valid_lens": [[MAX_ELEMENTS]]}, 200),
+    ("softmax", {"scores": grid(64, 64, 1), "valid_lens": grid(64, 64, value=1)}, 200),
+    ("scoring", {"queries": grid(1, 64, 64), "keys": grid(1, 64, 64), "values": grid(1, 64, 64)}, 200),
+    (
+        "scoring",
+        {"queries": grid(64, 1, 64), "keys": grid(64, 1, 64), "values": grid(64, 1, 64), "num_hiddens": 64},
+        200,
+    ),
+    ("scoring", {"queries": grid(1, 1, 4096), "keys": grid(1, 1, 4096), "values": grid(1, 1, 4096)}, 200),
+    ("scoring", {"queries": grid(1, 128, 1), "keys": grid(1, 128, 1), "values": grid(1, 128, 1)}, 422),
+    ("scoring", {"queries": grid(1, 1024, 1), "keys": grid(1, 1024, 1), "values": grid(1, 1024, 1)}, 422),
+    ("scoring", {"queries": grid(1, 4096, 1), "keys": grid(1, 1, 1), "values": grid(1, 1, 4096)}, 422),
+    ("scoring", {"queries": grid(64, 64, 1), "keys": grid(64, 1, 64), "values": grid(64, 1, 64)}, 422),
+    ("keysize", {"d": 1024, "scaled": "false"}, 200),
+    ("positions", {"num_steps": 64, "num_hiddens": 64, "shift": 512, "position": 63, "dimension": 63}, 200),
+    ("positions", {"num_steps": 512, "num_hiddens": 8, "shift": 512, "position": 511}, 200),
+    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 16, "num_heads": 16}, 200),
+    ("heads", {"batch": 1, "steps": 16, "num_hiddens": 256, "num_heads": 16}, 200),
+    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 256, "num_heads": 16}, 422),
+    *[
+        ("trained_heads", {"sentence": LONGEST, "map": m}, 200)
+        for m in ("cross", "encoder_self", "decoder_self")
+    ],
+    ("trained_heads", {"sentence": " ".join(["alpha"] * 150), "map": "decoder_self"}, 422),
+    ("nadaraya_watson", {"epochs": 200, "width": 20, "lr": 5, "point": 49}, 200),
+    *[
+        ("decoding", {"run": run, "sentence": LONGEST, "beam": 6, "step": 1, "reference": LONGEST}, 200)
+        for run in ("gru_bahdanau", "transformer")
+    ],
+    *[
+        ("own_translation", {"run": run, "sentence": LONGEST, "target": LONGEST}, 200)
+        for run in ("gru_bahdanau", "transformer")
+    ],
+    ("exercises", {}, 200),
+]
+MAX_ANSWER_BYTES = 2_000_000  # docs/lab.md
+
+
+def test_every_panel_at_its_largest_inputs_answers_200_or_422_within_a_bounded_size(lab):
+    for panel, inputs, expected in LARGEST:
+        data = json.dumps(inputs).encode("utf-8")
+        assert len(data) <= MAX_BODY_BYTES, panel
+        request = urllib.request.Request(
+            f"http://{lab}/api/{panel}", data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                status, answer = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                status, answer = error.code, error.read()
+        assert status == expected, (panel, answer[:300])
+        assert len(answer) <= MAX_ANSWER_BYTES, (panel, len(answer))
 
 
 def test_http_errors_of_the_lab(lab):
@@ -595,6 +694,30 @@ def test_http_errors_of_the_lab(lab):
         assert fetch(lab, outside)[0] == 404, outside
     page = fetch(lab, "/")[2].decode("utf-8")
     assert "://" not in page.replace('"http://www.w3.org', "")  # nothing from another host
+
+
+def test_no_other_web_page_can_drive_the_lab(lab):
+    """A page elsewhere can post text/plain or a form without the browser asking first; the lab refuses
+    them, answers no CORS preflight, and refuses a Host header not its own (DNS rebinding)."""
+    inputs = json.dumps({"d": 1024}).encode()
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
+        code, body = call(lab, "/api/keysize", raw=inputs, content_type=kind)
+        assert code == 415 and "application/json" in body["error"], (kind, body)
+    port = lab.rsplit(":", 1)[1]
+    for host in (f"rebound.example:{port}", "rebound.example", f"127.0.0.1:{int(port) + 1}", "127.0.0.1:x"):
+        code, body = call(lab, "/api/keysize", {"d": 4}, headers={"Host": host})
+        assert code == 400 and "does not name this server" in body["error"], (host, body)
+        assert call(lab, "/api/panels", headers={"Host": host})[0] == 400
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
+        assert call(lab, "/api/keysize", {"d": 4}, headers={"Host": host})[0] == 200, host
+    preflight = urllib.request.Request(
+        f"http://{lab}/api/keysize",
+        method="OPTIONS",
+        headers={"Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(preflight, timeout=60)
+    assert refused.value.code == 403 and "Access-Control-Allow-Origin" not in refused.value.headers
 
 
 def test_lab_command_refuses_bad_runs_and_options(run_cli, tmp_path):

@@ -28,6 +28,7 @@ from helpers import (
     call,
     documented_http_errors,
     fetch,
+    preflight_answer,
     raw_answer,
     raw_request,
     server,
@@ -217,6 +218,8 @@ def test_every_documented_http_error(transformer_server):
     for case, request in ERROR_CASES.items():
         if request.get("get"):
             status, answer = call(transformer_server, request["path"])
+        elif "preflight" in request:
+            status, answer = preflight_answer(transformer_server, request["path"], request["preflight"])
         elif "declared" in request:  # refused on its Content-Length, before the body is sent
             status, answer = raw_answer(raw_request(transformer_server, b"", request["declared"]))
         else:
@@ -227,6 +230,7 @@ def test_every_documented_http_error(transformer_server):
                 request.get("body"),
                 raw=request.get("raw"),
                 content_type=kind,
+                headers=request.get("headers"),
             )
         expected_status, message = documented[case]
         assert status == expected_status, (case, answer)

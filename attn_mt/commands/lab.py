@@ -7,6 +7,7 @@ from pathlib import Path
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.guard import split_names
 from attn_mt.serving.lab.server import run_lab_server
 
 
@@ -25,6 +26,7 @@ def run_lab(
     port: int = 8001,
     checkpoint: str = "best",
     device: str = "cpu",
+    allowed_hosts: str | None = None,
 ) -> None:
     """Serve the lab page, with step-through decoding and heads of each run, until interrupted."""
     if not 0 <= port <= 65535:
@@ -35,4 +37,4 @@ def run_lab(
         if run.kind.engine != "torch":
             raise UserError(f"{path}: the lab steps through torch models; give the run directory instead")
         runs[name] = run
-    run_lab_server(runs, host, port)
+    run_lab_server(runs, host, port, split_names(allowed_hosts))

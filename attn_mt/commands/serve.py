@@ -6,6 +6,7 @@ from pathlib import Path
 
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
+from attn_mt.serving.guard import cors_policy, split_names
 from attn_mt.serving.server import run_server
 
 
@@ -18,6 +19,8 @@ def run_serve(
     max_wait_ms: float = 5.0,
     device: str = "auto",
     quantize: str | None = None,
+    allowed_hosts: str | None = None,
+    cors_origins: str | None = None,
 ) -> None:
     """Serve translations of one run (or export file) over HTTP until interrupted (Ctrl-C or SIGTERM)."""
     if not 0 <= port <= 65535:
@@ -26,5 +29,6 @@ def run_serve(
         raise UserError(f"--max-batch must be at least 1, got {max_batch}")
     if not 0 <= max_wait_ms <= 10_000:
         raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
+    cors = cors_policy(cors_origins)
     run = open_model(run_dir, checkpoint, device, quantize)
-    run_server(run, run_dir, host, port, max_batch, max_wait_ms)
+    run_server(run, run_dir, host, port, max_batch, max_wait_ms, split_names(allowed_hosts), cors)

@@ -8,7 +8,9 @@ Swagger UI page with its script and style served from `/docs/static/*` (the file
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
 LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
-translation is still queued has its job cancelled, so the worker never decodes it.
+translation is still queued has its job cancelled, so the worker never decodes it. Before any of
+this, serving/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
+which web pages' origins may read the answers (CORS).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import Discriminator, Tag
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attn_mt.decoding.scoring import blank_pairs
 from attn_mt.serving.batcher import Batcher
+from attn_mt.serving.guard import CorsPolicy, Guard, HostPolicy
+from attn_mt.serving.http import error_response, read_body, replaying
 from attn_mt.serving.libretranslate import (
     LibreTranslateError,
     answer,
@@ -58,16 +62,25 @@ FORM_TYPE = b"application/x-www-form-urlencoded"
 CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
-    for code, what in ((400, "Malformed JSON"), (413, "Body too large"), (422, "Invalid request"))
+    for code, what in (
+        (400, "Malformed JSON"),
+        (413, "Body too large"),
+        (415, "Not sent as application/json"),
+        (422, "Invalid request"),
+    )
 }
 LIBRETRANSLATE = "libretranslate"  # the tag of a LibreTranslate body in validation errors
 ATTN_MT = "attn-mt"
+LIBRETRANSLATE_NEEDS = ("q", "source", "target")  # fields LibreTranslate refuses to go without
 log = logging.getLogger("attn_mt.serving")
 
 
 def body_kind(body: Any) -> str:
-    """Which API a /translate body speaks: LibreTranslate's when it has `q`, attn-mt's otherwise."""
-    if isinstance(body, LibreTranslateRequest) or (isinstance(body, dict) and "q" in body):
+    """Which API a /translate body speaks: LibreTranslate's when it has `q` (or a `target` and no
+    `sentences`), attn-mt's otherwise."""
+    if isinstance(body, LibreTranslateRequest):
+        return LIBRETRANSLATE
+    if isinstance(body, dict) and ("q" in body or ("sentences" not in body and "target" in body)):
         return LIBRETRANSLATE
     return ATTN_MT
 
@@ -84,11 +97,6 @@ FORM_BODY = {
         }
     }
 }
-
-
-def error_response(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
-    """The one shape of every error answer."""
-    return JSONResponse(ErrorBody(error=message, problems=problems or []).model_dump(), status_code=status)
 
 
 def answer_errors_as_json(app: FastAPI, logger: logging.Logger, failed: str) -> None:
@@ -124,6 +132,18 @@ def describe(error: dict[str, Any]) -> str:
     return f"{where or 'body'}: {message}"
 
 
+def libretranslate_problems(body: Any, errors: list[dict[str, Any]], problems: list[str]) -> list[str]:
+    """A LibreTranslate body's problems as LibreTranslate words them: `missing q parameter` for a `q`,
+    `source` or `target` left out or empty (whatever else it says about them), then the others."""
+    missing = [name for name in LIBRETRANSLATE_NEEDS if not (isinstance(body, dict) and body.get(name))]
+    others = [
+        problem
+        for error, problem in zip(errors, problems, strict=True)
+        if not (len(error.get("loc", ())) > 2 and error["loc"][2] in missing)
+    ]
+    return [f"missing {name} parameter" for name in missing] + others
+
+
 async def until_disconnect(receive: Receive) -> None:
     """Return when the server reports that the client has closed its connection."""
     while (await receive())["type"] != "http.disconnect":
@@ -142,32 +162,6 @@ async def results_unless_gone(job: Future, receive: Receive) -> Any:
             job.cancel()  # a queued job is then never decoded; one being decoded finishes unread
             results.cancel()
     return results.result() if not results.cancelled() else None
-
-
-async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
-    """The request's body, read until it ends or passes `max_bytes`; None if the client disconnected."""
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        body += message.get("body", b"")
-        if len(body) > max_bytes or not message.get("more_body", False):
-            return bytes(body)
-
-
-def replaying(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands the app the body already read, then whatever the client sends next."""
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 class FormBodies:
@@ -231,8 +225,9 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
-    """The application over one loaded run and its decoding worker."""
+def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy, cors: CorsPolicy) -> FastAPI:
+    """The application over one loaded run and its decoding worker, answering the Host headers of
+    `hosts` and the web pages `cors` allows (serving/guard.py)."""
     app = FastAPI(
         title="attn-mt",
         summary=f"English-French translation with a {service.run.config.model.type} model and its attention.",
@@ -254,7 +249,16 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
     app.add_middleware(FormBodies)
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # added last, so it runs first
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(  # added last, so it runs first
+        Guard,
+        hosts=hosts,
+        takes_body=frozenset({"/translate", "/score"}).__contains__,
+        cors=cors,
+        form_paths=frozenset({"/translate"}),
+        libretranslate_paths=frozenset({"/translate", "/languages"}),
+        max_peek_bytes=MAX_BODY_BYTES,
+    )
     waiting: set[Future] = set()  # jobs of requests still waiting for their answer
 
     @app.exception_handler(RequestValidationError)
@@ -269,6 +273,7 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
             return error_response(400, message, [message])
         problems = [describe(e) for e in errors]
         if any(LIBRETRANSLATE in e.get("loc", ()) for e in errors):  # LibreTranslate answers 400
+            problems = libretranslate_problems(exc.body, errors, problems)
             return error_response(400, "Invalid request: " + "; ".join(problems), problems)
         return error_response(
             422,

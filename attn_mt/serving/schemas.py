@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictStr,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
 
 from attn_mt.limits import MAX_BEAM, MAX_LENGTH_PENALTY  # the bounds of every entry point
@@ -210,19 +219,47 @@ MAX_TEXT_CHARS = MAX_SENTENCES * MAX_CHARS  # characters in one LibreTranslate r
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS)]
 
 
+ALTERNATIVES_TEXT = tuple(str(n) for n in range(MAX_BEAM))  # "0" ... "15"
+
+
+def digits_as_count(value: Any) -> Any:
+    """LibreTranslate's `alternatives` as its server reads it: a count, or the count's digits ("3")."""
+    return int(value) if isinstance(value, str) and value in ALTERNATIVES_TEXT else whole_number(value)
+
+
+Alternatives = Annotated[
+    int,
+    Field(ge=0, le=MAX_BEAM - 1),
+    BeforeValidator(digits_as_count),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": MAX_BEAM - 1},
+                {"type": "string", "enum": list(ALTERNATIVES_TEXT)},
+            ]
+        }
+    ),
+]
+
+
 class LibreTranslateRequest(BaseModel):
     """LibreTranslate's translate request, as its clients send it (JSON, or a form with the same fields)."""
 
     model_config = ConfigDict(extra="ignore")  # clients may send fields of newer LibreTranslate versions
 
-    q: Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_SENTENCES)] = Field(
-        description="A text, or a list of texts; each line is split into sentences and translated."
+    q: (
+        Annotated[Text, Field(min_length=1)]
+        | Annotated[list[Text], Field(min_length=1, max_length=MAX_SENTENCES)]
+    ) = Field(description="A text, or a list of texts; each line is split into sentences and translated.")
+    source: Annotated[StrictStr, Field(min_length=1)] = Field(
+        description='The model\'s source language code, or "auto".'
     )
-    source: StrictStr = Field("auto", description='The model\'s source language code, or "auto".')
-    target: StrictStr = Field(description="The model's target language code.")
-    format: Literal["text"] = Field("text", description='"text" (HTML is not translated).')
-    alternatives: count(0, MAX_BEAM - 1) = Field(
-        0, description="How many alternative translations, from the n-best list."
+    target: Annotated[StrictStr, Field(min_length=1)] = Field(description="The model's target language code.")
+    format: Literal["text", "html"] = Field(
+        "text", description='"text", or "html": the text nodes are translated, the tags kept.'
+    )
+    alternatives: Alternatives = Field(
+        0, description="How many alternative translations, from the n-best list (a number, or its digits)."
     )
     api_key: StrictStr | None = Field(None, description="Accepted and ignored: the server has no keys.")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.batcher import Batcher
+from attn_mt.serving.guard import CorsPolicy, host_policy
 from attn_mt.serving.service import TranslationService
 
 
@@ -36,6 +37,8 @@ def run_server(
     port: int,
     max_batch: int,
     max_wait_ms: float,
+    allowed_hosts: list[str],
+    cors: CorsPolicy,
 ) -> None:
     """Bind host:port and serve translations of the loaded `run` until interrupted (Ctrl-C or SIGTERM)."""
     import uvicorn
@@ -43,10 +46,11 @@ def run_server(
     from attn_mt.serving.app import create_app
 
     sock = bind(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
     service = TranslationService(run, run_dir, max_batch, max_wait_ms / 1000)
     batcher = Batcher(service.decode, max_batch, max_wait_ms / 1000)
-    server = uvicorn.Server(uvicorn.Config(create_app(service, batcher), log_level="warning"))
-    bound_host, bound_port = sock.getsockname()[:2]
+    app = create_app(service, batcher, host_policy(host, bound_port, allowed_hosts), cors)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(
         f"attn-mt: serving {run_dir} ({run.config.model.type}, {run.checkpoint.name}, step {run.step}) "

@@ -4,8 +4,9 @@ Routes: `GET /` the page, `GET /page/*` its script and style (served here: the p
 `GET /api/panels` the panels and the runs the lab opened, `POST /api/PANEL` one panel computed by
 attn-mt's own functions on a JSON object of inputs, and `GET /source/attn_mt/FILE.py` a file of the
 package with numbered lines, which every panel links to. A bad input is answered with
-`{"error": "...", "problems": [...]}` and a 4xx status: 400 for a body that is not JSON, 413 for one
-over `MAX_BODY_BYTES`, 422 for an input a panel refuses; never a traceback.
+`{"error": "...", "problems": [...]}` and a 4xx status: 400 for a body that is not JSON or a Host
+header that does not name the lab, 413 for a body over `MAX_BODY_BYTES`, 415 for one not sent as
+`application/json`, 422 for an input a panel refuses; never a traceback.
 """
 
 from __future__ import annotations
@@ -24,13 +25,29 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
-from attn_mt.serving.app import BodyLimit, answer_errors_as_json, error_response
-from attn_mt.serving.lab.inputs import LabError
+from attn_mt.serving.app import BodyLimit, answer_errors_as_json
+from attn_mt.serving.guard import Guard, HostPolicy
+from attn_mt.serving.http import error_response
+from attn_mt.serving.lab.inputs import LabError, loads
 from attn_mt.serving.lab.shown import PACKAGE, ROOT
+from attn_mt.serving.schemas import ErrorBody
 
 PAGE_DIR = Path(__file__).parent / "page"
 MAX_BODY_BYTES = 256 * 1024  # a request body over this is refused with 413 before it is read
 Panel = Callable[[dict[str, Any]], dict[str, Any]]
+LAB_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": what}
+    for code, what in (
+        (400, "Not JSON, or a Host header not the lab's"),
+        (404, "No such panel"),
+        (413, "Body too large"),
+        (415, "Not sent as application/json"),
+        (422, "An input the panel refuses"),
+    )
+}
+INPUTS_BODY = {  # the panel's inputs: which keys and values each takes is the panel's to check
+    "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}
+}
 log = logging.getLogger("attn_mt.lab")
 
 
@@ -51,11 +68,25 @@ def source_page(relative: str) -> str | None:
     )
 
 
-def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> FastAPI:
-    """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels."""
-    app = FastAPI(title="attn-mt lab", docs_url=None, redoc_url=None, openapi_url=None)
+def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts: HostPolicy) -> FastAPI:
+    """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels. It
+    answers the Host headers of `hosts`, JSON bodies only, and no other origin (serving/guard.py)."""
+    app = FastAPI(title="attn-mt lab", version="0.1.0", docs_url=None, redoc_url=None)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's OpenAPI document (what tests/test_http_contract.py fuzzes), panel names listed."""
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            for parameter in schema["paths"]["/api/{name}"]["post"]["parameters"]:
+                parameter["schema"]["enum"] = list(panels)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(
+        Guard, hosts=hosts, takes_body=lambda path: path.startswith("/api/") and path != "/api/panels"
+    )
 
     answer_errors_as_json(app, log, "the lab could not compute this")
 
@@ -72,15 +103,19 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any]) -> Fas
 
     @app.get("/api/panels")
     async def listing() -> dict[str, Any]:
+        """The panels, and the runs the lab opened."""
         return description
 
-    @app.post("/api/{name}")
+    @app.post("/api/{name}", responses=LAB_ERRORS, openapi_extra=INPUTS_BODY)
     async def compute(name: str, request: Request) -> JSONResponse:
+        """One panel computed on a JSON object of its inputs (docs/lab.md)."""
+        if name == "panels":  # the listing's path, which only GET serves
+            raise HTTPException(405, headers={"Allow": "GET"})
         panel = panels.get(name)
         if panel is None:
             return error_response(404, f"no panel {name!r}; the lab has {', '.join(panels)}")
         try:
-            state = json.loads(await request.body())
+            state = loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error_response(400, f"the body is not valid JSON: {exc}")
         except RecursionError:

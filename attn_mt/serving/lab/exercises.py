@@ -15,7 +15,6 @@ import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
-from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
     NWKernelRegression,
     gaussian_attention_weights,
@@ -27,6 +26,7 @@ from attn_mt.demos.nadaraya_watson import (
 from attn_mt.models.attention import DotProductAttention, MultiHeadAttention, masked_softmax
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.engines import request_engine
 from attn_mt.serving.lab.scoring import seeded_additive
 from attn_mt.serving.lab.shown import answer, code, shown
 
@@ -258,7 +258,7 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
     if not runs:
         return None
     name, run = next(iter(runs.items()))
-    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    engine = request_engine(run)
     vocab, dc = run.tgt_vocab, run.config.decode
     common = dict(bos_id=vocab.bos_id, eos_id=vocab.eos_id, max_len_a=dc.max_len_a, max_len_b=dc.max_len_b)
     sentences = ["i lost .", "go home .", "he is calm ."]

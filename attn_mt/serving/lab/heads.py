@@ -6,18 +6,22 @@ Shapes: B batch, N steps, H hidden, h heads, d = H / h; L layers, S source and T
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from attn_mt.decoding.attention import TITLES, collect_attention
+from attn_mt.decoding.outputs import output_length_limits, prepare_sentence
 from attn_mt.decoding.translator import Translator
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.inputs import LabError, limit_elements, text, whole
+from attn_mt.serving.lab.engines import request_engine
+from attn_mt.serving.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
 from attn_mt.serving.lab.shown import answer, code, shown
 
 MAX_HEADS = 16
+MAX_MAP = 16 * MAX_ELEMENTS  # numbers in a trained run's attention map, every layer and head together
 AXES = {
     "encoder_self": ["L", "h", "S", "S"],
     "decoder_self": ["L", "h", "T", "T"],
@@ -56,6 +60,23 @@ def split_merge_panel(state: dict[str, Any]) -> dict[str, Any]:
     return answer(tensors, lines, notes)
 
 
+def limit_map(engine: Translator, sentence: str, which: str) -> None:
+    """Refuse a sentence whose map could hold over MAX_MAP numbers, before translating it: the rows
+    and columns are source tokens (as fed) or target tokens (at most the decoding's length limit)."""
+    fed, src_len = engine.source_ids(prepare_sentence(engine.cfg, engine.src_vocab, sentence))
+    decode = engine.cfg.decode
+    targets = output_length_limits([src_len], decode.max_len_a, decode.max_len_b)[0] + 1  # with <bos>
+    rows = len(fed) if which == "encoder_self" else targets
+    columns = targets if which == "decoder_self" else len(fed)
+    model = engine.cfg.model
+    sizes = (model.num_layers, model.num_heads, rows, columns)
+    if math.prod(sizes) > MAX_MAP:
+        raise LabError(
+            f"sentence: its {which} map could be {sizes} (L, h, rows, columns), "
+            f"{math.prod(sizes)} numbers, more than the lab's limit of {MAX_MAP}; try a shorter sentence"
+        )
+
+
 def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """A sentence translated by a trained Transformer -> every head of every layer of one attention map."""
     transformers = {name: run for name, run in runs.items() if run.config.model.type == "transformer"}
@@ -71,7 +92,8 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
     if not sentence:
         raise LabError("sentence: type an English sentence")
     run = transformers[name]
-    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    engine = request_engine(run)
+    limit_map(engine, sentence, which)
     translation = engine.translate([sentence], beam_size=1)[0]
     if not translation.hypotheses:
         raise LabError("sentence: nothing to translate")

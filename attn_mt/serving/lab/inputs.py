@@ -4,6 +4,8 @@ Every panel's inputs arrive as one JSON object whose values are the text of the 
 from a script, numbers and nested lists). A value that is not what the field needs, a tensor of the
 wrong rank or shape, or one over `MAX_ELEMENTS` numbers raises `LabError`, which the server answers
 with its message and 422, so no input reaches torch unchecked and none can make the server work long.
+Panels check the tensors they will compute the same way before computing them: one they return may
+hold `MAX_ELEMENTS` numbers (`limit_elements`), one they compute on the way `MAX_WORK` (`limit_work`).
 """
 
 from __future__ import annotations
@@ -14,14 +16,26 @@ from typing import Any
 
 import torch
 
-MAX_ELEMENTS = 4096  # numbers in one tensor a request may send or ask for (docs/lab.md)
+MAX_ELEMENTS = 4096  # numbers in one tensor a request may send, or have computed and returned (docs/lab.md)
+MAX_WORK = 64 * MAX_ELEMENTS  # numbers in one intermediate tensor a request may have computed (1 MiB)
 MAX_TEXT = 100_000  # characters of one field (4096 numbers of up to 20 characters fit)
 MAX_RANK = 4  # axes of a tensor a request may send
 MAX_MAGNITUDE = 1e6  # largest absolute value of a tensor entry, so no product overflows float32
+LONG_INTEGER = 20  # digits from which a JSON integer is read as a float (Python refuses ints of 4,300)
 
 
 class LabError(ValueError):
     """An input the lab refuses, with a message for the page."""
+
+
+def _integer(digits: str) -> int | float:
+    """A JSON integer: a Python int when short, a float (perhaps inf) when long, so no length fails."""
+    return int(digits) if len(digits) <= LONG_INTEGER else float(digits)
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON text as Python values; integers of any length are read (see `_integer`), never refused."""
+    return json.loads(text, parse_int=_integer)
 
 
 def field(state: dict[str, Any], key: str, default: Any) -> Any:
@@ -100,7 +114,7 @@ def tensor(state: dict[str, Any], key: str, default: Any, ranks: tuple[int, ...]
         if len(value) > MAX_TEXT:
             raise LabError(f"{key}: at most {MAX_TEXT} characters, got {len(value)}")
         try:
-            value = json.loads(value)
+            value = loads(value)
         except json.JSONDecodeError as exc:
             raise LabError(f"{key}: not a list of numbers such as [[1, 2], [3, 4]] ({exc.msg})") from None
         except RecursionError:
@@ -126,4 +140,13 @@ def limit_elements(key: str, *sizes: int) -> None:
         raise LabError(
             f"{key}: shape {tuple(sizes)} holds {math.prod(sizes)} numbers, more than the lab's limit of "
             f"{MAX_ELEMENTS}"
+        )
+
+
+def limit_work(key: str, *sizes: int) -> None:
+    """Refuse an intermediate tensor of shape `sizes` (computed, not returned) over MAX_WORK numbers."""
+    if math.prod(sizes) > MAX_WORK:
+        raise LabError(
+            f"{key}: shape {tuple(sizes)} holds {math.prod(sizes)} numbers, more than the lab's limit of "
+            f"{MAX_WORK} for a tensor it computes on the way"
         )

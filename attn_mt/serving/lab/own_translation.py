@@ -15,6 +15,7 @@ from attn_mt.decoding.scoring import Scored, score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.engines import request_engine
 from attn_mt.serving.lab.inputs import LabError, choice, text
 from attn_mt.serving.lab.shown import answer, code, shown
 
@@ -39,7 +40,7 @@ def own_translation_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> 
     target = text(state, "target", "", 300).strip()
     if not sentence or not target:
         raise LabError("type an English sentence and your French translation of it")
-    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    engine = request_engine(run)
     own = engine.translate([sentence])[0]
     targets = [target, own.text] if own.text else [target]  # an empty output has nothing to score
     try:

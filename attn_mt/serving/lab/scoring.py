@@ -19,7 +19,7 @@ from attn_mt.models.attention import (
     masked_softmax,
     softmax_with_mask,
 )
-from attn_mt.serving.lab.inputs import LabError, tensor, whole
+from attn_mt.serving.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, limit_work, tensor, whole
 from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
 
 DEFAULT_SCORES = (
@@ -125,6 +125,10 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
             f"queries {tuple(queries.shape)}, keys {tuple(keys.shape)} and values {tuple(values.shape)} "
             "must share the batch size B, and keys and values the number of pairs K"
         )
+    batch, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
+    limit_elements("the attention weights (B, Q, K)", batch, num_queries, num_keys)
+    limit_elements("the outputs (B, Q, v)", batch, num_queries, values.shape[2])
+    limit_work("additive attention's features (B, Q, K, H)", batch, num_queries, num_keys, hiddens)
     valid_lens = valid_lens_of(state, (queries.shape[0], queries.shape[1], keys.shape[1]), "")
     blocked = blocked_keys(valid_lens, (queries.shape[0], queries.shape[1], keys.shape[1]))
     additive = seeded_additive(keys.shape[2], queries.shape[2], hiddens, seed)
@@ -149,6 +153,7 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             dot_output = dot(queries, keys, values, valid_lens)  # (B, Q, v)
         products = torch.matmul(queries, keys.transpose(1, 2))  # (B, Q, K)
+        written = batch * num_queries * num_keys * queries.shape[2] <= MAX_ELEMENTS  # products to write out
         tensors += [
             shown(
                 "scaled dot-product: attention_weights", dot.attention_weights, ["B", "Q", "K"], mask=blocked
@@ -157,8 +162,10 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
                 "Q Kᵀ",
                 products,
                 ["B", "Q", "K"],
-                hover=dot_product_terms(queries, keys),
-                note="Point at a cell to see its dot product written out.",
+                hover=dot_product_terms(queries, keys) if written else None,
+                note="Point at a cell to see its dot product written out."
+                if written
+                else f"Over {MAX_ELEMENTS} products in all: not written out on hover.",
             ),
             shown("Q Kᵀ / √d", products / math.sqrt(queries.shape[2]), ["B", "Q", "K"], mask=blocked),
             shown("additive: output", additive_output, ["B", "Q", "v"]),

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.guard import host_policy
 from attn_mt.serving.lab.app import create_lab_app
 from attn_mt.serving.lab.panels import description, lab_panels
 from attn_mt.serving.server import bind
 
 
-def run_lab_server(runs: dict[str, LoadedRun], host: str, port: int) -> None:
+def run_lab_server(runs: dict[str, LoadedRun], host: str, port: int, allowed_hosts: list[str]) -> None:
     """Bind host:port and serve the lab over `runs` (name -> opened run) until interrupted."""
     import uvicorn
 
     sock = bind(host, port)
-    app = create_lab_app(lab_panels(runs), description(runs))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     bound_host, bound_port = sock.getsockname()[:2]
+    app = create_lab_app(lab_panels(runs), description(runs), host_policy(host, bound_port, allowed_hosts))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     names = ", ".join(f"{name} ({run.config.model.type})" for name, run in runs.items()) or "no run"
     print(f"attn-mt: lab with {names} on http://{shown}:{bound_port}/; Ctrl-C stops", flush=True)

@@ -4,7 +4,9 @@
 `encode`, `init_state`, `step` and `reorder_state` through unchanged and keeps, per step, the live
 hypotheses, the model's next-token log-probabilities and what the encoder-decoder attention computed
 (captured with forward hooks on the attention's own layers, so nothing is decoded twice). The tokens
-it steps through are therefore the search's, and its weights the search's.
+it steps through are therefore the search's, and its weights the search's. The hooks go on the
+request's own copy of the model (serving/lab/engines.py), never on the model other requests share,
+and only the step asked for (and the one after it) is kept whole, so a long search keeps little.
 
 Shapes: N live rows (hypotheses), S source positions, H hidden, h heads, d = H / h, V target vocabulary.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,7 @@ from attn_mt.models.attention import AdditiveAttention, DotProductAttention
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
 from attn_mt.models.base import DecoderState, EncoderDecoder
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.lab.engines import request_engine
 from attn_mt.serving.lab.inputs import LabError, choice, text, whole
 from attn_mt.serving.lab.shown import answer, code, line_of, shown
 
@@ -47,9 +50,11 @@ class StepRecord:
 class StepRecorder:
     """A model for the search that records every step (see the module docstring)."""
 
-    def __init__(self, model: EncoderDecoder, layer: int):
+    def __init__(self, model: EncoderDecoder, layer: int, keep: int | None = None):
         self.model, self.layer = model, layer
-        self.steps: list[StepRecord] = []
+        self.keep = keep  # the step to keep (with the next one's hypotheses); None: every step
+        self.count = 0  # steps taken
+        self.steps: dict[int, StepRecord] = {}
         self.prefixes: list[list[int]] = [[]]
         self.scores: list[float] = [0.0]
         self.last: torch.Tensor | None = None  # (N, V) the previous step's log-probabilities
@@ -78,12 +83,15 @@ class StepRecorder:
             for row, token in enumerate(tokens.tolist()):
                 self.prefixes[row].append(token)
                 self.scores[row] += float(self.last[row, token])
-        with self.capture(state) as captured:
+        kept = self.keep is None or self.count in (self.keep, self.keep + 1)
+        with self.capture(state) if kept else nullcontext({}) as captured:
             logits, new_state, attention = self.model.step(tokens, state, True)
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
-        weights = attention["cross"].float()
-        record = StepRecord([list(p) for p in self.prefixes], list(self.scores), log_probs, weights, captured)
-        self.steps.append(record)
+        if kept:
+            weights = attention["cross"].float()
+            prefixes = [list(p) for p in self.prefixes]
+            self.steps[self.count] = StepRecord(prefixes, list(self.scores), log_probs, weights, captured)
+        self.count += 1
         self.last = log_probs
         return logits, new_state, attention if need_attention else {}
 
@@ -134,33 +142,31 @@ class StepRecorder:
                 hook.remove()
 
 
-def run_search(engine: Translator, sentence: str, beam: int, layer: int) -> tuple[StepRecorder, list, list]:
-    """The search `translate` runs on one sentence, recorded; (recorder, hypotheses, source labels)."""
+def run_search(
+    engine: Translator, sentence: str, beam: int, layer: int, keep: int | None = None
+) -> tuple[StepRecorder, list, list]:
+    """The search `translate` runs on one sentence, recorded (only step `keep` and the next, when given);
+    (recorder, hypotheses, source labels). The engine's model gets hooks: give it a request's own copy."""
     tokens = prepare_sentence(engine.cfg, engine.src_vocab, sentence)
     if not tokens:
         raise LabError("sentence: type an English sentence")
     fed, src_len = engine.source_ids(tokens)
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
-    recorder = StepRecorder(engine.model, layer)
+    recorder = StepRecorder(engine.model, layer, keep)
     common = engine.search_settings(need_attention=True)
-    was_training = engine.model.training
-    engine.model.eval()
-    try:
-        if beam == 1:
-            hypotheses = greedy_search(recorder, src, src_lens, **common)  # type: ignore[arg-type]
-        else:
-            hypotheses = beam_search(
-                recorder,
-                src,
-                src_lens,
-                beam_size=beam,
-                nbest=beam,
-                length_penalty=engine.cfg.decode.length_penalty,
-                **common,
-            )[0]  # type: ignore[arg-type]
-    finally:
-        engine.model.train(was_training)
+    if beam == 1:
+        hypotheses = greedy_search(recorder, src, src_lens, **common)  # type: ignore[arg-type]
+    else:
+        hypotheses = beam_search(
+            recorder,
+            src,
+            src_lens,
+            beam_size=beam,
+            nbest=beam,
+            length_penalty=engine.cfg.decode.length_penalty,
+            **common,
+        )[0]  # type: ignore[arg-type]
     return recorder, hypotheses, engine.src_vocab.labels(fed[:src_len])
 
 
@@ -172,7 +178,6 @@ def teacher_forced(engine: Translator, sentence: str, reference: str) -> dict[st
     src = torch.tensor([fed], device=engine.device)  # (1, S)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
     tgt_in = torch.tensor([[engine.tgt_vocab.bos_id, *ids]], device=engine.device)  # (1, T)
-    engine.model.eval()
     with torch.inference_mode():
         log_probs = torch.log_softmax(engine.model(src, src_lens, tgt_in).float(), dim=-1)[0]  # (T, V)
         maps = engine.model.attention_maps(src, src_lens, tgt_in)
@@ -189,7 +194,7 @@ def teacher_forced(engine: Translator, sentence: str, reference: str) -> dict[st
 
 def chosen_after(recorder: StepRecorder, hypotheses: list, t: int, labels: Any) -> str:
     """What the search kept after step t: the next step's live hypotheses, or the finished ones."""
-    if t + 1 < len(recorder.steps):
+    if t + 1 < recorder.count:
         kept = recorder.steps[t + 1].prefixes
         return "kept for the next step: " + "; ".join(" ".join(labels(p)) for p in kept)
     return "finished: " + "; ".join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
@@ -202,7 +207,7 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` to step through a trained model")
     name = choice(state, "run", next(iter(runs)), tuple(runs))
     run = runs[name]
-    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    engine = request_engine(run)
     sentence = text(state, "sentence", "", 300)
     beam = whole(state, "beam", 1, 1, MAX_BEAM)
     if beam > 1 and len(run.tgt_vocab) < 2 * beam:
@@ -212,10 +217,10 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     transformer = run.config.model.type == "transformer"
     layers = run.config.model.depths.decoder
     layer = whole(state, "layer", layers - 1, 0, layers - 1) if transformer else 0  # one alignment
-    recorder, hypotheses, source = run_search(engine, sentence, beam, layer)
     t = whole(state, "step", 0, 0, 10_000)
-    if t >= len(recorder.steps):
-        raise LabError(f"step: the search took {len(recorder.steps)} steps (0 to {len(recorder.steps) - 1})")
+    recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t)
+    if t >= recorder.count:
+        raise LabError(f"step: the search took {recorder.count} steps (0 to {recorder.count - 1})")
     record = recorder.steps[t]
     rows = len(record.prefixes)
     row = whole(state, "row", 0, 0, 10_000)
@@ -280,7 +285,7 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     outputs = [vocab.detokenize(h.tokens) for h in hypotheses]
     texts = {
         "translation": outputs[0],
-        "steps": f"step {t} of {len(recorder.steps)} (0-based); {rows} live hypotheses; "
+        "steps": f"step {t} of {recorder.count} (0-based); {rows} live hypotheses; "
         + chosen_after(recorder, hypotheses, t, vocab.labels),
     }
     notes = [
@@ -314,4 +319,4 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
             "the model would have picked; decoding (inference) feeds its own pick. "
             "Rows: reference | model's pick."
         )
-    return answer(tensors, lines, notes, text=texts, steps=len(recorder.steps), rows=rows)
+    return answer(tensors, lines, notes, text=texts, steps=recorder.count, rows=rows)
