@@ -228,6 +228,24 @@ ERROR_CASES: dict[str, dict] = {
 }
 
 
+def answer_error_case(address: str, request: dict) -> tuple[int, dict]:
+    """Send one of ERROR_CASES to the server at `address` as it is meant to arrive; its status and answer."""
+    if request.get("get"):
+        return call(address, request["path"])
+    if "preflight" in request:
+        return preflight_answer(address, request["path"], request["preflight"])
+    if "declared" in request:  # refused on its Content-Length, before the body is sent
+        return raw_answer(raw_request(address, b"", request["declared"]))
+    return call(
+        address,
+        "/translate",
+        request.get("body"),
+        raw=request.get("raw"),
+        content_type=request.get("content_type", "application/json"),
+        headers=request.get("headers"),
+    )
+
+
 def documented_http_errors() -> dict[str, tuple[int, str]]:
     """id -> (status, message fragment) from the server's table in docs/errors.md (five columns)."""
     cases = {}

@@ -19,12 +19,11 @@ import torch
 from helpers import (
     ERROR_CASES,
     SENTENCES,
+    answer_error_case,
     as_nbest_lines,
     assert_same_answers,
     call,
     documented_http_errors,
-    raw_answer,
-    raw_request,
     server,
     translate,
     translate_lines,
@@ -379,18 +378,7 @@ def test_serving_the_folder_equals_translate_and_labels_its_attention(
 def test_serving_the_folder_answers_bad_requests_with_4xx(folder_server):
     documented = documented_http_errors()
     for case, request in ERROR_CASES.items():
-        if request.get("get"):
-            status, answer = call(folder_server, request["path"])
-        elif "declared" in request:
-            status, answer = raw_answer(raw_request(folder_server, b"", request["declared"]))
-        else:
-            status, answer = call(
-                folder_server,
-                "/translate",
-                request.get("body"),
-                raw=request.get("raw"),
-                content_type=request.get("content_type", "application/json"),
-            )
+        status, answer = answer_error_case(folder_server, request)
         assert status == documented[case][0] and 400 <= status < 500, (case, answer)
         assert documented[case][1] in answer["error"], (case, answer)
 

@@ -23,13 +23,12 @@ from helpers import (
     ERROR_CASES,
     SENTENCES,
     TINY_RUN_TERMS,
+    answer_error_case,
     as_nbest_lines,
     assert_same_answers,
     call,
     documented_http_errors,
     fetch,
-    preflight_answer,
-    raw_answer,
     raw_request,
     server,
     translate,
@@ -216,22 +215,7 @@ def test_every_documented_http_error(transformer_server):
     documented = documented_http_errors()
     assert set(documented) == set(ERROR_CASES)
     for case, request in ERROR_CASES.items():
-        if request.get("get"):
-            status, answer = call(transformer_server, request["path"])
-        elif "preflight" in request:
-            status, answer = preflight_answer(transformer_server, request["path"], request["preflight"])
-        elif "declared" in request:  # refused on its Content-Length, before the body is sent
-            status, answer = raw_answer(raw_request(transformer_server, b"", request["declared"]))
-        else:
-            kind = request.get("content_type", "application/json")
-            status, answer = call(
-                transformer_server,
-                "/translate",
-                request.get("body"),
-                raw=request.get("raw"),
-                content_type=kind,
-                headers=request.get("headers"),
-            )
+        status, answer = answer_error_case(transformer_server, request)
         expected_status, message = documented[case]
         assert status == expected_status, (case, answer)
         assert set(answer) == {"error", "problems"} and message in answer["error"], (case, answer)
