@@ -4,7 +4,7 @@ The front matter carries the languages, licence, tags, dataset and, when the run
 test split with the exported checkpoint (`attn-mt eval RUN`), the `model-index` block the Hub reads
 its metrics from. The text gives the training data, the config, the sacreBLEU signature, how the
 model was trained, the preprocessing MarianTokenizer does not repeat (with its effect measured on
-the evaluated sources) and the limitations.
+the corpus the run was trained on, when that file is still there) and the limitations.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from typing import Any
 
 import yaml
 
+from attn_mt.data.pairs import read_corpus_files
 from attn_mt.data.subword import prepare_text
 from attn_mt.decoding.outputs import max_source_tokens
-from attn_mt.evaluation.scores import SCORES_FILE, SRC_FILE
+from attn_mt.evaluation.evaluate import trained_corpus
+from attn_mt.evaluation.scores import SCORES_FILE
 from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths
 
@@ -44,14 +46,14 @@ def test_scores(run: LoadedRun, paths: RunPaths | None) -> dict[str, Any] | None
     return scores
 
 
-def preprocessing_effect(run: LoadedRun, paths: RunPaths | None) -> tuple[int, int, int] | None:
-    """(sources, changed by the preprocessing, cut into other pieces without it) in eval/test/src.txt."""
-    if paths is None:
+def preprocessing_effect(run: LoadedRun, corpus: str | list[str] | None) -> tuple[int, int, int] | None:
+    """(distinct sources in `corpus`, those the preprocessing changes, those of them cut differently)."""
+    if corpus is None:
         return None
-    try:
-        sources = (paths.eval_dir("test") / SRC_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
+    _, pairs = read_corpus_files(
+        run.config.data, [Path(c) for c in ([corpus] if isinstance(corpus, str) else corpus)]
+    )
+    sources = sorted({source for source, _ in pairs})
     apostrophes = run.config.data.normalize_apostrophes
     changed = [s for s in sources if prepare_text(s, apostrophes) != s]
     tokenize = run.src_vocab.tokenize
@@ -141,12 +143,12 @@ def _preprocessing_section(run: LoadedRun, effect: tuple[int, int, int] | None) 
         lines.append('    text = text.replace("\\u2019", "\'").replace("\\u2018", "\'")')
     lines += ['    return re.sub(" {2,}", " ", text).strip(" ")', "```", ""]
     if effect is None:
-        lines.append("Its effect was not measured: the run holds no `attn-mt eval` of its test split.")
+        lines.append("Its effect was not measured: the corpus the run was trained on is not at hand.")
     else:
         total, changed, pieces = effect
         lines.append(
-            f"Measured on the {total} sources of the run's test split: {changed} change under this "
-            f"preprocessing, and {pieces} of them are cut into other pieces without it."
+            f"Measured on the {total:,} distinct source sentences of the training corpus: {changed:,} "
+            f"change under this preprocessing, and {pieces:,} of them are cut into other pieces without it."
         )
     lines += [
         "",
@@ -161,7 +163,7 @@ def card_text(run: LoadedRun, paths: RunPaths | None, name: str) -> str:
     cfg = run.config
     source, target = cfg.data.direction.split("-")
     scores = test_scores(run, paths)
-    effect = preprocessing_effect(run, paths)
+    effect = preprocessing_effect(run, trained_corpus(paths.root) if paths is not None else None)
     pair = f"{LANGUAGE_NAMES.get(source, source)} to {LANGUAGE_NAMES.get(target, target)}"
     yaml_block = yaml.safe_dump(front_matter(run, name, scores), sort_keys=False, allow_unicode=True)
     config_yaml = cfg.to_yaml().rstrip()
