@@ -4,12 +4,13 @@
     python scripts/compare_huggingface.py runs/transformer hf/ --beam 1 --beam 4
 
 For each --beam K it translates the first --sentences test sources (0: all; every reference kept)
-with attn-mt's search and with transformers' `pipeline("translation")` on the exported folder, each
-sentence capped at attn-mt's floor(max_len_a x source pieces + max_len_b) (`max_new_tokens`, grouped
-by cap). Beam searches run twice: as shipped (attn-mt with the run's GNMT alpha, transformers with
-the folder's generation_config.json) and both ranking by the raw log-probability (alpha 0,
-`early_stopping=True`). Prints one JSON object: per search, the outputs identical between the two
-and the test BLEU of both (sacreBLEU, as `attn-mt eval`); copy the numbers into docs/shipping.md.
+with attn-mt's search and with transformers' `generate()` on the exported folder (padded batches of
+32; transformers 5 has no translation pipeline any more), each sentence capped at attn-mt's
+floor(max_len_a x source pieces + max_len_b) (`max_new_tokens`, grouped by cap). Beam searches run
+twice: as shipped (attn-mt with the run's GNMT alpha, transformers with the folder's
+generation_config.json) and both ranking by the raw log-probability (alpha 0, `early_stopping=True`).
+Prints one JSON object: per search, the outputs identical between the two and the test BLEU of both
+(sacreBLEU, as `attn-mt eval`); copy the numbers into docs/shipping.md.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import MarianMTModel, MarianTokenizer, pipeline
+from transformers import MarianMTModel, MarianTokenizer
 
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import output_length_limits
@@ -29,19 +30,24 @@ from attn_mt.evaluation.evaluate import split_examples
 from attn_mt.evaluation.scores import corpus_scores
 from attn_mt.run.run_dir import load_run
 
+BATCH = 32  # sentences per generate() call
+
 
 def transformers_outputs(
-    translate: Any, tokenizer: MarianTokenizer, sources: list[str], cfg: Any, options: dict[str, Any]
+    model: MarianMTModel, tokenizer: MarianTokenizer, sources: list[str], cfg: Any, options: dict[str, Any]
 ) -> list[str]:
-    """The pipeline's translation of every source, each under attn-mt's cap for its length."""
+    """generate()'s translation of every source, each under attn-mt's cap for its length."""
     lengths = [len(tokenizer(s)["input_ids"]) for s in sources]
     caps = output_length_limits(lengths, cfg.decode.max_len_a, cfg.decode.max_len_b)
     outputs = [""] * len(sources)
     for cap in sorted(set(caps)):
         rows = [i for i, c in enumerate(caps) if c == cap]
-        found = translate([sources[i] for i in rows], max_new_tokens=cap, batch_size=32, **options)
-        for i, answer in zip(rows, found, strict=True):
-            outputs[i] = answer["translation_text"]
+        for start in range(0, len(rows), BATCH):
+            chunk = rows[start : start + BATCH]
+            batch = tokenizer([sources[i] for i in chunk], return_tensors="pt", padding=True)
+            found = model.generate(**batch, max_new_tokens=cap, **options)
+            for i, text in zip(chunk, tokenizer.batch_decode(found, skip_special_tokens=True), strict=True):
+                outputs[i] = text
     return outputs
 
 
@@ -53,7 +59,6 @@ def compare(run_dir: Path, folder: Path, beams: list[int], sentences: int, data:
         sources, refs = sources[:sentences], refs[:sentences]
     tokenizer = MarianTokenizer.from_pretrained(folder)
     model = MarianMTModel.from_pretrained(folder).eval()
-    translate = pipeline("translation", model=model, tokenizer=tokenizer, device="cpu")
     searches = []
     for beam in beams:
         alphas = [None] if beam == 1 else [None, 0.0]  # None: as shipped
@@ -66,7 +71,7 @@ def compare(run_dir: Path, folder: Path, beams: list[int], sentences: int, data:
             cfg = replace(run.config, decode=decode)
             ours = [r.text for r in translator_for(run, cfg).translate(sources, beam_size=beam)]
             with torch.inference_mode():
-                theirs = transformers_outputs(translate, tokenizer, sources, cfg, options)
+                theirs = transformers_outputs(model, tokenizer, sources, cfg, options)
             searches.append(
                 {
                     "beam": beam,
