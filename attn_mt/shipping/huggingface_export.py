@@ -22,19 +22,29 @@ the exporter absorbs every difference exactly:
     chosen and takes no probability; the output matrix is tied to the target embedding when the run
     ties them, and the encoder shares that embedding under `tie_source_embedding`;
   * the source ends with <eos>, which MarianTokenizer appends as attn-mt's translate does.
-The preprocessing attn-mt does before sentencepiece (NFC, ' for ’ and ‘, single spaces) is not in
-MarianTokenizer; model_card.py lists it and its measured effect on the test split.
+The preparation attn-mt does before sentencepiece (data/subword.py's prepare_text: NFC, ' for ’ and ‘,
+single spaces) travels in the exported sentencepiece models as normalisation rules, which
+sentencepiece applies before cutting pieces (it collapses spaces itself): MarianTokenizer gives
+attn-mt's pieces. The one gap: a combining mark NFC itself replaces (U+0340, U+0341, U+0343, U+0344)
+after a letter NFC then joins it with, which rules applied in one pass cannot; model_card.py lists
+the preparation and its effect.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import math
 import shutil
+import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
+import sentencepiece as spm
 import torch
+from sentencepiece import sentencepiece_model_pb2
 
 import attn_mt
 from attn_mt.config import Config, ModelConfig
@@ -54,6 +64,8 @@ START_TOKEN = "<pad>"  # Marian's decoder start and padding token, appended afte
 RENAMED_PAD = "<attn_mt_pad>"  # attn-mt's own <pad> (id 1), renamed so that <pad> names one id
 NEVER_LOGIT = -1e9  # the appended token's output bias: exp(-1e9 - max) is 0 in float32
 WEIGHTS_FILE = "model.safetensors"
+UNICODE_CODE_POINTS = 0x110000
+SURROGATES = (0xD800, 0xDFFF)  # not characters: no normalisation rule
 META_FILE = "attn_mt_export.json"
 
 
@@ -249,14 +261,68 @@ def vocab_json(vocab: SubwordVocab) -> dict[str, int]:
     return {**{token: i for i, token in enumerate(tokens)}, START_TOKEN: len(tokens)}
 
 
+@functools.lru_cache(maxsize=2)
+def preparation_rules(apostrophes: bool) -> dict[str, str]:
+    """prepare_text as rules: NFC of every character and of its canonical decomposition, ’ and ‘ to '."""
+    rules = {}
+    for code in range(UNICODE_CODE_POINTS):
+        if SURROGATES[0] <= code <= SURROGATES[1]:
+            continue
+        char = chr(code)
+        composed = unicodedata.normalize("NFC", char)
+        if composed != char:
+            rules[char] = composed
+        decomposed = unicodedata.normalize("NFD", char)
+        if len(decomposed) > 1 and unicodedata.normalize("NFC", decomposed) != decomposed:
+            rules[decomposed] = unicodedata.normalize("NFC", decomposed)
+    if apostrophes:
+        rules["\u2019"] = rules["\u2018"] = "'"
+    return rules
+
+
+def with_preparation(model_proto: bytes, apostrophes: bool) -> bytes:
+    """The sentencepiece model with attn-mt's preparation compiled into its normaliser (module docstring).
+
+    sentencepiece compiles rules only while training, so a throwaway character model is trained on a
+    few letters with the rules and its compiled normaliser copied into the run's model; the pieces,
+    their scores and the whitespace handling stay the run's.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        rules = Path(folder) / "rules.tsv"
+        rows = (f"{_code_points(a)}\t{_code_points(b)}\n" for a, b in preparation_rules(apostrophes).items())
+        rules.write_text("".join(rows), encoding="utf-8")
+        compiled = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(["a b c d e f g h"] * 50),
+            model_writer=compiled,
+            model_type="char",
+            vocab_size=12,
+            normalization_rule_tsv=str(rules),
+            minloglevel=2,
+        )
+    throwaway = sentencepiece_model_pb2.ModelProto()
+    throwaway.ParseFromString(compiled.getvalue())
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    model.normalizer_spec.name = throwaway.normalizer_spec.name
+    model.normalizer_spec.precompiled_charsmap = throwaway.normalizer_spec.precompiled_charsmap
+    return model.SerializeToString()
+
+
+def _code_points(text: str) -> str:
+    """A rule's side as sentencepiece's TSV writes it: hexadecimal code points, space-separated."""
+    return " ".join(f"{ord(char):X}" for char in text)
+
+
 def write_tokenizer(run: LoadedRun, out: Path) -> None:
     """source.spm, target.spm, vocab.json (+ target_vocab.json for two vocabularies) and the config."""
     src, tgt = run.src_vocab, run.tgt_vocab
     if not isinstance(src, SubwordVocab) or not isinstance(tgt, SubwordVocab):
         raise UserError("--format huggingface needs sentencepiece vocabularies")
     separate = src.model_proto != tgt.model_proto
-    (out / "source.spm").write_bytes(src.model_proto)
-    (out / "target.spm").write_bytes(tgt.model_proto)
+    apostrophes = run.config.data.normalize_apostrophes
+    (out / "source.spm").write_bytes(with_preparation(src.model_proto, apostrophes))
+    (out / "target.spm").write_bytes(with_preparation(tgt.model_proto, apostrophes))
     _write_json(out / "vocab.json", vocab_json(src))
     if separate:
         _write_json(out / "target_vocab.json", vocab_json(tgt))

@@ -3,8 +3,9 @@
 The front matter carries the languages, licence, tags, dataset and, when the run was scored on its
 test split with the exported checkpoint (`attn-mt eval RUN`), the `model-index` block the Hub reads
 its metrics from. The text gives the training data, the config, the sacreBLEU signature, how the
-model was trained, the preprocessing MarianTokenizer does not repeat (with its effect measured on
-the corpus the run was trained on, when that file is still there) and the limitations.
+model was trained, the preparation attn-mt does before sentencepiece (which the exported sentencepiece
+models repeat; its effect measured on the corpus the run was trained on, when that file is still
+there) and the limitations.
 """
 
 from __future__ import annotations
@@ -130,8 +131,11 @@ def _preprocessing_section(run: LoadedRun, effect: tuple[int, int, int] | None) 
     if run.config.data.normalize_apostrophes:
         steps.insert(1, "typographic apostrophes ’ and ‘ replaced by '")
     lines = [
-        "attn-mt prepares each sentence before sentencepiece: " + "; ".join(steps) + ". MarianTokenizer",
-        "does not; do the same to get attn-mt's exact input (for ordinary typed text nothing changes):",
+        "attn-mt prepares each sentence before sentencepiece: " + "; ".join(steps) + ". The exported",
+        "source.spm and target.spm carry this as sentencepiece normalisation rules (sentencepiece",
+        "collapses the spaces itself), so MarianTokenizer gives attn-mt's pieces with no extra code. The",
+        "one gap: a combining mark NFC itself replaces (the deprecated Greek tone marks U+0340, U+0341,",
+        "U+0343, U+0344) after a letter NFC then joins it with. Outside transformers, in Python:",
         "",
         "```python",
         "import re, unicodedata",
@@ -148,7 +152,7 @@ def _preprocessing_section(run: LoadedRun, effect: tuple[int, int, int] | None) 
         total, changed, pieces = effect
         lines.append(
             f"Measured on the {total:,} distinct source sentences of the training corpus: {changed:,} "
-            f"change under this preprocessing, and {pieces:,} of them are cut into other pieces without it."
+            f"change under this preparation; without it {pieces:,} of them would be cut into other pieces."
         )
     lines += [
         "",
