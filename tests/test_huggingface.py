@@ -303,10 +303,15 @@ def test_ct2_transformers_converter_gives_attn_mts_ctranslate2_outputs(
 
 def test_the_model_card_carries_the_hubs_metadata_and_the_test_scores(subword_run, run_cli, tmp_path):
     run_dir = Path(shutil.copytree(subword_run, tmp_path / "run"))  # eval writes into the run
-    corpus = subword_run.parent / "reverse.txt"
     unscored = export_huggingface(run_dir, tmp_path / "unscored")
-    assert "model-index" not in yaml.safe_load((unscored / "README.md").read_text().split("---")[1])
-    assert run_cli("eval", str(run_dir), "--data", str(corpus)).returncode == 0
+    card = (unscored / "README.md").read_text(encoding="utf-8")
+    meta = yaml.safe_load(card.split("---")[1])
+    assert "model-index" not in meta and "datasets" not in meta and meta["license"] == "other"
+    assert "Measured on the 300 distinct source sentences of the training corpus: 0 change" in card
+    tatoeba = Path(shutil.copyfile(subword_run.parent / "reverse.txt", tmp_path / "fra.txt"))
+    report = json.loads((run_dir / "data_report.json").read_text())
+    (run_dir / "data_report.json").write_text(json.dumps({**report, "corpus": str(tatoeba)}))
+    assert run_cli("eval", str(run_dir), "--data", str(tatoeba)).returncode == 0
     folder = export_huggingface(run_dir, tmp_path / "scored")
     card = (folder / "README.md").read_text(encoding="utf-8")
     meta = yaml.safe_load(card.split("---")[1])
@@ -317,7 +322,6 @@ def test_the_model_card_carries_the_hubs_metadata_and_the_test_scores(subword_ru
     assert metrics["bleu"]["value"] == round(scores["bleu"], 2)
     assert metrics["bleu"]["args"] == scores["bleu_signature"]
     assert scores["bleu_signature"] in card and "CC-BY 2.0 FR" in card and "attn-mt train CONFIG" in card
-    assert "Measured on the 300 distinct source sentences of the training corpus: 0 change" in card
 
 
 def test_the_preprocessing_marian_does_not_repeat_is_measured_on_the_corpus(subword_run, tmp_path):

@@ -25,9 +25,9 @@ the exporter absorbs every difference exactly:
 The preparation attn-mt does before sentencepiece (data/subword.py's prepare_text: NFC, ' for ’ and ‘,
 single spaces) travels in the exported sentencepiece models as normalisation rules, which
 sentencepiece applies before cutting pieces (it collapses spaces itself): MarianTokenizer gives
-attn-mt's pieces. The one gap: a combining mark NFC itself replaces (U+0340, U+0341, U+0343, U+0344)
-after a letter NFC then joins it with, which rules applied in one pass cannot; model_card.py lists
-the preparation and its effect.
+attn-mt's pieces. The one gap: a combining mark NFC itself replaces (U+0340, U+0341, U+0343, U+0344,
+some Tibetan vowel signs) after a letter NFC then joins it with, which rules applied in one pass
+cannot; model_card.py lists the preparation and its effect.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import yaml
 from attn_mt.data.pairs import read_corpus_files
 from attn_mt.data.subword import prepare_text
 from attn_mt.decoding.outputs import max_source_tokens
-from attn_mt.evaluation.evaluate import trained_corpus
+from attn_mt.evaluation.evaluate import trained_corpus, trained_report
 from attn_mt.evaluation.scores import SCORES_FILE
 from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths
@@ -30,6 +30,7 @@ HUB_LICENCE = "cc-by-2.0"  # the Hub's identifier closest to the data's licence
 CORPUS_URL = "https://www.manythings.org/anki/"
 TATOEBA_URL = "https://tatoeba.org"
 METRICS = (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER"))
+TATOEBA_FILES = ("fra-eng.zip", "fra.txt")  # the corpus attn-mt downloads, and the file inside it
 
 
 def test_scores(run: LoadedRun, paths: RunPaths | None) -> dict[str, Any] | None:
@@ -62,17 +63,24 @@ def preprocessing_effect(run: LoadedRun, corpus: str | list[str] | None) -> tupl
     return len(sources), len(changed), len(pieces)
 
 
-def front_matter(run: LoadedRun, name: str, scores: dict[str, Any] | None) -> dict[str, Any]:
+def is_tatoeba(report: dict[str, Any]) -> bool:
+    """Whether the run's data report names the Tatoeba corpus file (fra-eng.zip or its fra.txt)."""
+    corpus = report.get("corpus")
+    return isinstance(corpus, str) and Path(corpus).name in TATOEBA_FILES
+
+
+def front_matter(run: LoadedRun, name: str, scores: dict[str, Any] | None, tatoeba: bool) -> dict[str, Any]:
     """The Hub's YAML metadata: languages, licence, tags, dataset, and the metrics when there are any."""
     source, target = run.config.data.direction.split("-")
     meta: dict[str, Any] = {
         "language": [source, target],
-        "license": HUB_LICENCE,
+        "license": HUB_LICENCE if tatoeba else "other",
         "library_name": "transformers",
         "pipeline_tag": "translation",
         "tags": ["translation", "marian", "attn-mt", "d2l"],
-        "datasets": ["tatoeba"],
     }
+    if tatoeba:
+        meta["datasets"] = ["tatoeba"]
     if scores is not None:
         pair = f"{source}-{target}"
         meta["model-index"] = [
@@ -82,8 +90,9 @@ def front_matter(run: LoadedRun, name: str, scores: dict[str, Any] | None) -> di
                     {
                         "task": {"type": "translation", "name": f"Translation {pair}"},
                         "dataset": {
-                            "type": "tatoeba",
-                            "name": f"Tatoeba {pair} (attn-mt's held-out test split)",
+                            "type": "tatoeba" if tatoeba else "other",
+                            "name": f"{'Tatoeba' if tatoeba else 'the training corpus'} {pair} "
+                            "(attn-mt's held-out test split)",
                             "split": "test",
                         },
                         "metrics": [
@@ -135,7 +144,8 @@ def _preprocessing_section(run: LoadedRun, effect: tuple[int, int, int] | None) 
         "source.spm and target.spm carry this as sentencepiece normalisation rules (sentencepiece",
         "collapses the spaces itself), so MarianTokenizer gives attn-mt's pieces with no extra code. The",
         "one gap: a combining mark NFC itself replaces (the deprecated Greek tone marks U+0340, U+0341,",
-        "U+0343, U+0344) after a letter NFC then joins it with. Outside transformers, in Python:",
+        "U+0343, U+0344, some Tibetan vowel signs) after a letter NFC then joins it with. Outside",
+        "transformers, in Python:",
         "",
         "```python",
         "import re, unicodedata",
@@ -162,6 +172,23 @@ def _preprocessing_section(run: LoadedRun, effect: tuple[int, int, int] | None) 
     return lines
 
 
+def _data_text(report: dict[str, Any], tatoeba: bool) -> str:
+    """Where the training pairs came from, with the data's licence."""
+    pairs = report.get("corpus_pairs")
+    count = f"{pairs:,} pairs" if isinstance(pairs, int) else "pairs"
+    if tatoeba:
+        return (
+            f"Sentence pairs from [Tatoeba]({TATOEBA_URL}) (licence {DATA_LICENCE}), in the fra-eng.zip of "
+            f"[manythings.org]({CORPUS_URL}): {count}. The `license` above is the data's; whoever "
+            "publishes the model decides its own."
+        )
+    corpus = report.get("corpus") or "a corpus the run no longer names"
+    return (
+        f"The corpus {corpus} ({count}), not Tatoeba's fra-eng.zip: give it and its licence here, "
+        "and set `license` above, before publishing."
+    )
+
+
 def card_text(run: LoadedRun, paths: RunPaths | None, name: str) -> str:
     """The whole README.md."""
     cfg = run.config
@@ -169,7 +196,10 @@ def card_text(run: LoadedRun, paths: RunPaths | None, name: str) -> str:
     scores = test_scores(run, paths)
     effect = preprocessing_effect(run, trained_corpus(paths.root) if paths is not None else None)
     pair = f"{LANGUAGE_NAMES.get(source, source)} to {LANGUAGE_NAMES.get(target, target)}"
-    yaml_block = yaml.safe_dump(front_matter(run, name, scores), sort_keys=False, allow_unicode=True)
+    report = trained_report(paths.root) if paths is not None else {}
+    tatoeba = is_tatoeba(report)
+    meta = front_matter(run, name, scores, tatoeba)
+    yaml_block = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     config_yaml = cfg.to_yaml().rstrip()
     parameters = sum(p.numel() for p in run.model.parameters())
     lines = [
@@ -194,11 +224,10 @@ def card_text(run: LoadedRun, paths: RunPaths | None, name: str) -> str:
         "",
         "## Training data",
         "",
-        f"Sentence pairs from [Tatoeba]({TATOEBA_URL}) (licence {DATA_LICENCE}), in the fra-eng.zip of "
-        f"[manythings.org]({CORPUS_URL}): 167,130 English-French pairs. attn-mt splits them by source "
-        f"sentence: {cfg.data.valid_size} source sentences held out for validation and "
-        f"{cfg.data.test_size} for the test, every translation of a held-out sentence with it. The "
-        f"`license` above is the data's; whoever publishes the model decides its own.",
+        _data_text(report, tatoeba)
+        + f" attn-mt splits them by source sentence: {cfg.data.valid_size} source sentences held out "
+        f"for validation and {cfg.data.test_size} for the test, every translation of a held-out "
+        "sentence with it.",
         "",
         "## Training",
         "",
@@ -225,14 +254,16 @@ def card_text(run: LoadedRun, paths: RunPaths | None, name: str) -> str:
         "that reach the cap (transformers scores the forced <eos> as certain). With another alpha the "
         "forms differ: attn-mt divides by GNMT's ((5 + n) / 6) ** alpha, transformers by n ** alpha.",
         "",
-        "## Preprocessing",
+        "## Text preparation",
         "",
         *_preprocessing_section(run, effect),
         "",
         "## Limitations",
         "",
-        "- Trained on Tatoeba's short everyday sentences: long, technical or informal text is out of its "
-        "domain, and it translates one sentence at a time.",
+        "- "
+        + ("Trained on Tatoeba's short everyday sentences" if tatoeba else "Trained on its corpus alone")
+        + ": text unlike it (long, technical, informal) is out of its domain, and it translates one "
+        "sentence at a time.",
         f"- It reads at most {max_source_tokens(cfg)} source pieces; MarianTokenizer truncates longer input "
         "only when asked (`truncation=True`).",
         "- The decoder's first position holds the <bos> embedding in its position table (row 0 of "
