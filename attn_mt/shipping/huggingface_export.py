@@ -47,7 +47,7 @@ import torch
 from sentencepiece import sentencepiece_model_pb2
 
 import attn_mt
-from attn_mt.config import Config, ModelConfig
+from attn_mt.config import Config, ModelConfig, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import BOS, EOS, UNK
 from attn_mt.decoding.outputs import max_source_tokens
@@ -368,8 +368,6 @@ def export_huggingface(run_dir: Path, out: Path, checkpoint: str = "best") -> Pa
 
 def load_config_of(run_dir: Path) -> Config:
     """The run's config, read before its checkpoint so a run that cannot be exported is refused at once."""
-    from attn_mt.config import load_config
-
     return load_config(check_run_dir(run_dir).config)
 
 
@@ -383,6 +381,11 @@ def write_huggingface(run: LoadedRun, out: Path, paths: RunPaths | None = None) 
         raise UserError("--format huggingface exports Transformer runs only")
     tie_source = model.encoder.embedding.weight is model.decoder.embedding.weight
     tie_output = model.decoder.dense.weight is model.decoder.embedding.weight
+    if len(run.tgt_vocab) > len(run.src_vocab):  # Marian's encoder embedding holds the start id as padding
+        raise ValueError(
+            f"a target vocabulary of {len(run.tgt_vocab)} pieces is larger than the source's "
+            f"{len(run.src_vocab)}; attn-mt learns both at data.vocab_size"
+        )
     tensors = _MarianWeights(model).build(
         max_positions(run.config), run.tgt_vocab.bos_id, tie_source, tie_output
     )
