@@ -387,13 +387,17 @@ def average(
 @app.command()
 def export(
     run_dir: Path = typer.Argument(..., help="A trained run directory."),
-    out: Path = typer.Argument(..., help="The file to write (MODEL.pt), or a folder (onnx, ctranslate2)."),
+    out: Path = typer.Argument(
+        ..., help="The file to write (MODEL.pt), or a folder (onnx, ctranslate2, huggingface)."
+    ),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     fmt: str = typer.Option(
         "pt",
         "--format",
         help="pt: one file for translate/eval/serve; onnx: ONNX graphs; ctranslate2: a "
-        "CTranslate2 folder for translate/eval/serve (Transformer runs; pip install 'attn-mt[ctranslate2]').",
+        "CTranslate2 folder for translate/eval/serve (Transformer runs; pip install 'attn-mt[ctranslate2]'); "
+        "huggingface: a Marian folder for transformers (sentencepiece Transformer runs; "
+        "pip install 'attn-mt[huggingface]').",
     ),
     quantize: str | None = typer.Option(
         None,
@@ -402,7 +406,7 @@ def export(
         "int16, float16 (CUDA) or float32 (the default).",
     ),
 ) -> None:
-    """Export a run as one file (pt), ONNX graphs or a CTranslate2 folder, for translate, eval and serve."""
+    """Export a run as one file (pt), ONNX graphs, a CTranslate2 folder or a Hugging Face (Marian) folder."""
     from attn_mt.commands.export import run_export
 
     run_export(run_dir, out, checkpoint, fmt, quantize)

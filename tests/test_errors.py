@@ -103,6 +103,11 @@ def workspace(tmp_path_factory) -> Path:
     shutil.copytree(ws / "SPRUN", ws / "BADSUMMARY")
     (ws / "BADSUMMARY" / "run_summary.json").write_text("{", encoding="utf-8")
     run_export(ws / "SPRUN", ws / "sprun.pt", "best", "pt", None)
+    for name, config in (("BOOKTF", "d2l_transformer.yaml"), ("WORDTF", "tiny.yaml")):  # configs alone
+        (ws / name).mkdir()
+        (ws / name / "config.yaml").write_text(load_config(ROOT / "configs" / config).to_yaml())
+        for vocab in ("src_vocab.json", "tgt_vocab.json"):
+            shutil.copyfile(ws / "RUN" / vocab, ws / name / vocab)
     for checkpoint in (ws / "NOCKPT" / "checkpoints").iterdir():
         checkpoint.unlink()
     state = load_checkpoint(ws / "RUN" / "checkpoints" / "last.pt")
@@ -307,6 +312,10 @@ CASES: dict[str, list[str]] = {
     "damaged-export": ["translate", "damaged.pt", "go ."],
     "not-an-export": ["translate", "other.pt", "go ."],
     "onnx-out-is-file": ["export", "RUN", "empty.txt", "--format", "onnx"],
+    "hf-not-transformer": ["export", "RUN", "hf", "--format", "huggingface"],
+    "hf-book-mode": ["export", "BOOKTF", "hf", "--format", "huggingface"],
+    "hf-word-level": ["export", "WORDTF", "hf", "--format", "huggingface"],
+    "hf-out-not-empty": ["export", "SPRUN", "notes", "--format", "huggingface"],
     "score-line-counts": ["score", "RUN", "--source", "three.en", "--target", "two.fr"],
     "score-blank-line": ["score", "RUN", "--source", "gap.en", "--target", "three.fr"],
     "score-not-utf8": ["score", "RUN", "--source", "three.en", "--target", "latin1.txt"],
