@@ -204,6 +204,11 @@ def translate(
     seed: int | None = typer.Option(
         None, "--seed", help="With --sample: the random seed (default 0); one seed, the same samples."
     ),
+    alignments: Path | None = typer.Option(
+        None,
+        "--alignments",
+        help="Write Pharaoh word alignments (i-j) of each line's best output here, one line per input line.",
+    ),
 ) -> None:
     """Translate text with a trained run, one output line per input line."""
     from attn_mt.commands.translate import run_translate, sampling_options
@@ -225,6 +230,7 @@ def translate(
         prefix=prefix,
         prefix_file=prefix_file,
         sampling=sampling_options(sample, temperature, top_k, top_p, seed),
+        alignments=alignments,
     )
 
 

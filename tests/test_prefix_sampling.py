@@ -268,3 +268,95 @@ def test_python_api_takes_prefixes_and_sampling(tiny_runs):
     assert len(drawn[0].hypotheses) == 2
     with pytest.raises(TypeError, match="one text per sentence"):
         model.translate(["golf ."], prefix="un")
+
+
+def test_serve_takes_prefixes_and_sampling_and_refuses_misuse(tiny_runs, tmp_path_factory, run_cli):
+    from helpers import call, server, translate
+
+    run = tiny_runs.copy_to(tmp_path_factory.mktemp("prefix_serving"))["gru_bahdanau"]
+    with server(run) as address:
+        plain = translate(address, ["golf alpha . hotel .", "hotel ."], beam=1)
+        given = translate(address, ["golf alpha . hotel .", "hotel ."], beam=1, prefix=["un", ""])
+        assert given["results"][0]["translation"].startswith("un")
+        assert given["results"][0]["sentences"] is None  # translated whole
+        assert given["results"][1] == plain["results"][1]
+        every = translate(address, ["golf .", "hotel ."], beam=3, nbest=2, prefix="deux")
+        assert all(c["text"].startswith("deux") for r in every["results"] for c in r["nbest"])
+        drawn = translate(address, ["golf alpha . hotel ."], sample=3, top_k=4, seed=2)
+        assert drawn["nbest"] == 3 and len(drawn["results"][0]["nbest"]) == 3
+        assert translate(address, ["golf alpha . hotel ."], sample=3, top_k=4, seed=2) == drawn
+        cli = run_cli(
+            "translate", str(run), "golf alpha . hotel .", "--sample", "3", "--top-k", "4", "--seed", "2"
+        )
+        assert [line.split(" ||| ")[1] for line in cli.stdout.splitlines()] == [
+            c["text"] for c in drawn["results"][0]["nbest"]
+        ]
+        for body, message in [
+            ({"prefix": "zebra"}, "holds what the target vocabulary lacks: zebra"),
+            ({"prefix": ["un", "deux"]}, "prefix: 2 prefixes for 1 sentences"),
+            ({"top_k": 3}, "top_k applies to sampling; add sample"),
+            ({"sample": 2, "beam": 3}, "sample draws its outputs token by token; it takes no beam"),
+            ({"temperature": 0, "sample": 2}, "temperature"),
+            ({"top_p": 1.5, "sample": 2}, "top_p"),
+        ]:
+            status, answer = call(address, "/translate", {"sentences": ["golf ."], **body})
+            assert status == 422 and message in answer["error"], (body, answer)
+        status, answer = call(address, "/translate", {"sentences": ["golf ."], "prefix": "un " * 40})
+        assert status == 422 and "shorten it" in answer["error"]
+
+
+# ----- word alignments -----
+
+
+def test_alignments_are_pairs_within_both_sentences_words(tiny_runs, tmp_path_factory, run_cli):
+    from helpers import call, server
+
+    root = tmp_path_factory.mktemp("alignments")
+    runs = tiny_runs.copy_to(root)
+    lines = ["golf alpha echo . hotel foxtrot .", "charlie bravo .", ""]
+    for name in ("gru_bahdanau", "transformer"):
+        out = root / f"{name}.align"
+        result = run_cli("translate", str(runs[name]), *lines, "--alignments", str(out))
+        assert result.returncode == 0, result.stderr
+        written = out.read_text(encoding="utf-8").split("\n")
+        assert len(written) == len(lines) + 1 and written[-1] == ""
+        for line, translation, pairs in zip(lines, result.stdout.split("\n"), written, strict=False):
+            found = [tuple(map(int, pair.split("-"))) for pair in pairs.split()]
+            targets = translation.split()
+            assert sorted(j for _, j in found) == list(range(len(targets)))  # each output word once
+            assert all(0 <= i < len(line.split()) for i, _ in found)
+        with server(runs[name]) as address:
+            status, answer = call(address, "/translate", {"sentences": lines, "alignments": True})
+        assert status == 200
+        for pairs, result_json in zip(written, answer["results"], strict=False):
+            assert result_json["alignment"]["pairs"] == pairs
+            assert len(result_json["alignment"]["source_words"]) == len(result_json["source"].split())
+
+
+def test_align_words_takes_the_last_layers_head_average_and_skips_eos():
+    import numpy as np
+
+    from attn_mt.decoding.alignments import align_words, joined
+    from attn_mt.decoding.attention import SentenceAttention
+
+    cross = np.zeros((2, 2, 3, 3))  # (L, h, T, S): outputs "a b <eos>", sources "x y <eos>"
+    cross[0, :, :, 0] = 1.0  # the first layer looks at x only: ignored
+    cross[1, 0] = [[0.1, 0.3, 0.6], [0.5, 0.2, 0.3], [0.0, 0.0, 1.0]]
+    cross[1, 1] = [[0.1, 0.5, 0.4], [0.7, 0.1, 0.2], [0.0, 0.0, 1.0]]
+    attention = SentenceAttention(
+        {"cross": cross}, ["x", "y", "<eos>"], ["a", "b", "<eos>"], ["<bos>", "a", "b"]
+    )
+    found = align_words(attention)  # a: y (0.4 against <eos>'s 0.5, which is no word); b: x
+    assert (found.pairs, found.source_words, found.target_words) == ([(1, 0), (0, 1)], ["x", "y"], ["a", "b"])
+    assert joined([found, found]).pharaoh() == "1-0 0-1 3-2 2-3"
+
+
+def test_subword_alignments_count_words_not_pieces(subword_run):
+    from attn_mt.decoding.alignments import alignment_of
+
+    engine = translator_for(open_model(subword_run, device="cpu"))
+    for translation in engine.translate(["Golf alpha echo hotel golf.", "Charlie bravo."], beam_size=1):
+        found = alignment_of(engine, translation)
+        assert found.source_words == translation.source.split()
+        assert found.target_words == translation.text.split()
+        assert [j for _, j in found.pairs] == list(range(len(found.target_words)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attn_mt.decoding.alignments import alignment_of, joined
 from attn_mt.decoding.engine import check_sampling
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import LineTranslation, translate_lines
@@ -136,6 +137,7 @@ def run_translate(
     prefix: str | None = None,
     prefix_file: str | None = None,
     sampling: Sampling | None = None,
+    alignments: Path | None = None,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines, or one per sample) per
     input line.
@@ -143,8 +145,9 @@ def run_translate(
     With `split`, each line is translated sentence by sentence (decoding/lines.py); a line with a
     prefix is translated whole.
     """
-    if output is not None and output.is_dir():
-        raise UserError(f"--output {output} is a directory; give a file path")
+    for option, path in (("--output", output), ("--alignments", alignments)):
+        if path is not None and path.is_dir():
+            raise UserError(f"{option} {path} is a directory; give a file path")
     check_sampling(sampling, beam, nbest)
     lines = read_input_lines(input_file, texts)
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
@@ -167,6 +170,10 @@ def run_translate(
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
+    if alignments is not None:
+        pairs = [joined([alignment_of(translator, s) for s in r.sentences]).pharaoh() for r in results]
+        alignments.parent.mkdir(parents=True, exist_ok=True)
+        alignments.write_text("".join(line + "\n" for line in pairs), encoding="utf-8")
     if attention_dir is not None:
         from attn_mt.evaluation.attention_dumps import save_attention  # matplotlib, only when asked
 
