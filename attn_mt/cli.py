@@ -22,6 +22,7 @@ STATE = {"debug": False}
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
 MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
+MODELS_HELP = MODEL_HELP[:-1] + "; several (same vocabularies) decode as their ensemble."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
 DATA_HELP = (
@@ -155,7 +156,11 @@ def train(
 @app.command()
 def translate(
     run_dir: Path = typer.Argument(..., help=MODEL_HELP),
-    text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
+    text: list[str] = typer.Argument(
+        None,
+        help="Sentences to translate (else --input or stdin); leading ones that name existing models "
+        "(folders, .pt files) are more models, decoded with MODEL as their ensemble.",
+    ),
     input_file: str | None = typer.Option(
         None, "--input", "-i", help="File with one sentence per line, or -."
     ),
@@ -278,7 +283,7 @@ def score(
 
 @app.command()
 def serve(
-    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
+    run_dir: list[Path] = typer.Argument(..., help=MODELS_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free port, printed at start)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
@@ -293,7 +298,7 @@ def serve(
     from attn_mt.commands.serve import run_serve
 
     run_serve(
-        run_dir,
+        run_dir if len(run_dir) > 1 else run_dir[0],
         host=host,
         port=port,
         checkpoint=checkpoint,
@@ -320,7 +325,7 @@ def lab(
 
 @app.command("eval")
 def evaluate(
-    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
+    run_dir: list[Path] = typer.Argument(..., help=MODELS_HELP),
     split: str = typer.Option(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
@@ -342,7 +347,7 @@ def evaluate(
     from attn_mt.commands.evaluate import run_eval
 
     run_eval(
-        run_dir,
+        run_dir if len(run_dir) > 1 else run_dir[0],
         split=split,
         beam=beam,
         attention=attention,

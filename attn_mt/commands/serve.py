@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attn_mt.decoding.ensembles import open_models
 from attn_mt.errors import UserError
-from attn_mt.run.open import open_model
 from attn_mt.serving.server import run_server
 
 
 def run_serve(
-    run_dir: Path,
+    run_dir: Path | list[Path],
     host: str = "127.0.0.1",
     port: int = 8000,
     checkpoint: str = "best",
@@ -19,12 +19,14 @@ def run_serve(
     device: str = "auto",
     quantize: str | None = None,
 ) -> None:
-    """Serve translations of one run (or export file) over HTTP until interrupted (Ctrl-C or SIGTERM)."""
+    """Serve translations of one run (or export file, or several as an ensemble) over HTTP until
+    interrupted (Ctrl-C or SIGTERM)."""
+    models = [Path(p) for p in run_dir] if isinstance(run_dir, list) else [Path(run_dir)]
     if not 0 <= port <= 65535:
         raise UserError(f"--port must be between 0 and 65535, got {port}")
     if max_batch < 1:
         raise UserError(f"--max-batch must be at least 1, got {max_batch}")
     if not 0 <= max_wait_ms <= 10_000:
         raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
-    run = open_model(run_dir, checkpoint, device, quantize)
-    run_server(run, run_dir, host, port, max_batch, max_wait_ms)
+    run = open_models(models, checkpoint, device, quantize)
+    run_server(run, models[0], host, port, max_batch, max_wait_ms)

@@ -8,10 +8,25 @@ from pathlib import Path
 from attn_mt.decoding.alignments import alignment_of, joined
 from attn_mt.decoding.engine import check_sampling
 from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.ensembles import open_models
 from attn_mt.decoding.lines import LineTranslation, translate_lines
 from attn_mt.decoding.outputs import Sampling, Translation, with_length_penalty
 from attn_mt.errors import UserError
-from attn_mt.run.open import open_model
+
+
+def is_model_path(argument: str) -> bool:
+    """Whether a command-line argument names a model: an existing folder, or an existing .pt file."""
+    path = Path(argument)
+    return path.is_dir() or (path.suffix == ".pt" and path.is_file())
+
+
+def models_and_texts(first: Path, texts: list[str]) -> tuple[list[Path], list[str]]:
+    """MODEL and the arguments after it that also name models (an ensemble), then the sentences."""
+    models = [Path(first)]
+    while texts and is_model_path(texts[0]):
+        models.append(Path(texts[0]))
+        texts = texts[1:]
+    return models, texts
 
 
 def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
@@ -143,15 +158,16 @@ def run_translate(
     input line.
 
     With `split`, each line is translated sentence by sentence (decoding/lines.py); a line with a
-    prefix is translated whole.
+    prefix is translated whole. Texts that name models (`models_and_texts`) make an ensemble.
     """
     for option, path in (("--output", output), ("--alignments", alignments)):
         if path is not None and path.is_dir():
             raise UserError(f"{option} {path} is a directory; give a file path")
     check_sampling(sampling, beam, nbest)
+    models, texts = models_and_texts(run_dir, texts)
     lines = read_input_lines(input_file, texts)
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
-    run = open_model(run_dir, checkpoint, device, quantize)
+    run = open_models(models, checkpoint, device, quantize)
     translator = translator_for(run, with_length_penalty(run.config, length_penalty))
     results = translate_lines(
         translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
