@@ -129,6 +129,8 @@ def test_sample_pick_by_hand():
     # Top-p 0.5 keeps token 0 alone; a rising temperature flattens: T = 1000 is nearly uniform.
     assert sample_pick(logits, None, 2, Sampler(1.0, 0, 0.5, (0,) * 4), draws)[1].tolist() == [0, 0, 0, 0]
     assert sample_pick(logits, None, 2, Sampler(1000.0, 0, 1.0, (0,) * 4), draws)[1].tolist() == [0, 1, 2, 2]
+    # The smallest temperature there is takes the most probable token, as greedy search does.
+    assert sample_pick(logits, None, 2, Sampler(5e-324, 0, 1.0, (0,) * 4), draws)[1].tolist() == [0, 0, 0, 0]
     # At the length limit only <eos> (id 2) may be drawn, scored under the whole distribution.
     at_limit = torch.tensor([True, False, True, False])
     scores, tokens = sample_pick(logits, at_limit, 2, every, draws)
@@ -360,3 +362,40 @@ def test_subword_alignments_count_words_not_pieces(subword_run):
         assert found.source_words == translation.source.split()
         assert found.target_words == translation.text.split()
         assert [j for _, j in found.pairs] == list(range(len(found.target_words)))
+
+
+# ----- the CTranslate2 engine -----
+
+
+def test_ctranslate2_forces_prefixes_as_torch_does_and_samples(subword_run, subword_folder):
+    """Where both engines decode a sentence alike without a prefix (no near-tie parts them), they
+    decode it alike with one: the same tokens, and scores that include the prefix."""
+    from synthetic import reverse_pairs
+
+    torch_side = translator_for(open_model(subword_run, device="cpu"))
+    ct2_side = translator_for(open_model(subword_folder, device="cpu"))
+    assert ct2_side.search_prefix and ct2_side.search_sampling
+    sentences = [en for en, _ in reverse_pairs(12, seed=5)]
+    compared = 0
+    for beam in (1, 3):
+        free = [engine.translate(sentences, beam_size=beam) for engine in (torch_side, ct2_side)]
+        prefixes = [" ".join(t.text.split()[:1]) if k % 2 else "Un deux" for k, t in enumerate(free[0])]
+        forced = [
+            engine.translate(sentences, beam_size=beam, prefix=prefixes) for engine in (torch_side, ct2_side)
+        ]
+        for k, (a, b) in enumerate(zip(*free, strict=True)):
+            if a.outputs != b.outputs:
+                continue  # a near-tie parts the engines already (tests/test_engines.py's comparison)
+            x, y = forced[0][k].hypotheses[0], forced[1][k].hypotheses[0]
+            assert x.tokens == y.tokens, (k, beam)
+            assert x.score == float32_approx(y.score, terms=400)
+            assert torch_side.tgt_vocab.detokenize(x.tokens).startswith(prefixes[k])
+            compared += 1
+    assert compared >= 12
+    drawn = ct2_side.translate(sentences[:2], sampling=Sampling(samples=3, top_k=5, temperature=0.8))
+    assert [len(t.hypotheses) for t in drawn] == [3, 3]
+    scored = ct2_side.force(
+        [t.source_tokens for t in drawn], [t.hypotheses[1].tokens for t in drawn], lambda n: None
+    )
+    for t, row in zip(drawn, scored, strict=True):
+        assert t.hypotheses[1].score == pytest.approx(sum(row.log_probs), abs=1e-4)  # the model's own

@@ -170,7 +170,9 @@ def sample_pick(
     normaliser = torch.logsumexp(logits, dim=-1)  # (N,)
     if at_limit is not None:
         logits = _only_eos(logits, at_limit, eos_id)
-    probs, order = torch.softmax(logits / sampler.temperature, dim=-1).sort(dim=-1, descending=True)  # (N, V)
+    shifted = logits - logits.amax(dim=-1, keepdim=True)  # (N, V) <= 0: no inf - inf at tiny temperatures
+    temperature = max(sampler.temperature, torch.finfo(shifted.dtype).tiny)  # never 0 once in float32
+    probs, order = torch.softmax(shifted / temperature, dim=-1).sort(dim=-1, descending=True)  # (N, V)
     before = probs.cumsum(dim=-1) - probs  # (N, V) probability of the tokens ranked above each
     keep = before < sampler.top_p  # (N, V)
     if sampler.top_k:
