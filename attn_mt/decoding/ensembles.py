@@ -14,7 +14,6 @@ from pathlib import Path
 
 from attn_mt.decoding.outputs import max_source_tokens
 from attn_mt.errors import UserError
-from attn_mt.models.ensemble import Ensemble
 from attn_mt.run.open import model_kind, open_model
 from attn_mt.run.opened import LoadedRun, ModelKind
 
@@ -53,6 +52,8 @@ def open_models(
                 f"{source} is a CTranslate2 folder, which decodes with its own search and cannot join an "
                 "ensemble: give run directories or export files"
             )
+    from attn_mt.models.ensemble import Ensemble  # torch: a single CTranslate2 folder translates without it
+
     runs = [open_model(source, checkpoint, device, quantize) for source in sources]
     for source, run in zip(sources[1:], runs[1:], strict=True):
         difference = ensemble_difference(runs[0], run)
