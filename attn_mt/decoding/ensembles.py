@@ -15,7 +15,7 @@ from pathlib import Path
 from attn_mt.decoding.outputs import max_source_tokens
 from attn_mt.errors import UserError
 from attn_mt.run.open import model_kind, open_model
-from attn_mt.run.opened import LoadedRun, ModelKind
+from attn_mt.run.opened import LoadedRun
 
 DATA_KEYS = ("direction", "mode", "tokenizer", "normalize_apostrophes")  # must match across members
 
@@ -47,7 +47,7 @@ def open_models(
     if len(sources) == 1:
         return open_model(sources[0], checkpoint, device, quantize)
     for source in sources:
-        if model_kind(source) is ModelKind.CTRANSLATE2_FOLDER:
+        if model_kind(source).engine == "ctranslate2":
             raise UserError(
                 f"{source} is a CTranslate2 folder, which decodes with its own search and cannot join an "
                 "ensemble: give run directories or export files"
