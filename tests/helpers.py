@@ -207,7 +207,7 @@ ERROR_CASES: dict[str, dict] = {
     "nbest-over-beam": {"body": {"sentences": ["alpha ."], "beam": 2, "nbest": 3}},
     "negative-length-penalty": {"body": {"sentences": ["alpha ."], "length_penalty": -1.0}},
     "attention-not-boolean": {"body": {"sentences": ["alpha ."], "attention": "yes"}},
-    "prefix-unknown-word": {"body": {"sentences": ["alpha ."], "prefix": "zebra"}},
+    "prefix-too-long": {"body": {"sentences": ["alpha ."], "prefix": "un " * 300}},
     "prefix-count": {"body": {"sentences": ["alpha ."], "prefix": ["un", "deux"]}},
     "sampling-without-sample": {"body": {"sentences": ["alpha ."], "top_k": 3}},
     "sample-with-beam": {"body": {"sentences": ["alpha ."], "sample": 2, "beam": 3}},
