@@ -22,6 +22,7 @@ STATE = {"debug": False}
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
 MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
+MODELS_HELP = MODEL_HELP[:-1] + "; several (same vocabularies) decode as their ensemble."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
 ALLOWED_HOSTS_HELP = (
@@ -159,7 +160,11 @@ def train(
 @app.command()
 def translate(
     run_dir: Path = typer.Argument(..., help=MODEL_HELP),
-    text: list[str] = typer.Argument(None, help="Sentences to translate (else --input or stdin)."),
+    text: list[str] = typer.Argument(
+        None,
+        help="Sentences to translate (else --input or stdin); leading ones that name existing models "
+        "(folders, .pt files) are more models, decoded with MODEL as their ensemble.",
+    ),
     input_file: str | None = typer.Option(
         None, "--input", "-i", help="File with one sentence per line, or -."
     ),
@@ -185,9 +190,37 @@ def translate(
         "--split/--no-split",
         help="Translate each line sentence by sentence and join them (default); --no-split: each line whole.",
     ),
+    prefix: str | None = typer.Option(
+        None,
+        "--prefix",
+        help="Every translation starts with this target text; decoding continues after it (lines whole).",
+    ),
+    prefix_file: str | None = typer.Option(
+        None, "--prefix-file", help="A file of prefixes, one per input line (a blank line: none), or -."
+    ),
+    sample: int | None = typer.Option(
+        None, "--sample", help="Draw N translations per line from the model's distribution, not searching."
+    ),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="With --sample: divide the logits by T (default 1; below 1 sharper)."
+    ),
+    top_k: int | None = typer.Option(
+        None, "--top-k", help="With --sample: draw from the K most probable tokens only (default 0: all)."
+    ),
+    top_p: float | None = typer.Option(
+        None, "--top-p", help="With --sample: the fewest top tokens reaching probability P (default 1)."
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", help="With --sample: the random seed (default 0); one seed, the same samples."
+    ),
+    alignments: Path | None = typer.Option(
+        None,
+        "--alignments",
+        help="Write Pharaoh word alignments (i-j) of each line's best output here, one line per input line.",
+    ),
 ) -> None:
     """Translate text with a trained run, one output line per input line."""
-    from attn_mt.commands.translate import run_translate
+    from attn_mt.commands.translate import run_translate, sampling_options
 
     run_translate(
         run_dir,
@@ -203,6 +236,10 @@ def translate(
         attention_words=attention_words,
         quantize=quantize,
         split=split,
+        prefix=prefix,
+        prefix_file=prefix_file,
+        sampling=sampling_options(sample, temperature, top_k, top_p, seed),
+        alignments=alignments,
     )
 
 
@@ -251,7 +288,7 @@ def score(
 
 @app.command()
 def serve(
-    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
+    run_dir: list[Path] = typer.Argument(..., help=MODELS_HELP),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free port, printed at start)."),
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
@@ -274,7 +311,7 @@ def serve(
     from attn_mt.commands.serve import run_serve
 
     run_serve(
-        run_dir,
+        run_dir if len(run_dir) > 1 else run_dir[0],
         host=host,
         port=port,
         checkpoint=checkpoint,
@@ -311,7 +348,7 @@ def lab(
 
 @app.command("eval")
 def evaluate(
-    run_dir: Path = typer.Argument(..., help=MODEL_HELP),
+    run_dir: list[Path] = typer.Argument(..., help=MODELS_HELP),
     split: str = typer.Option(
         "test", "--split", help="test, valid (split-mode runs) or book (the 4 sentences)."
     ),
@@ -333,7 +370,7 @@ def evaluate(
     from attn_mt.commands.evaluate import run_eval
 
     run_eval(
-        run_dir,
+        run_dir if len(run_dir) > 1 else run_dir[0],
         split=split,
         beam=beam,
         attention=attention,

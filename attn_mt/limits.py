@@ -16,6 +16,10 @@ MAX_BEAM = 16  # beam size, and n-best outputs (at most the beam)
 MAX_LENGTH_PENALTY = 10.0  # GNMT length penalty alpha, from 0
 MAX_LEN_A = 10.0  # decode.max_len_a: output tokens allowed per source token, from 0
 MAX_LEN_B = 1000  # decode.max_len_b: output tokens allowed beyond that, from 0
+MAX_SAMPLES = 16  # sampled outputs per sentence (--sample, serve's sample)
+MAX_TEMPERATURE = 100.0  # sampling temperature, above 0 (at 100 every token is about equally likely)
+MAX_TOP_K = 1 << 20  # top-k, from 0 (every token); beyond any vocabulary
+MAX_SEED = (1 << 32) - 1  # sampling seed, from 0
 
 # decode.KEY -> (lowest, highest) allowed value
 DECODE_BOUNDS: dict[str, tuple[float, float]] = {

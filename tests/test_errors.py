@@ -66,6 +66,8 @@ def workspace(tmp_path_factory) -> Path:
     (ws / "gap.en").write_text("One.\n\nThree.\n")
     (ws / "latin1.txt").write_bytes("Go.\tVa !\nHi.\tSalut !\nOk.\tD\xe9j\xe0\n".encode("latin-1"))
     (ws / "incomplete").mkdir()
+    (ws / "ct2folder").mkdir()
+    (ws / "ct2folder" / "model.bin").write_bytes(b"")  # taken for a CTranslate2 folder by its model.bin
     (ws / "notes").mkdir()
     (ws / "notes" / "thesis.tex").write_text("not a run\n")
     corpus = write_corpus(ws / "reverse.txt", n=120)
@@ -303,6 +305,22 @@ CASES: dict[str, list[str]] = {
     "mismatched-vocabulary": ["translate", "RUN", "--checkpoint", "other-vocab.pt", "go ."],
     "missing-device": ["train", "--device", "cuda", "--run-dir", "new"],
     "bad-device": ["translate", "RUN", "--device", "gpu", "go ."],
+    "prefix-unknown-word": ["translate", "RUN", "--prefix", "zebra", "go ."],
+    "prefix-too-long": ["translate", "RUN", "--prefix", " ".join(["un"] * 40), "go ."],
+    "prefix-twice": ["translate", "RUN", "--prefix", "un", "--prefix-file", "three.en", "go ."],
+    "prefix-file-lines": ["translate", "RUN", "--prefix-file", "two.fr", "go ."],
+    "sampling-without-sample": ["translate", "RUN", "--top-k", "5", "go ."],
+    "sample-zero": ["translate", "RUN", "--sample", "0", "go ."],
+    "temperature-zero": ["translate", "RUN", "--sample", "2", "--temperature", "0", "go ."],
+    "negative-temperature": ["translate", "RUN", "--sample", "2", "--temperature", "-1", "go ."],
+    "negative-top-k": ["translate", "RUN", "--sample", "2", "--top-k", "-1", "go ."],
+    "bad-top-p": ["translate", "RUN", "--sample", "2", "--top-p", "1.5", "go ."],
+    "negative-seed": ["translate", "RUN", "--sample", "2", "--seed", "-1", "go ."],
+    "sample-with-beam": ["translate", "RUN", "--sample", "2", "--beam", "4", "go ."],
+    "sample-with-nbest": ["translate", "RUN", "--sample", "2", "--nbest", "2", "--beam", "2", "go ."],
+    "alignments-is-directory": ["translate", "RUN", "--alignments", "somedir", "go ."],
+    "ensemble-mismatch": ["translate", "RUN", "SPRUN", "go ."],
+    "ensemble-ctranslate2": ["eval", "RUN", "ct2folder", "--split", "book"],
     "unknown-demo": ["demo", "attention"],
     "report-not-a-run": ["report", "somedir"],
     "serve-bad-port": ["serve", "RUN", "--port", "70000"],

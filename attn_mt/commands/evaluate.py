@@ -9,6 +9,7 @@ import typer
 
 from attn_mt.decoding.engine import check_search
 from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.ensembles import open_models
 from attn_mt.decoding.outputs import with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention_dumps import save_attention
@@ -23,12 +24,11 @@ from attn_mt.evaluation.scores import (
     write_eval_files,
     write_scores,
 )
-from attn_mt.run.open import open_model
 from attn_mt.run.run_dir import RunPaths
 
 
 def run_eval(
-    run_dir: Path,
+    run_dir: Path | list[Path],
     split: str,
     beam: int | None,
     attention: int,
@@ -43,7 +43,9 @@ def run_eval(
     """Evaluate one run on one split; writes eval/<split>/{src.txt,hyp.txt,refs.jsonl,scores.json}.
 
     An export file MODEL.pt in place of the run directory writes MODEL.pt.eval/<split>/ beside it.
+    Several models are evaluated as their ensemble, written to <split>-ensemble/ of the first.
     """
+    models = [Path(p) for p in run_dir] if isinstance(run_dir, list) else [Path(run_dir)]
     if split not in SPLITS:
         raise UserError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
     if beam is not None:
@@ -58,14 +60,14 @@ def run_eval(
             raise UserError(
                 f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
             )
-    run = open_model(run_dir, checkpoint, device, quantize)
+    run = open_models(models, checkpoint, device, quantize)
     cfg = with_length_penalty(run.config, length_penalty)
     scored_text = SCORED_TEXT[cfg.data.tokenizer]
     out_dir = run.eval_dir(split)
     if compare is not None:
         other = RunPaths(Path(compare)).eval_dir(split)
         check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
-    sources, refs = split_examples(run, split, data_path, Path(run_dir))
+    sources, refs = split_examples(run, split, data_path, models[0])
     beam_size = cfg.decode.beam_size if beam is None else beam
     translator = translator_for(run, cfg)
     results = translator.translate(sources, beam_size=beam_size, progress=True)
@@ -81,6 +83,7 @@ def run_eval(
         "step": run.step,
         "quantize": quantize or "none",
         "engine": translator.description(),
+        **({"ensemble": [str(m) for m in models]} if len(models) > 1 else {}),
         **corpus_scores(hyps, refs),
     }
     if split == "book":

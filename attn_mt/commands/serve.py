@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attn_mt.decoding.ensembles import open_models
 from attn_mt.errors import UserError
-from attn_mt.run.open import open_model
 from attn_mt.serving.guard import cors_policy, split_names
 from attn_mt.serving.server import run_server
 
 
 def run_serve(
-    run_dir: Path,
+    run_dir: Path | list[Path],
     host: str = "127.0.0.1",
     port: int = 8000,
     checkpoint: str = "best",
@@ -22,7 +22,9 @@ def run_serve(
     allowed_hosts: str | None = None,
     cors_origins: str | None = None,
 ) -> None:
-    """Serve translations of one run (or export file) over HTTP until interrupted (Ctrl-C or SIGTERM)."""
+    """Serve translations of one run (or export file, or several as an ensemble) over HTTP until
+    interrupted (Ctrl-C or SIGTERM)."""
+    models = [Path(p) for p in run_dir] if isinstance(run_dir, list) else [Path(run_dir)]
     if not 0 <= port <= 65535:
         raise UserError(f"--port must be between 0 and 65535, got {port}")
     if max_batch < 1:
@@ -30,5 +32,5 @@ def run_serve(
     if not 0 <= max_wait_ms <= 10_000:
         raise UserError(f"--max-wait-ms must be between 0 and 10000, got {max_wait_ms}")
     cors = cors_policy(cors_origins)
-    run = open_model(run_dir, checkpoint, device, quantize)
-    run_server(run, run_dir, host, port, max_batch, max_wait_ms, split_names(allowed_hosts), cors)
+    run = open_models(models, checkpoint, device, quantize)
+    run_server(run, models[0], host, port, max_batch, max_wait_ms, split_names(allowed_hosts), cors)

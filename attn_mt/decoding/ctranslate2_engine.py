@@ -26,6 +26,14 @@ rarely, the third:
   * at the length limit attn-mt closes the best K candidates that do not end, CTranslate2 the best
     K of all candidates.
 
+A target prefix goes to CTranslate2 as `target_prefix`, which forces it through the same steps;
+every prefixed hypothesis is scored again with `score_batch`, so its score includes the prefix's
+log-probabilities as attn-mt's does (and every sample, so it is scored under the model's own
+distribution, as the torch engine scores samples). Sampling maps onto `sampling_topk` (0: every token),
+`sampling_topp` and `sampling_temperature`, `num_hypotheses` samples per sentence; CTranslate2 draws
+with its own generator, seeded once per process (`set_random_seed`), not per sentence, so its
+samples differ from the torch engine's and may change with the batch a sentence is drawn in.
+
 Batches go to `workers` single-thread CTranslate2 translators at once (asynchronous calls), which
 beats one translator with several OpenMP threads (docs/shipping.md).
 """
@@ -44,6 +52,7 @@ from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
 from attn_mt.decoding.outputs import (
     Hypothesis,
+    Sampling,
     Translation,
     gnmt_length_penalty,
     max_source_tokens,
@@ -56,6 +65,17 @@ if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention
 
 BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
+
+
+def sampling_options(sampling: Sampling | None) -> dict[str, object]:
+    """CTranslate2's sampling options for `sampling` (none without it: its search takes the arg-max)."""
+    if sampling is None:
+        return {}
+    return dict(
+        sampling_topk=sampling.top_k,
+        sampling_topp=sampling.top_p,
+        sampling_temperature=sampling.temperature,
+    )
 
 
 def answer_of(pending: object) -> object:
@@ -87,6 +107,8 @@ class Ctranslate2Translator:
     name = "ctranslate2"
     search_attention = False  # CTranslate2's search returns no attention; attention() decodes again for it
     all_attention_maps = False  # one averaged cross-attention map (attention_description)
+    search_prefix = True  # target_prefix
+    search_sampling = True  # sampling_topk, sampling_topp, sampling_temperature (docstring: its seeding)
 
     def __init__(self, model: Ctranslate2Model, src_vocab: Vocab, tgt_vocab: Vocab, cfg: Config):
         self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
@@ -122,9 +144,17 @@ class Ctranslate2Translator:
         return rows[0], len(rows[0])
 
     def _submit(
-        self, sources: list[list[str]], limits: list[int], members: list[int], beam: int, nbest: int
+        self,
+        sources: list[list[str]],
+        limits: list[int],
+        members: list[int],
+        beam: int,
+        nbest: int,
+        prefixes: list[list[str]] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[_Call]:
-        """Queue the sentences `members`, grouped by length limit, in batches of decode.batch_size."""
+        """Queue the sentences `members`, grouped by length limit, in batches of decode.batch_size;
+        `prefixes` (target tokens) and `sampling` as the module docstring says."""
         groups: dict[int, list[int]] = {}
         for k in members:
             groups.setdefault(limits[k], []).append(k)
@@ -139,15 +169,17 @@ class Ctranslate2Translator:
                     continue
                 answers = self.model.translator.translate_batch(
                     [sources[k] for k in chunk],
+                    None if prefixes is None else [prefixes[k] or None for k in chunk],
                     asynchronous=True,
                     beam_size=beam,
-                    num_hypotheses=beam if beam > 1 else nbest,
+                    num_hypotheses=beam if beam > 1 else sampling.samples if sampling else nbest,
                     length_penalty=BEAM_LENGTH_PENALTY if beam > 1 else 0.0,
                     min_decoding_length=0,
                     max_decoding_length=limit - 1,
                     max_input_length=0,
                     return_scores=True,
                     return_end_token=True,
+                    **sampling_options(sampling),
                 )
                 calls.append(_Call(chunk, answers))
         return calls
@@ -166,7 +198,8 @@ class Ctranslate2Translator:
         return found
 
     def _rescore(self, sources: list[list[str]], cut: list[tuple[int, int, list[int]]]) -> list[float]:
-        """Log-probabilities of hypotheses cut at the length limit, closed with <eos> as attn-mt does."""
+        """Log-probabilities of hypotheses cut at the length limit, closed with <eos> as attn-mt does,
+        of prefixed ones, prefix included, and of samples."""
         if not cut:
             return []
         size = self.cfg.decode.batch_size
@@ -207,9 +240,11 @@ class Ctranslate2Translator:
         nbest: int = 1,
         need_attention: bool = False,
         progress: bool = False,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
         """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
-        return translate_with(self, sentences, beam_size, nbest, need_attention, progress)
+        return translate_with(self, sentences, beam_size, nbest, need_attention, progress, prefix, sampling)
 
     def search(
         self,
@@ -218,6 +253,8 @@ class Ctranslate2Translator:
         nbest: int,
         need_attention: bool,
         advance: Callable[[int], object],
+        prefixes: list[list[int]] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Found]:
         """Each prepared sentence's n-best outputs: CTranslate2's search under the rules of the docstring."""
         if not sources:
@@ -227,13 +264,20 @@ class Ctranslate2Translator:
         texts = [self.src_vocab.decode(row) for row in rows]
         limits = output_length_limits([len(row) for row in rows], dc.max_len_a, dc.max_len_b)
         penalty = BEAM_LENGTH_PENALTY if beam > 1 else 0.0
+        if sampling is not None:
+            import_ctranslate2().set_random_seed(sampling.seed)
+        forced = None if prefixes is None else [self.tgt_vocab.decode(ids) for ids in prefixes]
         found: list[list[tuple[list[int], float, bool]]] = [[] for _ in sources]
-        for call in self._submit(texts, limits, list(range(len(sources))), beam, nbest):
+        calls = self._submit(texts, limits, list(range(len(sources))), beam, nbest, forced, sampling)
+        for call in calls:
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
             advance(len(call.members))
         cut = [
-            (k, h, ids) for k, hyps in enumerate(found) for h, (ids, _, ended) in enumerate(hyps) if not ended
+            (k, h, ids)
+            for k, hyps in enumerate(found)
+            for h, (ids, _, ended) in enumerate(hyps)
+            if not ended or sampling is not None or (prefixes is not None and prefixes[k])
         ]
         for (k, h, ids), score in zip(cut, self._rescore(texts, cut), strict=True):
             found[k][h] = (ids, score, True)
@@ -243,7 +287,9 @@ class Ctranslate2Translator:
             for ids, score, _ in hyps_found:
                 norm = score / gnmt_length_penalty(len(ids) + 1, dc.length_penalty) if beam > 1 else score
                 hyps.append(Hypothesis(ids, score, norm))
-            results.append(Found(sorted(hyps, key=lambda h: -h.norm_score)[:nbest], list(info.warnings)))
+            if sampling is None:
+                hyps = sorted(hyps, key=lambda h: -h.norm_score)[:nbest]  # samples keep the order drawn
+            results.append(Found(hyps, list(info.warnings)))
         return results
 
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:

@@ -56,14 +56,17 @@ class LoadedRun:
     kind: ModelKind = ModelKind.RUN_DIR
     device: str = "cpu"  # where the model runs: cpu, cuda, cuda:N or mps
     source: Path | None = None  # what was opened: the run directory, export file or CTranslate2 folder
+    members: list[Path] | None = None  # an ensemble's models (decoding/ensembles.py), `source` the first
 
     def eval_dir(self, split: str) -> Path:
-        """Where `attn-mt eval --split SPLIT` writes: eval/SPLIT in the folder, or beside an export file."""
+        """Where `attn-mt eval --split SPLIT` writes: eval/SPLIT in the folder, or beside an export file;
+        an ensemble writes SPLIT-ensemble there, beside its first member's own."""
         if self.source is None:
             raise ValueError("this LoadedRun was not opened from a path, so it has no eval folder")
+        name = f"{split}-ensemble" if self.members else split
         if self.kind is ModelKind.EXPORT_FILE:
-            return Path(f"{self.source}.eval") / split
-        return self.source / "eval" / split
+            return Path(f"{self.source}.eval") / name
+        return self.source / "eval" / name
 
 
 def parse_device(name: str) -> tuple[str, int | None]:

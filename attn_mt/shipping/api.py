@@ -2,7 +2,9 @@
 
 `translate` and `score` split each text into sentences as `attn-mt translate` and `attn-mt score` do
 (`split=False`: each text whole), and every setting has the bounds of attn_mt/limits.py, as on the
-command line and in `serve`.
+command line and in `serve`. `translate(texts, prefix=["Je"])` forces each output to start with its
+prefix text; `translate_full(sentences, sampling=Sampling(samples=3, temperature=0.8, seed=1))` draws
+outputs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import translate_lines
-from attn_mt.decoding.outputs import Translation, with_length_penalty
+from attn_mt.decoding.outputs import Sampling, Translation, with_length_penalty
 from attn_mt.decoding.scoring import Scored, score_lines
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
@@ -31,16 +33,38 @@ class TranslationModel:
         self.translator = translator_for(run)
 
     def translate_full(
-        self, sentences: list[str], beam: int | None = None, nbest: int = 1
+        self,
+        sentences: list[str],
+        beam: int | None = None,
+        nbest: int = 1,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
-        """Every sentence's n-best outputs, hypotheses (token ids, scores) and input warnings; each
-        entry is taken as one sentence (unsplit)."""
-        return self.translator.translate(as_list(sentences), beam_size=beam, nbest=nbest)
+        """Every sentence's n-best outputs (or samples), hypotheses (token ids, scores) and input warnings;
+        each entry is taken as one sentence (unsplit).
 
-    def translate(self, sentences: list[str], beam: int | None = None, split: bool = True) -> list[str]:
+        `prefix[i]`: the text sentence i's outputs start with ('' for none); `sampling`: draw the outputs.
+        """
+        if isinstance(prefix, str):
+            raise TypeError("prefix takes one text per sentence, e.g. ['Je']")
+        return self.translator.translate(
+            as_list(sentences), beam_size=beam, nbest=nbest, prefix=prefix, sampling=sampling
+        )
+
+    def translate(
+        self,
+        sentences: list[str],
+        beam: int | None = None,
+        split: bool = True,
+        prefix: list[str] | None = None,
+    ) -> list[str]:
         """One translation per text, each translated sentence by sentence and joined with its own spacing
-        (`split=False`: each text as one sentence); `beam` defaults to the model's decode.beam_size."""
-        return [line.text for line in translate_lines(self.translator, as_list(sentences), split, beam)]
+        (`split=False`, or a text with a prefix: as one sentence); `beam` defaults to the model's
+        decode.beam_size."""
+        if isinstance(prefix, str):
+            raise TypeError("prefix takes one text per sentence, e.g. ['Je']")
+        texts = as_list(sentences)
+        return [line.text for line in translate_lines(self.translator, texts, split, beam, prefix=prefix)]
 
     def score(
         self,
