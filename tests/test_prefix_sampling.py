@@ -169,13 +169,17 @@ def test_sampling_settings_are_checked():
     with pytest.raises(UserError, match="--temperature 0 .* greedy search"):
         Sampling(temperature=0)
     for bad, message in [
-        (dict(samples=0), "--sample must be at least 1"),
-        (dict(temperature=-1.0), "--temperature must be a number above 0"),
+        (dict(samples=0), "--sample must be from 1 to 16"),
+        (dict(samples=17), "--sample must be from 1 to 16"),  # serve's bound too (attn_mt/limits.py)
+        (dict(temperature=-1.0), "--temperature must be a number above 0 and at most 100"),
         (dict(temperature=math.inf), "--temperature must be a number above 0"),
+        (dict(temperature=100.5), "--temperature must be a number above 0 and at most 100"),
         (dict(top_k=-1), "--top-k must be 0"),
+        (dict(top_k=1 << 21), "--top-k must be 0 \\(every token\\) to 1048576"),
         (dict(top_p=0.0), "--top-p must be above 0"),
         (dict(top_p=1.5), "--top-p must be above 0"),
-        (dict(seed=-3), "--seed must be 0 or more"),
+        (dict(seed=-3), "--seed must be from 0 to 4294967295"),
+        (dict(seed=1 << 32), "--seed must be from 0 to 4294967295"),
     ]:
         with pytest.raises(UserError, match=message):
             Sampling(**bad)

@@ -84,7 +84,8 @@ class Sampling:
             )
         if not 0 < self.temperature <= MAX_TEMPERATURE:
             raise UserError(
-                f"--temperature must be above 0 and at most {MAX_TEMPERATURE:g}, got {self.temperature}"
+                f"--temperature must be a number above 0 and at most {MAX_TEMPERATURE:g}, "
+                f"got {self.temperature}"
             )
         if not 0 <= self.top_k <= MAX_TOP_K:
             raise UserError(f"--top-k must be 0 (every token) to {MAX_TOP_K}, got {self.top_k}")
