@@ -22,6 +22,7 @@ from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
     gaussian_attention_weights,
+    kernel_spread,
     leave_one_out,
     make_data,
     predict_parametric,
@@ -124,7 +125,7 @@ def values(page: Browser, panel: str, name: str) -> np.ndarray:
         ".map((f) => [...f.querySelectorAll('td.cell')].map((c) => Number(c.dataset.value)))"
     )
     assert len(found) == 1, f"{name}: {len(found)} tensors of that name on the page"
-    return np.asarray(found[0])
+    return np.asarray(found[0], dtype=float)  # NaN comes back as None
 
 
 def series(page: Browser, panel: str, label: str) -> np.ndarray:
@@ -134,7 +135,7 @@ def series(page: Browser, panel: str, label: str) -> np.ndarray:
         f".filter((g) => g.dataset.label === {json.dumps(label)}).map((g) => JSON.parse(g.dataset.y))"
     )
     assert len(found) == 1, f"{label}: {len(found)} series of that name"
-    return np.asarray(found[0])
+    return np.asarray(found[0], dtype=float)  # NaN comes back as None
 
 
 def shape_label(page: Browser, panel: str, name: str) -> str:
@@ -209,11 +210,71 @@ def test_masked_softmax_panel(lab, page):
     wait_for_answer(page, "softmax")
     assert_close(values(page, "softmax", "masked_softmax(X, valid_lens)"), two_d)
 
+    for fill, value in (("-1e6", -1e6), ("-inf", float("-inf")), ("0", 0.0), ("1e-6", 1e-6)):
+        page.choose("#softmax-fill", fill)  # the book's masking with another fill value, and the leak
+        page.wait_for(
+            "[...document.querySelectorAll('#panel-softmax figure.tensor')]"
+            f".some((f) => f.dataset.name === 'softmax, masked scores = {fill}')"
+        )
+        lens = torch.tensor([[1, 3], [0, 4]])
+        blocked = torch.arange(4) >= lens.unsqueeze(-1)  # (B, Q, K)
+        expected = torch.softmax(X.masked_fill(blocked, value), dim=-1)
+        shown = values(page, "softmax", f"softmax, masked scores = {fill}")
+        np.testing.assert_allclose(shown, expected.double().reshape(-1).numpy(), atol=TOLERANCE, rtol=0)
+        leaked = values(page, "softmax", "weight leaked onto masked keys")
+        np.testing.assert_allclose(leaked, (expected * blocked).sum(-1).reshape(-1).numpy(), atol=TOLERANCE)
+        if fill == "-1e6":  # the query with no valid key spreads its weight evenly over the masked keys
+            assert leaked.tolist() == [0.0, 0.0, 1.0, 0.0] and shown[8:12].tolist() == [0.25] * 4
+        if fill == "-inf":  # 0/0 on the row with no valid key
+            assert np.isnan(shown[8:12]).all() and "NaN" in page.evaluate(
+                "document.querySelector('#panel-softmax figure.tensor td.cell[data-value=null]').textContent"
+            )
+        if fill in ("0", "1e-6"):
+            assert leaked[0] > 0.3  # masked keys take weight as if they were valid
+    page.choose("#softmax-fill", "attn-mt")
+    wait_for_answer(page, "softmax")
     assert type_into(page, "softmax", "#softmax-valid-lens", "[5, 1]") == "status error"
     message, code = status(page, "softmax")
     assert code == "422" and "past the number of keys" in message
     assert type_into(page, "softmax", "#softmax-scores", "[[[1, two]]]") == "status error"
     assert status(page, "softmax")[1] == "422"
+
+
+def cell_colours(page: Browser, panel: str, name: str) -> list[str]:
+    """The background colours of tensor `name`'s cells."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(name)})"
+        ".querySelectorAll('td.cell').values().map((c) => c.style.background).toArray()"
+    )
+
+
+def test_weights_are_drawn_on_a_fixed_scale_and_other_tensors_centred_at_zero(lab, page):
+    show(page, lab, "softmax", scores="[[[0.1, -0.02, 0.01], [5, 0, 0]]]", valid_lens="", fill="attn-mt")
+    weights = values(page, "softmax", "masked_softmax(X, valid_lens)")
+    blue = np.array([8, 81, 156])
+    white = np.array([247, 251, 255])
+
+    def rgb(t: float, to: np.ndarray = blue) -> str:
+        r, g, b = np.round(white + (to - white) * t).astype(int)
+        return f"rgb({r}, {g}, {b})"
+
+    assert cell_colours(page, "softmax", "masked_softmax(X, valid_lens)") == [rgb(w) for w in weights]
+    classes = page.evaluate(  # the weights of the first query, near 1/3 each
+        "[...document.querySelectorAll('#panel-softmax figure.tensor td.cell')]"
+        ".slice(6, 9).map((c) => c.className)"
+    )
+    assert classes == ["cell"] * 3  # light cells with dark text, never dark against white
+    scores = values(page, "softmax", "X (scores)")
+    red = np.array([165, 15, 21])
+    expected = [rgb(abs(x) / 5, blue if x < 0 else red) for x in scores]
+    assert cell_colours(page, "softmax", "X (scores)") == expected
+    legends = page.evaluate(
+        "[...document.querySelectorAll('#panel-softmax figure.tensor')].map((f) => "
+        "[f.querySelector('.legend').dataset.scale, "
+        "[...f.querySelectorAll('.legend-label')].map((l) => l.textContent)])"
+    )
+    assert legends == [["centred", ["-5", "0", "5"]], ["weights", ["0", "0.5", "1"]]]
 
 
 def test_scoring_functions_panel(lab, page):
@@ -247,6 +308,24 @@ def test_scoring_functions_panel(lab, page):
         ".find((f) => f.dataset.name === 'Q Kᵀ').querySelector('td.cell[data-index=\"0,0,1\"]').title"
     )
     assert hover == "1×0.5 + 0.5×1 = 1"
+    projected_q, projected_k = additive.W_q(Q).unsqueeze(2), additive.W_k(K).unsqueeze(1)
+    assert shape_label(page, "scoring", "W_q q, unsqueezed").endswith("(B, Q, 1, H) = (1, 2, 1, 6)")
+    assert shape_label(page, "scoring", "W_k k, unsqueezed").endswith("(B, 1, K, H) = (1, 1, 3, 6)")
+    assert shape_label(page, "scoring", "tanh(W_q q + W_k k): the features").endswith(
+        "(B, Q, K, H) = (1, 2, 3, 6)"
+    )
+    with torch.no_grad():
+        assert_close(values(page, "scoring", "W_q q + W_k k (broadcast)"), projected_q + projected_k)
+        features = torch.tanh(projected_q + projected_k)
+        assert_close(values(page, "scoring", "tanh(W_q q + W_k k): the features"), features)
+        assert_close(
+            values(page, "scoring", "scores w_vᵀ tanh(…), before masking"), additive.w_v(features)[..., 0]
+        )
+    scales = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#panel-scoring figure.tensor')]"
+        ".map((f) => [f.dataset.name, f.querySelector('.legend').dataset.scale]))"
+    )
+    assert scales["additive: attention_weights"] == "weights" and scales["Q Kᵀ"] == "centred"
     screenshot(page, "scoring")
 
     assert type_into(page, "scoring", "#scoring-keys", "[[[0, 1], [0.5, 1], [1, 1]]]") == "status done"
@@ -262,6 +341,19 @@ def test_scoring_functions_panel(lab, page):
     book_output = torch.tensor([[[2.0, 3.0, 4.0, 5.0]], [[10.0, 11.0, 12.0, 13.0]]])  # the book prints these
     assert_close(values(page, "scoring", "additive: output"), book_output)
     assert_close(values(page, "scoring", "scaled dot-product: output"), book_output)
+    show(
+        page,
+        lab,
+        "scoring",
+        queries="[[[1, 0, 2]]]",
+        keys=json.dumps(keys),
+        values=json.dumps(values_in),
+        seed="3",
+        valid_lens="",
+    )
+    M = torch.randn(3, 2, generator=torch.Generator().manual_seed(3)) / 3**0.5  # q = 3 against k = 2: q^T M k
+    bilinear = torch.softmax(torch.tensor([[[1.0, 0.0, 2.0]]]) @ M @ K.transpose(1, 2) / 2**0.5, dim=-1)
+    assert_close(values(page, "scoring", "bilinear qᵀ M k / √k: attention_weights"), bilinear)
     assert type_into(page, "scoring", "#scoring-values", "[[[1, 0], [0, 1]]]") == "status error"
     assert status(page, "scoring")[1] == "422"
 
@@ -376,7 +468,7 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
 
 
 def test_nadaraya_watson_panel(lab, page):
-    show(page, lab, "nadaraya_watson", seed="3", width="2.5", epochs="20", lr="0.5", point="7")
+    show(page, lab, "nadaraya_watson", seed="3", w="2.5", epochs="20", lr="0.5", point="7")
     generator = torch.Generator().manual_seed(3)
     data = make_data(generator)
     weights = gaussian_attention_weights(data.x_test, data.x_train, 2.5)
@@ -393,8 +485,22 @@ def test_nadaraya_watson_panel(lab, page):
     assert data.x_train[7].item() not in kept.tolist() and len(kept) == 49
     text = page.evaluate("document.querySelector('#panel-nadaraya_watson p.text').textContent")
     assert text == f"learned w = {model.w.item():.6f}"
+    centre = torch.tensor([2.5])
+    for w in (2.5, 5.0):  # the kernel drawn for w and 2w, and 2w is the narrower one
+        assert_close(
+            series(page, "nadaraya_watson", f"w = {w:g}"),
+            gaussian_attention_weights(centre, data.x_train, w)[0],
+        )
+    spreads = page.evaluate(
+        "[...document.querySelectorAll('#panel-nadaraya_watson p.note')].map((p) => p.textContent).join(' ')"
+    )
+    expected = [float(kernel_spread(centre, data.x_train, w)[0]) for w in (2.5, 5.0)]
+    assert (
+        expected[1] < expected[0]
+        and f"{expected[0]:.3f} for w = 2.5 and {expected[1]:.3f} for 2w = 5" in spreads
+    )
     screenshot(page, "nadaraya_watson")
-    assert slide(page, "nadaraya_watson", "#nw-width", "0.5") == "status done"
+    assert slide(page, "nadaraya_watson", "#nw-w", "0.5") == "status done"
     narrow = gaussian_attention_weights(data.x_test, data.x_train, 0.5)
     assert_close(values(page, "nadaraya_watson", "non-parametric attention weights"), narrow)
     assert type_into(page, "nadaraya_watson", "#nw-lr", "fast") == "status error"
@@ -552,7 +658,7 @@ BAD_INPUTS = {
     ),
     "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
     "nw-too-many-epochs": ("nadaraya_watson", {"epochs": 10_000}, "between 1 and 200"),
-    "nw-width-zero": ("nadaraya_watson", {"width": 0}, "between 0.05 and 20"),
+    "nw-w-zero": ("nadaraya_watson", {"w": 0}, "between 0.05 and 20"),
     "decoding-step-past-the-end": ("decoding", {"sentence": "alpha .", "step": 500}, "the search took"),
     "decoding-unknown-run": ("decoding", {"run": "mine", "sentence": "alpha ."}, "expected one of"),
     "decoding-beam-too-large": ("decoding", {"sentence": "alpha .", "beam": 9}, "between 1 and 8"),

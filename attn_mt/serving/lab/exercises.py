@@ -50,14 +50,14 @@ def exercise(
 
 
 def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """Non-parametric pooling with 10 to 1000 training points and kernel widths 1 and 4: the test error."""
-    sizes, widths, draws = (10, 50, 200, 1000), (1.0, 4.0), 5
-    errors = torch.zeros(len(widths), len(sizes), dtype=torch.float64)  # (widths, sizes)
+    """Non-parametric pooling with 10 to 1000 training points and w = 1 and 4 (bandwidths 1 and 1/4)."""
+    sizes, ws, draws = (10, 50, 200, 1000), (1.0, 4.0), 5
+    errors = torch.zeros(len(ws), len(sizes), dtype=torch.float64)  # (ws, sizes)
     for j, n in enumerate(sizes):
         for seed in range(draws):
             data = make_data(torch.Generator().manual_seed(seed), n_train=n)
-            for i, width in enumerate(widths):
-                weights = gaussian_attention_weights(data.x_test, data.x_train, width)  # (Q, N)
+            for i, w in enumerate(ws):
+                weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
                 errors[i, j] += mean_squared_error(weights @ data.y_train, data.y_truth) / draws
     return exercise(
         "Nadaraya–Watson",
@@ -74,17 +74,17 @@ def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 "test MSE",
                 errors,
                 ["w", "n"],
-                rows=[f"w = {w:g}" for w in widths],
+                rows=[f"w = {w:g}" for w in ws],
                 columns=[f"{n} points" for n in sizes],
             )
         ],
-        "#nadaraya_watson?width=4",
+        "#nadaraya_watson?w=4",
         [code(gaussian_attention_weights), code(make_data)],
     )
 
 
 def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """Train the parametric width with each point among its own keys, against leave-one-out."""
+    """Train the parametric w with each point among its own keys, against leave-one-out."""
     data = make_data(torch.Generator().manual_seed(SEED))
     n = data.x_train.shape[0]
     loo_model, loo_losses = train_parametric(data, torch.Generator().manual_seed(SEED), lr=0.5, epochs=50)
@@ -96,17 +96,17 @@ def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         loss = squared_error(model(data.x_train, keys, values), data.y_train).sum()
         loss.backward()
         optimizer.step()
-    widths = torch.tensor([loo_model.w.item(), model.w.item()])
+    learned = torch.tensor([loo_model.w.item(), model.w.item()])
     return exercise(
         "Nadaraya–Watson",
         "Why does the parametric model leave each training point out of its own keys? Train it both ways "
-        "for 50 epochs and compare the learned width w.",
-        f"Leaving each point out: w = {widths[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
-        f"Each point among its own keys: w = {widths[1]:.3f} (final loss {loss.item():.3f}).",
+        "for 50 epochs and compare the learned w (the inverse of the kernel's bandwidth).",
+        f"Leaving each point out: w = {learned[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
+        f"Each point among its own keys: w = {learned[1]:.3f} (final loss {loss.item():.3f}).",
         "When a point is among its keys, the loss falls as w grows: a narrow kernel puts all weight on the "
         "point itself and predicts its own noisy y exactly. The model would learn to copy the noise; leaving "
         "the point out makes it predict each y from its neighbours, as it must for new inputs.",
-        [shown("learned w", widths, ["run"], columns=["leave-one-out", "self included"])],
+        [shown("learned w", learned, ["run"], columns=["leave-one-out", "self included"])],
         "#nadaraya_watson?epochs=50",
         [code(train_parametric), code(NWKernelRegression)],
     )
@@ -192,9 +192,11 @@ def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         "What weights does a query get when its valid length is 0, so that no key may be attended?",
         f"The query with valid length 0 gets weights {weights[0, 0].tolist()}; the other's sum to "
         f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys.",
-        "The book's version fills masked scores with -1e6 and so spreads the weight evenly over keys it "
-        "should ignore. attn-mt's mask gives exactly zero weight to masked keys and an all-zero row (and "
-        "zero gradients) to a query with none, so padding never leaks into a result.",
+        "The book fills masked scores with -1e6 (minus a million, not 10⁻⁶). While a query has at least one "
+        "valid key, exp(-1e6 - max) underflows to exactly 0, so masked keys get weight 0 as with -inf. "
+        "Only a query with no valid key differs: all its scores are -1e6, so the book's softmax spreads "
+        "the weight evenly over keys it should ignore. attn-mt gives that query an all-zero row (and zero "
+        "gradients), so padding never leaks into a result.",
         [shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"])],
         "#softmax?valid_lens=[0, 2]&scores=[[[1, 2, 3]], [[1, 2, 3]]]",
         [code(masked_softmax)],

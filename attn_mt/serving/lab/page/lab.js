@@ -78,6 +78,7 @@ function fromHash() {
 }
 
 function formatNumber(value) {
+  if (value === null) return "NaN";
   if (Number.isInteger(value)) return String(value);
   return Math.abs(value) >= 1e4 || (Math.abs(value) < 1e-3 && value !== 0)
     ? value.toExponential(2)
@@ -88,14 +89,49 @@ function flatten(values) {
   return Array.isArray(values) ? values.flatMap(flatten) : [values];
 }
 
-function shade(value, low, high) {
-  const t = high > low ? (value - low) / (high - low) : 0;
-  const mix = (from, to) => Math.round(from + (to - from) * t);
-  return `rgb(${mix(247, 8)}, ${mix(251, 81)}, ${mix(255, 156)})`;
+// Colour scales. Attention weights: white at 0 to dark blue at 1, the same in every figure. Any other
+// tensor: blue below 0, white at 0, red above, reaching the tensor's largest absolute value `bound`.
+const WHITE = [247, 251, 255];
+const BLUE = [8, 81, 156];
+const RED = [165, 15, 21];
+
+function mixed(from, to, t) {
+  const c = from.map((f, k) => Math.round(f + (to[k] - f) * t));
+  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+}
+
+function shade(value, scale, bound) {
+  if (value === null) return "#d9d9d9"; // NaN
+  if (scale === "weights") return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
+  const t = bound > 0 ? Math.min(1, Math.abs(value) / bound) : 0;
+  return mixed(WHITE, value < 0 ? BLUE : RED, t);
+}
+
+function darkness(value, scale, bound) {
+  if (value === null) return 0;
+  return scale === "weights" ? value : (bound > 0 ? Math.abs(value) / bound : 0);
+}
+
+// The legend under a tensor: its colour scale with labelled ends and middle.
+function legend(scale, bound) {
+  const box = element("div", { class: "legend", "data-scale": scale });
+  const stops = scale === "weights"
+    ? [0, 0.5, 1].map((v) => shade(v, scale, 1))
+    : [-1, -0.5, 0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
+  box.append(element("span", { class: "legend-title" },
+    scale === "weights" ? "attention weight, fixed scale:" : "value, scale centred at 0:"));
+  const bar = element("span", { class: "legend-bar" });
+  bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
+  const ends = scale === "weights" ? ["0", "0.5", "1"] : [formatNumber(-bound), "0", formatNumber(bound)];
+  const labels = element("span", { class: "legend-labels" });
+  for (const end of ends) labels.append(element("span", { class: "legend-label" }, end));
+  bar.append(labels);
+  box.append(bar);
+  return box;
 }
 
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
-function matrixTable(tensor, rows, index, low, high) {
+function matrixTable(tensor, rows, index, bound) {
   const table = element("table", { class: "matrix" });
   if (tensor.columns) {
     const head = element("tr");
@@ -113,8 +149,8 @@ function matrixTable(tensor, rows, index, low, high) {
       const hover = at.reduce((part, k) => part?.[k], tensor.hover);
       const td = element("td", { class: masked ? "cell masked" : "cell", "data-value": String(value),
                                  "data-index": at.join(",") }, formatNumber(value));
-      td.style.background = masked ? "" : shade(value, low, high);
-      if (high > low && (value - low) / (high - low) > 0.6) td.classList.add("dark");
+      td.style.background = masked ? "" : shade(value, tensor.scale, bound);
+      if (darkness(value, tensor.scale, bound) > 0.6) td.classList.add("dark");
       if (hover) td.title = hover;
       tr.append(td);
     });
@@ -124,7 +160,7 @@ function matrixTable(tensor, rows, index, low, high) {
 }
 
 // Every 2-D slice of a tensor of any rank: 1-D as one row, 3-D and 4-D as labelled slices.
-function slices(tensor, values, index, low, high, into) {
+function slices(tensor, values, index, bound, into) {
   const depth = tensor.shape.length - index.length;
   if (depth <= 2) {
     const rows = depth === 1 ? [values] : values;
@@ -133,16 +169,16 @@ function slices(tensor, values, index, low, high, into) {
     if (label) box.append(element("div", { class: "slice-label" }, label));
     if (depth === 1) {
       const table = matrixTable({ ...tensor, masked: tensor.masked && [tensor.masked],
-                                  hover: tensor.hover && [tensor.hover] }, rows, [], low, high);
+                                  hover: tensor.hover && [tensor.hover] }, rows, [], bound);
       for (const td of $$("td", table)) td.dataset.index = td.dataset.index.split(",").slice(1).join(",");
       box.append(table);
     } else {
-      box.append(matrixTable(tensor, rows, index, low, high));
+      box.append(matrixTable(tensor, rows, index, bound));
     }
     into.append(box);
     return;
   }
-  values.forEach((part, k) => slices(tensor, part, [...index, k], low, high, into));
+  values.forEach((part, k) => slices(tensor, part, [...index, k], bound, into));
 }
 
 function drawTensor(tensor) {
@@ -153,12 +189,11 @@ function drawTensor(tensor) {
   caption.title = shape;
   figure.append(caption);
   const all = flatten(tensor.values);
-  const kept = tensor.masked ? all.filter((_, k) => !flatten(tensor.masked)[k]) : all;
-  const low = Math.min(...(kept.length ? kept : all));
-  const high = Math.max(...(kept.length ? kept : all));
+  const kept = (tensor.masked ? all.filter((_, k) => !flatten(tensor.masked)[k]) : all).filter((v) => v !== null);
+  const bound = kept.reduce((most, v) => Math.max(most, Math.abs(v)), 0);
   const box = element("div", { class: all.length > 400 ? "slices dense" : "slices" });
-  slices(tensor, tensor.values, [], low, high, box);
-  figure.append(box);
+  slices(tensor, tensor.values, [], bound, box);
+  figure.append(box, legend(tensor.scale, bound));
   if (tensor.note) figure.append(element("p", { class: "note" }, tensor.note));
   return figure;
 }
