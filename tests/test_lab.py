@@ -433,6 +433,24 @@ def test_multi_head_split_and_merge_panel(lab, page):
     assert "not divisible" in status(page, "heads")[0] and status(page, "heads")[1] == "422"
 
 
+def test_cnn_rnn_and_self_attention_compared_for_the_learners_n_d_and_k(lab, page):
+    show(page, lab, "complexity", n="20", d="8", k="5")
+    n, d, k = 20, 8, 5
+    table = values(page, "complexity", f"per layer, n = {n}, d = {d}, k = {k}").reshape(3, 3)
+    hops_cnn = -(-(n - 1) // (k // 2))  # the centred window reaches k // 2 tokens further per layer
+    expected = [[k * n * d * d, 1, hops_cnn], [n * d * d, n, n - 1], [2 * n * n * d, 1, 1]]
+    np.testing.assert_array_equal(table, expected)
+    drawn = page.evaluate(
+        "[...document.querySelectorAll('#panel-complexity figure.path')]"
+        ".map((f) => [f.dataset.label, f.querySelectorAll('path.hop').length])"
+    )
+    assert drawn == [["CNN", hops_cnn], ["RNN", n - 1], ["self-attention", 1]]
+    assert slide(page, "complexity", "#complexity-k", "9") == "status done"
+    table = values(page, "complexity", f"per layer, n = {n}, d = {d}, k = 9").reshape(3, 3)
+    assert table[0, 2] == -(-(n - 1) // 4) < hops_cnn  # a wider kernel, a shorter path
+    screenshot(page, "complexity")
+
+
 def test_every_head_of_a_trained_transformer(lab, page, engines):
     sentence = "Alpha bravo charlie."
     show(page, lab, "trained_heads", run="transformer", map="cross", sentence=sentence)
@@ -651,6 +669,10 @@ BAD_INPUTS = {
     "position-past-steps": ("positions", {"num_steps": 10, "position": 10}, "between 0 and 9"),
     "table-too-large": ("positions", {"num_steps": 512, "num_hiddens": 64}, "limit of"),
     "heads-not-dividing": ("heads", {"num_hiddens": 10, "num_heads": 4}, "not divisible"),
+    "complexity-even-kernel": ("complexity", {"k": 4}, "must be odd"),
+    "complexity-too-many-tokens": ("complexity", {"n": 500}, "between 2 and 128"),
+    "complexity-too-large": ("complexity", {"n": 128, "d": 256}, "limit of"),
+    "softmax-unknown-fill": ("softmax", {"fill": "-1e9"}, "expected one of"),
     "trained-heads-unknown-run": (
         "trained_heads",
         {"run": "gru_bahdanau", "sentence": "alpha ."},

@@ -7,6 +7,7 @@ from typing import Any
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
+from attn_mt.serving.lab.complexity import complexity_panel
 from attn_mt.serving.lab.exercises import exercises_panel
 from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
 from attn_mt.serving.lab.kernel_regression import nadaraya_watson_panel
@@ -24,6 +25,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "keysize": key_size_panel,
         "positions": positional_panel,
         "heads": split_merge_panel,
+        "complexity": complexity_panel,
         "trained_heads": partial(trained_heads_panel, runs),
         "nadaraya_watson": nadaraya_watson_panel,
         "decoding": partial(stepping_panel, runs),

@@ -236,6 +236,32 @@ function drawPlot(plot) {
   return figure;
 }
 
+// A path from the first token to the last: n tokens on a line, one arc per layer (or step) it takes.
+function drawPath(path) {
+  const width = 440;
+  const height = 90;
+  const step = (width - 40) / Math.max(1, path.n - 1);
+  const x = (i) => 20 + i * step;
+  const hops = path.reached.length - 1;
+  const figure = element("figure", { class: "path", "data-label": path.label, "data-hops": String(hops) });
+  figure.append(element("figcaption", {}, `${path.label}: path length ${hops}`));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+  for (let i = 0; i < path.n; i++) {
+    svg.append(element("svg:circle", { cx: x(i), cy: height - 14, r: Math.min(4, step / 3), class: "token" }));
+  }
+  path.reached.slice(1).forEach((to, k) => {
+    const from = path.reached[k];
+    const lift = Math.min(height - 24, 10 + (x(to) - x(from)) / 2);
+    svg.append(element("svg:path", {
+      d: `M ${x(from)} ${height - 14} Q ${(x(from) + x(to)) / 2} ${height - 14 - 2 * lift} ${x(to)} ${height - 14}`,
+      class: "hop", fill: "none", stroke: COLOURS[k % 2], "stroke-width": 1.5 }));
+  });
+  svg.append(element("svg:text", { x: 20, y: height - 1, class: "axis-label start" }, "token 1"));
+  svg.append(element("svg:text", { x: width - 20, y: height - 1, class: "tick" }, `token n = ${path.n}`));
+  figure.append(svg);
+  return figure;
+}
+
 function drawCode(lines) {
   const list = element("ul", { class: "code" });
   for (const line of lines) {
@@ -259,6 +285,7 @@ function draw(section, result) {
   const figures = element("div", { class: "figures" });
   for (const plot of result.plots) figures.append(drawPlot(plot));
   for (const tensor of result.tensors) figures.append(drawTensor(tensor));
+  for (const path of result.paths || []) figures.append(drawPath(path));
   out.append(figures);
   for (const exercise of result.exercises || []) out.append(drawExercise(exercise));
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
