@@ -100,9 +100,10 @@ def complexity_panel(state: dict[str, Any]) -> dict[str, Any]:
     notes = [
         f"Multiply-adds of one layer: CNN k·n·d² = {k * n * d * d}, RNN n·d² = "
         f"{n * d * d}, self-attention 2·n²·d = {2 * n * n * d} (n² scores of size d, then n² weighted "
-        "sums of d values). Self-attention is cheaper than the others while n < d, dearer once n grows.",
-        f"Sequential operations: a CNN layer or a self-attention layer computes all {n} positions at once; an "
-        f"RNN must take its {n} steps one after the other, each needing the previous hidden state.",
+        "sums of d values): self-attention costs less than the RNN while 2n < d, and its n² grows fastest "
+        "with the length.",
+        f"Sequential operations: a CNN layer or a self-attention layer computes all {n} positions at "
+        f"once; an RNN must take its {n} steps one after the other, each needing the previous hidden state.",
         f"Maximum path length, from the first token to the last (drawn below): the convolution's window "
         f"reaches {k // 2} positions further each layer, so {lengths[0]} stacked layers (O(n/k)); the RNN "
         f"passes the signal on one step at a time, {lengths[1]} steps (O(n)); one self-attention layer "
