@@ -451,6 +451,69 @@ def test_cnn_rnn_and_self_attention_compared_for_the_learners_n_d_and_k(lab, pag
     screenshot(page, "complexity")
 
 
+def test_the_transformer_panel_diagram_masks_cache_add_norm_and_ffn(lab, page, engines):
+    engine = engines["transformer"]
+    model = engine.model
+    sentence = "Alpha bravo charlie."
+    show(page, lab, "transformer", run="transformer", sentence=sentence, target="")
+    translation = engine.translate([sentence], beam_size=1)[0]
+    out = translation.hypotheses[0].tokens
+    T = len(out) + 1  # <bos> and the greedy output
+    fed, src_len = engine.source_ids(translation.source_tokens)
+    src, src_lens = torch.tensor([fed]), torch.tensor([src_len])
+    assert_close(
+        values(page, "transformer", "causal mask of the decoder's self-attention (1: may attend)"),
+        torch.ones(T, T).tril(),
+    )
+    assert_close(
+        values(page, "transformer", "source mask from valid_lens (1: may attend)"),
+        (torch.arange(len(fed)) < src_len).float(),
+    )
+    heads, d = model.num_heads, model.encoder.num_hiddens // model.num_heads
+    cache = values(page, "transformer", "cached keys per layer after each step: shape (B, h, t, d)")
+    assert cache.reshape(T, 4).tolist() == [[1, heads, t, d] for t in range(1, T + 1)]
+    tgt_in = torch.tensor([[engine.tgt_vocab.bos_id, *out]])
+    kept = {}
+    hook = model.encoder.blks.block0.addnorm1.register_forward_hook(
+        lambda _m, inputs, output: kept.update(summed=inputs[0] + inputs[1], normed=output)
+    )
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(src, src_lens, tgt_in), dim=-1)[0]  # (T, V)
+    hook.remove()
+    both = values(
+        page, "transformer", "log p(next token): training (all at once) | prediction (step by step)"
+    )
+    np.testing.assert_allclose(both.reshape(T, 2)[:, 0], log_probs.max(-1).values.numpy(), atol=1e-5)
+    np.testing.assert_allclose(both.reshape(T, 2)[:, 1], log_probs.max(-1).values.numpy(), atol=1e-4)
+    summed, normed = kept["summed"][0], kept["normed"][0]
+    stats = torch.stack(
+        [summed.mean(-1), summed.std(-1, unbiased=False), normed.mean(-1), normed.std(-1, unbiased=False)],
+        dim=1,
+    )
+    np.testing.assert_allclose(
+        values(page, "transformer", "add & norm: mean and std over H of X + Y | of LayerNorm(X + Y)"),
+        stats.reshape(-1).numpy(),
+        atol=1e-5,
+    )
+    blocks = page.evaluate(
+        "[...document.querySelectorAll('#panel-transformer svg.architecture a.block')]"
+        ".map((a) => [a.dataset.side, a.dataset.name, a.dataset.shape])"
+    )
+    S, H = len(fed), model.encoder.num_hiddens
+    assert ["encoder", "embedding · √H + positional encoding", f"(1, S, H) = (1, {S}, {H})"] in blocks
+    assert [
+        "decoder",
+        "masked multi-head self-attention (causal)",
+        f"(1, h, T, T) = (1, {heads}, {T}, {T})",
+    ] in blocks
+    screenshot(page, "transformer")
+    page.click(
+        "#panel-transformer svg.architecture a.block[data-name='embedding · √H + positional encoding']"
+    )
+    page.wait_for("!document.querySelector('#panel-positions').hidden")
+    wait_for_answer(page, "positions")
+
+
 def test_every_head_of_a_trained_transformer(lab, page, engines):
     sentence = "Alpha bravo charlie."
     show(page, lab, "trained_heads", run="transformer", map="cross", sentence=sentence)
@@ -679,6 +742,13 @@ BAD_INPUTS = {
         "expected one of",
     ),
     "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
+    "transformer-unknown-run": (
+        "transformer",
+        {"run": "gru_bahdanau", "sentence": "alpha ."},
+        "expected one of",
+    ),
+    "transformer-no-sentence": ("transformer", {"sentence": " "}, "type an English sentence"),
+    "transformer-long-target": ("transformer", {"sentence": "alpha .", "target": "a " * 200}, "at most 300"),
     "nw-too-many-epochs": ("nadaraya_watson", {"epochs": 10_000}, "between 1 and 200"),
     "nw-w-zero": ("nadaraya_watson", {"w": 0}, "between 0.05 and 20"),
     "decoding-step-past-the-end": ("decoding", {"sentence": "alpha .", "step": 500}, "the search took"),
@@ -734,6 +804,7 @@ def test_lab_command_refuses_bad_runs_and_options(run_cli, tmp_path):
 
 DEFAULT_INPUTS = {
     "trained_heads": {"sentence": "alpha bravo ."},
+    "transformer": {"sentence": "alpha bravo ."},
     "decoding": {"sentence": "alpha bravo ."},
     "own_translation": {"sentence": "alpha bravo .", "target": "un deux ."},
 }

@@ -262,6 +262,53 @@ function drawPath(path) {
   return figure;
 }
 
+// The Transformer's encoder-decoder as boxes, bottom to top, each a link to the panel that shows it and
+// labelled with its live shape; the encoder's output feeds every decoder block's encoder-decoder attention.
+function drawDiagram(diagram) {
+  const box = { width: 300, height: 40, gap: 10 };
+  const columns = [["encoder", 20], ["decoder", 380]];
+  const rows = Math.max(diagram.encoder.length, diagram.decoder.length);
+  const height = rows * (box.height + box.gap) + 50;
+  const width = 720;
+  const figure = element("figure", { class: "diagram" });
+  figure.append(element("figcaption", {}, `the Transformer on your sentence (blocks repeated L = ${diagram.layers} times)`));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "architecture" });
+  const defs = element("svg:defs");
+  const marker = element("svg:marker", { id: "arrow", markerWidth: 8, markerHeight: 8, refX: 6, refY: 4,
+                                          orient: "auto" });
+  marker.append(element("svg:path", { d: "M0,0 L8,4 L0,8 z", fill: "#8a949e" }));
+  defs.append(marker);
+  svg.append(defs);
+  const top = (k) => height - 20 - (k + 1) * (box.height + box.gap);
+  const centres = {};
+  for (const [side, x] of columns) {
+    diagram[side].forEach((block, k) => {
+      const y = top(k);
+      const link = element("svg:a", { href: block.link, class: "block", "data-side": side, "data-name": block.name,
+                                      "data-shape": block.shape });
+      const repeated = side === "encoder" ? k >= 2 : k >= 2 && k < diagram[side].length - 1;
+      link.append(element("svg:rect", { x, y, width: box.width, height: box.height, rx: 5,
+                                        class: repeated ? "block repeated" : "block" }));
+      link.append(element("svg:text", { x: x + 8, y: y + 16, class: "block-name" }, block.name));
+      link.append(element("svg:text", { x: x + 8, y: y + 32, class: "block-shape" }, block.shape));
+      svg.append(link);
+      if (k > 0) {
+        svg.append(element("svg:line", { x1: x + box.width / 2, y1: y + box.height + box.gap, x2: x + box.width / 2,
+                                         y2: y + box.height + 2, class: "flow", "marker-end": "url(#arrow)" }));
+      }
+      centres[`${side}:${k}`] = y;
+    });
+  }
+  const encoderTop = centres[`encoder:${diagram.encoder.length - 1}`];
+  const cross = diagram.decoder.findIndex((b) => b.name.includes("encoder-decoder"));
+  svg.append(element("svg:path", { d: `M ${20 + box.width} ${encoderTop + 20} C 350 ${encoderTop + 20}, 340 ${centres[`decoder:${cross}`] + 20}, 378 ${centres[`decoder:${cross}`] + 20}`,
+                                   class: "flow", fill: "none", "marker-end": "url(#arrow)" }));
+  svg.append(element("svg:text", { x: 20, y: 14, class: "axis-label start" },
+    "shaded blocks repeat L times; click a block to open its panel"));
+  figure.append(svg);
+  return figure;
+}
+
 function drawCode(lines) {
   const list = element("ul", { class: "code" });
   for (const line of lines) {
@@ -286,6 +333,7 @@ function draw(section, result) {
   for (const plot of result.plots) figures.append(drawPlot(plot));
   for (const tensor of result.tensors) figures.append(drawTensor(tensor));
   for (const path of result.paths || []) figures.append(drawPath(path));
+  if (result.diagram) out.append(drawDiagram(result.diagram));
   out.append(figures);
   for (const exercise of result.exercises || []) out.append(drawExercise(exercise));
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
