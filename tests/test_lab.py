@@ -536,6 +536,18 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
         ".querySelectorAll('th.column-label').length"
     )
     assert labels == len(expected.source_tokens) == cols
+    drawn = page.evaluate(  # the lines view: every head's line of every pair with weight >= 0.02
+        "[...document.querySelectorAll('#panel-trained_heads line.token-line')].map((l) => "
+        "[Number(l.closest('svg').dataset.layer), Number(l.dataset.head), Number(l.dataset.query), "
+        "Number(l.dataset.key), Number(l.getAttribute('stroke-opacity'))])"
+    )
+    maps = expected.maps["cross"]
+    wanted = [(a, b, i, j) for a, b, i, j in np.argwhere(maps >= 0.02)]
+    assert sorted((a, b, i, j) for a, b, i, j, _ in drawn) == sorted(tuple(map(int, w)) for w in wanted)
+    for a, b, i, j, opacity in drawn:
+        assert abs(opacity - maps[a, b, i, j]) < 1e-4
+    thumbs = page.evaluate("document.querySelectorAll('#panel-trained_heads svg.thumb').length")
+    assert thumbs == layers * heads
     page.choose("#trained-heads-map", "encoder_self")
     wait_for_answer(page, "trained_heads")
     page.wait_for(

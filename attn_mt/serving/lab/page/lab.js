@@ -195,7 +195,76 @@ function drawTensor(tensor) {
   slices(tensor, tensor.values, [], bound, box);
   figure.append(box, legend(tensor.scale, bound));
   if (tensor.note) figure.append(element("p", { class: "note" }, tensor.note));
+  if ((tensor.views || []).includes("lines")) figure.append(drawLines(tensor));
+  if ((tensor.views || []).includes("grid")) figure.append(drawGrid(tensor));
   return figure;
+}
+
+// BertViz-style lines of an (L, h, Q, K) tensor: per layer, queries on the left, keys on the right, one
+// line per head and pair, in the head's colour, its opacity the weight; every head overlaid.
+function drawLines(tensor) {
+  const [layers, heads, queries, keys] = tensor.shape;
+  const rowStep = 18;
+  const height = 24 + rowStep * Math.max(queries, keys);
+  const width = 300;
+  const box = element("div", { class: "lines" });
+  for (let layer = 0; layer < layers; layer++) {
+    const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, "data-layer": String(layer) });
+    svg.append(element("svg:text", { x: width / 2, y: 12, class: "axis-label" }, `layer ${layer + 1}: queries → keys`));
+    const y = (i) => 30 + i * rowStep;
+    for (let head = 0; head < heads; head++) {
+      for (let i = 0; i < queries; i++) {
+        for (let j = 0; j < keys; j++) {
+          const weight = tensor.values[layer][head][i][j];
+          if (weight < 0.02) continue;
+          svg.append(element("svg:line", { x1: 100, y1: y(i) - 4, x2: 200, y2: y(j) - 4, class: "token-line",
+            stroke: COLOURS[head % COLOURS.length], "stroke-opacity": weight.toFixed(4), "stroke-width": 2,
+            "data-head": String(head), "data-query": String(i), "data-key": String(j),
+            "data-weight": String(weight) }));
+        }
+      }
+    }
+    (tensor.rows || []).forEach((label, i) => svg.append(element("svg:text", { x: 94, y: y(i), class: "tick" }, label)));
+    (tensor.columns || []).forEach((label, j) => svg.append(element("svg:text", { x: 206, y: y(j), class: "axis-label start" }, label)));
+    box.append(svg);
+  }
+  const key = element("p", { class: "note" });
+  for (let head = 0; head < heads; head++) {
+    key.append(element("span", { style: `color: ${COLOURS[head % COLOURS.length]}` }, `■ head ${head + 1} `));
+  }
+  key.append("(lines under weight 0.02 left out)");
+  box.append(key);
+  return box;
+}
+
+// Every head of every layer as a small heatmap on the fixed 0-1 scale: rows layers, columns heads.
+function drawGrid(tensor) {
+  const [layers, heads, queries, keys] = tensor.shape;
+  const cell = Math.max(2, Math.min(8, Math.floor(90 / Math.max(queries, keys))));
+  const table = element("table", { class: "grid" });
+  const head = element("tr");
+  head.append(element("th"));
+  for (let h = 0; h < heads; h++) head.append(element("th", {}, `head ${h + 1}`));
+  table.append(head);
+  for (let layer = 0; layer < layers; layer++) {
+    const tr = element("tr");
+    tr.append(element("th", {}, `layer ${layer + 1}`));
+    for (let h = 0; h < heads; h++) {
+      const svg = element("svg:svg", { width: cell * keys, height: cell * queries, class: "thumb",
+                                       "data-layer": String(layer), "data-head": String(h) });
+      for (let i = 0; i < queries; i++) {
+        for (let j = 0; j < keys; j++) {
+          svg.append(element("svg:rect", { x: j * cell, y: i * cell, width: cell, height: cell,
+            fill: shade(tensor.values[layer][h][i][j], "weights", 1) }));
+        }
+      }
+      const td = element("td");
+      td.append(svg);
+      tr.append(td);
+    }
+    table.append(tr);
+  }
+  return table;
 }
 
 function drawPlot(plot) {
