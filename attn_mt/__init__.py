@@ -9,4 +9,8 @@ def __getattr__(name: str):  # noqa: ANN202 - the lazy `attn_mt.load`, so `impor
         from attn_mt.shipping.api import load
 
         return load
+    if name == "Sampling":  # attn_mt.load(...).translate_full(..., sampling=attn_mt.Sampling(samples=3))
+        from attn_mt.decoding.outputs import Sampling
+
+        return Sampling
     raise AttributeError(f"module 'attn_mt' has no attribute {name!r}")

@@ -181,9 +181,37 @@ def translate(
         "--split/--no-split",
         help="Translate each line sentence by sentence and join them (default); --no-split: each line whole.",
     ),
+    prefix: str | None = typer.Option(
+        None,
+        "--prefix",
+        help="Every translation starts with this target text; decoding continues after it (lines whole).",
+    ),
+    prefix_file: str | None = typer.Option(
+        None, "--prefix-file", help="A file of prefixes, one per input line (a blank line: none), or -."
+    ),
+    sample: int | None = typer.Option(
+        None, "--sample", help="Draw N translations per line from the model's distribution, not searching."
+    ),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="With --sample: divide the logits by T (default 1; below 1 sharper)."
+    ),
+    top_k: int | None = typer.Option(
+        None, "--top-k", help="With --sample: draw from the K most probable tokens only (default 0: all)."
+    ),
+    top_p: float | None = typer.Option(
+        None, "--top-p", help="With --sample: the fewest top tokens reaching probability P (default 1)."
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", help="With --sample: the random seed (default 0); one seed, the same samples."
+    ),
+    alignments: Path | None = typer.Option(
+        None,
+        "--alignments",
+        help="Write Pharaoh word alignments (i-j) of each line's best output here, one line per input line.",
+    ),
 ) -> None:
     """Translate text with a trained run, one output line per input line."""
-    from attn_mt.commands.translate import run_translate
+    from attn_mt.commands.translate import run_translate, sampling_options
 
     run_translate(
         run_dir,
@@ -199,6 +227,10 @@ def translate(
         attention_words=attention_words,
         quantize=quantize,
         split=split,
+        prefix=prefix,
+        prefix_file=prefix_file,
+        sampling=sampling_options(sample, temperature, top_k, top_p, seed),
+        alignments=alignments,
     )
 
 

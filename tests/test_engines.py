@@ -100,12 +100,13 @@ def test_translate_with_prepares_skips_blanks_and_detokenizes_once(engines):
 
     class Recording:
         name, search_attention, all_attention_maps = "fake", False, False
+        search_prefix = search_sampling = False
 
         def __init__(self, real: Engine):
             self.cfg, self.src_vocab, self.tgt_vocab = real.cfg, real.src_vocab, real.tgt_vocab
             self.seen: list[list[str]] = []
 
-        def search(self, sources, beam, nbest, need_attention, advance):
+        def search(self, sources, beam, nbest, need_attention, advance, prefixes=None, sampling=None):
             self.seen = sources
             advance(len(sources))
             reverse = [self.tgt_vocab.encode_text("Deux un.")] * len(sources)

@@ -167,7 +167,18 @@ def test_health_info_and_api_description(runs, transformer_server):
         "length_penalty",
         "attention",
         "split",
+        "prefix",
+        "sample",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "alignments",
     }
+    fields = request_schema["properties"]
+    assert fields["temperature"]["anyOf"][0]["exclusiveMinimum"] == 0
+    assert (fields["top_p"]["anyOf"][0]["exclusiveMinimum"], fields["top_p"]["anyOf"][0]["maximum"]) == (0, 1)
+    assert fields["sample"]["anyOf"][0]["minimum"] == 1
     with urllib.request.urlopen(f"http://{transformer_server}/docs", timeout=ANSWER_TIMEOUT_S) as page:
         assert page.status == 200 and b"/openapi.json" in page.read()
 

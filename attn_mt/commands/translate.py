@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attn_mt.decoding.alignments import alignment_of, joined
+from attn_mt.decoding.engine import check_sampling
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import LineTranslation, translate_lines
-from attn_mt.decoding.outputs import Translation, with_length_penalty
+from attn_mt.decoding.outputs import Sampling, Translation, with_length_penalty
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -80,6 +82,44 @@ def attention_names(results: list[LineTranslation]) -> list[tuple[Translation, s
     return named
 
 
+def sampling_options(
+    sample: int | None,
+    temperature: float | None,
+    top_k: int | None,
+    top_p: float | None,
+    seed: int | None,
+) -> Sampling | None:
+    """--sample's settings, None without --sample; a sampling option without --sample is refused."""
+    if sample is None:
+        named = {"--temperature": temperature, "--top-k": top_k, "--top-p": top_p, "--seed": seed}
+        given = [name for name, value in named.items() if value is not None]
+        if given:
+            raise UserError(f"{given[0]} applies to sampling; add --sample N (N samples per line)")
+        return None
+    defaults = Sampling()
+    return Sampling(
+        samples=sample,
+        temperature=defaults.temperature if temperature is None else temperature,
+        top_k=defaults.top_k if top_k is None else top_k,
+        top_p=defaults.top_p if top_p is None else top_p,
+        seed=defaults.seed if seed is None else seed,
+    )
+
+
+def line_prefixes(prefix: str | None, prefix_file: str | None, count: int) -> list[str] | None:
+    """One prefix per input line: --prefix for every line, or --prefix-file's lines; None for neither."""
+    if prefix is not None and prefix_file is not None:
+        raise UserError("give --prefix (one for every line) or --prefix-file (one per line), not both")
+    if prefix is not None:
+        return [prefix.replace("\n", " ")] * count
+    if prefix_file is None:
+        return None
+    prefixes = read_text_lines(prefix_file, "--prefix-file")
+    if len(prefixes) != count:
+        raise UserError(f"--prefix-file {prefix_file} has {len(prefixes)} lines for {count} input lines")
+    return prefixes
+
+
 def run_translate(
     run_dir: Path,
     texts: list[str],
@@ -94,22 +134,34 @@ def run_translate(
     attention_words: bool = False,
     quantize: str | None = None,
     split: bool = True,
+    prefix: str | None = None,
+    prefix_file: str | None = None,
+    sampling: Sampling | None = None,
+    alignments: Path | None = None,
 ) -> None:
-    """Translate every input line and write one output line (or `nbest` lines) per input line.
+    """Translate every input line and write one output line (or `nbest` lines, or one per sample) per
+    input line.
 
-    With `split`, each line is translated sentence by sentence (decoding/lines.py).
+    With `split`, each line is translated sentence by sentence (decoding/lines.py); a line with a
+    prefix is translated whole.
     """
-    if output is not None and output.is_dir():
-        raise UserError(f"--output {output} is a directory; give a file path")
+    for option, path in (("--output", output), ("--alignments", alignments)):
+        if path is not None and path.is_dir():
+            raise UserError(f"{option} {path} is a directory; give a file path")
+    check_sampling(sampling, beam, nbest)
     lines = read_input_lines(input_file, texts)
+    prefixes = line_prefixes(prefix, prefix_file, len(lines))
     run = open_model(run_dir, checkpoint, device, quantize)
     translator = translator_for(run, with_length_penalty(run.config, length_penalty))
-    results = translate_lines(translator, lines, split, beam_size=beam, nbest=nbest, progress=True)
+    results = translate_lines(
+        translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
+    )
+    outputs = nbest if sampling is None else sampling.samples
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:
             print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
-    if nbest > 1:
-        out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, nbest)]
+    if outputs > 1:
+        out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, outputs)]
     else:
         out_lines = [r.text for r in results]
     if output is None:
@@ -118,6 +170,10 @@ def run_translate(
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
+    if alignments is not None:
+        pairs = [joined([alignment_of(translator, s) for s in r.sentences]).pharaoh() for r in results]
+        alignments.parent.mkdir(parents=True, exist_ok=True)
+        alignments.write_text("".join(line + "\n" for line in pairs), encoding="utf-8")
     if attention_dir is not None:
         from attn_mt.evaluation.attention_dumps import save_attention  # matplotlib, only when asked
 

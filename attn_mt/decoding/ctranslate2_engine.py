@@ -40,6 +40,7 @@ from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
 from attn_mt.decoding.outputs import (
     Hypothesis,
+    Sampling,
     Translation,
     gnmt_length_penalty,
     max_source_tokens,
@@ -83,6 +84,8 @@ class Ctranslate2Translator:
     name = "ctranslate2"
     search_attention = False  # CTranslate2's search returns no attention; attention() decodes again for it
     all_attention_maps = False  # one averaged cross-attention map (attention_description)
+    search_prefix = False
+    search_sampling = False
 
     def __init__(self, model: Ctranslate2Model, src_vocab: Vocab, tgt_vocab: Vocab, cfg: Config):
         self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
@@ -203,9 +206,11 @@ class Ctranslate2Translator:
         nbest: int = 1,
         need_attention: bool = False,
         progress: bool = False,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
         """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
-        return translate_with(self, sentences, beam_size, nbest, need_attention, progress)
+        return translate_with(self, sentences, beam_size, nbest, need_attention, progress, prefix, sampling)
 
     def search(
         self,
@@ -214,6 +219,8 @@ class Ctranslate2Translator:
         nbest: int,
         need_attention: bool,
         advance: Callable[[int], object],
+        prefixes: list[list[int]] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Found]:
         """Each prepared sentence's n-best outputs: CTranslate2's search under the rules of the docstring."""
         if not sources:

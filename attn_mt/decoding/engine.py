@@ -5,7 +5,13 @@ Two engines implement `Engine`: `Translator` (torch, translator.py) and `Ctransl
 (ctranslate2_engine.py). `translate_with` is their `translate`: it checks the beam and n-best,
 prepares each sentence as the training data was, leaves blank sentences blank, hands the others to
 the engine's `search` and detokenizes what comes back. What an engine cannot do is a capability
-the caller reads before asking (`search_attention`, `all_attention_maps`), not an error half-way.
+the caller reads before asking (`search_attention`, `all_attention_maps`, `search_prefix`,
+`search_sampling`), not an error half-way.
+
+A target prefix is given as text and prepared as the training data's target side was (the same
+preprocessing, tokenizer and subword pieces, `prefix_ids`); the search then forces those ids first
+(decoding/search.py). Its words must all be in the target vocabulary, and it must leave room for
+the <eos> within the sentence's output length limit; a blank prefix is no prefix.
 """
 
 from __future__ import annotations
@@ -16,7 +22,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attn_mt.config import Config
 from attn_mt.data.vocab import Vocab
-from attn_mt.decoding.outputs import PROGRESS_DELAY_S, Hypothesis, Translation, prepare_sentence
+from attn_mt.decoding.outputs import (
+    PROGRESS_DELAY_S,
+    Hypothesis,
+    Sampling,
+    Translation,
+    output_length_limits,
+    prepare_sentence,
+)
 from attn_mt.errors import UserError
 from attn_mt.progress_bars import progress_bar
 
@@ -50,6 +63,8 @@ class Engine(Protocol):
     tgt_vocab: Vocab
     search_attention: bool  # translate(need_attention=True) gives each hypothesis its cross-attention
     all_attention_maps: bool  # attention() shows every map of the model, else what attention_description says
+    search_prefix: bool  # search(prefixes=...) forces each sentence's output to start with given ids
+    search_sampling: bool  # search(sampling=...) draws its outputs instead of searching
 
     def search(
         self,
@@ -58,8 +73,13 @@ class Engine(Protocol):
         nbest: int,
         need_attention: bool,
         advance: Callable[[int], object],
+        prefixes: list[list[int]] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Found]:
-        """Each non-empty prepared sentence's outputs; `advance(n)` after each n sentences."""
+        """Each non-empty prepared sentence's outputs; `advance(n)` after each n sentences.
+
+        `prefixes[i]`: target ids sentence i's outputs start with ([]: none); `sampling`: draw
+        `sampling.samples` outputs per sentence, in the order drawn (beam and nbest are then 1)."""
         ...
 
     def translate(
@@ -69,6 +89,8 @@ class Engine(Protocol):
         nbest: int = 1,
         need_attention: bool = False,
         progress: bool = False,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
         """Translate every sentence (blank ones give blank outputs): `translate_with(self, ...)`."""
         ...
@@ -121,6 +143,53 @@ def check_attention(translation: Translation) -> None:
         raise UserError(f"no attention to show for {translation.source!r}: it has no output (blank input)")
 
 
+def check_sampling(sampling: Sampling | None, beam: int | None, nbest: int) -> None:
+    """Refuse sampling together with a beam above 1 or an n-best list: the samples are the outputs."""
+    if sampling is None:
+        return
+    if beam is not None and beam > 1:
+        raise UserError(f"--sample draws its outputs token by token; it takes no --beam (got {beam})")
+    if nbest > 1:
+        raise UserError(
+            f"--sample {sampling.samples} gives that many outputs per sentence; leave out --nbest"
+        )
+
+
+def prefix_ids(engine: Engine, sources: list[list[str]], prefixes: list[str]) -> list[list[int]]:
+    """Each prefix text prepared as the training targets were, as target ids ([] for a blank one, and
+    for a blank sentence, which stays blank).
+
+    A prefix is refused (UserError naming it, 1-based) when a word or piece of it is not in the target
+    vocabulary, when it holds a special token, or when it leaves no room for the <eos> within the
+    output length limit of its source sentence (prepared tokens `sources[i]`).
+    """
+    if len(prefixes) != len(sources):
+        raise UserError(f"{len(prefixes)} prefixes for {len(sources)} sentences: give one per sentence")
+    cfg, vocab = engine.cfg, engine.tgt_vocab
+    specials = {vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id}
+    found = []
+    for number, (source, text) in enumerate(zip(sources, prefixes, strict=True), start=1):
+        tokens = prepare_sentence(cfg, vocab, text) if text.strip() and source else []
+        ids = vocab.encode(tokens)
+        bad = [t for t, i in zip(tokens, ids, strict=True) if i in specials]
+        if bad:
+            raise UserError(
+                f"prefix {number} ({text[:40]!r}) holds what the target vocabulary lacks: "
+                f"{' '.join(dict.fromkeys(bad))}; a prefix can only force tokens the model can output"
+            )
+        if ids:
+            limit = output_length_limits(
+                [engine.source_ids(source)[1]], cfg.decode.max_len_a, cfg.decode.max_len_b
+            )
+            if len(ids) >= limit[0]:
+                raise UserError(
+                    f"prefix {number} ({text[:40]!r}) has {len(ids)} target tokens, but the output of its "
+                    f"sentence may hold at most {limit[0] - 1} (decode.max_len_a and max_len_b): shorten it"
+                )
+        found.append(ids)
+    return found
+
+
 def translate_with(
     engine: Engine,
     sentences: list[str],
@@ -128,24 +197,41 @@ def translate_with(
     nbest: int = 1,
     need_attention: bool = False,
     progress: bool = False,
+    prefix: list[str] | None = None,
+    sampling: Sampling | None = None,
 ) -> list[Translation]:
     """Translate every sentence with `engine` (see the module docstring); `beam_size` None: the run's.
 
-    With `progress`, stderr counts the sentences done: a bar on a terminal, a line now and then in a file.
+    `prefix[i]`: the text sentence i's outputs must start with; `sampling`: draw the outputs
+    (`Sampling`), `sampling.samples` of them per sentence in the order drawn, each scored with its
+    log-probability. With `progress`, stderr counts the sentences done: a bar on a terminal, a line
+    now and then in a file.
     """
-    beam = engine.cfg.decode.beam_size if beam_size is None else beam_size
+    check_sampling(sampling, beam_size, nbest)
+    beam = 1 if sampling is not None else engine.cfg.decode.beam_size if beam_size is None else beam_size
     check_search(beam, nbest)
     if need_attention and not engine.search_attention:
         raise UserError(
             f"the {engine.name} engine returns no attention from its search: ask attention() "
             "for a translated sentence instead"
         )
+    if prefix is not None and not engine.search_prefix:
+        raise UserError(f"the {engine.name} engine cannot force a target prefix")
+    if sampling is not None and not engine.search_sampling:
+        raise UserError(f"the {engine.name} engine cannot sample")
     results = [Translation(s, prepare_sentence(engine.cfg, engine.src_vocab, s)) for s in sentences]
     todo = [i for i, r in enumerate(results) if r.source_tokens]
+    sources = [results[i].source_tokens for i in todo]
+    forced = None
+    if prefix is not None:
+        forced = prefix_ids(engine, [r.source_tokens for r in results], prefix)
+        forced = [forced[i] for i in todo] if any(forced) else None
     bar = progress_bar(
         len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
     )
-    found = engine.search([results[i].source_tokens for i in todo], beam, nbest, need_attention, bar.update)
+    found = engine.search(
+        sources, beam, nbest, need_attention, bar.update, prefixes=forced, sampling=sampling
+    )
     bar.close()
     for i, sentence in zip(todo, found, strict=True):
         results[i].warnings.extend(sentence.warnings)

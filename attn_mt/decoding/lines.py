@@ -9,7 +9,10 @@ sentence, as it was given, and the output is exactly what the engine gives for i
 
 A line's n-best entry k joins each sentence's k-th output; its scores are the sums of theirs (the
 log-probability of the sentences' outputs together). There are as many entries as the sentence
-with the fewest outputs has.
+with the fewest outputs has. Samples join the same way (entry k: each sentence's k-th sample).
+
+A line given a target prefix is translated whole, as one sentence: the prefix is the start of the
+whole line's translation, which splitting would hand to its first sentence alone.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from attn_mt.config import Config
 from attn_mt.data.sentences import SplitLine, cut_long, split_line
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding.engine import Engine
-from attn_mt.decoding.outputs import Translation, max_source_tokens, prepare_sentence
+from attn_mt.decoding.outputs import Sampling, Translation, max_source_tokens, prepare_sentence
+from attn_mt.errors import UserError
 
 
 @dataclass
@@ -63,11 +67,16 @@ def line_warnings(notes: list[str], per_sentence: list[list[str]]) -> list[str]:
     return found
 
 
-def plan_lines(engine: Engine, lines: list[str], split: bool) -> list[tuple[SplitLine, list[str]]]:
-    """Each line's sentences and notes (see `split_for`); without `split`, the line itself as one sentence."""
-    if split:
-        return [split_for(engine.cfg, engine.src_vocab, line) for line in lines]
-    return [(SplitLine([line], ["", ""]), []) for line in lines]
+def plan_lines(
+    engine: Engine, lines: list[str], split: bool, prefix: list[str] | None = None
+) -> list[tuple[SplitLine, list[str]]]:
+    """Each line's sentences and notes (see `split_for`); without `split`, or for a line with a
+    non-blank `prefix`, the line itself as one sentence."""
+    whole = [not split or bool(prefix and prefix[i].strip()) for i in range(len(lines))]
+    return [
+        (SplitLine([line], ["", ""]), []) if one else split_for(engine.cfg, engine.src_vocab, line)
+        for line, one in zip(lines, whole, strict=True)
+    ]
 
 
 def source_language(cfg: Config) -> str:
@@ -100,11 +109,23 @@ def translate_lines(
     nbest: int = 1,
     need_attention: bool = False,
     progress: bool = False,
+    prefix: list[str] | None = None,
+    sampling: Sampling | None = None,
 ) -> list[LineTranslation]:
-    """Translate each line (see the module docstring); `split` False takes each line as one sentence."""
-    plans = plan_lines(engine, lines, split)
+    """Translate each line (see the module docstring); `split` False takes each line as one sentence.
+
+    `prefix[i]`: the text line i's translation starts with (blank: none); `sampling`: draw the outputs.
+    """
+    if prefix is not None and len(prefix) != len(lines):
+        raise UserError(f"{len(prefix)} prefixes for {len(lines)} lines: give one per line")
+    plans = plan_lines(engine, lines, split, prefix)
     sentences = [s for plan, _ in plans for s in plan.sentences]
-    translations = engine.translate(sentences, beam_size, nbest, need_attention, progress)
+    per_sentence = None
+    if prefix is not None:
+        per_sentence = [p for plan, p in zip(plans, prefix, strict=True) for _ in plan[0].sentences]
+    translations = engine.translate(
+        sentences, beam_size, nbest, need_attention, progress, prefix=per_sentence, sampling=sampling
+    )
     results, at = [], 0
     for line, (plan, notes) in zip(lines, plans, strict=True):
         count = len(plan.sentences)

@@ -8,6 +8,7 @@ with GNMT's length penalty (search.py states the conventions).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -54,6 +55,45 @@ class Translation:
     def _repr_html_(self) -> str:
         """Jupyter's view: the source, its tokens and every output with its scores (display.py)."""
         return display.translation_html(self)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decode by sampling: `samples` outputs per sentence, each drawn token by token from the model's
+    distribution divided by `temperature`, cut to its `top_k` most probable tokens (0: all) and to the
+    fewest whose probability reaches `top_p` (1.0: all).
+
+    Sample j of a sentence is seeded from `seed`, j and the sentence's prepared tokens (`seed_for`), so
+    it is the same whatever else is translated with it, in whichever batch.
+    """
+
+    samples: int = 1
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise UserError(f"--sample must be at least 1, got {self.samples}")
+        if self.temperature == 0:
+            raise UserError(
+                "--temperature 0 would always take the most probable token: that is greedy search "
+                "(leave out --sample, with --beam 1)"
+            )
+        if not self.temperature > 0 or math.isinf(self.temperature):
+            raise UserError(f"--temperature must be a number above 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise UserError(f"--top-k must be 0 (every token) or more, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise UserError(f"--top-p must be above 0 and at most 1 (every token), got {self.top_p}")
+        if self.seed < 0:
+            raise UserError(f"--seed must be 0 or more, got {self.seed}")
+
+    def seed_for(self, source_tokens: Sequence[str], sample: int) -> int:
+        """The random seed of sample `sample` of the sentence prepared as `source_tokens` (63 bits)."""
+        text = "\x1f".join([str(self.seed), str(sample), *source_tokens]).encode("utf-8")
+        return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:

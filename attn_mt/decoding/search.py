@@ -28,11 +28,29 @@ finish in the same step, the better-ranked ones are kept) or at its maximum leng
 hypotheses are then sorted by `norm_score` and the best `nbest` returned. With K = 1 this is
 exactly greedy search. Finished sentences leave the batch, so they cost no further compute, and
 step 0 runs one row per sentence (its K beams would be identical); the first reorder makes K.
+
+A prefix (`prefix[i]`: target ids for sentence i, no <bos>/<eos>) forces the first tokens of a
+sentence's output: at step t < len(prefix[i]) the search takes prefix[i][t] whatever the model
+prefers, through the same incremental steps as free decoding, and continues freely after it.
+Scores include the prefix tokens' log-probabilities, so a prefix equal to the model's own greedy
+output gives back that output and its score exactly. In beam search a forced step leaves one live
+hypothesis per sentence (the others score -inf), so every n-best entry starts with the prefix. A
+prefix must leave room for the <eos> (len(prefix[i]) < max_len) and holds no <eos>; an empty prefix
+is no prefix.
+
+Sampling (greedy search with `sampler`): each step draws the next token from the model's
+distribution, reshaped by a temperature, top-k and top-p (nucleus, Holtzman et al. 2020), instead
+of taking its arg-max. Each row has its own random stream (`Sampler.seeds`), so what a row draws
+depends on its seed only, never on the other rows of the batch. A sample's score is its
+log-probability under the model's own distribution (temperature 1, nothing cut), the number
+`attn-mt score` gives for it.
 """
 
 from __future__ import annotations
 
 import math
+import random
+from dataclasses import dataclass
 
 import torch
 
@@ -89,19 +107,83 @@ def _argmax_rows(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def greedy_pick(
-    logits: torch.Tensor, at_limit: torch.Tensor | None, eos_id: int
+    logits: torch.Tensor, at_limit: torch.Tensor | None, eos_id: int, forced: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (N, V) -> (log-probability, token) of each row's most probable token, both (N,).
 
     The same as `log_softmax(logits).max(-1)` (rows in `at_limit` may only take <eos>, scored under
     the whole distribution) without writing the (N, V) log-probabilities: the normaliser is one
-    logsumexp per row and the arg-max is taken on the logits.
+    logsumexp per row and the arg-max is taken on the logits. Rows whose `forced` (N,) id is not -1
+    take that token instead, scored the same way.
     """
     normaliser = torch.logsumexp(logits, dim=-1)  # (N,)
     if at_limit is not None:
         logits = _only_eos(logits, at_limit, eos_id)
     best, tokens = _argmax_rows(logits)  # (N,), (N,)
+    if forced is not None:
+        tokens, best = _take_forced(logits, forced, tokens, best)
     return best - normaliser, tokens
+
+
+def _take_forced(
+    scores: torch.Tensor, forced: torch.Tensor, tokens: torch.Tensor, best: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of (N, V) `scores` whose `forced` (N,) id is not -1 take that id and its score."""
+    take = forced >= 0  # (N,)
+    tokens = torch.where(take, forced, tokens)  # (N,)
+    return tokens, torch.where(take, scores.gather(1, tokens.unsqueeze(1)).squeeze(1), best)
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """How greedy search samples instead of taking the arg-max: temperature, top-k, top-p, one seed per row.
+
+    `top_k` 0 keeps every token; `top_p` 1.0 keeps every token. `seeds[i]` seeds sentence i's stream.
+    """
+
+    temperature: float
+    top_k: int
+    top_p: float
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise UserError(f"the sampling temperature must be above 0, got {self.temperature}")
+        if self.top_k < 0 or not 0 < self.top_p <= 1:
+            raise UserError(f"top-k must be 0 or more and top-p in (0, 1], got {self.top_k} and {self.top_p}")
+
+
+def sample_pick(
+    logits: torch.Tensor,
+    at_limit: torch.Tensor | None,
+    eos_id: int,
+    sampler: Sampler,
+    draws: torch.Tensor,
+    forced: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits (N, V) -> (log-probability, token) of a token drawn per row, both (N,).
+
+    The logits are divided by the temperature; the top-k most probable tokens, then the fewest top
+    tokens whose probability reaches top-p, are kept (always at least one); `draws` (N,) uniform in
+    [0, 1) pick one of them by inverse transform. The log-probability is the model's own.
+    """
+    normaliser = torch.logsumexp(logits, dim=-1)  # (N,)
+    if at_limit is not None:
+        logits = _only_eos(logits, at_limit, eos_id)
+    probs, order = torch.softmax(logits / sampler.temperature, dim=-1).sort(dim=-1, descending=True)  # (N, V)
+    before = probs.cumsum(dim=-1) - probs  # (N, V) probability of the tokens ranked above each
+    keep = before < sampler.top_p  # (N, V)
+    if sampler.top_k:
+        keep[:, sampler.top_k :] = False
+    keep[:, 0] = True
+    probs = probs * keep  # (N, V)
+    cdf = probs.cumsum(dim=-1)  # (N, V)
+    position = torch.searchsorted(cdf, (draws.unsqueeze(1) * cdf[:, -1:]).contiguous(), right=True)  # (N, 1)
+    last_kept = (keep & (probs > 0)).sum(dim=-1, keepdim=True) - 1  # (N, 1)
+    tokens = order.gather(1, torch.minimum(position, last_kept.clamp(min=0))).squeeze(1)  # (N,)
+    if forced is not None:
+        tokens = torch.where(forced >= 0, forced, tokens)
+    return logits.gather(1, tokens.unsqueeze(1)).squeeze(1) - normaliser, tokens
 
 
 def _only_eos(log_probs: torch.Tensor, at_limit: torch.Tensor, eos_id: int) -> torch.Tensor:
@@ -115,6 +197,34 @@ def _only_eos(log_probs: torch.Tensor, at_limit: torch.Tensor, eos_id: int) -> t
 def _at_limit(limits: list[int], t: int, device: torch.device) -> torch.Tensor:
     """(n,) bool: which live sentences emit their last allowed token at step t."""
     return torch.tensor([limit == t + 1 for limit in limits], device=device)
+
+
+def _forced_ids(
+    prefix: list[list[int]] | None, limits: list[int], eos_id: int, device: torch.device
+) -> torch.Tensor | None:
+    """(B, P) prefix ids padded with -1, P the longest prefix; None when no sentence has one."""
+    if prefix is None or not any(prefix):
+        return None
+    if len(prefix) != len(limits):
+        raise ValueError(f"{len(prefix)} prefixes for {len(limits)} sentences")
+    forced = torch.full((len(prefix), max(len(p) for p in prefix)), -1, dtype=torch.long)  # (B, P)
+    for i, (ids, limit) in enumerate(zip(prefix, limits, strict=True)):
+        if eos_id in ids:
+            raise ValueError(f"prefix {i} holds <eos> (id {eos_id}): a prefix cannot end the output")
+        if len(ids) >= limit:
+            raise UserError(
+                f"sentence {i + 1}'s prefix has {len(ids)} tokens, but its output may hold at most "
+                f"{limit - 1} (decode.max_len_a and max_len_b, with the <eos>): shorten the prefix"
+            )
+        forced[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return forced.to(device)
+
+
+def _forced_at(forced: torch.Tensor | None, t: int) -> torch.Tensor | None:
+    """(N,) the ids forced at step t (-1: free), or None when no live row has a prefix that long."""
+    if forced is None or t >= forced.shape[1]:
+        return None
+    return forced[:, t]
 
 
 def _attention_buffer(cross: torch.Tensor, max_steps: int) -> torch.Tensor:
@@ -133,13 +243,22 @@ def greedy_search(
     max_len_a: float = 1.5,
     max_len_b: float = 10,
     need_attention: bool = False,
+    prefix: list[list[int]] | None = None,
+    sampler: Sampler | None = None,
 ) -> list[Hypothesis]:
-    """Pick the most probable token at every step; one Hypothesis per sentence, in input order."""
+    """Pick the most probable token at every step (with `sampler`, draw one); one Hypothesis per
+    sentence, in input order. `prefix[i]` forces sentence i's first tokens (module docstring)."""
     _check_inputs(src, src_lens)
     batch, device = src.shape[0], src.device
     if batch == 0:
         return []
     limits = max_output_lengths(src_lens, max_len_a, max_len_b).tolist()  # per live row
+    forced = _forced_ids(prefix, limits, eos_id, device)  # (B, P) or None
+    streams = None
+    if sampler is not None:
+        if len(sampler.seeds) != batch:
+            raise ValueError(f"{len(sampler.seeds)} sampling seeds for {batch} sentences")
+        streams = [random.Random(seed) for seed in sampler.seeds]
     src_len_list = src_lens.tolist()
     max_steps = max(limits)
     state = model.init_state(model.encode(src, src_lens))
@@ -152,7 +271,11 @@ def greedy_search(
     for t in range(max_steps):
         logits, state, cross = _step_logits(model, tokens, state, need_attention)  # (N, V)
         at_limit = _at_limit(limits, t, device) if t + 1 == min(limits) else None
-        best, tokens = greedy_pick(logits, at_limit, eos_id)  # (N,), (N,)
+        if streams is None:
+            best, tokens = greedy_pick(logits, at_limit, eos_id, _forced_at(forced, t))  # (N,), (N,)
+        else:
+            draws = torch.tensor([streams[i].random() for i in sentence.tolist()], device=device)  # (N,)
+            best, tokens = sample_pick(logits, at_limit, eos_id, sampler, draws, _forced_at(forced, t))
         scores = scores + best
         history[:, t] = tokens
         if cross is not None:
@@ -176,6 +299,8 @@ def greedy_search(
         limits = [limits[i] for i in keep.tolist()]
         state = model.reorder_state(state, keep)
         sentence, tokens, scores, history = sentence[keep], tokens[keep], scores[keep], history[keep]
+        if forced is not None:
+            forced = forced[keep]
         if attention_store is not None:
             attention_store = attention_store[keep]
     if any(r is None for r in results):
@@ -197,8 +322,11 @@ def beam_search(
     max_len_a: float = 1.5,
     max_len_b: float = 10,
     need_attention: bool = False,
+    prefix: list[list[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Vectorised beam search over (sentences x beam); per sentence its `nbest` outputs, best first."""
+    """Vectorised beam search over (sentences x beam); per sentence its `nbest` outputs, best first.
+
+    `prefix[i]` forces sentence i's first tokens (module docstring)."""
     if beam_size < 1:
         raise UserError(f"beam size must be at least 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
@@ -208,6 +336,7 @@ def beam_search(
     if batch == 0:
         return []
     limits = max_output_lengths(src_lens, max_len_a, max_len_b).tolist()  # per live sentence
+    forced = _forced_ids(prefix, limits, eos_id, device)  # (B, P) or None: per live sentence
     src_len_list = src_lens.tolist()
     max_steps = max(limits)
     state = model.init_state(model.encode(src, src_lens))
@@ -231,6 +360,9 @@ def beam_search(
         if t + 1 == min(limits):
             at_limit = _at_limit(limits, t, device)  # (n,)
             log_probs = _only_eos(log_probs, at_limit, eos_id)
+        step_forced = _forced_at(forced, t)  # (n,) or None
+        if step_forced is not None:
+            log_probs = _only_forced(log_probs, step_forced)
         candidates = (scores.unsqueeze(2) + log_probs).view(n, width * vocab)  # (n, w*V)
         top_scores, top_ids = candidates.topk(2 * K, dim=1)  # (n, 2K), best first
         origin = top_ids // vocab + (torch.arange(n, device=device) * width).unsqueeze(1)  # (n, 2K) row ids
@@ -272,6 +404,8 @@ def beam_search(
             limits = [limits[i] for i in keep.tolist()]
             live_scores, live_rows, live_tokens = live_scores[keep], live_rows[keep], live_tokens[keep]
             sentence, num_finished = sentence[keep], num_finished[keep]
+            if forced is not None:
+                forced = forced[keep]
         index = live_rows.reshape(-1)  # (n'*K,)
         state = model.reorder_state(state, index)
         history = history[index]
@@ -283,6 +417,14 @@ def beam_search(
     if any(not hyps for hyps in finished):
         raise RuntimeError("beam search ended a sentence without a finished hypothesis")
     return [sorted(hyps, key=lambda h: -h.norm_score)[:nbest] for hyps in finished]
+
+
+def _only_forced(log_probs: torch.Tensor, forced: torch.Tensor) -> torch.Tensor:
+    """-inf for every score (n, w, V) but the forced id's, in the groups whose `forced` (n,) id is not -1."""
+    groups = (forced >= 0).view(-1, 1, 1)  # (n, 1, 1)
+    others = torch.ones_like(log_probs, dtype=torch.bool)  # (n, w, V)
+    others.scatter_(2, forced.clamp(min=0).view(-1, 1, 1).expand(-1, log_probs.shape[1], 1), False)
+    return log_probs.masked_fill(groups & others, -math.inf)
 
 
 @torch.inference_mode()

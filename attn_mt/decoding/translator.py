@@ -14,8 +14,8 @@ from attn_mt.data.encode import encode_sources
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
 from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
-from attn_mt.decoding.outputs import Translation, max_source_tokens
-from attn_mt.decoding.search import beam_search, forced_log_probs, greedy_search
+from attn_mt.decoding.outputs import Sampling, Translation, max_source_tokens
+from attn_mt.decoding.search import Sampler, beam_search, forced_log_probs, greedy_search
 from attn_mt.models.base import EncoderDecoder
 
 
@@ -51,6 +51,8 @@ class Translator:
     name = "torch"
     search_attention = True  # the search returns each hypothesis's cross-attention when asked
     all_attention_maps = True
+    search_prefix = True
+    search_sampling = True
 
     def __init__(
         self,
@@ -123,9 +125,11 @@ class Translator:
         nbest: int = 1,
         need_attention: bool = False,
         progress: bool = False,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
         """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
-        return translate_with(self, sentences, beam_size, nbest, need_attention, progress)
+        return translate_with(self, sentences, beam_size, nbest, need_attention, progress, prefix, sampling)
 
     def search_settings(self, need_attention: bool) -> dict[str, object]:
         """The keyword arguments greedy and beam search share: special ids, length limit, attention."""
@@ -146,20 +150,31 @@ class Translator:
         nbest: int,
         need_attention: bool,
         advance: Callable[[int], object],
+        prefixes: list[list[int]] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Found]:
-        """Each prepared sentence's n-best outputs, decoded longest-first in batches of decode.batch_size."""
+        """Each prepared sentence's n-best outputs (or samples), decoded longest-first in batches of
+        decode.batch_size sentences (with sampling, of decode.batch_size rows of samples)."""
         dc = self.cfg.decode
         was_training = self.model.training
         self.model.eval()
         found: list[Found] = [Found([], []) for _ in sources]
         order = sorted(range(len(sources)), key=lambda k: -len(sources[k]))
-        for start in range(0, len(order), dc.batch_size):
-            chunk = order[start : start + dc.batch_size]
+        size = dc.batch_size if sampling is None else max(1, dc.batch_size // sampling.samples)
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
             encoded = encode_sources([sources[k] for k in chunk], self.src_vocab, max_len=self.max_src)
             src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
             common = self.search_settings(need_attention)
-            if beam == 1 and nbest == 1:
-                per_sentence = [[h] for h in greedy_search(self.model, src, src_lens, **common)]
+            prefix = None if prefixes is None else [prefixes[k] for k in chunk]
+            if sampling is not None:
+                per_sentence = self._sample(
+                    src, src_lens, [sources[k] for k in chunk], prefix, sampling, common
+                )
+            elif beam == 1 and nbest == 1:
+                per_sentence = [
+                    [h] for h in greedy_search(self.model, src, src_lens, prefix=prefix, **common)
+                ]
             else:
                 per_sentence = beam_search(
                     self.model,
@@ -168,6 +183,7 @@ class Translator:
                     beam_size=beam,
                     nbest=nbest,
                     length_penalty=dc.length_penalty,
+                    prefix=prefix,
                     **common,
                 )
             for k, hyps, warnings in zip(chunk, per_sentence, encoded.warnings, strict=True):
@@ -175,6 +191,29 @@ class Translator:
             advance(len(chunk))
         self.model.train(was_training)
         return found
+
+    def _sample(
+        self,
+        src: torch.Tensor,
+        src_lens: torch.Tensor,
+        sources: list[list[str]],
+        prefix: list[list[int]] | None,
+        sampling: Sampling,
+        common: dict[str, object],
+    ) -> list[list]:
+        """`sampling.samples` drawn outputs of each sentence of (B, S) `src`, in the order drawn."""
+        n = sampling.samples
+        seeds = tuple(sampling.seed_for(tokens, j) for tokens in sources for j in range(n))
+        sampler = Sampler(sampling.temperature, sampling.top_k, sampling.top_p, seeds)
+        drawn = greedy_search(
+            self.model,
+            src.repeat_interleave(n, dim=0),  # (B*n, S): each sentence's rows side by side
+            src_lens.repeat_interleave(n, dim=0),
+            prefix=None if prefix is None else [ids for ids in prefix for _ in range(n)],
+            sampler=sampler,
+            **common,
+        )
+        return [drawn[i * n : (i + 1) * n] for i in range(len(sources))]
 
     @torch.inference_mode()
     def force(

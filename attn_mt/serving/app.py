@@ -335,17 +335,17 @@ def create_app(service: TranslationService, batcher: Batcher) -> FastAPI:
             return await translate_libretranslate(request, connection)
         try:
             options = service.options(request)
+            plans = service.plan(request)
+            pieces = service.items(request, plans)
         except RequestError as exc:
             return error_response(422, str(exc), [str(exc)])
-        plans = service.plan(request)
-        pieces = [sentence for plan, _ in plans for sentence in plan.sentences]
         results = await decoded(pieces, options, connection) if pieces else []
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
         return TranslateResponse(
             results=service.combine(request.sentences, plans, results),
             beam=options.beam,
-            nbest=options.nbest,
+            nbest=options.outputs,
             length_penalty=options.length_penalty,
         )
 

@@ -17,6 +17,10 @@ MAX_SENTENCES = 64  # sentences in one request
 MAX_CHARS = 1000  # characters in one sentence
 MAX_BEAM = 16  # beam size a request may ask for
 MAX_LENGTH_PENALTY = 10.0  # largest GNMT length penalty alpha a request may ask for
+MAX_SAMPLES = 16  # samples per sentence a request may ask for
+MAX_TEMPERATURE = 100.0  # largest sampling temperature a request may ask for
+MAX_TOP_K = 1 << 20  # largest top-k (beyond any vocabulary: every token)
+MAX_SEED = (1 << 32) - 1
 MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before they are read
 
 Sentence = Annotated[StrictStr, Field(max_length=MAX_CHARS)]
@@ -65,6 +69,35 @@ class TranslateRequest(BaseModel):
         description="Translate each entry sentence by sentence and join the translations with its spacing "
         "(false: each entry as one sentence).",
     )
+    prefix: Sentence | list[Sentence] | None = Field(
+        None,
+        description="Target text each translation must start with, decoding continuing after it: one "
+        "text for every entry, or a list of one per entry ('' for none). An entry with a prefix is "
+        "translated whole (not split).",
+    )
+    sample: count(1, MAX_SAMPLES) | None = Field(
+        None,
+        description="Draw this many translations per entry from the model's distribution instead of "
+        "searching (no beam); the n-best list holds them in the order drawn.",
+    )
+    temperature: StrictFloat | None = Field(
+        None, gt=0, le=MAX_TEMPERATURE, description="With sample: divide the logits by it (default 1)."
+    )
+    top_k: count(0, MAX_TOP_K) | None = Field(
+        None, description="With sample: draw from the k most probable tokens only (default 0: all)."
+    )
+    top_p: StrictFloat | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="With sample: draw from the fewest top tokens whose probability reaches it (default 1).",
+    )
+    seed: count(0, MAX_SEED) | None = Field(
+        None, description="With sample: the random seed (default 0); a seed draws the same samples."
+    )
+    alignments: StrictBool = Field(
+        False, description="Also return the word alignment of each best output, from its cross-attention."
+    )
 
 
 class Candidate(BaseModel):
@@ -96,6 +129,14 @@ class AttentionMaps(BaseModel):
     )
 
 
+class Alignment(BaseModel):
+    """Which source word each word of the best output comes from (docs/translating.md)."""
+
+    pairs: str = Field(description="Pharaoh pairs `i-j`: source word i, output word j, from 0.")
+    source_words: list[str] = Field(description="The source words the indices i count.")
+    target_words: list[str] = Field(description="The output words the indices j count.")
+
+
 class SentenceResult(BaseModel):
     """The translation of one input sentence."""
 
@@ -106,6 +147,9 @@ class SentenceResult(BaseModel):
     warnings: list[str] = Field(description="Unknown words and truncation, as `translate` reports them.")
     attention: AttentionMaps | None = Field(
         None, description="When asked for, for non-blank input of one sentence (else in `sentences`)."
+    )
+    alignment: Alignment | None = Field(
+        None, description="When asked for: the best output's word alignment (the entry's, when split)."
     )
     sentences: list[SentenceResult] | None = Field(
         None,
@@ -119,7 +163,7 @@ class TranslateResponse(BaseModel):
 
     results: list[SentenceResult]
     beam: int
-    nbest: int
+    nbest: int = Field(description="Outputs per sentence: the n-best list's length, or the samples drawn.")
     length_penalty: float
 
 

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from attn_mt.data.sentences import SplitLine
+from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
 from attn_mt.decoding.attention import SentenceAttention
-from attn_mt.decoding.engine import Engine, check_search
+from attn_mt.decoding.engine import Engine, check_sampling, check_search, prefix_ids
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import line_warnings, plan_lines, split_for
-from attn_mt.decoding.outputs import Translation, with_length_penalty
+from attn_mt.decoding.outputs import Sampling, Translation, prepare_sentence, with_length_penalty
 from attn_mt.decoding.scoring import score_with
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
@@ -28,7 +29,10 @@ from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
     MAX_CHARS,
     MAX_LENGTH_PENALTY,
+    MAX_SAMPLES,
     MAX_SENTENCES,
+    MAX_TEMPERATURE,
+    Alignment,
     AttentionMaps,
     Candidate,
     Info,
@@ -53,6 +57,16 @@ class DecodeOptions:
     nbest: int
     length_penalty: float
     attention: bool
+    sampling: Sampling | None = None
+    alignments: bool = False
+
+    @property
+    def outputs(self) -> int:
+        """How many outputs each sentence gets: its n-best list, or its samples."""
+        return self.nbest if self.sampling is None else self.sampling.samples
+
+
+Item = str | tuple[str, str]  # a sentence to translate, or a sentence and the prefix its output starts with
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,32 @@ def attention_json(attention: SentenceAttention, description: str | None = None)
         decoder_input_tokens=attention.decoder_input_tokens,
         maps=maps,
         description=description,
+    )
+
+
+def alignment_json(alignment: WordAlignment) -> Alignment:
+    """A word alignment as the API returns it."""
+    return Alignment(
+        pairs=alignment.pharaoh(), source_words=alignment.source_words, target_words=alignment.target_words
+    )
+
+
+def joined_alignment(parts: list[SentenceResult]) -> Alignment | None:
+    """The entry's alignment from its sentences' (None unless they were asked for)."""
+    if any(p.alignment is None for p in parts):
+        return None
+    return alignment_json(
+        joined(
+            [
+                WordAlignment(
+                    p.alignment.source_words,
+                    p.alignment.target_words,
+                    [tuple(map(int, pair.split("-"))) for pair in p.alignment.pairs.split()],
+                )
+                for p in parts
+                if p.alignment is not None
+            ]
+        )
     )
 
 
@@ -101,8 +141,44 @@ def entry_result(
         nbest=nbest,
         warnings=line_warnings(notes, [p.warnings for p in parts]),
         attention=parts[0].attention if len(parts) == 1 else None,
+        alignment=joined_alignment(parts),
         sentences=parts if len(parts) > 1 else None,
     )
+
+
+def request_words(message: str) -> str:
+    """A command-line refusal in the API's words: `--top-k` is the field `top_k`, `--sample` is `sample`."""
+    for option, field in (("--sample", "sample"), ("--beam", "beam"), ("--nbest", "nbest")):
+        message = message.replace(option, field)
+    for option in ("--temperature", "--top-k", "--top-p", "--seed"):
+        message = message.replace(option, option[2:].replace("-", "_"))
+    return message
+
+
+def request_sampling(request: TranslateRequest) -> Sampling | None:
+    """The request's sampling settings, None without `sample`; a sampling field without it is refused."""
+    named = {"temperature": request.temperature, "top_k": request.top_k, "top_p": request.top_p}
+    if request.sample is None:
+        given = [name for name, value in {**named, "seed": request.seed}.items() if value is not None]
+        if given:
+            raise UserError(f"{given[0]} applies to sampling; add sample (how many samples per entry)")
+        return None
+    settings = {name: value for name, value in {**named, "seed": request.seed}.items() if value is not None}
+    return Sampling(samples=request.sample, **settings)
+
+
+def entry_prefixes(request: TranslateRequest) -> list[str] | None:
+    """One prefix per entry (a text given for all, or the list), None when the request gives none."""
+    if request.prefix is None:
+        return None
+    if isinstance(request.prefix, str):
+        return [request.prefix] * len(request.sentences)
+    if len(request.prefix) != len(request.sentences):
+        raise UserError(
+            f"prefix: {len(request.prefix)} prefixes for {len(request.sentences)} sentences; give one "
+            "text for all or one per sentence"
+        )
+    return list(request.prefix)
 
 
 def latest_eval_scores(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -126,13 +202,38 @@ class TranslationService:
     def options(self, request: TranslateRequest) -> DecodeOptions:
         """The request's options with the run's defaults filled in; refuses a search the model cannot run."""
         decode = self.run.config.decode
-        beam = decode.beam_size if request.beam is None else request.beam
         alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
         try:
+            sampling = request_sampling(request)
+            check_sampling(sampling, request.beam, request.nbest)
+            beam = 1 if sampling else decode.beam_size if request.beam is None else request.beam
             check_search(beam, request.nbest, len(self.run.tgt_vocab))
+            engine = translator_for(self.run)
+            if sampling is not None and not engine.search_sampling:
+                raise UserError(f"the {engine.name} engine cannot sample")
         except UserError as exc:
-            raise RequestError(str(exc)) from None
-        return DecodeOptions(beam, request.nbest, float(alpha), request.attention)
+            raise RequestError(request_words(str(exc))) from None
+        return DecodeOptions(
+            beam, request.nbest, float(alpha), request.attention, sampling, request.alignments
+        )
+
+    def items(self, request: TranslateRequest, plans: list[tuple[SplitLine, list[str]]]) -> list[Item]:
+        """The sentences to decode, each with its entry's prefix when the request gives one; refuses a
+        prefix the model cannot force (as `translate` does) before anything is decoded."""
+        sentences = [s for plan, _ in plans for s in plan.sentences]
+        prefixes = entry_prefixes(request)
+        if prefixes is None:
+            return list(sentences)
+        per_sentence = [p for (plan, _), p in zip(plans, prefixes, strict=True) for _ in plan.sentences]
+        engine = translator_for(self.run)
+        try:
+            if not engine.search_prefix:
+                raise UserError(f"the {engine.name} engine cannot force a target prefix")
+            tokens = [prepare_sentence(self.run.config, self.run.src_vocab, s) for s in sentences]
+            prefix_ids(engine, tokens, per_sentence)
+        except UserError as exc:
+            raise RequestError(request_words(str(exc))) from None
+        return list(zip(sentences, per_sentence, strict=True))
 
     def score_options(self, request: ScoreRequest) -> ScoreOptions:
         """The score request's length penalty, the run's when it gives none."""
@@ -173,14 +274,27 @@ class TranslationService:
             for p in scored
         ]
 
-    def translate(self, sentences: list[str], options: DecodeOptions) -> list[SentenceResult]:
-        """Translate a batch of sentences with one set of options."""
+    def translate(self, items: list[Item], options: DecodeOptions) -> list[SentenceResult]:
+        """Translate a batch of sentences (some with a prefix) with one set of options."""
         translator = self.translator(options)
-        translations = translator.translate(sentences, beam_size=options.beam, nbest=options.nbest)
-        return [self.result(translator, t, options.attention) for t in translations]
+        sentences = [item if isinstance(item, str) else item[0] for item in items]
+        prefixes = None
+        if any(not isinstance(item, str) for item in items):
+            prefixes = ["" if isinstance(item, str) else item[1] for item in items]
+        translations = translator.translate(
+            sentences,
+            beam_size=None if options.sampling else options.beam,
+            nbest=options.nbest,
+            prefix=prefixes,
+            sampling=options.sampling,
+        )
+        return [self.result(translator, t, options.attention, options.alignments) for t in translations]
 
-    def result(self, translator: Engine, translation: Translation, attention: bool) -> SentenceResult:
-        """One sentence's answer: the n-best list with scores and tokens, and its attention if asked."""
+    def result(
+        self, translator: Engine, translation: Translation, attention: bool, alignments: bool = False
+    ) -> SentenceResult:
+        """One sentence's answer: the n-best list with scores and tokens, its attention and word
+        alignment if asked."""
         decode = self.run.tgt_vocab.decode
         nbest = [
             Candidate(text=text, tokens=decode(h.tokens), score=h.norm_score, log_prob=h.score)
@@ -197,6 +311,7 @@ class TranslationService:
             nbest=nbest,
             warnings=translation.warnings,
             attention=maps,
+            alignment=alignment_json(alignment_of(translator, translation)) if alignments else None,
         )
 
     def split(self, line: str) -> SplitLine:
@@ -204,8 +319,13 @@ class TranslationService:
         return split_for(self.run.config, self.run.src_vocab, line)[0]
 
     def plan(self, request: TranslateRequest) -> list[tuple[SplitLine, list[str]]]:
-        """Each entry's sentences (split unless the request says not to) and notes on the splitting."""
-        return plan_lines(translator_for(self.run), request.sentences, request.split)
+        """Each entry's sentences (split unless the request says not to, or gives the entry a prefix)
+        and notes on the splitting."""
+        try:
+            prefixes = entry_prefixes(request)
+        except UserError as exc:
+            raise RequestError(str(exc)) from None
+        return plan_lines(translator_for(self.run), request.sentences, request.split, prefixes)
 
     def combine(
         self, entries: list[str], plans: list[tuple[SplitLine, list[str]]], results: list[SentenceResult]
@@ -239,6 +359,8 @@ class TranslationService:
                 "max_chars": MAX_CHARS,
                 "max_beam": MAX_BEAM,
                 "max_length_penalty": MAX_LENGTH_PENALTY,
+                "max_samples": MAX_SAMPLES,
+                "max_temperature": MAX_TEMPERATURE,
                 "max_body_bytes": MAX_BODY_BYTES,
             },
             batching={"max_batch": self.max_batch, "max_wait_ms": self.max_wait_s * 1000},

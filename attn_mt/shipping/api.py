@@ -1,4 +1,8 @@
-"""The Python API: `attn_mt.load("model.pt").translate(["I lost."], beam=4)`."""
+"""The Python API: `attn_mt.load("model.pt").translate(["I lost."], beam=4)`.
+
+`translate_full(sentences, prefix=["Je"])` forces each output to start with its prefix text;
+`translate_full(sentences, sampling=Sampling(samples=3, temperature=0.8, seed=1))` draws outputs.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.outputs import Translation
+from attn_mt.decoding.outputs import Sampling, Translation
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
 
@@ -24,16 +28,30 @@ class TranslationModel:
         self.translator = translator_for(run)
 
     def translate_full(
-        self, sentences: list[str], beam: int | None = None, nbest: int = 1
+        self,
+        sentences: list[str],
+        beam: int | None = None,
+        nbest: int = 1,
+        prefix: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
-        """Every sentence's n-best outputs, hypotheses (token ids, scores) and input warnings."""
+        """Every sentence's n-best outputs (or samples), hypotheses (token ids, scores) and input warnings.
+
+        `prefix[i]`: the text sentence i's outputs start with ('' for none); `sampling`: draw the outputs.
+        """
         if isinstance(sentences, str):
             raise TypeError("translate takes a list of sentences, e.g. ['I lost.']")
-        return self.translator.translate(list(sentences), beam_size=beam, nbest=nbest)
+        if isinstance(prefix, str):
+            raise TypeError("prefix takes one text per sentence, e.g. ['Je']")
+        return self.translator.translate(
+            list(sentences), beam_size=beam, nbest=nbest, prefix=prefix, sampling=sampling
+        )
 
-    def translate(self, sentences: list[str], beam: int | None = None) -> list[str]:
+    def translate(
+        self, sentences: list[str], beam: int | None = None, prefix: list[str] | None = None
+    ) -> list[str]:
         """One translation per sentence; `beam` defaults to the model's decode.beam_size (1 = greedy)."""
-        return [result.text for result in self.translate_full(sentences, beam)]
+        return [result.text for result in self.translate_full(sentences, beam, prefix=prefix)]
 
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """Every attention map of a translated sentence's best output; shows as heatmaps in Jupyter.
