@@ -659,6 +659,69 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     screenshot(page, f"decoding_{model}")
 
 
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_replacing_a_token_re_decodes_from_it_as_translate_with_a_prefix(lab, page, engines, model):
+    engine = engines[model]
+    sentence = "Alpha bravo charlie delta."
+    out = engine.translate([sentence], beam_size=1)[0].hypotheses[0].tokens
+    vocab = engine.tgt_vocab
+    chosen = vocab.labels(out[:2])
+    other = next(t for t in vocab.idx_to_token[4:] if t not in chosen)  # a word the model did not pick
+    show(
+        page,
+        lab,
+        "decoding",
+        run=model,
+        sentence=sentence,
+        beam="1",
+        step="1",
+        row="0",
+        replace=other,
+        layer="1",
+        reference="",
+    )
+    prefix = " ".join([chosen[0], other])
+    expected = engine.translate([sentence], beam_size=1, prefix=[prefix])[0]
+    assert page.evaluate("document.querySelector('#panel-decoding p.text').textContent") == expected.text
+    tree = page.evaluate(
+        "[...document.querySelectorAll('#panel-decoding figure.tree g.node.best')]"
+        ".map((g) => [Number(g.dataset.step), Number(g.dataset.score)])"
+    )
+    best = expected.hypotheses[0]
+    assert [step for step, _ in tree] == list(range(len(best.tokens) + 1))
+    tokens_on_path = page.evaluate(
+        "[...document.querySelectorAll('#panel-decoding figure.tree g.node.best .node-token')]"
+        ".map((t) => t.textContent)"
+    )
+    assert tokens_on_path == ["<bos>", *vocab.labels(best.tokens)]
+    path_scores = np.cumsum(score_with(engine, [sentence], [expected.text])[0].token_log_probs)  # with <eos>
+    np.testing.assert_allclose([score for _, score in tree[1:]], path_scores[:-1], atol=1e-4)
+    assert (
+        abs(path_scores[-1] - best.score) < 1e-4
+    )  # forced decoding scores the tree's best path as the search
+
+    show(
+        page,
+        lab,
+        "decoding",
+        run=model,
+        sentence=sentence,
+        beam="3",
+        step="0",
+        row="0",
+        replace="",
+        layer="1",
+    )
+    beam = engine.translate([sentence], beam_size=3, nbest=3)[0]
+    finished = page.evaluate(
+        "[...document.querySelectorAll('#panel-decoding figure.tree .node-score')]"
+        ".filter((t) => t.textContent.endsWith('<eos>')).length"
+    )
+    assert finished == len(beam.hypotheses)  # every finished hypothesis is a marked leaf of the tree
+    if model == "transformer":
+        screenshot(page, "decoding_beam_tree")
+
+
 def test_your_own_translation_panel(lab, page, engines):
     engine = engines["transformer"]
     sentence = "Bravo charlie."
@@ -767,6 +830,8 @@ BAD_INPUTS = {
     "decoding-unknown-run": ("decoding", {"run": "mine", "sentence": "alpha ."}, "expected one of"),
     "decoding-beam-too-large": ("decoding", {"sentence": "alpha .", "beam": 9}, "between 1 and 8"),
     "decoding-no-sentence": ("decoding", {"sentence": ""}, "type an English sentence"),
+    "decoding-replace-unknown": ("decoding", {"sentence": "alpha .", "replace": "zzzz"}, "not in the run's"),
+    "decoding-replace-eos": ("decoding", {"sentence": "alpha .", "replace": "<eos>"}, "cannot be forced"),
     "own-translation-blank": ("own_translation", {"sentence": "alpha .", "target": ""}, "type an English"),
     "own-translation-too-long": (
         "own_translation",

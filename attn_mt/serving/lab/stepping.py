@@ -134,8 +134,13 @@ class StepRecorder:
                 hook.remove()
 
 
-def run_search(engine: Translator, sentence: str, beam: int, layer: int) -> tuple[StepRecorder, list, list]:
-    """The search `translate` runs on one sentence, recorded; (recorder, hypotheses, source labels)."""
+def run_search(
+    engine: Translator, sentence: str, beam: int, layer: int, prefix: list[int] | None = None
+) -> tuple[StepRecorder, list, list]:
+    """The search `translate` runs on one sentence, recorded; (recorder, hypotheses, source labels).
+
+    `prefix` (target ids) forces the output's first tokens through the search's own prefix, as
+    `attn-mt translate --prefix` does; the rest is decoded freely from there."""
     tokens = prepare_sentence(engine.cfg, engine.src_vocab, sentence)
     if not tokens:
         raise LabError("sentence: type an English sentence")
@@ -143,7 +148,7 @@ def run_search(engine: Translator, sentence: str, beam: int, layer: int) -> tupl
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
     recorder = StepRecorder(engine.model, layer)
-    common = engine.search_settings(need_attention=True)
+    common = {**engine.search_settings(need_attention=True), "prefix": [prefix] if prefix else None}
     was_training = engine.model.training
     engine.model.eval()
     try:
@@ -195,6 +200,34 @@ def chosen_after(recorder: StepRecorder, hypotheses: list, t: int, labels: Any) 
     return "finished: " + "; ".join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
 
 
+def replacement_prefix(vocab: Any, record: StepRecord, row: int, token: str) -> list[int]:
+    """The prefix that replaces the token chosen at this step by `token`: the row's tokens so far + it."""
+    if token not in vocab:
+        raise LabError(f"replace: {token[:40]!r} is not in the run's target vocabulary")
+    token_id = vocab[token]
+    if token_id in (vocab.eos_id, vocab.bos_id, vocab.pad_id):
+        raise LabError(f"replace: {token!r} cannot be forced; choose a word")
+    return [*record.prefixes[row], token_id]
+
+
+def beam_tree(recorder: StepRecorder, hypotheses: list, labels: Any) -> dict[str, Any]:
+    """Every live hypothesis of every step as a node joined to the one it extends, and the finished ones."""
+    nodes: dict[tuple[int, ...], dict[str, Any]] = {}
+    for t, record in enumerate(recorder.steps):
+        for prefix, score in zip(record.prefixes, record.scores, strict=True):
+            key = tuple(prefix)
+            if key not in nodes:
+                nodes[key] = {
+                    "step": t,
+                    "token": labels(prefix[-1:])[0] if prefix else "<bos>",
+                    "score": score,
+                    "parent": list(key[:-1]) if key else None,
+                    "prefix": list(key),
+                }
+    finished = [{"prefix": list(h.tokens), "score": h.score, "norm_score": h.norm_score} for h in hypotheses]
+    return {"nodes": list(nodes.values()), "finished": finished, "best": list(hypotheses[0].tokens)}
+
+
 def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One output step of a run's greedy or beam search: its query, scores, mask, weights, context, and
     the live hypotheses with their top next tokens; and, given a reference, the teacher-forced view."""
@@ -216,12 +249,21 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     t = whole(state, "step", 0, 0, 10_000)
     if t >= len(recorder.steps):
         raise LabError(f"step: the search took {len(recorder.steps)} steps (0 to {len(recorder.steps) - 1})")
+    row = whole(state, "row", 0, 0, 10_000)
+    if row >= len(recorder.steps[t].prefixes):
+        raise LabError(
+            f"row: step {t} has {len(recorder.steps[t].prefixes)} live hypotheses (0 to "
+            f"{len(recorder.steps[t].prefixes) - 1})"
+        )
+    vocab = run.tgt_vocab
+    replace = text(state, "replace", "", 100).strip()
+    free = hypotheses
+    if replace:  # the learner's token at step t, then the search decodes on from it
+        prefix = replacement_prefix(vocab, recorder.steps[t], row, replace)
+        recorder, hypotheses, source = run_search(engine, sentence, beam, layer, prefix)
+        row = 0
     record = recorder.steps[t]
     rows = len(record.prefixes)
-    row = whole(state, "row", 0, 0, 10_000)
-    if row >= rows:
-        raise LabError(f"row: step {t} has {rows} live hypotheses (0 to {rows - 1})")
-    vocab = run.tgt_vocab
     prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p in record.prefixes]
     top = record.log_probs[row].topk(min(TOP, record.log_probs.shape[-1]))
     c = record.captured
@@ -278,6 +320,8 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         code(StepRecorder.step, "StepRecorder.step (the lab's)"),
     ]
     outputs = [vocab.detokenize(h.tokens) for h in hypotheses]
+    if replace:
+        lines.append(line_of(greedy_search, "forced = _forced_ids(prefix", "greedy_search (its prefix)"))
     texts = {
         "translation": outputs[0],
         "steps": f"step {t} of {len(recorder.steps)} (0-based); {rows} live hypotheses; "
@@ -288,6 +332,14 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         + " as `attn-mt translate` runs it; finished: "
         + "; ".join(f"{o!r} ({h.norm_score:.4f})" for o, h in zip(outputs, hypotheses, strict=True)),
     ]
+    if replace:
+        notes.insert(
+            0,
+            f"Step {t}'s token replaced by {replace!r}: the search ran again with the prefix "
+            f"{' '.join(vocab.labels(prefix))!r} forced (search.py's own prefix, as `attn-mt translate "
+            f"--prefix`) and decoded on from there. Without it: {vocab.detokenize(free[0].tokens)!r}.",
+        )
+        texts["replaced"] = outputs[0]
     reference = text(state, "reference", "", 300).strip()
     if reference:
         forced = teacher_forced(engine, sentence, reference)
@@ -314,4 +366,12 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
             "the model would have picked; decoding (inference) feeds its own pick. "
             "Rows: reference | model's pick."
         )
-    return answer(tensors, lines, notes, text=texts, steps=len(recorder.steps), rows=rows)
+    return answer(
+        tensors,
+        lines,
+        notes,
+        text=texts,
+        steps=len(recorder.steps),
+        rows=rows,
+        tree=beam_tree(recorder, hypotheses, vocab.labels),
+    )

@@ -378,6 +378,40 @@ function drawDiagram(diagram) {
   return figure;
 }
 
+// The search as a tree: one column per step, a node per live hypothesis (its last token and score so
+// far) joined to the hypothesis it extends; the best output's path drawn bold, finished ones marked.
+function drawTree(tree) {
+  const steps = Math.max(...tree.nodes.map((n) => n.step)) + 1;
+  const perStep = Array.from({ length: steps }, (_, t) => tree.nodes.filter((n) => n.step === t));
+  const rows = Math.max(...perStep.map((column) => column.length));
+  const width = 40 + steps * 120;
+  const height = 30 + rows * 34;
+  const at = new Map();
+  perStep.forEach((column, t) => column.forEach((node, k) => at.set(node.prefix.join(","), [20 + t * 120, 30 + k * 34])));
+  const best = tree.best.join(",");
+  const onBest = (prefix) => best === prefix.join(",") || best.startsWith(`${prefix.join(",")},`) || prefix.length === 0;
+  const finished = new Set(tree.finished.map((f) => f.prefix.join(",")));
+  const figure = element("figure", { class: "tree" });
+  figure.append(element("figcaption", {}, "the search as a tree: each step's live hypotheses (token, log-probability so far)"));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+  for (const node of tree.nodes) {
+    const [x, y] = at.get(node.prefix.join(","));
+    if (node.parent !== null && at.has(node.parent.join(","))) {
+      const [px, py] = at.get(node.parent.join(","));
+      svg.append(element("svg:line", { x1: px + 90, y1: py, x2: x, y2: y,
+        class: onBest(node.prefix) ? "edge best" : "edge" }));
+    }
+    const group = element("svg:g", { class: onBest(node.prefix) ? "node best" : "node",
+      "data-prefix": node.prefix.join(","), "data-step": String(node.step), "data-score": String(node.score) });
+    group.append(element("svg:text", { x, y: y - 2, class: "node-token" }, node.token));
+    group.append(element("svg:text", { x, y: y + 10, class: "node-score" },
+      formatNumber(node.score) + (finished.has(node.prefix.join(",")) ? " · <eos>" : "")));
+    svg.append(group);
+  }
+  figure.append(svg);
+  return figure;
+}
+
 function drawCode(lines) {
   const list = element("ul", { class: "code" });
   for (const line of lines) {
@@ -403,6 +437,7 @@ function draw(section, result) {
   for (const tensor of result.tensors) figures.append(drawTensor(tensor));
   for (const path of result.paths || []) figures.append(drawPath(path));
   if (result.diagram) out.append(drawDiagram(result.diagram));
+  if (result.tree) out.append(drawTree(result.tree));
   out.append(figures);
   for (const exercise of result.exercises || []) out.append(drawExercise(exercise));
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
