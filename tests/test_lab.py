@@ -758,25 +758,63 @@ def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     )
 
 
-def test_exercises_are_answered_live(lab, page):
+def test_exercises_are_answered_live(lab, page, engines):
     show(page, lab, "exercises")
     headings = page.evaluate(
         "[...document.querySelectorAll('#panel-exercises div.exercise h3')].map((h) => h.textContent)"
     )
     sections = {h.split(":")[0] for h in headings}
     assert {"Masked softmax", "Scoring functions", "Nadaraya–Watson", "Multi-head attention"} <= sections
-    assert {"Positional encoding", "Decoding"} <= sections and len(headings) == 8
-    table = sinusoid_table(64, 32).double()
-    dots = torch.tensor([[float(table[i] @ table[i + k]) for k in (-4, 1, 4)] for i in (10, 20, 30)])
-    assert_close(exercise_values(page, "Positional encoding", "P[i] · P[i + k]"), dots)
-    keys = torch.ones(1, 4, 2)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        additive = AdditiveAttention(2, 2, 8, 0.0)
-    with torch.no_grad():
-        additive(torch.tensor([[[1.0, 2.0]]]), keys, torch.arange(8.0).reshape(1, 4, 2))
-    weights = exercise_values(page, "Scoring functions: Do additive", "attention weights")
-    assert_close(weights[:4], additive.attention_weights)
+    assert {"Positional encoding", "Decoding"} <= sections and len(headings) == 11
+    hidden = page.evaluate(
+        "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
+    )
+    assert hidden == [True] * 11  # no result shows before the learner predicts
+    page.click("#panel-exercises div.exercise button.commit")  # a blank guess reveals nothing
+    assert page.evaluate("document.querySelector('#panel-exercises div.answer').hidden")
+    page.evaluate(
+        "document.querySelectorAll('#panel-exercises div.exercise').forEach((e) => {"
+        " e.querySelector('input.guess').value = 'a guess'; e.querySelector('button.commit').click(); })"
+    )
+    hidden = page.evaluate(
+        "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
+    )
+    assert hidden == [False] * 11
+    assert (
+        page.evaluate("document.querySelector('#panel-exercises p.mine').textContent")
+        == "you predicted: a guess"
+    )
+    summed = exercise_values(page, "Scoring functions: When queries", "weights, summed scores").reshape(2, 4)
+    np.testing.assert_allclose(summed[0], summed[1], atol=1e-7)  # summing ignores the query
+    keys_sum = torch.tensor([1.0, 1.0, 4.0, -0.5])
+    assert_close(summed[0], torch.softmax(keys_sum, dim=0))
+    M = torch.randn(3, 2, generator=torch.Generator().manual_seed(0)) / 3**0.5
+    Q = torch.tensor([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]])
+    Kb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert_close(
+        exercise_values(page, "Scoring functions: Using matrix", "attention weights of qᵀ M k / √k"),
+        torch.softmax(Q @ M @ Kb.T / 2**0.5, dim=-1),
+    )
+    pruned = exercise_values(
+        page, "Multi-head attention: Can some heads", "log-probability lost with the head off"
+    )
+    engine = engines["transformer"]
+    sentences = ["i lost .", "go home .", "he is calm ."]
+    outputs = [t.text for t in engine.translate(sentences, beam_size=1)]
+    full = sum(sum(s.token_log_probs) for s in score_with(engine, sentences, outputs))
+    block = engine.model.decoder.blks.block0
+    d = engine.model.decoder.num_hiddens // engine.model.num_heads
+
+    def head_one_off(_module, inputs):
+        return (torch.cat([inputs[0][..., :d] * 0, inputs[0][..., d:]], dim=-1),)
+
+    hook = block.attention2.W_o.register_forward_pre_hook(head_one_off)
+    try:
+        silenced = sum(sum(s.token_log_probs) for s in score_with(engine, sentences, outputs))
+    finally:
+        hook.remove()
+    assert len(pruned) == engine.model.num_heads * len(engine.model.decoder.blks)
+    assert abs(pruned[0] - (full - silenced)) < 1e-4
     decoding = exercise_values(page, "Decoding", "log-probability").reshape(-1, 2)
     np.testing.assert_allclose(decoding[:, 0], decoding[:, 1], atol=1e-5)  # greedy and beam 1 agree
     screenshot(page, "exercises")

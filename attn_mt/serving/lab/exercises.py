@@ -27,7 +27,7 @@ from attn_mt.demos.nadaraya_watson import (
 from attn_mt.models.attention import DotProductAttention, MultiHeadAttention, masked_softmax
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.scoring import seeded_additive
+from attn_mt.serving.lab.scoring import seeded_additive, seeded_bilinear
 from attn_mt.serving.lab.shown import answer, code, shown
 
 Exercise = Callable[[dict[str, LoadedRun]], dict[str, Any]]
@@ -183,6 +183,56 @@ def scale_spread(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     )
 
 
+def bilinear_sizes(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Queries of size 3 against keys of size 2: the bilinear score qᵀ M k with a (3 x 2) matrix M."""
+    queries = torch.tensor([[[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]]])  # (1, 2, 3)
+    keys = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # (1, 3, 2)
+    values = torch.arange(6.0).reshape(1, 3, 2)  # (1, 3, 2)
+    M = seeded_bilinear(3, 2, SEED)  # (3, 2)
+    attention = DotProductAttention(dropout=0.0).eval()
+    with torch.no_grad():
+        output = attention(queries @ M, keys, values)  # (1, 2, 2)
+    return exercise(
+        "Scoring functions",
+        "Using matrix multiplications only, can you score queries of size 3 against keys of size 2?",
+        f"With a (3 x 2) matrix M, qᵀ M k is defined for every pair: the weights below are a proper "
+        f"softmax over the 3 keys for each of the 2 queries, and the outputs have the values' size "
+        f"{tuple(output.shape)}.",
+        "qᵀ M k maps the query into the keys' space with M (or the key into the queries' space with Mᵀ) "
+        "and then takes a dot product; M is learned with the model. Dot-product attention is the case "
+        "M = I, which forces equal sizes; additive attention is another answer, with a hidden layer.",
+        [shown("attention weights of qᵀ M k / √k", attention.attention_weights, ["B", "Q", "K"])],
+        "#scoring?queries=" + "[[[1, 0, 2], [0, 1, -1]]]",
+        [code(seeded_bilinear), code(DotProductAttention.attend)],
+    )
+
+
+def summed_scores(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Score by summing q + k instead of the dot product: two different queries, four keys."""
+    queries = torch.tensor([[[1.0, 2.0], [-3.0, 0.5]]])  # (1, 2, 2)
+    keys = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [-1.0, 0.5]]])  # (1, 4, 2)
+    scores = (queries.unsqueeze(2) + keys.unsqueeze(1)).sum(-1)  # (1, 2, 4): sum_i (q_i + k_i)
+    weights = masked_softmax(scores, None)  # (1, 2, 4)
+    dot = masked_softmax(torch.matmul(queries, keys.transpose(1, 2)) / math.sqrt(2), None)  # (1, 2, 4)
+    return exercise(
+        "Scoring functions",
+        "When queries and keys have the same size, is summing them, score = Σᵢ (qᵢ + kᵢ), a better "
+        "scoring function than the dot product? Try two very different queries.",
+        "Summing: the two queries' weights differ by at most "
+        f"{float((weights[0, 0] - weights[0, 1]).abs().max()):.1e}. "
+        f"Dot product: by up to {float((dot[0, 0] - dot[0, 1]).abs().max()):.3f}.",
+        "Σ (qᵢ + kᵢ) = Σ qᵢ + Σ kᵢ: the query's part is the same for every key, and a softmax ignores a "
+        "constant added to all its scores. So every query gets the same weights, set by the keys alone: "
+        "the query is never compared with the key. The dot product multiplies them, so it depends on both.",
+        [
+            shown("weights, summed scores", weights, ["B", "Q", "K"]),
+            shown("weights, scaled dot product", dot, ["B", "Q", "K"]),
+        ],
+        "#scoring",
+        [code(masked_softmax)],
+    )
+
+
 def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """masked_softmax of a query with valid length 0."""
     scores = torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])  # (2, 1, 3)
@@ -223,6 +273,82 @@ def head_parameters(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         ],
         "#heads?num_hiddens=8&num_heads=4",
         [code(MultiHeadAttention.split_heads)],
+    )
+
+
+def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+    """A Transformer run's log-probability of its own translations with each head of each decoder
+    layer's encoder-decoder attention switched off in turn (its slice of W_o's input set to 0)."""
+    transformers = [(n, r) for n, r in runs.items() if r.config.model.type == "transformer"]
+    if not transformers:
+        return None
+    name, run = transformers[0]
+    model = run.model
+    engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    sentences = ["i lost .", "go home .", "he is calm ."]
+    batch = []
+    for sentence, translation in zip(sentences, engine.translate(sentences, beam_size=1), strict=True):
+        fed, length = engine.source_ids(prepare_sentence(run.config, run.src_vocab, sentence))
+        ids = translation.hypotheses[0].tokens if translation.hypotheses else []
+        batch.append((fed, length, [run.tgt_vocab.bos_id, *ids], [*ids, run.tgt_vocab.eos_id]))
+
+    def total_log_prob() -> float:
+        total = 0.0
+        with torch.inference_mode():
+            for fed, length, tgt_in, wanted in batch:
+                logits = model(
+                    torch.tensor([fed]), torch.tensor([length]), torch.tensor([tgt_in])
+                )  # (1, T, V)
+                log_probs = torch.log_softmax(logits.float(), dim=-1)[0]  # (T, V)
+                total += float(log_probs[torch.arange(len(wanted)), torch.tensor(wanted)].sum())
+        return total
+
+    heads, layers = model.num_heads, len(model.decoder.blks)
+    d = model.decoder.num_hiddens // heads
+    was_training = model.training
+    model.eval()
+    try:
+        full = total_log_prob()
+        drops = torch.zeros(layers, heads, dtype=torch.float64)  # (L, h)
+        for layer in range(layers):
+            W_o = model.decoder.blks[f"block{layer}"].attention2.W_o
+            for head in range(heads):
+
+                def silence(_module: Any, inputs: tuple, head: int = head) -> tuple:
+                    merged = inputs[0].clone()  # (B, T, H): the heads' outputs side by side
+                    merged[..., head * d : (head + 1) * d] = 0
+                    return (merged,)
+
+                hook = W_o.register_forward_pre_hook(silence)
+                try:
+                    drops[layer, head] = full - total_log_prob()
+                finally:
+                    hook.remove()
+    finally:
+        model.train(was_training)
+    least = divmod(int(drops.abs().argmin()), heads)
+    return exercise(
+        "Multi-head attention",
+        f"Can some heads be pruned? Switch off each head of {name}'s encoder-decoder attention in turn and "
+        "see how much less probable the model finds its own translations.",
+        f"Log-probability of {len(sentences)} translations: {full:.3f} with every head. Switching off "
+        f"one head lowers it by {float(drops.min()):.3f} to {float(drops.max()):.3f} (below 0: the "
+        f"translations became more probable); the least needed is layer {least[0] + 1}, head "
+        f"{least[1] + 1}.",
+        "Heads are not equally useful: a head whose removal costs little can be pruned (its slice of W_o "
+        "dropped) with small harm, the idea of Michel et al. (2019) and Voita et al. (2019); removing a "
+        "head that carries the alignment costs the most. Retraining after pruning recovers more.",
+        [
+            shown(
+                "log-probability lost with the head off",
+                drops,
+                ["L", "h"],
+                rows=[f"layer {k + 1}" for k in range(layers)],
+                columns=[f"head {k + 1}" for k in range(heads)],
+            )
+        ],
+        f"#trained_heads?run={name}&map=cross",
+        [code(MultiHeadAttention.merge_heads)],
     )
 
 
@@ -304,10 +430,13 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
 EXERCISES: tuple[Exercise, ...] = (
     empty_rows,
     equal_keys,
+    bilinear_sizes,
+    summed_scores,
     scale_spread,
     more_data,
     without_leave_one_out,
     head_parameters,
+    pruned_heads,
     distance_only,
     beam_one_is_greedy,
 )

@@ -443,15 +443,31 @@ function draw(section, result) {
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
 }
 
+// An exercise asks for a prediction first: its result stays hidden until the learner commits a guess.
 function drawExercise(exercise) {
   const box = element("div", { class: "exercise" });
   box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
-  box.append(element("p", { class: "found" }, exercise.found));
+  const guess = element("input", { type: "text", class: "guess", placeholder: "your prediction, before you look" });
+  const commit = element("button", { type: "button", class: "commit" }, "commit my prediction and show the result");
+  const mine = element("p", { class: "mine" });
+  const answer = element("div", { class: "answer" });
+  answer.hidden = true;
+  answer.append(element("p", { class: "found" }, exercise.found));
   const figures = element("div", { class: "figures" });
   for (const tensor of exercise.tensors) figures.append(drawTensor(tensor));
-  box.append(figures, element("p", { class: "note" }, exercise.reading));
-  const link = element("a", { href: exercise.link }, "try it in its panel");
-  box.append(link, drawCode(exercise.code));
+  answer.append(figures, element("p", { class: "note" }, exercise.reading));
+  answer.append(element("a", { href: exercise.link }, "try it in its panel"), drawCode(exercise.code));
+  commit.addEventListener("click", () => {
+    if (!guess.value.trim()) {
+      mine.textContent = "write down what you expect first";
+      return;
+    }
+    mine.textContent = `you predicted: ${guess.value.trim()}`;
+    guess.disabled = true;
+    commit.disabled = true;
+    answer.hidden = false;
+  });
+  box.append(guess, commit, mine, answer);
   return box;
 }
 
