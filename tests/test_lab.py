@@ -569,6 +569,7 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
     assert sorted((a, b, i, j) for a, b, i, j, _ in drawn) == sorted(tuple(map(int, w)) for w in wanted)
     for a, b, i, j, opacity in drawn:
         assert abs(opacity - maps[a, b, i, j]) < 1e-4
+    assert page.evaluate("document.querySelector('#panel-trained_heads .legend').dataset.scale") == "weights"
     thumbs = page.evaluate("document.querySelectorAll('#panel-trained_heads svg.thumb').length")
     assert thumbs == layers * heads
     page.choose("#trained-heads-map", "encoder_self")
@@ -658,7 +659,9 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     )
     assert texts[1].endswith("finished: " + " ".join(engine.tgt_vocab.labels(out)) + " <eos>")
     if model == "transformer":
-        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 1)")).reshape(2, -1)
+        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 1)"))
+        scores = scores.reshape(engine.model.num_heads, -1)  # (h, S)
+        scores[:, dump.shape[-1] :] = float("-inf")  # the padded source positions are masked
         assert_close(values(page, "decoding", name), torch.softmax(scores, dim=-1))
 
     beam = engine.translate([sentence], beam_size=3)[0]
@@ -796,11 +799,11 @@ def test_exercises_are_answered_live(lab, page, engines):
     )
     sections = {h.split(":")[0] for h in headings}
     assert {"Masked softmax", "Scoring functions", "Nadaraya–Watson", "Multi-head attention"} <= sections
-    assert {"Positional encoding", "Decoding"} <= sections and len(headings) == 11
+    assert {"Positional encoding", "Decoding"} <= sections and len(headings) == 13
     hidden = page.evaluate(
         "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
     )
-    assert hidden == [True] * 11  # no result shows before the learner predicts
+    assert hidden == [True] * 13  # no result shows before the learner predicts
     page.click("#panel-exercises div.exercise button.commit")  # a blank guess reveals nothing
     assert page.evaluate("document.querySelector('#panel-exercises div.answer').hidden")
     page.evaluate(
@@ -810,7 +813,7 @@ def test_exercises_are_answered_live(lab, page, engines):
     hidden = page.evaluate(
         "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
     )
-    assert hidden == [False] * 11
+    assert hidden == [False] * 13
     assert (
         page.evaluate("document.querySelector('#panel-exercises p.mine').textContent")
         == "you predicted: a guess"
@@ -846,6 +849,12 @@ def test_exercises_are_answered_live(lab, page, engines):
         hook.remove()
     assert len(pruned) == engine.model.num_heads * len(engine.model.decoder.blks)
     assert abs(pruned[0] - (full - silenced)) < 1e-4
+    order = exercise_values(page, "Positional encoding: Without", "largest difference of a word's output")
+    assert order[1] < 1e-5 < order[0]  # without positions the encoder sees a set: reordered, the same vectors
+    norms = exercise_values(
+        page, "The Transformer: The Transformer normalises", "largest change in sentence 1"
+    )
+    assert norms[0] == 0 and norms[1] > 0.1  # LayerNorm keeps sentences apart; BatchNorm mixes them
     decoding = exercise_values(page, "Decoding", "log-probability").reshape(-1, 2)
     np.testing.assert_allclose(decoding[:, 0], decoding[:, 1], atol=1e-5)  # greedy and beam 1 agree
     screenshot(page, "exercises")

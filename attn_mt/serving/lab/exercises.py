@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
@@ -25,7 +26,8 @@ from attn_mt.demos.nadaraya_watson import (
     train_parametric,
 )
 from attn_mt.models.attention import DotProductAttention, MultiHeadAttention, masked_softmax
-from attn_mt.models.positional import sinusoid_table
+from attn_mt.models.positional import PositionalEncoding, sinusoid_table
+from attn_mt.models.transformer import AddNorm
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.scoring import seeded_additive, seeded_bilinear
 from attn_mt.serving.lab.shown import answer, code, shown
@@ -381,6 +383,113 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     )
 
 
+def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+    """A Transformer run's encoder on a sentence and on its words in reverse, with and without the
+    positional encoding: without it the outputs are the same vectors, reordered."""
+    transformers = [(n, r) for n, r in runs.items() if r.config.model.type == "transformer"]
+    if not transformers:
+        return None
+    name, run = transformers[0]
+    model = run.model
+    engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    words = prepare_sentence(run.config, run.src_vocab, "he is calm .")
+    encoded = []
+    for order in (words, words[::-1]):
+        fed, length = engine.source_ids(order)
+        encoded.append((torch.tensor([fed]), torch.tensor([length])))
+    length = int(encoded[0][1])
+    reverse = [*range(length - 2, -1, -1), length - 1]  # the words reversed, <eos> kept last
+    gaps = []
+    was_training = model.training
+    model.eval()
+    try:
+        for positions in (True, False):
+            hook = (
+                None
+                if positions
+                else model.encoder.pos_encoding.register_forward_hook(
+                    lambda _module, inputs, _output: inputs[0]  # X without P (dropout is off in eval)
+                )
+            )
+            try:
+                with torch.inference_mode():
+                    outputs = [
+                        model.encode(src, lens)["memory"][0, :length] for src, lens in encoded
+                    ]  # (S, H)
+            finally:
+                if hook is not None:
+                    hook.remove()
+            gaps.append(float((outputs[0] - outputs[1][reverse]).abs().max()))
+    finally:
+        model.train(was_training)
+    return exercise(
+        "Positional encoding",
+        f"Without the positional encoding, can {name}'s encoder tell 'he is calm .' from its words in "
+        "reverse order? Compare each word's encoder output in the two orders.",
+        f"With positions, a word's output differs between the orders by up to {gaps[0]:.3f}; without them, "
+        f"by {gaps[1]:.1e}.",
+        "Self-attention treats its input as a set: permute the tokens and its outputs are permuted the "
+        "same way, nothing else changes. Only the positional encoding added to the embeddings tells the "
+        "encoder where each word stands; without it 'he is calm' and 'calm is he' look the same to it.",
+        [
+            shown(
+                "largest difference of a word's output",
+                torch.tensor(gaps, dtype=torch.float64),
+                ["encoding"],
+                columns=["with positions", "without"],
+            )
+        ],
+        "#positions",
+        [code(PositionalEncoding.forward)],
+    )
+
+
+def batch_against_layer_norm(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """attn-mt's AddNorm (LayerNorm) against the same with BatchNorm: does one sentence's output depend on
+    the other sentences of its batch?"""
+    generator = torch.Generator().manual_seed(SEED)
+    X = torch.randn(2, 4, 8, generator=generator)  # (B, T, H): two sentences of 4 positions
+    Y = torch.randn(2, 4, 8, generator=generator)  # (B, T, H) a sublayer's output
+    other = X.clone()
+    other[1] = 10 * torch.randn(4, 8, generator=generator)  # only the second sentence changes
+    layer = AddNorm(8, dropout=0.0).eval()
+    batch = AddNorm(8, dropout=0.0).train()  # BatchNorm normalises with the batch's statistics in training
+    batch.ln = nn.BatchNorm1d(8)
+    changes = []
+    for norm, channels_last in ((layer, True), (batch, False)):
+
+        def normed(
+            x: torch.Tensor, norm: AddNorm = norm, channels_last: bool = channels_last
+        ) -> torch.Tensor:
+            if channels_last:
+                return norm(x, Y)  # (B, T, H)
+            return norm.ln((x + Y).reshape(-1, 8)).reshape(2, 4, 8)  # BatchNorm1d over the B·T rows
+
+        with torch.no_grad():
+            changes.append(float((normed(X)[0] - normed(other)[0]).abs().max()))
+    return exercise(
+        "The Transformer",
+        "The Transformer normalises with LayerNorm. What would change with BatchNorm? Change the second "
+        "sentence of a batch and see whether the first sentence's output moves.",
+        f"The first sentence's output moves by {changes[0]:.1e} with LayerNorm and by {changes[1]:.3f} with "
+        "BatchNorm.",
+        "LayerNorm normalises each position over its own H features, so a sentence's output never depends on "
+        "the others. BatchNorm normalises each feature over every position of every sentence in the batch: "
+        "one sentence's output then depends on its neighbours and on padding, changes between training and "
+        "prediction (running averages), and suits the variable lengths of NLP badly.",
+        [
+            shown(
+                "largest change in sentence 1",
+                torch.tensor(changes, dtype=torch.float64),
+                ["norm"],
+                columns=["LayerNorm", "BatchNorm"],
+            )
+        ],
+        "#transformer",
+        [code(AddNorm.forward)],
+    )
+
+
 def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
     """search.py's beam search with a beam of 1 against its greedy search, on a few sentences of a run."""
     if not runs:
@@ -438,6 +547,8 @@ EXERCISES: tuple[Exercise, ...] = (
     head_parameters,
     pruned_heads,
     distance_only,
+    order_without_positions,
+    batch_against_layer_norm,
     beam_one_is_greedy,
 )
 

@@ -78,7 +78,9 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
     attention = engine.attention(translation)
     weights = torch.from_numpy(attention.maps[which])  # (L, h, rows, columns)
     rows, columns = attention.labels(which)
-    tensors = [shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns)]
+    tensors = [
+        shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns, scale="weights")
+    ]
     tensors[0]["views"] = [
         "lines",
         "grid",
