@@ -849,7 +849,7 @@ def test_exercises_are_answered_live(lab, page, engines):
         hook.remove()
     assert len(pruned) == engine.model.num_heads * len(engine.model.decoder.blks)
     assert abs(pruned[0] - (full - silenced)) < 1e-4
-    order = exercise_values(page, "Positional encoding: Without", "largest difference of a word's output")
+    order = exercise_values(page, "Positional encoding: Without", "largest difference between the two orders")
     assert order[1] < 1e-5 < order[0]  # without positions the encoder sees a set: reordered, the same vectors
     norms = exercise_values(
         page, "The Transformer: The Transformer normalises", "largest change in sentence 1"

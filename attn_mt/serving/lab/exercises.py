@@ -433,7 +433,7 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None
         "encoder where each word stands; without it 'he is calm' and 'calm is he' look the same to it.",
         [
             shown(
-                "largest difference of a word's output",
+                "largest difference between the two orders",
                 torch.tensor(gaps, dtype=torch.float64),
                 ["encoding"],
                 columns=["with positions", "without"],
