@@ -7,6 +7,7 @@ sentence and tensors), a reading of the result, and a link to the panel where th
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
@@ -285,7 +286,7 @@ def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
     if not transformers:
         return None
     name, run = transformers[0]
-    model = run.model
+    model = copy.deepcopy(run.model)  # heads are switched off in a copy: other requests use the run's model
     engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
     sentences = ["i lost .", "go home .", "he is calm ."]
     batch = []
@@ -307,27 +308,21 @@ def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
 
     heads, layers = model.num_heads, len(model.decoder.blks)
     d = model.decoder.num_hiddens // heads
-    was_training = model.training
     model.eval()
-    try:
-        full = total_log_prob()
-        drops = torch.zeros(layers, heads, dtype=torch.float64)  # (L, h)
-        for layer in range(layers):
-            W_o = model.decoder.blks[f"block{layer}"].attention2.W_o
-            for head in range(heads):
+    full = total_log_prob()
+    drops = torch.zeros(layers, heads, dtype=torch.float64)  # (L, h)
+    for layer in range(layers):
+        W_o = model.decoder.blks[f"block{layer}"].attention2.W_o
+        for head in range(heads):
 
-                def silence(_module: Any, inputs: tuple, head: int = head) -> tuple:
-                    merged = inputs[0].clone()  # (B, T, H): the heads' outputs side by side
-                    merged[..., head * d : (head + 1) * d] = 0
-                    return (merged,)
+            def silence(_module: Any, inputs: tuple, head: int = head) -> tuple:
+                merged = inputs[0].clone()  # (B, T, H): the heads' outputs side by side
+                merged[..., head * d : (head + 1) * d] = 0
+                return (merged,)
 
-                hook = W_o.register_forward_pre_hook(silence)
-                try:
-                    drops[layer, head] = full - total_log_prob()
-                finally:
-                    hook.remove()
-    finally:
-        model.train(was_training)
+            hook = W_o.register_forward_pre_hook(silence)
+            drops[layer, head] = full - total_log_prob()
+            hook.remove()
     least = divmod(int(drops.abs().argmin()), heads)
     return exercise(
         "Multi-head attention",
@@ -390,7 +385,7 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None
     if not transformers:
         return None
     name, run = transformers[0]
-    model = run.model
+    model = copy.deepcopy(run.model)  # positions are taken away in a copy: other requests use the run's model
     engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
     words = prepare_sentence(run.config, run.src_vocab, "he is calm .")
     encoded = []
@@ -399,29 +394,14 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None
         encoded.append((torch.tensor([fed]), torch.tensor([length])))
     length = int(encoded[0][1])
     reverse = [*range(length - 2, -1, -1), length - 1]  # the words reversed, <eos> kept last
-    gaps = []
-    was_training = model.training
     model.eval()
-    try:
-        for positions in (True, False):
-            hook = (
-                None
-                if positions
-                else model.encoder.pos_encoding.register_forward_hook(
-                    lambda _module, inputs, _output: inputs[0]  # X without P (dropout is off in eval)
-                )
-            )
-            try:
-                with torch.inference_mode():
-                    outputs = [
-                        model.encode(src, lens)["memory"][0, :length] for src, lens in encoded
-                    ]  # (S, H)
-            finally:
-                if hook is not None:
-                    hook.remove()
-            gaps.append(float((outputs[0] - outputs[1][reverse]).abs().max()))
-    finally:
-        model.train(was_training)
+    with torch.inference_mode():
+        with_positions = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
+        model.encoder.pos_encoding.register_forward_hook(
+            lambda _module, inputs, _output: inputs[0]  # X without P (dropout is off in eval)
+        )
+        without = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
+    gaps = [float((outputs[0] - outputs[1][reverse]).abs().max()) for outputs in (with_positions, without)]
     return exercise(
         "Positional encoding",
         f"Without the positional encoding, can {name}'s encoder tell 'he is calm .' from its words in "

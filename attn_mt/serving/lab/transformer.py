@@ -4,49 +4,40 @@ source's valid_lens, training (every target position at once, teacher forcing) a
 step at a time with the decoder's key-value cache growing), add & norm and the position-wise FFN.
 
 Everything is computed by the run's own model: its encoder and decoder called as `attn-mt translate`
-and training call them, with forward hooks on block 0's add & norm and FFN layers keeping what they
-computed. Shapes: S source positions, T target positions, t steps cached so far, H hidden (num_hiddens),
-F the FFN's hidden size (ffn_num_hiddens), h heads, d = H / h, L layers, V target vocabulary.
+and training call them, and encoder block 0's layers called one by one for its add & norm and FFN.
+
+Shapes: S source positions, T target positions, t steps cached so far, H hidden (num_hiddens), F the
+FFN's hidden size (ffn_num_hiddens), h heads, d = H / h, L layers, V target vocabulary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch import nn
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
 from attn_mt.models.attention import AttentionMask
-from attn_mt.models.transformer import AddNorm, PositionWiseFFN, Transformer
+from attn_mt.models.transformer import AddNorm, EncoderBlock, PositionWiseFFN, Transformer
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.inputs import LabError, choice, limit_elements, text
 from attn_mt.serving.lab.shown import answer, code, line_of, shown
 
 
-@contextmanager
-def block_probe(block: nn.Module) -> Iterator[dict[str, torch.Tensor]]:
-    """Hooks on one block's first add & norm and its FFN: X, the sublayer output Y, X + Y, LayerNorm,
-    and the FFN's hidden layer after ReLU and its output."""
-    kept: dict[str, torch.Tensor] = {}
+def first_block(model: Transformer, src: torch.Tensor, src_mask: AttentionMask) -> dict[str, torch.Tensor]:
+    """Encoder block 0's steps on the embedded source, each by the block's own layers: X, its
+    self-attention's output Y, LayerNorm(X + Y), the FFN's hidden layer after ReLU and its output.
 
-    def before_norm(_module: nn.Module, inputs: tuple) -> None:
-        kept["X"], kept["Y"] = inputs[0], inputs[1]  # (1, N, H) each
-
-    hooks = [
-        block.addnorm1.register_forward_pre_hook(before_norm),
-        block.addnorm1.register_forward_hook(lambda _m, _i, out: kept.__setitem__("normed", out)),
-        block.ffn.relu.register_forward_hook(lambda _m, _i, out: kept.__setitem__("ffn_hidden", out)),
-        block.ffn.register_forward_hook(lambda _m, _i, out: kept.__setitem__("ffn_out", out)),
-    ]
-    try:
-        yield kept
-    finally:
-        for hook in hooks:
-            hook.remove()
+    The layers are called one by one, as EncoderBlock.forward calls them, rather than watched with hooks,
+    so no other request running the same model can change what is kept."""
+    block = model.encoder.blks.block0
+    X = model.encoder.embed(src)  # (1, S, H)
+    keys, values = block.attention.project_keys_values(X, X)  # (1, h, S, d) each
+    Y, _ = block.attention.attend(X, keys, values, src_mask, False)  # (1, S, H)
+    normed = block.addnorm1(X, Y)  # (1, S, H)
+    hidden = block.ffn.relu(block.ffn.dense1(normed))  # (1, S, F)
+    return {"X": X, "Y": Y, "normed": normed, "ffn_hidden": hidden, "ffn_out": block.ffn(normed)}
 
 
 def diagram(model: Transformer, S: int, T: int) -> dict[str, Any]:
@@ -150,8 +141,8 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     model.eval()
     try:
         with torch.inference_mode():
-            with block_probe(model.encoder.blks.block0) as probe:
-                enc = model.encode(src, src_lens)
+            enc = model.encode(src, src_lens)
+            probe = first_block(model, src, enc["src_mask"])
             forced = torch.log_softmax(model(src, src_lens, tgt_in).float(), dim=-1)  # (1, T, V)
             maps = model.attention_maps(src, src_lens, tgt_in)
             decode_state = model.init_state(enc)
@@ -249,6 +240,7 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
         code(AttentionMask.from_valid_lens, "AttentionMask.from_valid_lens"),
         line_of(Transformer.step, "self.decoder(", "Transformer.step"),
         code(AddNorm.forward, "AddNorm.forward"),
+        code(EncoderBlock.forward, "EncoderBlock.forward"),
         code(PositionWiseFFN.forward, "PositionWiseFFN.forward"),
     ]
     return answer(
