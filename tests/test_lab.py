@@ -218,6 +218,14 @@ def test_masked_softmax_panel(lab, page):
     )
     assert masked_count(page, "softmax", "masked_softmax(X, valid_lens)") == 2 * 2 + 1 * 2
     assert shape_label(page, "softmax", "masked_softmax(X, valid_lens)").endswith("(B, Q, K) = (2, 2, 4)")
+    named = page.evaluate(  # pointing at a shape names its axes in the book's words
+        "[...document.querySelectorAll('#panel-softmax figure.tensor')]"
+        ".find((f) => f.dataset.name === 'masked_softmax(X, valid_lens)').querySelector('figcaption').title"
+    )
+    assert named == (
+        "B = 2: batch size; Q = 2: number of queries (the book's n); "
+        "K = 4: number of key-value pairs (the book's m)"
+    )
     assert "attn_mt/models/attention.py:" in " ".join(code_links(page, "softmax"))
 
     assert type_into(page, "softmax", "#softmax-valid-lens", "[[1, 3], [0, 4]]") == "status done"

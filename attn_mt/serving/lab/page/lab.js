@@ -9,6 +9,14 @@ const DEBOUNCE_MS = 250;
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
 
+// What the short axis names mean, in the book's words (the page's notation table has them all).
+const AXIS_NAMES = {
+  B: "batch size", Q: "number of queries (the book's n)", K: "number of key-value pairs (the book's m)",
+  q: "query size", k: "key size", v: "value size", d: "size of a query and key (per head)",
+  H: "hidden size (num_hiddens)", h: "number of heads", N: "steps", S: "source positions (tokens)",
+  T: "target positions", L: "layers", F: "FFN hidden size (ffn_num_hiddens)",
+};
+
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
 const timers = new Map();
@@ -183,7 +191,10 @@ function slices(tensor, values, index, bound, into) {
 
 function drawTensor(tensor) {
   const figure = element("figure", { class: "tensor", "data-name": tensor.name });
-  const shape = tensor.shape.map((n, a) => `${tensor.axes[a]}=${n}`).join(", ");
+  const shape = tensor.shape.map((n, a) => {
+    const axis = tensor.axes[a];
+    return AXIS_NAMES[axis] ? `${axis} = ${n}: ${AXIS_NAMES[axis]}` : `${axis} = ${n}`;
+  }).join("; ");
   const caption = element("figcaption");
   caption.append(element("b", {}, tensor.name), ` (${tensor.axes.join(", ")}) = (${tensor.shape.join(", ")})`);
   caption.title = shape;
