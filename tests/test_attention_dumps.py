@@ -173,6 +173,15 @@ def test_heatmaps_are_pngs_with_one_panel_per_head(tmp_path):
     assert heatmap_panels(attention_figure(single.maps["cross"], *single.labels("cross"))) == 1
 
 
+def test_every_heatmap_draws_weights_on_the_fixed_scale_0_to_1_with_a_labelled_colour_bar():
+    near_uniform = np.array([[0.36, 0.32, 0.32], [0.34, 0.33, 0.33]])  # must not look dark against white
+    fig = attention_figure(near_uniform, None, None)
+    image = next(ax for ax in fig.axes if ax.images).images[0]
+    assert image.get_clim() == (0.0, 1.0)
+    colour_bar = next(ax for ax in fig.axes if not ax.images)
+    assert "attention weight" in colour_bar.get_ylabel()
+
+
 def test_labels_must_match_the_maps():
     with pytest.raises(ValueError, match="query"):
         SentenceAttention({"cross": np.ones((3, 2)) / 2}, ["a", "<eos>"], ["x", "<eos>"], ["<bos>", "x"])

@@ -66,8 +66,18 @@ def test_gaussian_weights_match_hand_computation() -> None:
     queries, keys = torch.tensor([0.0]), torch.tensor([0.0, 1.0, 2.0])
     unit = nadaraya_watson.gaussian_attention_weights(queries, keys)
     torch.testing.assert_close(unit, torch.softmax(torch.tensor([[0.0, -0.5, -2.0]]), dim=-1))
-    wide = nadaraya_watson.gaussian_attention_weights(queries, keys, width=2.0)
+    wide = nadaraya_watson.gaussian_attention_weights(queries, keys, w=2.0)
     torch.testing.assert_close(wide, torch.softmax(torch.tensor([[0.0, -2.0, -8.0]]), dim=-1))
+
+
+def test_a_larger_w_gives_a_narrower_kernel_of_bandwidth_one_over_w() -> None:
+    queries, keys = torch.tensor([0.0]), torch.arange(-30.0, 30.0, 0.01)  # keys dense around the query
+    spreads = [float(nadaraya_watson.kernel_spread(queries, keys, w)[0]) for w in (0.5, 1.0, 2.0, 4.0)]
+    assert spreads == sorted(spreads, reverse=True)  # w up, spread down: w is not the width
+    torch.testing.assert_close(torch.tensor(spreads), torch.tensor([2.0, 1.0, 0.5, 0.25]), rtol=1e-3, atol=0)
+    narrow = nadaraya_watson.gaussian_attention_weights(queries, keys, 4.0)
+    wide = nadaraya_watson.gaussian_attention_weights(queries, keys, 0.5)
+    assert narrow.max() > wide.max()  # the narrow kernel piles its weight on the nearest keys
 
 
 def test_average_and_nonparametric_pooling() -> None:
@@ -86,7 +96,7 @@ def test_leave_one_out_drops_each_own_point() -> None:
     torch.testing.assert_close(nadaraya_watson.leave_one_out(torch.tensor([1.0, 2.0, 3.0])), expected)
 
 
-def test_parametric_model_with_unit_width_equals_nonparametric_pooling() -> None:
+def test_parametric_model_with_w_one_equals_nonparametric_pooling() -> None:
     data = nadaraya_watson.make_data(torch.Generator().manual_seed(5))
     model = nadaraya_watson.NWKernelRegression()
     with torch.no_grad():

@@ -13,7 +13,6 @@ import nbformat
 import pytest
 from helpers import ROOT
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 DOC = ROOT / "docs" / "notebooks.md"
@@ -52,9 +51,13 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return work
 
 
-def execute(path: Path, folder: Path) -> nbformat.NotebookNode:
-    """Run every cell of the notebook at `path` in `folder`, after a cell that prints where attn_mt is."""
+def execute(path: Path, folder: Path, first_cells: int = 0, then: str = "") -> nbformat.NotebookNode:
+    """Run every cell of the notebook at `path` in `folder` (only its first `first_cells` code cells, and
+    then the code `then`, when given), after a cell that prints where attn_mt is."""
     notebook = nbformat.read(path, as_version=4)
+    if first_cells:
+        notebook.cells = [cell for cell in notebook.cells if cell.cell_type == "code"][:first_cells]
+        notebook.cells.append(nbformat.v4.new_code_cell(then))
     notebook.cells.insert(0, nbformat.v4.new_code_cell(WHERE_FROM))
     client = NotebookClient(
         notebook, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL, resources={"metadata": {"path": str(folder)}}
@@ -105,9 +108,13 @@ def test_a_corpus_notebook_runs_top_to_bottom(
 
 
 @pytest.mark.parametrize("path", CORPUS_NOTEBOOKS, ids=lambda path: path.stem)
-def test_a_corpus_notebook_fails_without_the_corpus(
-    path: Path, kernel_env: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_corpus_notebook_finds_the_corpus_as_the_cli_does(
+    path: Path, kernel_env: Path, corpus_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.delenv("ATTN_MT_DATA", raising=False)
-    with pytest.raises(CellExecutionError, match="set ATTN_MT_DATA to fra-eng.zip"):
-        execute(path, kernel_env)
+    monkeypatch.delenv("ATTN_MT_DATA", raising=False)  # no variable: the cache, as `attn-mt train`
+    cached = tmp_path / "cache" / "attn-mt" / "fra-eng.zip"
+    cached.parent.mkdir(parents=True)
+    cached.symlink_to(corpus_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    notebook = execute(path, kernel_env, first_cells=1, then="print(CORPUS)")
+    assert notebook.cells[-1].outputs[0]["text"].strip() == str(corpus_path.resolve())

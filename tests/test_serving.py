@@ -470,6 +470,11 @@ def test_explorer_page_in_headless_chromium(runs, transformer_server, chromium, 
         table = browser.evaluate("[...document.querySelectorAll('#nbest-list tr')].map((r) => r.innerText)")
         assert table == [f"{k}\t{c['text']}\t{c['score']:.4f}" for k, c in enumerate(answer["nbest"], 1)]
         np.testing.assert_allclose(shown["weights"], expected_weights("cross", 0, None), atol=1e-5)
+        legend = browser.evaluate(
+            "[...document.querySelectorAll('#heatmap .legend-label, #heatmap .legend-title')]"
+            ".map((t) => t.textContent)"
+        )
+        assert legend == ["0", "0.5", "1", "attention weight (fixed scale 0 to 1)"]
         browser.choose("#head", "0")
         head_one = heatmap()["weights"]
         browser.choose("#head", "1")

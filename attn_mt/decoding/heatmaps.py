@@ -3,7 +3,9 @@
 Shapes: L layers, h heads, Q query positions, K key positions.
 Heatmaps follow the book's `show_heatmaps` (d2l.ai section 11.1): rows are queries, columns are
 keys, a "Reds" colour map, one panel per head in a grid of layers x heads, one shared colour bar;
-ours also label both axes with the tokens. Figures are drawn on matplotlib's Agg canvas through
+ours also label both axes with the tokens, and draw every map on the fixed scale 0 to 1 (the colour bar
+labelled "attention weight"), so that equal weights look equal in every picture and three weights
+near 1/3 never look like dark against white. Figures are drawn on matplotlib's Agg canvas through
 the object API (no pyplot), so nothing global is touched. The report, the attention dumps,
 TensorBoard and Jupyter's rich display (display.py) all draw through `attention_figure`; the
 modules that show attention without drawing it never import this one at their top.
@@ -79,13 +81,12 @@ def attention_figure(
     panel_w, panel_h = panel_inches(col_labels, keys), panel_inches(row_labels, queries)
     fig = new_figure(panel_w * heads + 1.0, panel_h * layers + (0.4 if title else 0.0))
     axes = fig.subplots(layers, heads, squeeze=False)
-    vmax = float(grid.max()) if grid.size else 1.0
     image = None
     for layer in range(layers):
         for head in range(heads):
             ax = axes[layer, head]
             image = ax.imshow(
-                grid[layer, head], cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest"
+                grid[layer, head], cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest"
             )
             label_axis(ax.xaxis, col_labels, rotation=90)
             label_axis(ax.yaxis, row_labels)
@@ -95,7 +96,7 @@ def attention_figure(
                 ax.set_ylabel("Query positions")
             if weights.ndim == 4:
                 ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize="medium")
-    fig.colorbar(image, ax=axes, shrink=0.6)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight (0 to 1)")
     if title:
         fig.suptitle(title)
     return fig

@@ -53,20 +53,34 @@ def save_figure(fig: Figure, path: Path) -> str:
 
 
 def draw_heatmap(
-    fig: Figure, ax: Axes, matrix: torch.Tensor | np.ndarray, xlabel: str, ylabel: str, title: str = ""
+    fig: Figure,
+    ax: Axes,
+    matrix: torch.Tensor | np.ndarray,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    legend: str = "attention weight",
+    centred: bool = False,
 ) -> None:
-    """Draw a 2-D `matrix` (rows on the y axis) on `ax` with a colour bar, as the book's show_heatmaps."""
+    """Draw a 2-D `matrix` (rows on the y axis) on `ax` with a colour bar labelled `legend`, as the book's
+    show_heatmaps. Weights (the default) use a fixed 0-1 scale, so equal weights look equal in every
+    figure; `centred` values use a blue-white-red scale with 0 at its centre."""
     values = matrix.detach().cpu().numpy() if isinstance(matrix, torch.Tensor) else np.asarray(matrix)
     if values.ndim != 2:
         raise ValueError(f"heatmap matrix must be 2-D, got shape {values.shape}")
-    image = ax.imshow(values, cmap="Reds", aspect="auto", interpolation="nearest")
+    if centred:
+        bound = float(np.abs(values).max()) or 1.0
+        scale = {"cmap": "RdBu_r", "vmin": -bound, "vmax": bound}
+    else:
+        scale = {"cmap": "Reds", "vmin": 0.0, "vmax": 1.0}
+    image = ax.imshow(values, aspect="auto", interpolation="nearest", **scale)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize="medium")
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.colorbar(image, ax=ax, shrink=0.8, label=legend)
 
 
 def to_lists(tensor: torch.Tensor) -> Any:

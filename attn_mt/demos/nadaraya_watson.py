@@ -3,7 +3,9 @@
 Shapes: N training inputs (the keys and values), Q queries (test inputs, or training inputs with
 their own point left out, in which case each query sees K = N - 1 keys).
 Three estimators of y = 2 sin(x) + x^0.8 from noisy samples: average pooling, non-parametric
-attention pooling with a Gaussian kernel, and the same kernel with a learnable width.
+attention pooling with a Gaussian kernel, and the same kernel with a learnable w. The kernel is
+exp(-((x - x_i) w)^2 / 2): w multiplies the distance, so it is the inverse of the kernel's width (its
+bandwidth is 1/w) and a larger w makes the kernel narrower.
 """
 
 from __future__ import annotations
@@ -54,11 +56,24 @@ def make_data(generator: torch.Generator, n_train: int = N_TRAIN) -> RegressionD
 
 
 def gaussian_attention_weights(
-    queries: torch.Tensor, keys: torch.Tensor, width: torch.Tensor | float = 1.0
+    queries: torch.Tensor, keys: torch.Tensor, w: torch.Tensor | float = 1.0
 ) -> torch.Tensor:
-    """Weights softmax_k(-((q - k_k) w)^2 / 2) for queries (Q,) over keys (Q, K) or shared keys (K,)."""
+    """Weights softmax_k(-((q - k_k) w)^2 / 2) for queries (Q,) over keys (Q, K) or shared keys (K,).
+
+    w scales the distance: the kernel's bandwidth is 1/w, so a larger w gives a narrower kernel.
+    """
     distances = queries.unsqueeze(-1) - keys  # (Q, K)
-    return torch.softmax(-((distances * width) ** 2) / 2, dim=-1)  # (Q, K)
+    return torch.softmax(-((distances * w) ** 2) / 2, dim=-1)  # (Q, K)
+
+
+def kernel_spread(queries: torch.Tensor, keys: torch.Tensor, w: torch.Tensor | float) -> torch.Tensor:
+    """How far from each query (Q,) its weights reach over keys (K,): sqrt(sum_k a_k (q - k_k)^2), (Q,).
+
+    For keys spread densely around the query this is the bandwidth 1/w.
+    """
+    weights = gaussian_attention_weights(queries, keys, w)  # (Q, K)
+    distances = queries.unsqueeze(-1) - keys  # (Q, K)
+    return (weights * distances**2).sum(dim=-1).sqrt()  # (Q,)
 
 
 def average_pooling(y_train: torch.Tensor, n_queries: int) -> torch.Tensor:
@@ -75,7 +90,7 @@ def nonparametric_pooling(
 
 
 class NWKernelRegression(nn.Module):
-    """Parametric attention pooling: the Gaussian kernel with a learnable width w.
+    """Parametric attention pooling: the Gaussian kernel with a learnable w (bandwidth 1/w).
 
     Book section "Attention Pooling: Nadaraya-Watson Kernel Regression", eq. for parametric
     attention pooling: f(x) = sum_i softmax(-((x - x_i) w)^2 / 2) y_i.
@@ -191,7 +206,7 @@ def run(out_dir: Path, seed: int) -> dict[str, Any]:
         "demo": NAME,
         "seed": seed,
         "test_mse": {label: mean_squared_error(y_hat, data.y_truth) for label, y_hat in predictions.items()},
-        "learned_width": model.w.item(),
+        "learned_w": model.w.item(),
         "train_loss": losses,
         "predictions": {label: to_lists(y_hat) for label, y_hat in predictions.items()},
         "figures": figures,

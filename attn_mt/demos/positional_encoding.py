@@ -50,7 +50,15 @@ def _plot_columns(matrix: torch.Tensor, path: Path) -> str:
 
 def _plot_matrix(matrix: torch.Tensor, path: Path) -> str:
     fig, (ax,) = new_figure(panel_size=(4.0, 3.5))
-    draw_heatmap(fig, ax, matrix, xlabel="Column (encoding dimension)", ylabel="Row (position)")
+    draw_heatmap(
+        fig,
+        ax,
+        matrix,
+        xlabel="Column (encoding dimension)",
+        ylabel="Row (position)",
+        legend="encoding value",
+        centred=True,
+    )
     return save_figure(fig, path)
 
 
@@ -64,7 +72,9 @@ def _plot_binary(codes: torch.Tensor, matrix: torch.Tensor, path: Path) -> str:
     by_place_value = codes.flip(1)  # (2^bits, bits): lowest place value first
     bits = codes.shape[1]
     title = f"binary: 0 to {codes.shape[0] - 1}"
-    draw_heatmap(fig, bits_ax, by_place_value, xlabel="bit (place value)", ylabel="number", title=title)
+    draw_heatmap(
+        fig, bits_ax, by_place_value, xlabel="bit (place value)", ylabel="number", title=title, legend="bit"
+    )
     bits_ax.set_xticks(range(bits), [str(2**place) for place in range(bits)])
     bits_ax.set_yticks(range(codes.shape[0]))
     for row, code in enumerate(by_place_value.tolist()):
@@ -78,6 +88,8 @@ def _plot_binary(codes: torch.Tensor, matrix: torch.Tensor, path: Path) -> str:
         xlabel="Column (encoding dimension)",
         ylabel="Row (position)",
         title="sinusoidal encoding",
+        legend="encoding value",
+        centred=True,
     )
     fig.suptitle("frequency falls from left to right in both", fontsize="medium")
     return save_figure(fig, path)

@@ -7,14 +7,17 @@ sentence and tensors), a reading of the result, and a link to the panel where th
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
+from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
     NWKernelRegression,
     gaussian_attention_weights,
@@ -24,10 +27,11 @@ from attn_mt.demos.nadaraya_watson import (
     train_parametric,
 )
 from attn_mt.models.attention import DotProductAttention, MultiHeadAttention, masked_softmax
-from attn_mt.models.positional import sinusoid_table
+from attn_mt.models.positional import PositionalEncoding, sinusoid_table
+from attn_mt.models.transformer import AddNorm
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.scoring import seeded_additive
+from attn_mt.serving.lab.scoring import seeded_additive, seeded_bilinear
 from attn_mt.serving.lab.shown import answer, code, shown
 
 Exercise = Callable[[dict[str, LoadedRun]], dict[str, Any]]
@@ -50,14 +54,14 @@ def exercise(
 
 
 def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """Non-parametric pooling with 10 to 1000 training points and kernel widths 1 and 4: the test error."""
-    sizes, widths, draws = (10, 50, 200, 1000), (1.0, 4.0), 5
-    errors = torch.zeros(len(widths), len(sizes), dtype=torch.float64)  # (widths, sizes)
+    """Non-parametric pooling with 10 to 1000 training points and w = 1 and 4 (bandwidths 1 and 1/4)."""
+    sizes, ws, draws = (10, 50, 200, 1000), (1.0, 4.0), 5
+    errors = torch.zeros(len(ws), len(sizes), dtype=torch.float64)  # (ws, sizes)
     for j, n in enumerate(sizes):
         for seed in range(draws):
             data = make_data(torch.Generator().manual_seed(seed), n_train=n)
-            for i, width in enumerate(widths):
-                weights = gaussian_attention_weights(data.x_test, data.x_train, width)  # (Q, N)
+            for i, w in enumerate(ws):
+                weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
                 errors[i, j] += mean_squared_error(weights @ data.y_train, data.y_truth) / draws
     return exercise(
         "Nadaraya–Watson",
@@ -74,17 +78,17 @@ def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 "test MSE",
                 errors,
                 ["w", "n"],
-                rows=[f"w = {w:g}" for w in widths],
+                rows=[f"w = {w:g}" for w in ws],
                 columns=[f"{n} points" for n in sizes],
             )
         ],
-        "#nadaraya_watson?width=4",
+        "#nadaraya_watson?w=4",
         [code(gaussian_attention_weights), code(make_data)],
     )
 
 
 def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """Train the parametric width with each point among its own keys, against leave-one-out."""
+    """Train the parametric w with each point among its own keys, against leave-one-out."""
     data = make_data(torch.Generator().manual_seed(SEED))
     n = data.x_train.shape[0]
     loo_model, loo_losses = train_parametric(data, torch.Generator().manual_seed(SEED), lr=0.5, epochs=50)
@@ -96,17 +100,17 @@ def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         loss = squared_error(model(data.x_train, keys, values), data.y_train).sum()
         loss.backward()
         optimizer.step()
-    widths = torch.tensor([loo_model.w.item(), model.w.item()])
+    learned = torch.tensor([loo_model.w.item(), model.w.item()])
     return exercise(
         "Nadaraya–Watson",
         "Why does the parametric model leave each training point out of its own keys? Train it both ways "
-        "for 50 epochs and compare the learned width w.",
-        f"Leaving each point out: w = {widths[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
-        f"Each point among its own keys: w = {widths[1]:.3f} (final loss {loss.item():.3f}).",
+        "for 50 epochs and compare the learned w (the inverse of the kernel's bandwidth).",
+        f"Leaving each point out: w = {learned[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
+        f"Each point among its own keys: w = {learned[1]:.3f} (final loss {loss.item():.3f}).",
         "When a point is among its keys, the loss falls as w grows: a narrow kernel puts all weight on the "
         "point itself and predicts its own noisy y exactly. The model would learn to copy the noise; leaving "
         "the point out makes it predict each y from its neighbours, as it must for new inputs.",
-        [shown("learned w", widths, ["run"], columns=["leave-one-out", "self included"])],
+        [shown("learned w", learned, ["run"], columns=["leave-one-out", "self included"])],
         "#nadaraya_watson?epochs=50",
         [code(train_parametric), code(NWKernelRegression)],
     )
@@ -183,6 +187,56 @@ def scale_spread(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     )
 
 
+def bilinear_sizes(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Queries of size 3 against keys of size 2: the bilinear score qᵀ M k with a (3 x 2) matrix M."""
+    queries = torch.tensor([[[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]]])  # (1, 2, 3)
+    keys = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # (1, 3, 2)
+    values = torch.arange(6.0).reshape(1, 3, 2)  # (1, 3, 2)
+    M = seeded_bilinear(3, 2, SEED)  # (3, 2)
+    attention = DotProductAttention(dropout=0.0).eval()
+    with torch.no_grad():
+        output = attention(queries @ M, keys, values)  # (1, 2, 2)
+    return exercise(
+        "Scoring functions",
+        "Using matrix multiplications only, can you score queries of size 3 against keys of size 2?",
+        f"With a (3 x 2) matrix M, qᵀ M k is defined for every pair: the weights below are a proper "
+        f"softmax over the 3 keys for each of the 2 queries, and the outputs have the values' size "
+        f"{tuple(output.shape)}.",
+        "qᵀ M k maps the query into the keys' space with M (or the key into the queries' space with Mᵀ) "
+        "and then takes a dot product; M is learned with the model. Dot-product attention is the case "
+        "M = I, which forces equal sizes; additive attention is another answer, with a hidden layer.",
+        [shown("attention weights of qᵀ M k / √k", attention.attention_weights, ["B", "Q", "K"])],
+        "#scoring?queries=" + "[[[1, 0, 2], [0, 1, -1]]]",
+        [code(seeded_bilinear), code(DotProductAttention.attend)],
+    )
+
+
+def summed_scores(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """Score by summing q + k instead of the dot product: two different queries, four keys."""
+    queries = torch.tensor([[[1.0, 2.0], [-3.0, 0.5]]])  # (1, 2, 2)
+    keys = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [-1.0, 0.5]]])  # (1, 4, 2)
+    scores = (queries.unsqueeze(2) + keys.unsqueeze(1)).sum(-1)  # (1, 2, 4): sum_i (q_i + k_i)
+    weights = masked_softmax(scores, None)  # (1, 2, 4)
+    dot = masked_softmax(torch.matmul(queries, keys.transpose(1, 2)) / math.sqrt(2), None)  # (1, 2, 4)
+    return exercise(
+        "Scoring functions",
+        "When queries and keys have the same size, is summing them, score = Σᵢ (qᵢ + kᵢ), a better "
+        "scoring function than the dot product? Try two very different queries.",
+        "Summing: the two queries' weights differ by at most "
+        f"{float((weights[0, 0] - weights[0, 1]).abs().max()):.1e}. "
+        f"Dot product: by up to {float((dot[0, 0] - dot[0, 1]).abs().max()):.3f}.",
+        "Σ (qᵢ + kᵢ) = Σ qᵢ + Σ kᵢ: the query's part is the same for every key, and a softmax ignores a "
+        "constant added to all its scores. So every query gets the same weights, set by the keys alone: "
+        "the query is never compared with the key. The dot product multiplies them, so it depends on both.",
+        [
+            shown("weights, summed scores", weights, ["B", "Q", "K"]),
+            shown("weights, scaled dot product", dot, ["B", "Q", "K"]),
+        ],
+        "#scoring",
+        [code(masked_softmax)],
+    )
+
+
 def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """masked_softmax of a query with valid length 0."""
     scores = torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])  # (2, 1, 3)
@@ -192,9 +246,11 @@ def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         "What weights does a query get when its valid length is 0, so that no key may be attended?",
         f"The query with valid length 0 gets weights {weights[0, 0].tolist()}; the other's sum to "
         f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys.",
-        "The book's version fills masked scores with -1e6 and so spreads the weight evenly over keys it "
-        "should ignore. attn-mt's mask gives exactly zero weight to masked keys and an all-zero row (and "
-        "zero gradients) to a query with none, so padding never leaks into a result.",
+        "The book fills masked scores with -1e6 (minus a million, not 10⁻⁶). While a query has at least one "
+        "valid key, exp(-1e6 - max) underflows to exactly 0, so masked keys get weight 0 as with -inf. "
+        "Only a query with no valid key differs: all its scores are -1e6, so the book's softmax spreads "
+        "the weight evenly over keys it should ignore. attn-mt gives that query an all-zero row (and zero "
+        "gradients), so padding never leaks into a result.",
         [shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"])],
         "#softmax?valid_lens=[0, 2]&scores=[[[1, 2, 3]], [[1, 2, 3]]]",
         [code(masked_softmax)],
@@ -224,6 +280,76 @@ def head_parameters(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     )
 
 
+def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+    """A Transformer run's log-probability of its own translations with each head of each decoder
+    layer's encoder-decoder attention switched off in turn (its slice of W_o's input set to 0)."""
+    transformers = [(n, r) for n, r in runs.items() if r.config.model.type == "transformer"]
+    if not transformers:
+        return None
+    name, run = transformers[0]
+    model = copy.deepcopy(run.model)  # heads are switched off in a copy: other requests use the run's model
+    engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    sentences = ["i lost .", "go home .", "he is calm ."]
+    batch = []
+    for sentence, translation in zip(sentences, engine.translate(sentences, beam_size=1), strict=True):
+        fed, length = engine.source_ids(prepare_sentence(run.config, run.src_vocab, sentence))
+        ids = translation.hypotheses[0].tokens if translation.hypotheses else []
+        batch.append((fed, length, [run.tgt_vocab.bos_id, *ids], [*ids, run.tgt_vocab.eos_id]))
+
+    def total_log_prob() -> float:
+        total = 0.0
+        with torch.inference_mode():
+            for fed, length, tgt_in, wanted in batch:
+                logits = model(
+                    torch.tensor([fed]), torch.tensor([length]), torch.tensor([tgt_in])
+                )  # (1, T, V)
+                log_probs = torch.log_softmax(logits.float(), dim=-1)[0]  # (T, V)
+                total += float(log_probs[torch.arange(len(wanted)), torch.tensor(wanted)].sum())
+        return total
+
+    heads, layers = model.num_heads, len(model.decoder.blks)
+    d = model.decoder.num_hiddens // heads
+    model.eval()
+    full = total_log_prob()
+    drops = torch.zeros(layers, heads, dtype=torch.float64)  # (L, h)
+    for layer in range(layers):
+        W_o = model.decoder.blks[f"block{layer}"].attention2.W_o
+        for head in range(heads):
+
+            def silence(_module: Any, inputs: tuple, head: int = head) -> tuple:
+                merged = inputs[0].clone()  # (B, T, H): the heads' outputs side by side
+                merged[..., head * d : (head + 1) * d] = 0
+                return (merged,)
+
+            hook = W_o.register_forward_pre_hook(silence)
+            drops[layer, head] = full - total_log_prob()
+            hook.remove()
+    least = divmod(int(drops.abs().argmin()), heads)
+    return exercise(
+        "Multi-head attention",
+        f"Can some heads be pruned? Switch off each head of {name}'s encoder-decoder attention in turn and "
+        "see how much less probable the model finds its own translations.",
+        f"Log-probability of {len(sentences)} translations: {full:.3f} with every head. Switching off "
+        f"one head lowers it by {float(drops.min()):.3f} to {float(drops.max()):.3f} (below 0: the "
+        f"translations became more probable); the least needed is layer {least[0] + 1}, head "
+        f"{least[1] + 1}.",
+        "Heads are not equally useful: a head whose removal costs little can be pruned (its slice of W_o "
+        "dropped) with small harm, the idea of Michel et al. (2019) and Voita et al. (2019); removing a "
+        "head that carries the alignment costs the most. Retraining after pruning recovers more.",
+        [
+            shown(
+                "log-probability lost with the head off",
+                drops,
+                ["L", "h"],
+                rows=[f"layer {k + 1}" for k in range(layers)],
+                columns=[f"head {k + 1}" for k in range(heads)],
+            )
+        ],
+        f"#trained_heads?run={name}&map=cross",
+        [code(MultiHeadAttention.merge_heads)],
+    )
+
+
 def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """P[i] · P[i + k] for several i and k: a function of k alone, and the same for -k."""
     table = sinusoid_table(64, 32).double()  # (S, H)
@@ -250,6 +376,98 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         ],
         "#positions?shift=4",
         [code(sinusoid_table)],
+    )
+
+
+def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+    """A Transformer run's encoder on a sentence and on its words in reverse, with and without the
+    positional encoding: without it the outputs are the same vectors, reordered."""
+    transformers = [(n, r) for n, r in runs.items() if r.config.model.type == "transformer"]
+    if not transformers:
+        return None
+    name, run = transformers[0]
+    model = copy.deepcopy(run.model)  # positions are taken away in a copy: other requests use the run's model
+    engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
+    words = prepare_sentence(run.config, run.src_vocab, "he is calm .")
+    encoded = []
+    for order in (words, words[::-1]):
+        fed, length = engine.source_ids(order)
+        encoded.append((torch.tensor([fed]), torch.tensor([length])))
+    length = int(encoded[0][1])
+    reverse = [*range(length - 2, -1, -1), length - 1]  # the words reversed, <eos> kept last
+    model.eval()
+    with torch.inference_mode():
+        with_positions = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
+        model.encoder.pos_encoding.register_forward_hook(
+            lambda _module, inputs, _output: inputs[0]  # X without P (dropout is off in eval)
+        )
+        without = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
+    gaps = [float((outputs[0] - outputs[1][reverse]).abs().max()) for outputs in (with_positions, without)]
+    return exercise(
+        "Positional encoding",
+        f"Without the positional encoding, can {name}'s encoder tell 'he is calm .' from its words in "
+        "reverse order? Compare each word's encoder output in the two orders.",
+        f"With positions, a word's output differs between the orders by up to {gaps[0]:.3f}; without them, "
+        f"by {gaps[1]:.1e}.",
+        "Self-attention treats its input as a set: permute the tokens and its outputs are permuted the "
+        "same way, nothing else changes. Only the positional encoding added to the embeddings tells the "
+        "encoder where each word stands; without it 'he is calm' and 'calm is he' look the same to it.",
+        [
+            shown(
+                "largest difference between the two orders",
+                torch.tensor(gaps, dtype=torch.float64),
+                ["encoding"],
+                columns=["with positions", "without"],
+            )
+        ],
+        "#positions",
+        [code(PositionalEncoding.forward)],
+    )
+
+
+def batch_against_layer_norm(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """attn-mt's AddNorm (LayerNorm) against the same with BatchNorm: does one sentence's output depend on
+    the other sentences of its batch?"""
+    generator = torch.Generator().manual_seed(SEED)
+    X = torch.randn(2, 4, 8, generator=generator)  # (B, T, H): two sentences of 4 positions
+    Y = torch.randn(2, 4, 8, generator=generator)  # (B, T, H) a sublayer's output
+    other = X.clone()
+    other[1] = 10 * torch.randn(4, 8, generator=generator)  # only the second sentence changes
+    layer = AddNorm(8, dropout=0.0).eval()
+    batch = AddNorm(8, dropout=0.0).train()  # BatchNorm normalises with the batch's statistics in training
+    batch.ln = nn.BatchNorm1d(8)
+    changes = []
+    for norm, channels_last in ((layer, True), (batch, False)):
+
+        def normed(
+            x: torch.Tensor, norm: AddNorm = norm, channels_last: bool = channels_last
+        ) -> torch.Tensor:
+            if channels_last:
+                return norm(x, Y)  # (B, T, H)
+            return norm.ln((x + Y).reshape(-1, 8)).reshape(2, 4, 8)  # BatchNorm1d over the B·T rows
+
+        with torch.no_grad():
+            changes.append(float((normed(X)[0] - normed(other)[0]).abs().max()))
+    return exercise(
+        "The Transformer",
+        "The Transformer normalises with LayerNorm. What would change with BatchNorm? Change the second "
+        "sentence of a batch and see whether the first sentence's output moves.",
+        f"The first sentence's output moves by {changes[0]:.1e} with LayerNorm and by {changes[1]:.3f} with "
+        "BatchNorm.",
+        "LayerNorm normalises each position over its own H features, so a sentence's output never depends on "
+        "the others. BatchNorm normalises each feature over every position of every sentence in the batch: "
+        "one sentence's output then depends on its neighbours and on padding, changes between training and "
+        "prediction (running averages), and suits the variable lengths of NLP badly.",
+        [
+            shown(
+                "largest change in sentence 1",
+                torch.tensor(changes, dtype=torch.float64),
+                ["norm"],
+                columns=["LayerNorm", "BatchNorm"],
+            )
+        ],
+        "#transformer",
+        [code(AddNorm.forward)],
     )
 
 
@@ -302,11 +520,16 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
 EXERCISES: tuple[Exercise, ...] = (
     empty_rows,
     equal_keys,
+    bilinear_sizes,
+    summed_scores,
     scale_spread,
     more_data,
     without_leave_one_out,
     head_parameters,
+    pruned_heads,
     distance_only,
+    order_without_positions,
+    batch_against_layer_norm,
     beam_one_is_greedy,
 )
 

@@ -100,11 +100,20 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
     attention = engine.attention(translation)
     weights = torch.from_numpy(attention.maps[which])  # (L, h, rows, columns)
     rows, columns = attention.labels(which)
-    tensors = [shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns)]
+    tensors = [
+        shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns, scale="weights")
+    ]
+    tensors[0]["views"] = [
+        "lines",
+        "grid",
+    ]  # the page also draws token-to-token lines and a layer x head grid
     notes = [
         f"Above: the greedy translation. {weights.shape[0]} layers × {weights.shape[1]} heads; "
         "each slice is one head: rows are queries, "
         "columns keys, and each row sums to 1.",
+        "Lines: for each layer, every query token (left) is joined to every key token (right) by one line "
+        "per head, in the head's colour, as opaque as its weight; all heads are overlaid. The grid shows "
+        "each layer × head map small, to spot heads that look at the diagonal, the previous token or <eos>.",
     ]
     lines = [code(Translator.attention), code(collect_attention)]
     return answer(tensors, lines, notes, text={"translation": translation.text})

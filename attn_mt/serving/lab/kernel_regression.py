@@ -2,7 +2,8 @@
 functions of `attn-mt demo nadaraya-watson` (demos/nadaraya_watson.py).
 
 Shapes: N training points (keys and values), Q test points (queries); while training the parametric
-width, each training point queries the K = N - 1 others (leave-one-out).
+w, each training point queries the K = N - 1 others (leave-one-out). w multiplies the distance in the
+kernel exp(-((x - x_i) w)^2 / 2), so the kernel's bandwidth is 1/w: a larger w is a narrower kernel.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from attn_mt.demos.nadaraya_watson import (
     LEARNING_RATE,
     average_pooling,
     gaussian_attention_weights,
+    kernel_spread,
     leave_one_out,
     make_data,
     mean_squared_error,
@@ -26,12 +28,19 @@ from attn_mt.serving.lab.inputs import real, whole
 from attn_mt.serving.lab.shown import answer, code, plot, shown
 
 MAX_EPOCHS = 200
+KERNEL_QUERY = 2.5  # the test input whose kernel the panel draws
+
+
+def bandwidth(w: float) -> str:
+    """The kernel's bandwidth 1/|w| as text (infinite at w = 0: every key weighs the same)."""
+    return f"{1 / abs(w):.3g}" if w else "∞"
 
 
 def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
-    """Average, non-parametric (width w) and trained parametric pooling of the chapter's data."""
+    """Average, non-parametric (fixed w) and trained parametric pooling of the chapter's data, and the
+    kernel of one query for w and 2w."""
     seed = whole(state, "seed", 0, 0, 2**31 - 1)
-    width = real(state, "width", 1.0, 0.05, 20.0)
+    w = real(state, "w", 1.0, 0.05, 20.0)
     epochs = whole(state, "epochs", EPOCHS, 1, MAX_EPOCHS)
     lr = real(state, "lr", LEARNING_RATE, 0.001, 5.0)
     point = whole(state, "point", 10, 0, 49)
@@ -39,7 +48,10 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     data = make_data(generator)
     n_test = data.x_test.shape[0]
     average = average_pooling(data.y_train, n_test)  # (Q,)
-    weights = gaussian_attention_weights(data.x_test, data.x_train, width)  # (Q, N)
+    weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
+    centre = torch.tensor([KERNEL_QUERY])  # (1,)
+    kernels = {f"w = {v:g}": gaussian_attention_weights(centre, data.x_train, v)[0] for v in (w, 2 * w)}
+    spreads = [float(kernel_spread(centre, data.x_train, v)[0]) for v in (w, 2 * w)]
     nonparametric = weights @ data.y_train  # (Q,)
     model, losses = train_parametric(data, generator, lr, epochs)
     parametric = predict_parametric(model, data.x_test, data)  # (Q,)
@@ -62,14 +74,25 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
             points=("training samples",),
         ),
         plot("parametric training loss (summed)", "epoch", "loss", [("loss", range(1, epochs + 1), losses)]),
+        plot(
+            f"kernel of the query x = {KERNEL_QUERY:g}: its weight on each training input",
+            "training input x_i",
+            "attention weight",
+            [(label, data.x_train, kernel) for label, kernel in kernels.items()],
+        ),
     ]
     tensors = [
-        shown("non-parametric attention weights", weights, ["Q", "N"], note=f"kernel width w = {width:g}"),
+        shown(
+            "non-parametric attention weights",
+            weights,
+            ["Q", "N"],
+            note=f"w = {w:g} (bandwidth 1/w = {bandwidth(w)})",
+        ),
         shown(
             "parametric attention weights",
             model.attention_weights,
             ["Q", "N"],
-            note=f"learned w = {learned:.4f}",
+            note=f"learned w = {learned:.4f} (bandwidth 1/w = {bandwidth(learned)})",
         ),
         shown("leave_one_out(x_train)[i]: the keys training point i sees", keys[point], ["K"]),
         shown(
@@ -82,8 +105,12 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     errors = ", ".join(f"{k} {mean_squared_error(y, data.y_truth):.4f}" for k, y in predictions.items())
     notes = [
         f"Test mean squared error against the noiseless curve: {errors}.",
-        f"The parametric width w was trained for {epochs} epochs at learning rate {lr:g} and ended at "
-        f"{learned:.4f}. Larger w means a narrower kernel: each prediction averages fewer, closer points.",
+        f"The parametric w was trained for {epochs} epochs at learning rate {lr:g} and ended at "
+        f"{learned:.4f}.",
+        f"w multiplies the distance, so it is not the kernel's width: the bandwidth is 1/w, and a larger w "
+        f"is a narrower kernel that averages fewer, closer points. Around x = {KERNEL_QUERY:g} the weights "
+        f"reach {spreads[0]:.3f} for w = {w:g} and {spreads[1]:.3f} for 2w = {2 * w:g} (the root mean "
+        "square distance of the weighted training inputs).",
         f"While training, training point {point} queries the other {keys.shape[1]} points only. With its own "
         "point among the keys, the loss would be smallest when w grows without bound (each point then "
         "predicts its own noisy y exactly), so the model would learn to copy the noise.",
@@ -92,9 +119,17 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     lines = [
         code(make_data),
         code(gaussian_attention_weights),
+        code(kernel_spread),
         code(average_pooling),
         code(train_parametric),
         code(leave_one_out),
         code(predict_parametric),
     ]
-    return answer(tensors, lines, notes, plots, text={"learned_width": f"learned w = {learned:.6f}"})
+    return answer(
+        tensors,
+        lines,
+        notes,
+        plots,
+        text={"learned_w": f"learned w = {learned:.6f}"},
+        spreads=spreads,
+    )

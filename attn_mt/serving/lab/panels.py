@@ -7,6 +7,7 @@ from typing import Any
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.app import Panel
+from attn_mt.serving.lab.complexity import complexity_panel
 from attn_mt.serving.lab.exercises import exercises_panel
 from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
 from attn_mt.serving.lab.kernel_regression import nadaraya_watson_panel
@@ -14,6 +15,7 @@ from attn_mt.serving.lab.own_translation import own_translation_panel
 from attn_mt.serving.lab.positions import positional_panel
 from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 from attn_mt.serving.lab.stepping import stepping_panel
+from attn_mt.serving.lab.transformer import transformer_panel
 
 
 def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
@@ -24,6 +26,8 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "keysize": key_size_panel,
         "positions": positional_panel,
         "heads": split_merge_panel,
+        "complexity": complexity_panel,
+        "transformer": partial(transformer_panel, runs),
         "trained_heads": partial(trained_heads_panel, runs),
         "nadaraya_watson": nadaraya_watson_panel,
         "decoding": partial(stepping_panel, runs),

@@ -1,13 +1,17 @@
 """Lab panels of the book section "Attention Scoring Functions": the masked softmax, additive and scaled
 dot-product attention on editable toy tensors, and what the 1/sqrt(d) scale does as the key size d grows.
 
-Shapes: B batch, Q queries, K key-value pairs, q query size, k key size, d = q = k for dot products,
-v value size, H the additive attention's hidden size.
+Shapes (the book's code comments name them batch_size, no. of queries, no. of key-value pairs; its
+equations write n queries and m key-value pairs): B batch size, Q number of queries, K number of key-value
+pairs, q query size, k key size, d = q = k for dot products, v value size, H additive attention's
+hidden size (num_hiddens).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -19,7 +23,15 @@ from attn_mt.models.attention import (
     masked_softmax,
     softmax_with_mask,
 )
-from attn_mt.serving.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, limit_work, tensor, whole
+from attn_mt.serving.lab.inputs import (
+    MAX_ELEMENTS,
+    LabError,
+    choice,
+    limit_elements,
+    limit_work,
+    tensor,
+    whole,
+)
 from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
 
 DEFAULT_SCORES = (
@@ -30,6 +42,13 @@ DEFAULT_QUERIES = "[[[1, 0], [0, 2]]]"
 DEFAULT_KEYS = "[[[1, 0], [0, 1], [1, 1], [-1, 0.5]]]"
 DEFAULT_VALUES = "[[[1, 0], [0, 1], [2, 2], [0, -1]]]"
 MAX_KEY_SIZE = 1024
+FILLS = {  # what a masked score is replaced with before the softmax
+    "attn-mt": "attn-mt's masked_softmax (-inf, and a row of zeros for a query with no valid key)",
+    "-1e6": "the book's -1e6 (minus a million)",
+    "-inf": "-inf",
+    "0": "0",
+    "1e-6": "1e-6 (a millionth: what -1e6 is often misread as)",
+}
 KEY_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the sweep of the key-size plot
 SWEEP_KEYS = 8  # keys per query in the key-size experiment
 SWEEP_QUERIES = 64  # queries averaged over at each key size of the plot
@@ -62,30 +81,78 @@ def blocked_keys(valid_lens: torch.Tensor | None, shape: tuple[int, ...]) -> tor
     return blocked if mask.empty is None else blocked | mask.empty.expand(shape)
 
 
+def filled_softmax(scores: torch.Tensor, blocked: torch.Tensor, fill: float) -> torch.Tensor:
+    """softmax(X) (B, Q, K) with the scores of `blocked` keys (B, Q, K) replaced by `fill`: the book's
+    masking with any fill value. A row whose every score is -inf comes out NaN."""
+    return torch.softmax(scores.masked_fill(blocked, fill), dim=-1)  # (B, Q, K)
+
+
 def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
-    """Scores (B, Q, K) and valid_lens (B,) or (B, Q) -> the mask and the masked softmax's weights."""
+    """Scores (B, Q, K) and valid_lens (B,) or (B, Q) -> the mask and the masked softmax's weights, with
+    masked scores filled with the chosen value, and the weight that leaks onto masked keys."""
     scores = tensor(state, "scores", DEFAULT_SCORES, (3,))  # (B, Q, K)
     valid_lens = valid_lens_of(state, tuple(scores.shape), DEFAULT_VALID_LENS)
-    weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+    fill_name = choice(state, "fill", "attn-mt", tuple(FILLS))
     blocked = blocked_keys(valid_lens, tuple(scores.shape))  # (B, Q, K) or None
+    if fill_name == "attn-mt" or blocked is None:
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+    else:
+        weights = filled_softmax(scores, blocked, float(fill_name))  # (B, Q, K)
     tensors = [shown("X (scores)", scores, ["B", "Q", "K"], mask=blocked)]
     if valid_lens is not None:
         tensors.append(
             shown("valid_lens", valid_lens.float(), ["B"] if valid_lens.dim() == 1 else ["B", "Q"])
         )
-    tensors.append(shown("masked_softmax(X, valid_lens)", weights, ["B", "Q", "K"], mask=blocked))
+    name = (
+        "masked_softmax(X, valid_lens)" if fill_name == "attn-mt" else f"softmax, masked scores = {fill_name}"
+    )
+    tensors.append(shown(name, weights, ["B", "Q", "K"], mask=None if fill_name != "attn-mt" else blocked))
     notes = [
-        "Masked keys (struck through) are filled with -inf before the softmax, so they get weight exactly 0 "
-        "and each row's weights over its valid keys sum to 1.",
         "1-D valid_lens give one length per batch element (its queries share it); 2-D give one per query.",
     ]
-    if valid_lens is not None and bool((valid_lens == 0).any()):
-        notes.append("A query with valid length 0 has no key to attend to: attn-mt gives it a row of zeros.")
+    if fill_name == "attn-mt":
+        notes.insert(
+            0,
+            "Masked keys (struck through) are filled with -inf before the softmax, so they get weight "
+            "exactly 0 and each row's weights over its valid keys sum to 1.",
+        )
+        if valid_lens is not None and bool((valid_lens == 0).any()):
+            notes.append(
+                "A query with valid length 0 has no key to attend to: attn-mt gives it a row of zeros."
+            )
+    elif blocked is not None:
+        leaked = torch.where(blocked, weights, torch.zeros_like(weights)).sum(-1)  # (B, Q)
+        tensors.append(
+            shown(
+                "weight leaked onto masked keys",
+                leaked,
+                ["B", "Q"],
+                note="the sum of each query's weights on keys past its valid length; the right answer is 0",
+            )
+        )
+        notes.insert(
+            0,
+            f"Masked scores are replaced with {FILLS[fill_name]} before the softmax; the masked keys keep "
+            "their weight here (not struck through) so the leak shows. "
+            + {
+                "-1e6": "exp(-1e6 - max) underflows to 0, so no weight leaks while a query has a valid "
+                "key; a query with none has every score -1e6 and spreads its weight evenly over keys it "
+                "should ignore.",
+                "-inf": "Masked keys get exactly 0, but a query with no valid key is all -inf: "
+                "its softmax is 0/0, NaN (shown as NaN), and NaN spreads through everything after it.",
+                "0": "A score of 0 is an ordinary score: when the valid scores are near 0, masked keys "
+                "take a large share of the weight (filling with 0 masks nothing).",
+                "1e-6": "1e-6 is a tiny positive number, a score like 0: the masked keys take weight "
+                "as if they were valid.",
+            }[fill_name],
+        )
     lines = [
         code(masked_softmax),
         code(AttentionMask.from_valid_lens, "AttentionMask.from_valid_lens"),
         line_of(softmax_with_mask, "masked_fill(mask.blocked", "softmax_with_mask"),
     ]
+    if fill_name != "attn-mt":
+        lines.append(code(filled_softmax, "filled_softmax (the lab's, the book's masking)"))
     return answer(tensors, lines, notes)
 
 
@@ -95,6 +162,12 @@ def seeded_additive(key_size: int, query_size: int, num_hiddens: int, seed: int)
         torch.manual_seed(seed)
         attention = AdditiveAttention(key_size, query_size, num_hiddens, dropout=0.0)
     return attention.eval()
+
+
+def seeded_bilinear(query_size: int, key_size: int, seed: int) -> torch.Tensor:
+    """A (q, k) matrix M of N(0, 1/q) entries from manual_seed(seed), for the bilinear score qᵀ M k."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(query_size, key_size, generator=generator) / math.sqrt(query_size)  # (q, k)
 
 
 def dot_product_terms(queries: torch.Tensor, keys: torch.Tensor) -> list:
@@ -111,6 +184,50 @@ def dot_product_terms(queries: torch.Tensor, keys: torch.Tensor) -> list:
         ]
         for batch_queries, batch_keys, batch_terms in zip(queries, keys, terms, strict=True)
     ]
+
+
+@contextmanager
+def additive_intermediates(attention: AdditiveAttention) -> Iterator[dict[str, torch.Tensor]]:
+    """Forward hooks on additive attention's own layers: W_q q, W_k k, the tanh features and w_v's scores."""
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep(name: str) -> Any:
+        return lambda _module, _inputs, output: kept.__setitem__(name, output)
+
+    hooks = [
+        attention.W_q.register_forward_hook(keep("W_q q")),  # (B, Q, H)
+        attention.W_k.register_forward_hook(keep("W_k k")),  # (B, K, H)
+        attention.w_v.register_forward_pre_hook(
+            lambda _module, inputs: kept.__setitem__("features", inputs[0])  # (B, Q, K, H)
+        ),
+        attention.w_v.register_forward_hook(keep("scores")),  # (B, Q, K, 1)
+    ]
+    try:
+        yield kept
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def additive_steps(kept: dict[str, torch.Tensor], blocked: torch.Tensor | None) -> list:
+    """Additive attention's intermediate tensors with their shapes; the 4-D ones while they are small."""
+    queries, keys = kept["W_q q"].unsqueeze(2), kept["W_k k"].unsqueeze(1)  # (B, Q, 1, H), (B, 1, K, H)
+    features = kept["features"]  # (B, Q, K, H)
+    steps = [
+        shown("W_q q, unsqueezed", queries, ["B", "Q", "1", "H"]),
+        shown("W_k k, unsqueezed", keys, ["B", "1", "K", "H"]),
+    ]
+    if features.numel() <= MAX_ELEMENTS // 4:
+        steps += [
+            shown("W_q q + W_k k (broadcast)", queries + keys, ["B", "Q", "K", "H"]),
+            shown("tanh(W_q q + W_k k): the features", features, ["B", "Q", "K", "H"]),
+        ]
+    steps.append(
+        shown(
+            "scores w_vᵀ tanh(…), before masking", kept["scores"].squeeze(-1), ["B", "Q", "K"], mask=blocked
+        )
+    )
+    return steps
 
 
 def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
@@ -132,12 +249,13 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
     valid_lens = valid_lens_of(state, (queries.shape[0], queries.shape[1], keys.shape[1]), "")
     blocked = blocked_keys(valid_lens, (queries.shape[0], queries.shape[1], keys.shape[1]))
     additive = seeded_additive(keys.shape[2], queries.shape[2], hiddens, seed)
-    with torch.no_grad():
+    with torch.no_grad(), additive_intermediates(additive) as kept:
         additive_output = additive(queries, keys, values, valid_lens)  # (B, Q, v)
     tensors = [
         shown("queries", queries, ["B", "Q", "q"]),
         shown("keys", keys, ["B", "K", "k"]),
         shown("values", values, ["B", "K", "v"]),
+        *additive_steps(kept, blocked),
         shown("additive: attention_weights", additive.attention_weights, ["B", "Q", "K"], mask=blocked),
     ]
     lines = [
@@ -147,6 +265,14 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
     notes = [
         f"Additive attention learns W_q (q -> {hiddens}), W_k (k -> {hiddens}) and w_v; here they hold "
         f"torch's initial values after manual_seed({seed}), so queries and keys may have different sizes.",
+        "Its steps, as attn-mt runs them: W_q q and W_k k are made (B, Q, 1, H) and (B, 1, K, H), "
+        "broadcast to (B, Q, K, H) and added (every query beside every key), tanh squashes each of the "
+        "H features, and w_v turns the H features of each (query, key) pair into one score, (B, Q, K).",
+        "Why a learned MLP can measure similarity: W_q and W_k map queries and keys into one H-dimensional "
+        "space; each hidden unit then tests whether a query and a key push one direction together, and "
+        "w_v weighs those tests. Training sets W_q, W_k and w_v so that pairs that should match get high "
+        "scores: 'similar' is whatever the task needs, not a fixed geometry. With one hidden unit and "
+        "tanh near linear it reduces to a sum of a query term and a key term.",
     ]
     if queries.shape[2] == keys.shape[2]:
         dot = DotProductAttention(dropout=0.0).eval()
@@ -183,10 +309,27 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
             "weights (B, Q, K) times values (B, K, v)."
         )
     else:
-        tensors.append(shown("additive: output", additive_output, ["B", "Q", "v"]))
+        M = seeded_bilinear(queries.shape[2], keys.shape[2], seed)  # (q, k)
+        bilinear = DotProductAttention(dropout=0.0).eval()
+        with torch.no_grad():
+            bilinear_output = bilinear(queries @ M, keys, values, valid_lens)  # (B, Q, v)
+        tensors += [
+            shown("M (q x k, random)", M, ["q", "k"]),
+            shown(
+                "bilinear qᵀ M k / √k: attention_weights",
+                bilinear.attention_weights,
+                ["B", "Q", "K"],
+                mask=blocked,
+            ),
+            shown("additive: output", additive_output, ["B", "Q", "v"]),
+            shown("bilinear: output", bilinear_output, ["B", "Q", "v"]),
+        ]
+        lines.append(code(DotProductAttention.attend))
         notes.append(
-            f"Scaled dot-product attention needs queries and keys of one size d; these are "
-            f"q = {queries.shape[2]} and k = {keys.shape[2]}, so only additive attention applies."
+            f"The plain dot product q·k needs queries and keys of one size; these are q = {queries.shape[2]} "
+            f"and k = {keys.shape[2]}. The chapter's exercise qᵀ M k, with a (q x k) matrix M (learned in a "
+            f"model, random here from manual_seed({seed})), handles any sizes: it is DotProductAttention run "
+            "on the queries mapped by M, (B, Q, q) @ (q, k) -> (B, Q, k)."
         )
     return answer(tensors, lines, notes)
 

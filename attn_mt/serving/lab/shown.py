@@ -1,14 +1,23 @@
 """What a lab panel answers: tensors labelled with the book's axis names, plots, and the code that ran.
 
-Every answer is a JSON object: `tensors` (name, axes such as ["B", "Q", "K"], shape, values and an
-optional mask of entries the computation set aside, or hover texts per entry), `plots` (lines over
-x), `code` (the attn-mt functions the panel ran, as file and line, linked to /source/FILE#LLINE) and
-`notes` (sentences that say what the numbers show).
+Every answer is a JSON object: `tensors` (name, axes such as ["B", "Q", "K"], shape, values (NaN as
+null), the colour scale it is drawn on, and an optional mask of entries the computation set aside, or
+hover texts per entry), `plots` (lines over x), `code` (the attn-mt functions the panel ran, as file and
+line, linked to /source/FILE#LLINE) and `notes` (sentences that say what the numbers show).
+
+Axes use short names (see docs/lab.md's notation table): B batch size, Q number of queries, K number of
+key-value pairs (the book's code comments: batch_size, no. of queries, no. of key-value pairs; its
+equations: n queries, m key-value pairs), q, k, v the query, key and value sizes, d = q = k.
+
+Colour scales: attention weights (`scale` "weights") on the fixed scale 0 to 1, so that equal weights
+look equal everywhere; any other tensor ("centred") on a scale centred at 0 reaching the tensor's
+largest absolute value. The page draws a legend under each tensor.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +36,28 @@ def shown(
     note: str = "",
     rows: list[str] | None = None,
     columns: list[str] | None = None,
+    scale: str | None = None,
 ) -> dict[str, Any]:
-    """A tensor for the page: its name, axes in the book's letters, shape and values (and mask, hover,
-    labels of the rows and columns of its 2-D slices, such as tokens)."""
+    """A tensor for the page: its name, axes, shape and values (and mask, hover, labels of the rows and
+    columns of its 2-D slices, such as tokens); `scale` "weights" or "centred", by default "weights" when
+    the name speaks of weights or a softmax and every value lies in [0, 1]."""
     if value.dim() != len(axes):
         raise ValueError(f"{name}: {value.dim()}-D tensor labelled with {len(axes)} axes {axes}")
+    numbers = value.detach().double()
+    nan = torch.isnan(numbers)
+    if scale is None:
+        kept = numbers[~nan]
+        named = re.search(r"(?<![a-z])weights?(?![a-z])|softmax", name.lower()) is not None
+        in_range = kept.numel() == 0 or (float(kept.min()) >= 0 and float(kept.max()) <= 1)
+        scale = "weights" if named and in_range else "centred"
+    if scale not in ("weights", "centred"):
+        raise ValueError(f"{name}: scale must be 'weights' or 'centred', got {scale!r}")
     entry: dict[str, Any] = {
         "name": name,
         "axes": axes,
         "shape": list(value.shape),
-        "values": value.detach().double().tolist(),
+        "values": _with_nulls(numbers.tolist(), nan.tolist()) if bool(nan.any()) else numbers.tolist(),
+        "scale": scale,
     }
     if mask is not None:
         entry["masked"] = mask.expand_as(value).tolist()
@@ -49,6 +70,13 @@ def shown(
     if columns is not None:
         entry["columns"] = columns
     return entry
+
+
+def _with_nulls(values: Any, nan: Any) -> Any:
+    """Nested lists of numbers with the NaN entries (True in `nan`) as None, which JSON can hold."""
+    if isinstance(values, list):
+        return [_with_nulls(v, n) for v, n in zip(values, nan, strict=True)]
+    return None if nan else values
 
 
 def code(function: Any, label: str = "") -> dict[str, Any]:

@@ -55,6 +55,7 @@ class StepRecorder:
         self.keep = keep  # the step to keep (with the next one's hypotheses); None: every step
         self.count = 0  # steps taken
         self.steps: dict[int, StepRecord] = {}
+        self.history: list[tuple[list[list[int]], list[float]]] = []  # every step's prefixes and scores
         self.prefixes: list[list[int]] = [[]]
         self.scores: list[float] = [0.0]
         self.last: torch.Tensor | None = None  # (N, V) the previous step's log-probabilities
@@ -83,6 +84,7 @@ class StepRecorder:
             for row, token in enumerate(tokens.tolist()):
                 self.prefixes[row].append(token)
                 self.scores[row] += float(self.last[row, token])
+        self.history.append(([list(p) for p in self.prefixes], list(self.scores)))
         kept = self.keep is None or self.count in (self.keep, self.keep + 1)
         with self.capture(state) if kept else nullcontext({}) as captured:
             logits, new_state, attention = self.model.step(tokens, state, True)
@@ -143,10 +145,19 @@ class StepRecorder:
 
 
 def run_search(
-    engine: Translator, sentence: str, beam: int, layer: int, keep: int | None = None
+    engine: Translator,
+    sentence: str,
+    beam: int,
+    layer: int,
+    keep: int | None = None,
+    prefix: list[int] | None = None,
 ) -> tuple[StepRecorder, list, list]:
-    """The search `translate` runs on one sentence, recorded (only step `keep` and the next, when given);
-    (recorder, hypotheses, source labels). The engine's model gets hooks: give it a request's own copy."""
+    """The search `translate` runs on one sentence, recorded (only step `keep` and the next in full,
+    when given); (recorder, hypotheses, source labels). The engine's model gets hooks: give it a
+    request's own copy.
+
+    `prefix` (target ids) forces the output's first tokens through the search's own prefix, as
+    `attn-mt translate --prefix` does; the rest is decoded freely from there."""
     tokens = prepare_sentence(engine.cfg, engine.src_vocab, sentence)
     if not tokens:
         raise LabError("sentence: type an English sentence")
@@ -154,19 +165,24 @@ def run_search(
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
     recorder = StepRecorder(engine.model, layer, keep)
-    common = engine.search_settings(need_attention=True)
-    if beam == 1:
-        hypotheses = greedy_search(recorder, src, src_lens, **common)  # type: ignore[arg-type]
-    else:
-        hypotheses = beam_search(
-            recorder,
-            src,
-            src_lens,
-            beam_size=beam,
-            nbest=beam,
-            length_penalty=engine.cfg.decode.length_penalty,
-            **common,
-        )[0]  # type: ignore[arg-type]
+    common = {**engine.search_settings(need_attention=True), "prefix": [prefix] if prefix else None}
+    was_training = engine.model.training
+    engine.model.eval()
+    try:
+        if beam == 1:
+            hypotheses = greedy_search(recorder, src, src_lens, **common)  # type: ignore[arg-type]
+        else:
+            hypotheses = beam_search(
+                recorder,
+                src,
+                src_lens,
+                beam_size=beam,
+                nbest=beam,
+                length_penalty=engine.cfg.decode.length_penalty,
+                **common,
+            )[0]  # type: ignore[arg-type]
+    finally:
+        engine.model.train(was_training)
     return recorder, hypotheses, engine.src_vocab.labels(fed[:src_len])
 
 
@@ -200,6 +216,34 @@ def chosen_after(recorder: StepRecorder, hypotheses: list, t: int, labels: Any) 
     return "finished: " + "; ".join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
 
 
+def replacement_prefix(vocab: Any, record: StepRecord, row: int, token: str) -> list[int]:
+    """The prefix that replaces the token chosen at this step by `token`: the row's tokens so far + it."""
+    if token not in vocab:
+        raise LabError(f"replace: {token[:40]!r} is not in the run's target vocabulary")
+    token_id = vocab[token]
+    if token_id in (vocab.eos_id, vocab.bos_id, vocab.pad_id):
+        raise LabError(f"replace: {token!r} cannot be forced; choose a word")
+    return [*record.prefixes[row], token_id]
+
+
+def beam_tree(recorder: StepRecorder, hypotheses: list, labels: Any) -> dict[str, Any]:
+    """Every live hypothesis of every step as a node joined to the one it extends, and the finished ones."""
+    nodes: dict[tuple[int, ...], dict[str, Any]] = {}
+    for t, (prefixes, scores) in enumerate(recorder.history):
+        for prefix, score in zip(prefixes, scores, strict=True):
+            key = tuple(prefix)
+            if key not in nodes:
+                nodes[key] = {
+                    "step": t,
+                    "token": labels(prefix[-1:])[0] if prefix else "<bos>",
+                    "score": score,
+                    "parent": list(key[:-1]) if key else None,
+                    "prefix": list(key),
+                }
+    finished = [{"prefix": list(h.tokens), "score": h.score, "norm_score": h.norm_score} for h in hypotheses]
+    return {"nodes": list(nodes.values()), "finished": finished, "best": list(hypotheses[0].tokens)}
+
+
 def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One output step of a run's greedy or beam search: its query, scores, mask, weights, context, and
     the live hypotheses with their top next tokens; and, given a reference, the teacher-forced view."""
@@ -221,12 +265,21 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t)
     if t >= recorder.count:
         raise LabError(f"step: the search took {recorder.count} steps (0 to {recorder.count - 1})")
+    row = whole(state, "row", 0, 0, 10_000)
+    if row >= len(recorder.steps[t].prefixes):
+        raise LabError(
+            f"row: step {t} has {len(recorder.steps[t].prefixes)} live hypotheses (0 to "
+            f"{len(recorder.steps[t].prefixes) - 1})"
+        )
+    vocab = run.tgt_vocab
+    replace = text(state, "replace", "", 100).strip()
+    free = hypotheses
+    if replace:  # the learner's token at step t, then the search decodes on from it
+        prefix = replacement_prefix(vocab, recorder.steps[t], row, replace)
+        recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t, prefix=prefix)
+        row = 0
     record = recorder.steps[t]
     rows = len(record.prefixes)
-    row = whole(state, "row", 0, 0, 10_000)
-    if row >= rows:
-        raise LabError(f"row: step {t} has {rows} live hypotheses (0 to {rows - 1})")
-    vocab = run.tgt_vocab
     prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p in record.prefixes]
     top = record.log_probs[row].topk(min(TOP, record.log_probs.shape[-1]))
     c = record.captured
@@ -283,6 +336,8 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         code(StepRecorder.step, "StepRecorder.step (the lab's)"),
     ]
     outputs = [vocab.detokenize(h.tokens) for h in hypotheses]
+    if replace:
+        lines.append(line_of(greedy_search, "forced = _forced_ids(prefix", "greedy_search (its prefix)"))
     texts = {
         "translation": outputs[0],
         "steps": f"step {t} of {recorder.count} (0-based); {rows} live hypotheses; "
@@ -293,6 +348,14 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         + " as `attn-mt translate` runs it; finished: "
         + "; ".join(f"{o!r} ({h.norm_score:.4f})" for o, h in zip(outputs, hypotheses, strict=True)),
     ]
+    if replace:
+        notes.insert(
+            0,
+            f"Step {t}'s token replaced by {replace!r}: the search ran again with the prefix "
+            f"{' '.join(vocab.labels(prefix))!r} forced (search.py's own prefix, as `attn-mt translate "
+            f"--prefix`) and decoded on from there. Without it: {vocab.detokenize(free[0].tokens)!r}.",
+        )
+        texts["replaced"] = outputs[0]
     reference = text(state, "reference", "", 300).strip()
     if reference:
         forced = teacher_forced(engine, sentence, reference)
@@ -319,4 +382,12 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
             "the model would have picked; decoding (inference) feeds its own pick. "
             "Rows: reference | model's pick."
         )
-    return answer(tensors, lines, notes, text=texts, steps=recorder.count, rows=rows)
+    return answer(
+        tensors,
+        lines,
+        notes,
+        text=texts,
+        steps=recorder.count,
+        rows=rows,
+        tree=beam_tree(recorder, hypotheses, vocab.labels),
+    )

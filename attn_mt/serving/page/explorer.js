@@ -63,7 +63,7 @@ function svgElement(tag, attributes) {
   return element;
 }
 
-// The colour scale under the map: weight 0 on the left, 1 on the right.
+// The colour scale under the map: weight 0 on the left, 1 on the right, the same for every map.
 function drawLegend(svg, x, y) {
   const steps = 20;
   for (let k = 0; k < steps; k++) {
@@ -72,11 +72,14 @@ function drawLegend(svg, x, y) {
       fill: colour(k / (steps - 1)), class: "legend",
     }));
   }
-  for (const [value, at] of [["0", x], ["1", x + LEGEND_WIDTH]]) {
+  for (const [value, at] of [["0", x], ["0.5", x + LEGEND_WIDTH / 2], ["1", x + LEGEND_WIDTH]]) {
     const text = svgElement("text", { x: at, y: y + 24, class: "legend-label" });
     text.textContent = value;
     svg.append(text);
   }
+  const title = svgElement("text", { x: x + LEGEND_WIDTH + 12, y: y + 9, class: "legend-title" });
+  title.textContent = "attention weight (fixed scale 0 to 1)";
+  svg.append(title);
 }
 
 function drawHeatmap() {
@@ -88,7 +91,7 @@ function drawHeatmap() {
   const svg = $("heatmap");
   svg.replaceChildren();
   const bottom = top + CELL * rows.length;
-  svg.setAttribute("width", Math.max(left + CELL * cols.length, left + LEGEND_WIDTH + 40) + 4);
+  svg.setAttribute("width", Math.max(left + CELL * cols.length, left + LEGEND_WIDTH + 250) + 4);
   svg.setAttribute("height", bottom + 44);
   svg.dataset.rows = rows.length;
   svg.dataset.cols = cols.length;

@@ -9,6 +9,14 @@ const DEBOUNCE_MS = 250;
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
 
+// What the short axis names mean, in the book's words (the page's notation table has them all).
+const AXIS_NAMES = {
+  B: "batch size", Q: "number of queries (the book's n)", K: "number of key-value pairs (the book's m)",
+  q: "query size", k: "key size", v: "value size", d: "size of a query and key (per head)",
+  H: "hidden size (num_hiddens)", h: "number of heads", N: "steps", S: "source positions (tokens)",
+  T: "target positions", L: "layers", F: "FFN hidden size (ffn_num_hiddens)",
+};
+
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
 const timers = new Map();
@@ -78,6 +86,7 @@ function fromHash() {
 }
 
 function formatNumber(value) {
+  if (value === null) return "NaN";
   if (Number.isInteger(value)) return String(value);
   return Math.abs(value) >= 1e4 || (Math.abs(value) < 1e-3 && value !== 0)
     ? value.toExponential(2)
@@ -88,14 +97,49 @@ function flatten(values) {
   return Array.isArray(values) ? values.flatMap(flatten) : [values];
 }
 
-function shade(value, low, high) {
-  const t = high > low ? (value - low) / (high - low) : 0;
-  const mix = (from, to) => Math.round(from + (to - from) * t);
-  return `rgb(${mix(247, 8)}, ${mix(251, 81)}, ${mix(255, 156)})`;
+// Colour scales. Attention weights: white at 0 to dark blue at 1, the same in every figure. Any other
+// tensor: blue below 0, white at 0, red above, reaching the tensor's largest absolute value `bound`.
+const WHITE = [247, 251, 255];
+const BLUE = [8, 81, 156];
+const RED = [165, 15, 21];
+
+function mixed(from, to, t) {
+  const c = from.map((f, k) => Math.round(f + (to[k] - f) * t));
+  return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+}
+
+function shade(value, scale, bound) {
+  if (value === null) return "#d9d9d9"; // NaN
+  if (scale === "weights") return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
+  const t = bound > 0 ? Math.min(1, Math.abs(value) / bound) : 0;
+  return mixed(WHITE, value < 0 ? BLUE : RED, t);
+}
+
+function darkness(value, scale, bound) {
+  if (value === null) return 0;
+  return scale === "weights" ? value : (bound > 0 ? Math.abs(value) / bound : 0);
+}
+
+// The legend under a tensor: its colour scale with labelled ends and middle.
+function legend(scale, bound) {
+  const box = element("div", { class: "legend", "data-scale": scale });
+  const stops = scale === "weights"
+    ? [0, 0.5, 1].map((v) => shade(v, scale, 1))
+    : [-1, -0.5, 0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
+  box.append(element("span", { class: "legend-title" },
+    scale === "weights" ? "attention weight, fixed scale:" : "value, scale centred at 0:"));
+  const bar = element("span", { class: "legend-bar" });
+  bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
+  const ends = scale === "weights" ? ["0", "0.5", "1"] : [formatNumber(-bound), "0", formatNumber(bound)];
+  const labels = element("span", { class: "legend-labels" });
+  for (const end of ends) labels.append(element("span", { class: "legend-label" }, end));
+  bar.append(labels);
+  box.append(bar);
+  return box;
 }
 
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
-function matrixTable(tensor, rows, index, low, high) {
+function matrixTable(tensor, rows, index, bound) {
   const table = element("table", { class: "matrix" });
   if (tensor.columns) {
     const head = element("tr");
@@ -113,8 +157,8 @@ function matrixTable(tensor, rows, index, low, high) {
       const hover = at.reduce((part, k) => part?.[k], tensor.hover);
       const td = element("td", { class: masked ? "cell masked" : "cell", "data-value": String(value),
                                  "data-index": at.join(",") }, formatNumber(value));
-      td.style.background = masked ? "" : shade(value, low, high);
-      if (high > low && (value - low) / (high - low) > 0.6) td.classList.add("dark");
+      td.style.background = masked ? "" : shade(value, tensor.scale, bound);
+      if (darkness(value, tensor.scale, bound) > 0.6) td.classList.add("dark");
       if (hover) td.title = hover;
       tr.append(td);
     });
@@ -124,7 +168,7 @@ function matrixTable(tensor, rows, index, low, high) {
 }
 
 // Every 2-D slice of a tensor of any rank: 1-D as one row, 3-D and 4-D as labelled slices.
-function slices(tensor, values, index, low, high, into) {
+function slices(tensor, values, index, bound, into) {
   const depth = tensor.shape.length - index.length;
   if (depth <= 2) {
     const rows = depth === 1 ? [values] : values;
@@ -133,34 +177,105 @@ function slices(tensor, values, index, low, high, into) {
     if (label) box.append(element("div", { class: "slice-label" }, label));
     if (depth === 1) {
       const table = matrixTable({ ...tensor, masked: tensor.masked && [tensor.masked],
-                                  hover: tensor.hover && [tensor.hover] }, rows, [], low, high);
+                                  hover: tensor.hover && [tensor.hover] }, rows, [], bound);
       for (const td of $$("td", table)) td.dataset.index = td.dataset.index.split(",").slice(1).join(",");
       box.append(table);
     } else {
-      box.append(matrixTable(tensor, rows, index, low, high));
+      box.append(matrixTable(tensor, rows, index, bound));
     }
     into.append(box);
     return;
   }
-  values.forEach((part, k) => slices(tensor, part, [...index, k], low, high, into));
+  values.forEach((part, k) => slices(tensor, part, [...index, k], bound, into));
 }
 
 function drawTensor(tensor) {
   const figure = element("figure", { class: "tensor", "data-name": tensor.name });
-  const shape = tensor.shape.map((n, a) => `${tensor.axes[a]}=${n}`).join(", ");
+  const shape = tensor.shape.map((n, a) => {
+    const axis = tensor.axes[a];
+    return AXIS_NAMES[axis] ? `${axis} = ${n}: ${AXIS_NAMES[axis]}` : `${axis} = ${n}`;
+  }).join("; ");
   const caption = element("figcaption");
   caption.append(element("b", {}, tensor.name), ` (${tensor.axes.join(", ")}) = (${tensor.shape.join(", ")})`);
   caption.title = shape;
   figure.append(caption);
   const all = flatten(tensor.values);
-  const kept = tensor.masked ? all.filter((_, k) => !flatten(tensor.masked)[k]) : all;
-  const low = Math.min(...(kept.length ? kept : all));
-  const high = Math.max(...(kept.length ? kept : all));
+  const kept = (tensor.masked ? all.filter((_, k) => !flatten(tensor.masked)[k]) : all).filter((v) => v !== null);
+  const bound = kept.reduce((most, v) => Math.max(most, Math.abs(v)), 0);
   const box = element("div", { class: all.length > 400 ? "slices dense" : "slices" });
-  slices(tensor, tensor.values, [], low, high, box);
-  figure.append(box);
+  slices(tensor, tensor.values, [], bound, box);
+  figure.append(box, legend(tensor.scale, bound));
   if (tensor.note) figure.append(element("p", { class: "note" }, tensor.note));
+  if ((tensor.views || []).includes("lines")) figure.append(drawLines(tensor));
+  if ((tensor.views || []).includes("grid")) figure.append(drawGrid(tensor));
   return figure;
+}
+
+// BertViz-style lines of an (L, h, Q, K) tensor: per layer, queries on the left, keys on the right, one
+// line per head and pair, in the head's colour, its opacity the weight; every head overlaid.
+function drawLines(tensor) {
+  const [layers, heads, queries, keys] = tensor.shape;
+  const rowStep = 18;
+  const height = 24 + rowStep * Math.max(queries, keys);
+  const width = 300;
+  const box = element("div", { class: "lines" });
+  for (let layer = 0; layer < layers; layer++) {
+    const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, "data-layer": String(layer) });
+    svg.append(element("svg:text", { x: width / 2, y: 12, class: "axis-label" }, `layer ${layer + 1}: queries → keys`));
+    const y = (i) => 30 + i * rowStep;
+    for (let head = 0; head < heads; head++) {
+      for (let i = 0; i < queries; i++) {
+        for (let j = 0; j < keys; j++) {
+          const weight = tensor.values[layer][head][i][j];
+          if (weight < 0.02) continue;
+          svg.append(element("svg:line", { x1: 100, y1: y(i) - 4, x2: 200, y2: y(j) - 4, class: "token-line",
+            stroke: COLOURS[head % COLOURS.length], "stroke-opacity": weight.toFixed(4), "stroke-width": 2,
+            "data-head": String(head), "data-query": String(i), "data-key": String(j),
+            "data-weight": String(weight) }));
+        }
+      }
+    }
+    (tensor.rows || []).forEach((label, i) => svg.append(element("svg:text", { x: 94, y: y(i), class: "tick" }, label)));
+    (tensor.columns || []).forEach((label, j) => svg.append(element("svg:text", { x: 206, y: y(j), class: "axis-label start" }, label)));
+    box.append(svg);
+  }
+  const key = element("p", { class: "note" });
+  for (let head = 0; head < heads; head++) {
+    key.append(element("span", { style: `color: ${COLOURS[head % COLOURS.length]}` }, `■ head ${head + 1} `));
+  }
+  key.append("(lines under weight 0.02 left out)");
+  box.append(key);
+  return box;
+}
+
+// Every head of every layer as a small heatmap on the fixed 0-1 scale: rows layers, columns heads.
+function drawGrid(tensor) {
+  const [layers, heads, queries, keys] = tensor.shape;
+  const cell = Math.max(2, Math.min(8, Math.floor(90 / Math.max(queries, keys))));
+  const table = element("table", { class: "grid" });
+  const head = element("tr");
+  head.append(element("th"));
+  for (let h = 0; h < heads; h++) head.append(element("th", {}, `head ${h + 1}`));
+  table.append(head);
+  for (let layer = 0; layer < layers; layer++) {
+    const tr = element("tr");
+    tr.append(element("th", {}, `layer ${layer + 1}`));
+    for (let h = 0; h < heads; h++) {
+      const svg = element("svg:svg", { width: cell * keys, height: cell * queries, class: "thumb",
+                                       "data-layer": String(layer), "data-head": String(h) });
+      for (let i = 0; i < queries; i++) {
+        for (let j = 0; j < keys; j++) {
+          svg.append(element("svg:rect", { x: j * cell, y: i * cell, width: cell, height: cell,
+            fill: shade(tensor.values[layer][h][i][j], "weights", 1) }));
+        }
+      }
+      const td = element("td");
+      td.append(svg);
+      tr.append(td);
+    }
+    table.append(tr);
+  }
+  return table;
 }
 
 function drawPlot(plot) {
@@ -201,6 +316,113 @@ function drawPlot(plot) {
   return figure;
 }
 
+// A path from the first token to the last: n tokens on a line, one arc per layer (or step) it takes.
+function drawPath(path) {
+  const width = 440;
+  const height = 90;
+  const step = (width - 40) / Math.max(1, path.n - 1);
+  const x = (i) => 20 + i * step;
+  const hops = path.reached.length - 1;
+  const figure = element("figure", { class: "path", "data-label": path.label, "data-hops": String(hops) });
+  figure.append(element("figcaption", {}, `${path.label}: path length ${hops}`));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+  for (let i = 0; i < path.n; i++) {
+    svg.append(element("svg:circle", { cx: x(i), cy: height - 14, r: Math.min(4, step / 3), class: "token" }));
+  }
+  path.reached.slice(1).forEach((to, k) => {
+    const from = path.reached[k];
+    const lift = Math.min(height - 24, 10 + (x(to) - x(from)) / 2);
+    svg.append(element("svg:path", {
+      d: `M ${x(from)} ${height - 14} Q ${(x(from) + x(to)) / 2} ${height - 14 - 2 * lift} ${x(to)} ${height - 14}`,
+      class: "hop", fill: "none", stroke: COLOURS[k % 2], "stroke-width": 1.5 }));
+  });
+  svg.append(element("svg:text", { x: 20, y: height - 1, class: "axis-label start" }, "token 1"));
+  svg.append(element("svg:text", { x: width - 20, y: height - 1, class: "tick" }, `token n = ${path.n}`));
+  figure.append(svg);
+  return figure;
+}
+
+// The Transformer's encoder-decoder as boxes, bottom to top, each a link to the panel that shows it and
+// labelled with its live shape; the encoder's output feeds every decoder block's encoder-decoder attention.
+function drawDiagram(diagram) {
+  const box = { width: 300, height: 40, gap: 10 };
+  const columns = [["encoder", 20], ["decoder", 380]];
+  const rows = Math.max(diagram.encoder.length, diagram.decoder.length);
+  const height = rows * (box.height + box.gap) + 50;
+  const width = 720;
+  const figure = element("figure", { class: "diagram" });
+  figure.append(element("figcaption", {}, `the Transformer on your sentence (blocks repeated L = ${diagram.layers} times)`));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "architecture" });
+  const defs = element("svg:defs");
+  const marker = element("svg:marker", { id: "arrow", markerWidth: 8, markerHeight: 8, refX: 6, refY: 4,
+                                          orient: "auto" });
+  marker.append(element("svg:path", { d: "M0,0 L8,4 L0,8 z", fill: "#8a949e" }));
+  defs.append(marker);
+  svg.append(defs);
+  const top = (k) => height - 20 - (k + 1) * (box.height + box.gap);
+  const centres = {};
+  for (const [side, x] of columns) {
+    diagram[side].forEach((block, k) => {
+      const y = top(k);
+      const link = element("svg:a", { href: block.link, class: "block", "data-side": side, "data-name": block.name,
+                                      "data-shape": block.shape });
+      const repeated = side === "encoder" ? k >= 2 : k >= 2 && k < diagram[side].length - 1;
+      link.append(element("svg:rect", { x, y, width: box.width, height: box.height, rx: 5,
+                                        class: repeated ? "block repeated" : "block" }));
+      link.append(element("svg:text", { x: x + 8, y: y + 16, class: "block-name" }, block.name));
+      link.append(element("svg:text", { x: x + 8, y: y + 32, class: "block-shape" }, block.shape));
+      svg.append(link);
+      if (k > 0) {
+        svg.append(element("svg:line", { x1: x + box.width / 2, y1: y + box.height + box.gap, x2: x + box.width / 2,
+                                         y2: y + box.height + 2, class: "flow", "marker-end": "url(#arrow)" }));
+      }
+      centres[`${side}:${k}`] = y;
+    });
+  }
+  const encoderTop = centres[`encoder:${diagram.encoder.length - 1}`];
+  const cross = diagram.decoder.findIndex((b) => b.name.includes("encoder-decoder"));
+  svg.append(element("svg:path", { d: `M ${20 + box.width} ${encoderTop + 20} C 350 ${encoderTop + 20}, 340 ${centres[`decoder:${cross}`] + 20}, 378 ${centres[`decoder:${cross}`] + 20}`,
+                                   class: "flow", fill: "none", "marker-end": "url(#arrow)" }));
+  svg.append(element("svg:text", { x: 20, y: 14, class: "axis-label start" },
+    "shaded blocks repeat L times; click a block to open its panel"));
+  figure.append(svg);
+  return figure;
+}
+
+// The search as a tree: one column per step, a node per live hypothesis (its last token and score so
+// far) joined to the hypothesis it extends; the best output's path drawn bold, finished ones marked.
+function drawTree(tree) {
+  const steps = Math.max(...tree.nodes.map((n) => n.step)) + 1;
+  const perStep = Array.from({ length: steps }, (_, t) => tree.nodes.filter((n) => n.step === t));
+  const rows = Math.max(...perStep.map((column) => column.length));
+  const width = 40 + steps * 120;
+  const height = 30 + rows * 34;
+  const at = new Map();
+  perStep.forEach((column, t) => column.forEach((node, k) => at.set(node.prefix.join(","), [20 + t * 120, 30 + k * 34])));
+  const best = tree.best.join(",");
+  const onBest = (prefix) => best === prefix.join(",") || best.startsWith(`${prefix.join(",")},`) || prefix.length === 0;
+  const finished = new Set(tree.finished.map((f) => f.prefix.join(",")));
+  const figure = element("figure", { class: "tree" });
+  figure.append(element("figcaption", {}, "the search as a tree: each step's live hypotheses (token, log-probability so far)"));
+  const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
+  for (const node of tree.nodes) {
+    const [x, y] = at.get(node.prefix.join(","));
+    if (node.parent !== null && at.has(node.parent.join(","))) {
+      const [px, py] = at.get(node.parent.join(","));
+      svg.append(element("svg:line", { x1: px + 90, y1: py, x2: x, y2: y,
+        class: onBest(node.prefix) ? "edge best" : "edge" }));
+    }
+    const group = element("svg:g", { class: onBest(node.prefix) ? "node best" : "node",
+      "data-prefix": node.prefix.join(","), "data-step": String(node.step), "data-score": String(node.score) });
+    group.append(element("svg:text", { x, y: y - 2, class: "node-token" }, node.token));
+    group.append(element("svg:text", { x, y: y + 10, class: "node-score" },
+      formatNumber(node.score) + (finished.has(node.prefix.join(",")) ? " · <eos>" : "")));
+    svg.append(group);
+  }
+  figure.append(svg);
+  return figure;
+}
+
 function drawCode(lines) {
   const list = element("ul", { class: "code" });
   for (const line of lines) {
@@ -224,20 +446,39 @@ function draw(section, result) {
   const figures = element("div", { class: "figures" });
   for (const plot of result.plots) figures.append(drawPlot(plot));
   for (const tensor of result.tensors) figures.append(drawTensor(tensor));
+  for (const path of result.paths || []) figures.append(drawPath(path));
+  if (result.diagram) out.append(drawDiagram(result.diagram));
+  if (result.tree) out.append(drawTree(result.tree));
   out.append(figures);
   for (const exercise of result.exercises || []) out.append(drawExercise(exercise));
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
 }
 
+// An exercise asks for a prediction first: its result stays hidden until the learner commits a guess.
 function drawExercise(exercise) {
   const box = element("div", { class: "exercise" });
   box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
-  box.append(element("p", { class: "found" }, exercise.found));
+  const guess = element("input", { type: "text", class: "guess", placeholder: "your prediction, before you look" });
+  const commit = element("button", { type: "button", class: "commit" }, "commit my prediction and show the result");
+  const mine = element("p", { class: "mine" });
+  const answer = element("div", { class: "answer" });
+  answer.hidden = true;
+  answer.append(element("p", { class: "found" }, exercise.found));
   const figures = element("div", { class: "figures" });
   for (const tensor of exercise.tensors) figures.append(drawTensor(tensor));
-  box.append(figures, element("p", { class: "note" }, exercise.reading));
-  const link = element("a", { href: exercise.link }, "try it in its panel");
-  box.append(link, drawCode(exercise.code));
+  answer.append(figures, element("p", { class: "note" }, exercise.reading));
+  answer.append(element("a", { href: exercise.link }, "try it in its panel"), drawCode(exercise.code));
+  commit.addEventListener("click", () => {
+    if (!guess.value.trim()) {
+      mine.textContent = "write down what you expect first";
+      return;
+    }
+    mine.textContent = `you predicted: ${guess.value.trim()}`;
+    guess.disabled = true;
+    commit.disabled = true;
+    answer.hidden = false;
+  });
+  box.append(guess, commit, mine, answer);
   return box;
 }
 
