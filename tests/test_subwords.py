@@ -63,6 +63,20 @@ def test_subword_model_keeps_special_ids_case_and_round_trips():
     assert vocab.detokenize(specials) == "Deux."
 
 
+def test_byte_pieces_that_spell_control_characters_never_break_an_output_line():
+    """A sampled output can pick the byte pieces of a line break or a control character; the output
+    text shows U+FFFD there, so one output is still one line."""
+    texts = [prepare_text(s) for pair in reverse_pairs(200) for s in pair]
+    vocab = learn_subwords(texts, "bpe", 320, "test")
+    words = vocab.encode_text("Deux")
+    for byte in (0x0A, 0x0D, 0x00, 0x1C, 0x7F):
+        piece = vocab.processor.piece_to_id(f"<0x{byte:02X}>")
+        assert vocab.detokenize([*words, piece, *words]) == "Deux\ufffd Deux"  # the second word starts anew
+    line_separator = [vocab.processor.piece_to_id(f"<0x{b:02X}>") for b in "\u2028".encode()]
+    assert vocab.detokenize(line_separator) == "\ufffd"
+    assert vocab.detokenize(vocab.encode_text("Ça\u202f! 東京")) == "Ça\u202f! 東京"  # text stays text
+
+
 def test_labels_show_word_starts_and_continuations():
     texts = [prepare_text(s) for pair in reverse_pairs(200) for s in pair]
     vocab = learn_subwords(texts, "unigram", 320, "t")

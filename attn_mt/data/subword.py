@@ -41,6 +41,9 @@ SPECIAL_IDS = {UNK: 0, PAD: 1, BOS: 2, EOS: 3}
 MODEL_TYPES = ("unigram", "bpe")
 ASCII_SPACES = re.compile(r" {2,}")
 LEARN_THREADS = 2  # fixed: the unigram trainer's pieces change with its thread count
+# C0 and C1 control characters (tab and line breaks included), DEL and the Unicode line and paragraph
+# separators: what an output's byte pieces may spell but no translation holds -> U+FFFD
+NOT_TEXT = {c: "\ufffd" for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}
 SAMPLE_STREAM = 1  # keeps the subword sample's random stream apart from the split's (same seed)
 
 
@@ -93,11 +96,13 @@ class SubwordVocab(Vocab):
     def detokenize(self, ids: Iterable[int]) -> str:
         """Natural text of `ids`: pieces joined, "▁" back to spaces, bytes back to characters.
 
-        Special ids (<unk>, <pad>, <bos>, <eos>) are dropped, so no output ever shows them.
+        Special ids (<unk>, <pad>, <bos>, <eos>) are dropped, so no output ever shows them. A control
+        character or line break that byte pieces spell (a sampled output can: the 256 byte pieces
+        cover every byte) becomes U+FFFD, so one output stays one line of text.
         """
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        return self.processor.decode([i for i in ids if i not in self._hidden])
+        return self.processor.decode([i for i in ids if i not in self._hidden]).translate(NOT_TEXT)
 
     def labels(self, ids: Iterable[int]) -> list[str]:
         """Readable piece labels: a word-initial piece without its "▁", a continuation piece as "·piece".
