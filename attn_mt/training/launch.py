@@ -81,10 +81,7 @@ def train(
             resume, overwrite = choose_auto_resume(paths, ctx)
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main, flag)
         parent = None if resume or init_from is None else fine_tuning_parent(init_from, cfg, keep_optimizer)
-        dev = rank_device(device, ctx)
-        setup_device(dev, cfg.train.threads, cfg.train.tf32)
-        kernels_apply(cfg.train.kernels, dev, cfg.train.compile)  # refuses a choice the device cannot run
-        torch.manual_seed(cfg.train.seed)
+        dev = training_device(cfg, device, ctx)
         data = load_run_data(cfg, data_path, paths, resume, parent)
         resumed = resume_state(paths, cfg, data, flag) if resume else None
         # every refusal is above: the run directory is created, replaced or written only from here on
@@ -104,16 +101,30 @@ def train(
         if ctx.rank > 0:
             torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
         log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
-        started = time.time()
-        result = trainer.fit()
-        if ctx.is_main:
-            plot_curves(paths)
-            write_run_summary(paths.summary, trainer, result, started)
-        log_result(result, paths)
-        return result
+        return fit_and_report(trainer, paths, ctx)
     finally:
         detach_log_file()
         shutdown_distributed()
+
+
+def training_device(cfg: Config, device: str, ctx: DistContext) -> torch.device:
+    """This process's device, set up (threads, TF32), with the kernels choice checked and the seed set."""
+    dev = rank_device(device, ctx)
+    setup_device(dev, cfg.train.threads, cfg.train.tf32)
+    kernels_apply(cfg.train.kernels, dev, cfg.train.compile)  # refuses a choice the device cannot run
+    torch.manual_seed(cfg.train.seed)
+    return dev
+
+
+def fit_and_report(trainer: Trainer, paths: RunPaths, ctx: DistContext) -> TrainResult:
+    """Train, then (rank 0) draw the curves and write run_summary.json; log how the run ended."""
+    started = time.time()
+    result = trainer.fit()
+    if ctx.is_main:
+        plot_curves(paths)
+        write_run_summary(paths.summary, trainer, result, started)
+    log_result(result, paths)
+    return result
 
 
 def load_run_data(

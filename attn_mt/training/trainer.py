@@ -278,14 +278,8 @@ class Trainer:
         self.session.last_loss = loss
         norm = {} if self.grad_norm is None else {"grad_norm": round(float(self.grad_norm), 4)}
         self._record(loss=round(loss, 5), tokens_per_s=round(tokens_per_s, 1), **norm)
-        bar.window(
-            step=pr.step,
-            epoch=pr.epoch,
-            loss=loss,
-            tokens_per_s=tokens_per_s,
-            lr=self.schedule.lr,
-            elapsed_s=pr.elapsed_s,
-        )
+        at = dict(step=pr.step, epoch=pr.epoch, lr=self.schedule.lr, elapsed_s=pr.elapsed_s)
+        bar.window(loss=loss, tokens_per_s=tokens_per_s, **at)
         pr.window_loss, pr.window_tokens = 0.0, 0
         self.totals.clear_window()
 
@@ -346,9 +340,7 @@ class Trainer:
             pr.best_saved_value = value
             if self.dist.is_main:
                 self._best_state = snapshot(self.state())
-        # the first validation always writes last.pt, so no kept step-N.pt or best.pt exists without it
-        # (--auto-resume refuses such a run rather than delete them)
-        self.save(force=not self.paths.last.exists())
+        self.save(force=not self.paths.last.exists())  # the first always: no step-N.pt without last.pt
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
         self.dist.wait_for_main()  # the others wait on Gloo, not in NCCL, while rank 0 writes checkpoints
