@@ -24,8 +24,11 @@ install: $(BIN)/attn-mt
 train: install
 	$(BIN)/attn-mt train $(CONFIG) $(ARGS)
 
+# The suite in parallel, one worker per core (pytest-xdist; JOBS=1 for one process). Each worker keeps torch
+# on one thread (tests/conftest.py) and trains its own copy of the shared tiny runs.
+JOBS ?= auto
 test: install browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(JOBS) --dist worksteal
 
 # The CPU the tests run on: its model, the SIMD flags that pick torch's kernels, and the ATen kernels in use.
 cpu-facts:
@@ -45,7 +48,7 @@ test-avx2: install
 	  export ATEN_CPU_CAPABILITY=avx2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2; \
 	  $(BIN)/python -c "import torch; print('test-avx2: ATen kernels', torch.backends.cpu.get_cpu_capability(), \
 	    '(ATEN_CPU_CAPABILITY=avx2), fbgemm int8 on AVX2 (FBGEMM_ENABLE_INSTRUCTIONS=AVX2)')"; \
-	  $(BIN)/pytest $(SENSITIVE_TESTS); \
+	  $(BIN)/pytest -n $(JOBS) --dist worksteal $(SENSITIVE_TESTS); \
 	else echo "test-avx2: no AVX-512 on this CPU, so make test ran the AVX2 kernels already"; fi
 
 # The tests that compare decodings across engines, kernels and batch shapes, again with the tiny runs trained
@@ -56,7 +59,7 @@ SEED_TESTS := tests/test_ctranslate2.py tests/test_engines.py tests/test_scoring
 	tests/test_shipping.py tests/test_lines.py tests/test_near_ties.py
 test-seeds: install
 	@for seed in $(SEEDS); do echo "test-seeds: the tiny runs trained under seed $$seed"; \
-	  ATTN_MT_TEST_SEED=$$seed $(BIN)/pytest -p no:cacheprovider $(SEED_TESTS) || exit 1; done
+	  ATTN_MT_TEST_SEED=$$seed $(BIN)/pytest -n $(JOBS) --dist worksteal -p no:cacheprovider $(SEED_TESTS) || exit 1; done
 
 # ruff's rules and formatting (notebooks included), then the layers of the pipeline (import-linter, [tool.importlinter] in pyproject.toml).
 lint: install
