@@ -284,6 +284,7 @@ CASES: dict[str, list[str]] = {
     ],
     "decode-out-of-bounds": ["train", "--set", "decode.beam_size=17", "--run-dir", "new"],
     "missing-input": ["translate", "RUN", "--input", "missing.txt"],
+    "input-is-directory": ["translate", "RUN", "--input", "somedir"],
     "output-is-directory": ["translate", "RUN", "-o", "somedir", "go ."],
     "report-path-is-directory": ["data-report", "--data", "reverse.txt", "--json", "somedir"],
     "input-not-utf8": ["translate", "RUN", "--input", "latin1.txt"],

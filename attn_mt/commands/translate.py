@@ -51,6 +51,10 @@ def read_text_lines(input_file: str, option: str) -> list[str]:
         name = "standard input"
     else:
         path = Path(input_file)
+        if path.is_dir():
+            raise UserError(
+                f"{option} {input_file}: is a folder; give a text file (one sentence or line per line)"
+            )
         if not path.is_file():
             raise UserError(f"{option} {input_file}: no such file")
         try:
