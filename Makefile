@@ -24,9 +24,9 @@ install: $(BIN)/attn-mt
 train: install
 	$(BIN)/attn-mt train $(CONFIG) $(ARGS)
 
-# The suite in parallel, one worker per core (pytest-xdist; JOBS=1 for one process). Each worker keeps torch
-# on one thread (tests/conftest.py) and trains its own copy of the shared tiny runs.
-JOBS ?= auto
+# The suite in parallel, one worker per core up to 8 (pytest-xdist; JOBS=1 for one process). Each worker keeps
+# torch on one thread (tests/conftest.py), trains its own copy of the shared tiny runs and peaks near 0.8 GB.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 test: install browser
 	$(BIN)/pytest -n $(JOBS) --dist worksteal
 
