@@ -18,6 +18,10 @@ Every arm trains on the same split (the config's split_seed) and is scored with 
 signature. Writes `results.json` and `table.md` (the tables for docs/benchmarks.md) under --out and
 the runs under OUT/runs/. `--minutes`, `--final-minutes`, `--arms`, `--seeds` and `--set` shrink a
 plan (tests/test_bench_recipe.py runs it in seconds on configs/tiny.yaml).
+
+The plan outlasts most sittings, so each scored run is appended to OUT/done.jsonl as it finishes, and
+running the same command again with the same --out trains only the runs not yet there (a run with the
+same arm, seed, overrides, budget and config); an interrupted run starts over.
 """
 
 from __future__ import annotations
@@ -129,6 +133,52 @@ def train_and_score(
     }
 
 
+def run_key(record: dict[str, Any]) -> str:
+    """What makes two scored runs the same: the config, arm, seed, budget and every override."""
+    return json.dumps(
+        [record["config"], record["arm"], record["seed"], record["budget_minutes"], record["overrides"]]
+    )
+
+
+class Done:
+    """OUT/done.jsonl: the runs scored so far, one JSON line each, kept as each finishes."""
+
+    def __init__(self, out: Path):
+        self.path = out / "done.jsonl"
+        lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.is_file() else []
+        records = [json.loads(line) for line in lines if line.strip()]
+        self.records = {run_key(r): r for r in records if Path(r["run_dir"]).is_dir()}
+
+    def run(
+        self,
+        plan: Plan,
+        name: str,
+        overrides: list[str],
+        seed: int,
+        minutes: float | None,
+        args: argparse.Namespace,
+    ) -> dict[str, Any]:
+        """The scored run of this arm and seed: from an earlier sitting, or trained and scored now."""
+        budget = [] if minutes is None else [f"train.time_limit_minutes={minutes}"]
+        wanted = {
+            "config": str(plan.config),
+            "arm": name,
+            "seed": seed,
+            "budget_minutes": minutes,
+            "overrides": [*budget, f"train.seed={seed}", *overrides, *args.overrides],
+        }
+        found = self.records.get(run_key(wanted))
+        if found is not None:
+            print(f"== {name}, seed {seed}: scored in an earlier sitting ({found['run_dir']})", flush=True)
+            return found
+        record = {**wanted, **train_and_score(plan, name, overrides, seed, minutes, args)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+        self.records[run_key(record)] = record
+        return record
+
+
 def arm_summaries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per arm: mean and spread (max - min) of valid and test BLEU over its seeds, and whether it is kept."""
     arms: dict[str, list[dict[str, Any]]] = {}
@@ -166,9 +216,9 @@ def best_arm(summaries: list[dict[str, Any]]) -> str:
     return max(kept, key=lambda s: s["valid_bleu"])["arm"] if kept else "baseline"
 
 
-def final_run(plan: Plan, arm: str, args: argparse.Namespace) -> dict[str, Any]:
+def final_run(plan: Plan, arm: str, args: argparse.Namespace, done: Done) -> dict[str, Any]:
     """The chosen arm for the plan's longer budget, then its test score with the pair tune picks on valid."""
-    final = train_and_score(plan, arm, plan.arms[arm], plan.seeds[0], args.final_minutes, args)
+    final = dict(done.run(plan, arm, plan.arms[arm], plan.seeds[0], args.final_minutes, args))
     started = time.perf_counter()
     tuned = run_tune(
         Path(final["run_dir"]), args.beams, args.length_penalties, False, "best", args.data, args.device
@@ -271,13 +321,14 @@ def parse_args(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run every arm with every seed, summarise, run the best arm longer, write results.json and table.md."""
     plan, args = parse_args(argv)
+    done = Done(args.out)
     runs = [
-        train_and_score(plan, name, overrides, seed, plan.minutes, args)
+        done.run(plan, name, overrides, seed, plan.minutes, args)
         for name, overrides in plan.arms.items()
         for seed in plan.seeds
     ]
     summaries = arm_summaries(runs)
-    final = final_run(plan, best_arm(summaries), args) if plan.final_minutes else None
+    final = final_run(plan, best_arm(summaries), args, done) if plan.final_minutes else None
     results = {
         "plan": args.plan,
         "config": str(plan.config),

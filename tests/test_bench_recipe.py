@@ -47,7 +47,7 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
     out = tmp_path / "out"
     sets = ["model.type=transformer", "data.valid_size=10", "data.test_size=10", "train.threads=1"]
     argv = ["cpu", "--out", str(out), "--config", str(TINY), "--data", str(corpus), "--device", "cpu"]
-    argv += ["--minutes", "0.05", "--final-minutes", "0.05", "--arms", "3-1 layers", "--seeds", "0,1"]
+    argv += ["--minutes", "0.05", "--final-minutes", "0.06", "--arms", "3-1 layers", "--seeds", "0,1"]
     argv += ["--beams", "1,2", "--length-penalties", "1.0"]
     try:
         results = bench.main([*argv, *(item for s in sets for item in ("--set", s))])
@@ -78,3 +78,21 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
     assert final["arm"] == bench.best_arm(results["arms"]) and final["tuned"]["beam_size"] in (1, 2)
     table = (out / "table.md").read_text(encoding="utf-8")
     assert table.count("| 3-1 layers |") == 3 and "Best arm" in table
+
+    # A later sitting with the same --out trains only what done.jsonl lacks: the last arm run and the final.
+    done = out / "done.jsonl"
+    lines = done.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 5  # four arm runs, then the final run
+    done.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    trained = []
+    real_train = bench.train
+    monkeypatch.setattr(
+        bench, "train", lambda cfg, run_dir, **kw: trained.append(run_dir) or real_train(cfg, run_dir, **kw)
+    )
+    try:
+        again = bench.main([*argv, *(item for s in sets for item in ("--set", s))])
+    finally:
+        close_run_log()
+    assert trained == [Path(results["runs"][3]["run_dir"]), Path(results["final"]["run_dir"])]
+    assert again["runs"][:3] == results["runs"][:3]
+    assert len(done.read_text(encoding="utf-8").splitlines()) == 5
