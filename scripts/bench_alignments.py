@@ -4,15 +4,15 @@
 
 For every pair of scripts/data/alignments_gold.txt (English source, French reference, Sure and
 Possible links; its header gives the conventions) the run is forced along the reference and its
-word alignment read from the attention, as `attn-mt score --alignments` reads it (decoding/
-scoring.py with `alignments`, decoding/alignments.py). For a Transformer the alignment is also
-read from each decoder layer's head average and from the mean over every layer; the default (the
-last layer) is the one `score` and `translate` write. A diagonal alignment (target word j to source
-word round((j + 0.5) * S / T - 0.5)) gives the scale.
+word alignment read from the attention, as `attn-mt score --alignments --no-split` reads it
+(decoding/scoring.py with `alignments`, decoding/alignments.py): each pair one sentence. For a
+Transformer the alignment is also read from each decoder layer's head average and from the mean
+over every layer; the default (the last layer) is the one `score` and `translate` write. A
+diagonal alignment (target word j to source word round((j + 0.5) * S / T - 0.5)) gives the scale.
 
 AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) (Och and Ney 2003), summed over all pairs, with S
 within P. Runs whose tokens split punctuation off (the book's tokenizer) are projected onto the
-gold's whitespace words: a link between two tokens is a link between the words they belong to.
+gold's space-separated words: a link between two tokens is a link between the words they belong to.
 
 A layer picked as the best on this sample is also scored by halves: chosen on the even-numbered
 pairs and reported on the odd ones and the other way round, so that the choice is not judged on

@@ -239,14 +239,14 @@ def _pharaoh(line: str) -> list[tuple[int, int]]:
     return [(int(i), int(j)) for i, j in (pair.split("-") for pair in line.split())]
 
 
-@pytest.mark.parametrize("name", ["gru", "transformer", "subword"])
+@pytest.mark.parametrize("name", ["gru", "transformer", "subword", "ctranslate2"])
 def test_score_alignments_of_the_models_own_greedy_output_are_translates(run_paths, run_cli, tmp_path, name):
     """`score --alignments` along the model's own greedy output writes the pairs `translate --alignments`
     wrote for it (one function aligns both), a line of two sentences included; along another target the
     pairs are valid: each target word once, every source index within the source's words."""
     run_dir = str(run_paths[name])
     lines = ["golf alpha echo . hotel foxtrot .", "charlie bravo .", "delta echo golf hotel ."]
-    if name == "subword":
+    if name in ("subword", "ctranslate2"):
         lines = ["Golf alpha echo. Hotel foxtrot.", "Charlie bravo.", "Delta echo golf hotel."]
     told = tmp_path / "translate.align"
     printed = run_cli(
@@ -259,6 +259,8 @@ def test_score_alignments_of_the_models_own_greedy_output_are_translates(run_pat
     done = run_cli("score", run_dir, "-s", str(source), "-t", str(target), "--alignments", str(scored))
     assert done.returncode == 0, done.stderr
     assert scored.read_text(encoding="utf-8") == told.read_text(encoding="utf-8")
+    api = attn_mt.load(run_dir).score(lines, outputs, alignments=True)
+    assert [s.alignment.pharaoh() + "\n" for s in api] == told.read_text(encoding="utf-8").splitlines(True)
     assert any(_pharaoh(line) for line in scored.read_text(encoding="utf-8").splitlines())
     others = ["un deux trois quatre cinq six sept", "a b", "x"]
     other_target = _write(tmp_path / "other.fr", others)
