@@ -14,25 +14,31 @@ AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) (Och and Ney 2003), summed over all 
 within P. Runs whose tokens split punctuation off (the book's tokenizer) are projected onto the
 gold's space-separated words: a link between two tokens is a link between the words they belong to.
 
-A layer picked as the best on this sample is also scored by halves: chosen on the even-numbered
-pairs and reported on the odd ones and the other way round, so that the choice is not judged on
-the pairs that made it.
+The torch engine's maps are also read shifted ("shift-att", Chen et al. 2020): an output word
+aligned by the attention of the step that reads it as the decoder's input, the step after the one
+that predicts it (not what `score` and `translate` write). A map picked as the best on this sample
+is also scored by halves: chosen on the even-numbered pairs and reported on the odd ones and the
+other way round, so that the choice is not judged on the pairs that made it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from attn_mt.config import Config
 from attn_mt.data.preprocess import preprocess, tokenize
 from attn_mt.decoding.alignments import WordAlignment, align_words
+from attn_mt.decoding.attention import SentenceAttention
 from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import Hypothesis, Translation
 from attn_mt.decoding.scoring import score_with
+from attn_mt.decoding.translator import in_words
 from attn_mt.run.open import open_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,27 +144,49 @@ def projected(alignment: WordAlignment, sources: list[int], targets: list[int]) 
     return {(sources[i], targets[j]) for i, j in alignment.pairs}
 
 
+def shifted(attention: SentenceAttention) -> SentenceAttention:
+    """Piece-level maps whose cross-attention row for output piece t is the row of step t + 1, where that
+    piece is the decoder's input ("shift-att", Chen et al. 2020); the closing <eos> keeps its own row."""
+    cross = attention.maps["cross"]  # (..., T, S), T = output pieces and <eos>
+    moved = np.concatenate([cross[..., 1:, :], cross[..., -1:, :]], axis=-2)  # (..., T, S)
+    return replace(attention, maps={**attention.maps, "cross": moved})
+
+
+def layer_choices(engine: Engine) -> dict[str, int | None]:
+    """The cross-attention maps to read: the last layer (the default), and for a Transformer each
+    layer and the mean over all layers."""
+    layers = engine.cfg.model.depths.decoder if engine.cfg.model.type == "transformer" else 1
+    choices: dict[str, int | None] = {"default (last layer)": -1}
+    if engine.all_attention_maps and layers > 1:
+        choices |= {f"layer {n + 1}": n for n in range(layers - 1)} | {"all layers": None}
+    return choices
+
+
 def forced_attention_alignments(engine: Engine, gold: list[GoldPair]) -> dict[str, list[Links]]:
-    """Each choice of map's links for every gold pair, the reference forced, projected on gold words."""
+    """Each choice of map's links for every gold pair, the reference forced, projected on gold words;
+    the default is what `score --alignments` writes, the shifted ones (torch engine) are not."""
     scored = score_with(engine, [p.source for p in gold], [p.target for p in gold], alignments=True)
-    cross_layers = engine.cfg.model.depths.decoder if engine.cfg.model.type == "transformer" else 0
-    choices: dict[str, list[Links]] = {"default": []}
-    if engine.all_attention_maps and cross_layers > 1:
-        choices.update({f"layer {n + 1}": [] for n in range(cross_layers)} | {"all layers": []})
+    layers = layer_choices(engine)
+    choices: dict[str, list[Links]] = {name: [] for name in layers}
+    if engine.all_attention_maps:
+        choices |= {f"shifted, {name}": [] for name in layers}
     for pair, found in zip(gold, scored, strict=True):
         sources, targets = word_owners(engine.cfg, pair.source), word_owners(engine.cfg, pair.target)
         assert found.alignment is not None
-        choices["default"].append(projected(found.alignment, sources, targets))
-        if len(choices) == 1:
-            continue
         ids = engine.tgt_vocab.encode(found.target_tokens)
-        given = Translation(
-            pair.source, found.source_tokens, hypotheses=[Hypothesis(ids, found.log_prob, 0.0)]
-        )
-        attention = engine.attention(given, words=True)
-        for n in range(cross_layers):
-            choices[f"layer {n + 1}"].append(projected(align_words(attention, n), sources, targets))
-        choices["all layers"].append(projected(align_words(attention, None), sources, targets))
+        best = Hypothesis(ids, found.log_prob, found.score)
+        output = Translation(pair.source, found.source_tokens, hypotheses=[best])
+        words = engine.attention(output, words=True)
+        for name, layer in layers.items():
+            choices[name].append(projected(align_words(words, layer), sources, targets))
+        assert choices["default (last layer)"][-1] == projected(found.alignment, sources, targets)
+        if not engine.all_attention_maps:
+            continue
+        fed, src_len = engine.source_ids(found.source_tokens)
+        pieces = shifted(engine.attention(output))
+        moved = in_words(pieces, engine.src_vocab, engine.tgt_vocab, fed[:src_len], ids)
+        for name, layer in layers.items():
+            choices[f"shifted, {name}"].append(projected(align_words(moved, layer), sources, targets))
     return choices
 
 
@@ -171,9 +199,9 @@ def counted(gold: list[GoldPair], links: list[Links]) -> Counts:
 
 
 def held_out_choice(choices: dict[str, Counts]) -> dict[str, object]:
-    """The best layer picked on one half of the pairs and scored on the other, both ways."""
-    layers = {name: c for name, c in choices.items() if name != "default"}
-    if not layers:
+    """The best map picked on one half of the pairs and scored on the other, both ways."""
+    layers = choices
+    if len(layers) == 1:
         return {}
     result = {}
     for pick, report in ((0, 1), (1, 0)):
@@ -181,7 +209,7 @@ def held_out_choice(choices: dict[str, Counts]) -> dict[str, object]:
         result[f"picked on {'even' if pick == 0 else 'odd'}"] = {
             "choice": best,
             "aer held out": round(layers[best].half(report).scores()["aer"], 4),
-            "default's aer there": round(choices["default"].half(report).scores()["aer"], 4),
+            "default's aer there": round(choices["default (last layer)"].half(report).scores()["aer"], 4),
         }
     return result
 
