@@ -268,6 +268,11 @@ def score(
         help="Score each line pair sentence by sentence, split as translate splits it, and add up "
         "(default); --no-split: each line whole.",
     ),
+    alignments: Path | None = typer.Option(
+        None,
+        "--alignments",
+        help="Write Pharaoh word alignments (i-j) of each target line here, one line per line pair.",
+    ),
 ) -> None:
     """Score given translations: each target line's log-probability under the model, per token and in all."""
     from attn_mt.commands.score import run_score
@@ -283,6 +288,7 @@ def score(
         length_penalty=length_penalty,
         quantize=quantize,
         split=split,
+        alignments=alignments,
     )
 
 

@@ -337,6 +337,16 @@ CASES: dict[str, list[str]] = {
     "hf-out-not-empty": ["export", "SPRUN", "notes", "--format", "huggingface"],
     "score-line-counts": ["score", "RUN", "--source", "three.en", "--target", "two.fr"],
     "score-blank-line": ["score", "RUN", "--source", "gap.en", "--target", "three.fr"],
+    "score-alignments-is-directory": [
+        "score",
+        "RUN",
+        "--source",
+        "three.en",
+        "--target",
+        "three.en",
+        "--alignments",
+        "somedir",
+    ],
     "score-not-utf8": ["score", "RUN", "--source", "three.en", "--target", "latin1.txt"],
 }
 

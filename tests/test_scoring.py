@@ -234,6 +234,61 @@ def test_a_line_of_sentences_scores_what_translate_reported_for_it(tiny_runs, ru
     assert abs(whole.score - api.score) > 1e-3  # one long sentence: another number
 
 
+def _pharaoh(line: str) -> list[tuple[int, int]]:
+    """`0-1 2-0` as [(0, 1), (2, 0)]."""
+    return [(int(i), int(j)) for i, j in (pair.split("-") for pair in line.split())]
+
+
+@pytest.mark.parametrize("name", ["gru", "transformer", "subword", "ctranslate2"])
+def test_score_alignments_of_the_models_own_greedy_output_are_translates(run_paths, run_cli, tmp_path, name):
+    """`score --alignments` along the model's own greedy output writes the pairs `translate --alignments`
+    wrote for it (one function aligns both), a line of two sentences included; along another target the
+    pairs are valid: each target word once, every source index within the source's words."""
+    run_dir = str(run_paths[name])
+    lines = ["golf alpha echo . hotel foxtrot .", "charlie bravo .", "delta echo golf hotel ."]
+    if name in ("subword", "ctranslate2"):
+        lines = ["Golf alpha echo. Hotel foxtrot.", "Charlie bravo.", "Delta echo golf hotel."]
+    told = tmp_path / "translate.align"
+    printed = run_cli(
+        "translate", run_dir, *lines, "--beam", "1", "--alignments", str(told), "--device", "cpu"
+    )
+    assert printed.returncode == 0, printed.stderr
+    outputs = printed.stdout.splitlines()
+    source, target = _write(tmp_path / "src.en", lines), _write(tmp_path / "tgt.fr", outputs)
+    scored = tmp_path / "score.align"
+    done = run_cli("score", run_dir, "-s", str(source), "-t", str(target), "--alignments", str(scored))
+    assert done.returncode == 0, done.stderr
+    assert scored.read_text(encoding="utf-8") == told.read_text(encoding="utf-8")
+    api = attn_mt.load(run_dir).score(lines, outputs, alignments=True)
+    assert [s.alignment.pharaoh() + "\n" for s in api] == told.read_text(encoding="utf-8").splitlines(True)
+    assert any(_pharaoh(line) for line in scored.read_text(encoding="utf-8").splitlines())
+    others = ["un deux trois quatre cinq six sept", "a b", "x"]
+    other_target = _write(tmp_path / "other.fr", others)
+    done = run_cli("score", run_dir, "-s", str(source), "-t", str(other_target), "--alignments", str(scored))
+    assert done.returncode == 0, done.stderr
+    written = scored.read_text(encoding="utf-8").splitlines()
+    assert len(written) == len(lines)
+    for line, other, pairs in zip(lines, others, written, strict=True):
+        found = _pharaoh(pairs)
+        assert sorted(j for _, j in found) == list(range(len(other.split())))
+        assert all(0 <= i < len(line.split()) for i, _ in found)
+
+
+def test_score_with_alignments_joins_a_lines_sentences_and_leaves_them_out_unasked(engines):
+    from attn_mt.decoding.scoring import score_lines
+
+    engine = engines["subword"]
+    source, target = "Golf alpha. Hotel.", "un deux trois. quatre cinq."
+    (plain,) = score_lines(engine, [source], [target])
+    assert plain.alignment is None
+    (line,) = score_lines(engine, [source], [target], alignments=True)
+    parts = score_with(engine, ["Golf alpha.", "Hotel."], ["un deux trois.", "quatre cinq."], alignments=True)
+    assert line.alignment is not None and all(p.alignment is not None for p in parts)
+    first = parts[0].alignment.pairs
+    assert line.alignment.pairs == first + [(i + 2, j + 3) for i, j in parts[1].alignment.pairs]
+    assert line.alignment.target_words == target.split()
+
+
 def test_the_score_schemas_idea_of_blank_is_the_servers():
     """POST /score's pattern refuses exactly the texts str.strip leaves empty (U+001C-U+001F and U+0085
     too, which JSON Schema's \\S counts as text), so a schema-valid pair never meets the blank check."""

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from attn_mt.commands.translate import read_text_lines
+from attn_mt.commands.translate import read_text_lines, refuse_directories, write_alignments
+from attn_mt.decoding.alignments import WordAlignment
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import with_length_penalty
 from attn_mt.decoding.scoring import Scored, blank_pairs, name_blank, score_lines
@@ -50,16 +51,18 @@ def run_score(
     length_penalty: float | None = None,
     quantize: str | None = None,
     split: bool = True,
+    alignments: Path | None = None,
 ) -> None:
     """Score every target line against its source line and write one record per line.
 
     With `split` (the default, as `translate`), a line pair is scored sentence by sentence and its
     record adds them up (decoding/scoring.py: `score_lines`); without it each line is one sentence.
+    `alignments`: a file to write each target line's Pharaoh word alignment to, as `translate
+    --alignments` writes its outputs'.
     """
     if output_format not in FORMATS:
         raise UserError(f"--format {output_format!r}: expected one of {', '.join(FORMATS)}")
-    if output is not None and output.is_dir():
-        raise UserError(f"--output {output} is a directory; give a file path")
+    refuse_directories(output, alignments)
     if source_file == "-" and target_file == "-":
         raise UserError("--source and --target cannot both be standard input")
     sources = read_text_lines(source_file, "--source")
@@ -74,7 +77,7 @@ def run_score(
         raise UserError(f"nothing to score on {name_blank(blank, 'line')}: a blank source sentence")
     run = open_model(run_dir, checkpoint, device, quantize)
     engine = translator_for(run, with_length_penalty(run.config, length_penalty))
-    scored = score_lines(engine, sources, targets, split, progress=True)
+    scored = score_lines(engine, sources, targets, split, progress=True, alignments=alignments is not None)
     for number, pair in enumerate(scored, start=1):
         for warning in pair.warnings:
             print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
@@ -89,3 +92,5 @@ def run_score(
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
+    if alignments is not None:
+        write_alignments(alignments, [s.alignment or WordAlignment() for s in scored])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attn_mt.decoding.alignments import alignment_of, joined
+from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
 from attn_mt.decoding.engine import check_sampling
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.ensembles import open_models
@@ -139,6 +139,19 @@ def line_prefixes(prefix: str | None, prefix_file: str | None, count: int) -> li
     return prefixes
 
 
+def refuse_directories(output: Path | None, alignments: Path | None) -> None:
+    """Refuse an --output or --alignments path that is a directory: each names a file to write."""
+    for option, path in (("--output", output), ("--alignments", alignments)):
+        if path is not None and path.is_dir():
+            raise UserError(f"{option} {path} is a directory; give a file path")
+
+
+def write_alignments(path: Path, lines: list[WordAlignment]) -> None:
+    """Each line's word alignment as one line of Pharaoh pairs in `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line.pharaoh() + "\n" for line in lines), encoding="utf-8")
+
+
 def run_translate(
     run_dir: Path,
     texts: list[str],
@@ -164,9 +177,7 @@ def run_translate(
     With `split`, each line is translated sentence by sentence (decoding/lines.py); a line with a
     prefix is translated whole. Texts that name models (`models_and_texts`) make an ensemble.
     """
-    for option, path in (("--output", output), ("--alignments", alignments)):
-        if path is not None and path.is_dir():
-            raise UserError(f"{option} {path} is a directory; give a file path")
+    refuse_directories(output, alignments)
     check_sampling(sampling, beam, nbest)
     models, texts = models_and_texts(run_dir, texts)
     lines = read_input_lines(input_file, texts)
@@ -191,9 +202,8 @@ def run_translate(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
     if alignments is not None:
-        pairs = [joined([alignment_of(translator, s) for s in r.sentences]).pharaoh() for r in results]
-        alignments.parent.mkdir(parents=True, exist_ok=True)
-        alignments.write_text("".join(line + "\n" for line in pairs), encoding="utf-8")
+        found = [joined([alignment_of(translator, s) for s in r.sentences]) for r in results]
+        write_alignments(alignments, found)
     if attention_dir is not None:
         from attn_mt.evaluation.attention_dumps import save_attention  # matplotlib, only when asked
 

@@ -21,6 +21,11 @@ error: there is nothing to translate. No torch here: CTranslate2 folders score t
 source cut into sentences as `translate` cuts it, the target into the target language's sentences,
 each sentence pair scored and the line's numbers added up, as `translate` adds up its sentences'. So
 a line's score is the same whether `translate` reports it for its own output or `score` computes it.
+
+With `alignments`, each pair also gets the word alignment of its target (decoding/alignments.py's
+`alignment_of`, the function `translate --alignments` uses, on the given target instead of a
+search's output), so the model's own output gets the pairs `translate` wrote for it; a line's
+sentences' alignments are joined as `translate` joins them.
 """
 
 from __future__ import annotations
@@ -29,9 +34,16 @@ from dataclasses import dataclass, replace
 
 from attn_mt.data.sentences import split_line
 from attn_mt.data.vocab import EOS
+from attn_mt.decoding import alignments as word_alignments
 from attn_mt.decoding.engine import Engine
 from attn_mt.decoding.lines import line_warnings, split_for
-from attn_mt.decoding.outputs import PROGRESS_DELAY_S, gnmt_length_penalty, prepare_sentence
+from attn_mt.decoding.outputs import (
+    PROGRESS_DELAY_S,
+    Hypothesis,
+    Translation,
+    gnmt_length_penalty,
+    prepare_sentence,
+)
 from attn_mt.errors import UserError
 from attn_mt.limits import length_penalty_problem
 from attn_mt.progress_bars import progress_bar
@@ -49,6 +61,7 @@ class Scored:
     log_prob: float
     score: float
     warnings: list[str]
+    alignment: word_alignments.WordAlignment | None = None  # with `alignments`: the target's words aligned
 
 
 EMPTY_TARGET_NOTE = "an empty target: scored as the model ending at once (<eos> alone)"
@@ -75,12 +88,14 @@ def score_with(
     targets: list[str],
     length_penalty: float | None = None,
     progress: bool = False,
+    alignments: bool = False,
 ) -> list[Scored]:
     """Score each target as a translation of its source (see the module docstring), batched.
 
     `length_penalty` None takes the run's decode.length_penalty. A blank source or target is a
     UserError naming the pair (1-based), as is a different number of sources and targets; a blank
-    target scores `<eos>` alone.
+    target scores `<eos>` alone. With `alignments`, each pair's `alignment` is its target's word
+    alignment.
     """
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
@@ -109,6 +124,11 @@ def score_with(
         if unknown:
             warnings.append(f"unknown target tokens, scored as <unk>: {' '.join(dict.fromkeys(unknown))}")
         log_prob = float(sum(found.log_probs))
+        score = log_prob / gnmt_length_penalty(len(ids) + 1, alpha)
+        alignment = None
+        if alignments:
+            given = Translation(sources[k], source_tokens[k], hypotheses=[Hypothesis(ids, log_prob, score)])
+            alignment = word_alignments.alignment_of(engine, given)
         scored.append(
             Scored(
                 source=sources[k],
@@ -117,8 +137,9 @@ def score_with(
                 target_tokens=tgt_vocab.decode(ids),
                 token_log_probs=found.log_probs,
                 log_prob=log_prob,
-                score=log_prob / gnmt_length_penalty(len(ids) + 1, alpha),
+                score=score,
                 warnings=warnings,
+                alignment=alignment,
             )
         )
     return scored
@@ -143,7 +164,7 @@ def sentence_pairs(engine: Engine, source: str, target: str) -> tuple[list[tuple
 
 def joined(source: str, target: str, parts: list[Scored], notes: list[str]) -> Scored:
     """A line's score from its sentences': log-probabilities and scores added, tokens in a row (an <eos>
-    between the sentences' targets), the line's notes before the sentences' warnings."""
+    between the sentences' targets), the line's notes before the sentences' warnings, alignments joined."""
     warnings = line_warnings(notes, [p.warnings for p in parts])
     if len(parts) == 1:
         return replace(parts[0], source=source, target=target, warnings=warnings)
@@ -156,6 +177,9 @@ def joined(source: str, target: str, parts: list[Scored], notes: list[str]) -> S
         log_prob=sum(p.log_prob for p in parts),
         score=sum(p.score for p in parts),
         warnings=warnings,
+        alignment=None
+        if parts[0].alignment is None
+        else word_alignments.joined([p.alignment for p in parts if p.alignment is not None]),
     )
 
 
@@ -166,11 +190,12 @@ def score_lines(
     split: bool = True,
     length_penalty: float | None = None,
     progress: bool = False,
+    alignments: bool = False,
 ) -> list[Scored]:
     """Score each target line as a translation of its source line (`score_with`); with `split` (what
     `translate` does), sentence by sentence and added up (see the module docstring)."""
     if not split:
-        return score_with(engine, sources, targets, length_penalty, progress)
+        return score_with(engine, sources, targets, length_penalty, progress, alignments)
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} sources but {len(targets)} targets: give one target per source")
     blank = blank_pairs(sources, targets)
@@ -178,7 +203,9 @@ def score_lines(
         raise UserError(f"nothing to score in {name_blank(blank, 'pair')}: a blank sentence")
     planned = [sentence_pairs(engine, s, t) for s, t in zip(sources, targets, strict=True)]
     pieces = [pair for pairs, _ in planned for pair in pairs]
-    parts = score_with(engine, [s for s, _ in pieces], [t for _, t in pieces], length_penalty, progress)
+    parts = score_with(
+        engine, [s for s, _ in pieces], [t for _, t in pieces], length_penalty, progress, alignments
+    )
     scored, at = [], 0
     for source, target, (pairs, notes) in zip(sources, targets, planned, strict=True):
         scored.append(joined(source, target, parts[at : at + len(pairs)], notes))

@@ -72,11 +72,13 @@ class TranslationModel:
         targets: list[str],
         length_penalty: float | None = None,
         split: bool = True,
+        alignments: bool = False,
     ) -> list[Scored]:
         """How probable the model finds each target as a translation of its source (what `attn-mt score`
-        writes), sentence by sentence and added up unless `split=False`."""
+        writes), sentence by sentence and added up unless `split=False`; `alignments=True` fills each
+        result's `alignment` (what `score --alignments` writes)."""
         engine = translator_for(self.run, with_length_penalty(self.config, length_penalty))
-        return score_lines(engine, as_list(sources), as_list(targets), split)
+        return score_lines(engine, as_list(sources), as_list(targets), split, alignments=alignments)
 
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """Every attention map of a translated sentence's best output; shows as heatmaps in Jupyter.
