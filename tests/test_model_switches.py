@@ -21,6 +21,7 @@ from attn_mt.models.build import build_model
 from attn_mt.models.transformer import Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import load_run
+from attn_mt.serving.lab.exercises import learned_or_no_positions
 from attn_mt.shipping.average import average_weights
 from attn_mt.shipping.ctranslate2_export import _check_transformer
 from attn_mt.training.launch import train
@@ -39,18 +40,22 @@ def corpus(tmp_path_factory) -> Path:
     return write_corpus(tmp_path_factory.mktemp("switches") / "reverse.txt", n=120)
 
 
-@pytest.fixture(scope="module", params=sorted(SWITCHES))
-def switched_run(request, corpus) -> tuple[str, Path]:
-    """Two epochs of configs/tiny.yaml with one switch (train.kernels auto: plain torch for a switch)."""
-    run_dir = corpus.parent / request.param
+def fit(run_dir: Path, corpus: Path, overrides: list[str]) -> Path:
+    """Two epochs of configs/tiny.yaml + `overrides` (train.kernels auto: plain torch for a switch)."""
     threads = torch.get_num_threads()
     try:
-        cfg = load_config(TINY, [*TINY_EVERY_STEP, *SWITCHES[request.param]])
+        cfg = load_config(TINY, [*TINY_EVERY_STEP, *overrides])
         train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
     finally:
         torch.set_num_threads(threads)
         close_run_log()
-    return request.param, run_dir
+    return run_dir
+
+
+@pytest.fixture(scope="module", params=sorted(SWITCHES))
+def switched_run(request, corpus) -> tuple[str, Path]:
+    """A tiny run with one switch."""
+    return request.param, fit(corpus.parent / request.param, corpus, SWITCHES[request.param])
 
 
 def test_a_switched_run_trains_reloads_and_translates(switched_run):
@@ -207,3 +212,20 @@ def test_exports_refuse_and_average_keeps_batch_statistics(switched_run):
             assert torch.equal(averaged[name], tensor * 2)  # the later checkpoint's count
         elif tensor.is_floating_point():
             torch.testing.assert_close(averaged[name], tensor + 0.5)
+
+
+def test_the_lab_compares_opened_runs_that_differ_in_a_switch(corpus):
+    runs = {
+        name: load_run(fit(corpus.parent / f"lab-{name}", corpus, ["model.positional_encoding=" + name]))
+        for name in ("sinusoidal", "none")
+    }
+    losses = {
+        name: json.loads((run.source / "run_summary.json").read_text(encoding="utf-8"))["final_loss"]
+        for name, run in runs.items()
+    }
+    found = learned_or_no_positions(runs)["found"]
+    for name, loss in losses.items():
+        assert f"{name} (model.positional_encoding: {name}) {loss:.4f}" in found
+    assert "Their configs differ only in model.positional_encoding." in found
+    alone = learned_or_no_positions({"sinusoidal": runs["sinusoidal"]})["found"]
+    assert alone.startswith("Measured on a 2-core AMD EPYC") and "--set model.positional_encoding=" in alone
