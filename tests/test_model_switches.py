@@ -22,6 +22,9 @@ from attn_mt.models.transformer import Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import load_run
 from attn_mt.serving.lab.exercises import learned_or_no_positions
+from attn_mt.serving.lab.inputs import LabError
+from attn_mt.serving.lab.stepping import stepping_panel
+from attn_mt.serving.lab.transformer import transformer_panel
 from attn_mt.shipping.average import average_weights
 from attn_mt.shipping.ctranslate2_export import _check_transformer
 from attn_mt.training.launch import train
@@ -204,6 +207,11 @@ def test_exports_refuse_and_average_keeps_batch_statistics(switched_run):
     if case != "dot":
         with pytest.raises(UserError, match=r"--format ctranslate2 expresses the book's architecture only"):
             _check_transformer(run)
+        with pytest.raises(LabError, match=r"this panel draws the book's Transformer"):
+            transformer_panel({"run": run}, {"sentence": "alpha hotel ."})
+    else:
+        with pytest.raises(LabError, match=r"scores with model.scoring: dot"):
+            stepping_panel({"run": run}, {"sentence": "alpha hotel ."})
     state = run.model.state_dict()
     later = {name: tensor + 1 if tensor.is_floating_point() else tensor * 2 for name, tensor in state.items()}
     averaged = average_weights([state, later])
