@@ -30,6 +30,9 @@ SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
 LOSS_AVERAGES = ("book", "token")
 INITS = ("xavier", "default")
 EMBED_INITS = ("book", "scaled")
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")  # the Transformer's; sinusoidal is the book's
+NORMS = ("layer", "batch")  # the normalisation in the Transformer's add & norm; layer is the book's
+SCORINGS = ("additive", "dot")  # the Bahdanau decoder's attention scoring; additive is the book's
 AMP_MODES = ("none", "auto", "bf16", "fp16")
 KERNEL_CHOICES = ("auto", "reference", "cpu", "gpu")  # see attn_mt/kernels
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
@@ -96,6 +99,17 @@ class ModelConfig:
     tie_embeddings: bool = False
     tie_source_embedding: bool = False
     embed_init: str = "book"
+    positional_encoding: str = "sinusoidal"  # transformer: sinusoidal (the book's), learned or none
+    max_positions: int = 256  # rows of the learned position table (positional_encoding: learned)
+    norm: str = "layer"  # transformer's add & norm: layer (the book's LayerNorm) or batch (BatchNorm1d)
+    scoring: str = "additive"  # gru_bahdanau's attention: additive (the book's) or dot (scaled dot product)
+
+    @property
+    def switches(self) -> dict[str, str]:
+        """The chapter's exercise switches set away from the book's choice, as {"model.key": value}."""
+        book = {"positional_encoding": "sinusoidal", "norm": "layer", "scoring": "additive"}
+        chosen = {key: getattr(self, key) for key in book}
+        return {f"model.{key}": value for key, value in chosen.items() if value != book[key]}
 
     @property
     def depths(self) -> Depths:
@@ -179,6 +193,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.subword_type": SUBWORD_TYPES,
     "model.type": MODEL_TYPES,
     "model.embed_init": EMBED_INITS,
+    "model.positional_encoding": POSITIONAL_ENCODINGS,
+    "model.norm": NORMS,
+    "model.scoring": SCORINGS,
     "train.optimizer": OPTIMIZERS,
     "train.schedule": SCHEDULES,
     "train.loss_average": LOSS_AVERAGES,
@@ -283,6 +300,7 @@ def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> N
         "model.decoder_layers",
         "model.num_heads",
         "model.ffn_num_hiddens",
+        "model.max_positions",
         "train.epochs",
         "train.accum_steps",
         "train.log_every",
@@ -400,6 +418,7 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             f"model.embed_init: {cfg.model.embed_init!r} rescales the transformer's sqrt(H)-scaled "
             f"embeddings, but model.type is {cfg.model.type!r}"
         )
+    _check_switches(cfg, problems)
     if _sound(problems, "model.tie_source_embedding", "data.tokenizer", "data.shared_vocab") and (
         cfg.model.tie_source_embedding
         and (cfg.data.tokenizer != "sentencepiece" or not cfg.data.shared_vocab)
@@ -452,6 +471,36 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             )
         if cfg.train.patience:
             problems.append("train.patience: early stopping needs a valid split, but data.valid_size is 0")
+
+
+def refuse_switches(model: ModelConfig, what: str) -> None:
+    """A UserError naming the exercise switches of `model` that `what` (an export format) cannot express."""
+    if model.switches:
+        listed = ", ".join(f"{key}: {value}" for key, value in model.switches.items())
+        raise UserError(
+            f"{what} expresses the book's architecture only, but this run has {listed} "
+            "(export it with --format pt)"
+        )
+
+
+def _check_switches(cfg: Config, problems: list[str]) -> None:
+    """Each exercise switch belongs to one model type, and the fast kernels run the book's choices only."""
+    owners = {"positional_encoding": "transformer", "norm": "transformer", "scoring": "gru_bahdanau"}
+    for key, owner in owners.items():
+        if _sound(problems, "model.type", f"model.{key}") and (
+            f"model.{key}" in cfg.model.switches and cfg.model.type != owner
+        ):
+            problems.append(
+                f"model.{key}: {getattr(cfg.model, key)!r} applies to model.type {owner!r} only, "
+                f"but model.type is {cfg.model.type!r}"
+            )
+    switches = [key for key in cfg.model.switches if _sound(problems, key)]
+    if _sound(problems, "train.kernels") and switches and cfg.train.kernels in ("cpu", "gpu"):
+        problems.append(
+            f"train.kernels: {cfg.train.kernels} runs the book's architecture only, but "
+            f"{', '.join(f'{key} is {cfg.model.switches[key]!r}' for key in switches)} "
+            "(use auto or reference: they train it with plain torch)"
+        )
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]

@@ -74,6 +74,8 @@ def workspace(tmp_path_factory) -> Path:
     cfg = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1"])
     train(cfg, ws / "RUN", data_path=str(corpus), quiet=True, device="cpu")
     train(cfg, ws / "NOCKPT", data_path=str(corpus), quiet=True, device="cpu")
+    dot = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.epochs=1", "model.scoring=dot"])
+    train(dot, ws / "DOTRUN", data_path=str(corpus), quiet=True, device="cpu")
     run_eval(ws / "RUN", "book", None, 0, None, "best", None, "cpu")
     subwords = [
         "data.mode=split",
@@ -105,9 +107,14 @@ def workspace(tmp_path_factory) -> Path:
     shutil.copytree(ws / "SPRUN", ws / "BADSUMMARY")
     (ws / "BADSUMMARY" / "run_summary.json").write_text("{", encoding="utf-8")
     run_export(ws / "SPRUN", ws / "sprun.pt", "best", "pt", None)
-    for name, config in (("BOOKTF", "d2l_transformer.yaml"), ("WORDTF", "tiny.yaml")):  # configs alone
+    configs_alone = (
+        ("BOOKTF", "d2l_transformer.yaml", []),
+        ("WORDTF", "tiny.yaml", []),
+        ("BATCHTF", "d2l_transformer.yaml", ["model.norm=batch"]),
+    )
+    for name, config, sets in configs_alone:
         (ws / name).mkdir()
-        (ws / name / "config.yaml").write_text(load_config(ROOT / "configs" / config).to_yaml())
+        (ws / name / "config.yaml").write_text(load_config(ROOT / "configs" / config, sets).to_yaml())
         for vocab in ("src_vocab.json", "tgt_vocab.json"):
             shutil.copyfile(ws / "RUN" / vocab, ws / name / vocab)
     for checkpoint in (ws / "NOCKPT" / "checkpoints").iterdir():
@@ -140,6 +147,17 @@ CASES: dict[str, list[str]] = {
     "unknown-key": ["validate", "typo.yaml"],
     "wrong-type": ["train", "--set", "train.lr=fast", "--run-dir", "new"],
     "bad-choice": ["train", "--set", "model.type=lstm", "--run-dir", "new"],
+    "switch-bad-value": ["train", "--set", "model.positional_encoding=rotary", "--run-dir", "new"],
+    "switch-wrong-model": ["train", "--set", "model.norm=batch", "--run-dir", "new"],
+    "switch-with-kernels": [
+        "train",
+        "--set",
+        "model.scoring=dot",
+        "--set",
+        "train.kernels=cpu",
+        "--run-dir",
+        "new",
+    ],
     "negative-size": ["train", "--set", "model.num_hiddens=-3", "--run-dir", "new"],
     "not-finite": ["train", "--set", "train.lr=.nan", "--run-dir", "new"],
     "no-valid-split": [
@@ -331,6 +349,8 @@ CASES: dict[str, list[str]] = {
     "damaged-export": ["translate", "damaged.pt", "go ."],
     "not-an-export": ["translate", "other.pt", "go ."],
     "onnx-out-is-file": ["export", "RUN", "empty.txt", "--format", "onnx"],
+    "onnx-switch": ["export", "DOTRUN", "out", "--format", "onnx"],
+    "hf-switch": ["export", "BATCHTF", "hf", "--format", "huggingface"],
     "hf-not-transformer": ["export", "RUN", "hf", "--format", "huggingface"],
     "hf-book-mode": ["export", "BOOKTF", "hf", "--format", "huggingface"],
     "hf-word-level": ["export", "WORDTF", "hf", "--format", "huggingface"],

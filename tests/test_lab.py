@@ -827,11 +827,11 @@ def test_exercises_are_answered_live(lab, page, engines):
     )
     sections = {h.split(":")[0] for h in headings}
     assert {"Masked softmax", "Scoring functions", "Nadaraya–Watson", "Multi-head attention"} <= sections
-    assert {"Positional encoding", "Decoding"} <= sections and len(headings) == 13
+    assert {"Positional encoding", "Decoding", "Bahdanau attention"} <= sections and len(headings) == 16
     hidden = page.evaluate(
         "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
     )
-    assert hidden == [True] * 13  # no result shows before the learner predicts
+    assert hidden == [True] * 16  # no result shows before the learner predicts
     page.click("#panel-exercises div.exercise button.commit")  # a blank guess reveals nothing
     assert page.evaluate("document.querySelector('#panel-exercises div.answer').hidden")
     page.evaluate(
@@ -841,7 +841,7 @@ def test_exercises_are_answered_live(lab, page, engines):
     hidden = page.evaluate(
         "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
     )
-    assert hidden == [False] * 13
+    assert hidden == [False] * 16
     assert (
         page.evaluate("document.querySelector('#panel-exercises p.mine').textContent")
         == "you predicted: a guess"
@@ -883,6 +883,8 @@ def test_exercises_are_answered_live(lab, page, engines):
         page, "The Transformer: The Transformer normalises", "largest change in sentence 1"
     )
     assert norms[0] == 0 and norms[1] > 0.1  # LayerNorm keeps sentences apart; BatchNorm mixes them
+    scoring = exercise_values(page, "Bahdanau attention: Replace", "attention parameters")
+    assert list(scoring) == [2 * 32 * 32 + 32, 0]  # W_q, W_k and w_v at H = 32; dot-product scoring has none
     decoding = exercise_values(page, "Decoding", "log-probability").reshape(-1, 2)
     np.testing.assert_allclose(decoding[:, 0], decoding[:, 1], atol=1e-5)  # greedy and beam 1 agree
     screenshot(page, "exercises")

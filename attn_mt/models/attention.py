@@ -147,6 +147,39 @@ class AdditiveAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, v)
 
 
+class UnprojectedDotProductAttention(nn.Module):
+    """softmax(q k^T / sqrt(d)) v with AdditiveAttention's `attend` and `W_k` (the Bahdanau decoder's
+    `model.scoring: dot`, one of the chapter's exercises).
+
+    There the query (the decoder's top GRU state) and the keys (the encoder's outputs) are both
+    num_hiddens wide, so they are compared as they are: no projection, `W_k` is the identity and the
+    scoring has no parameters. Queries and keys of different sizes are refused.
+    """
+
+    def __init__(self, dropout: float):
+        super().__init__()
+        self.W_k = nn.Identity()
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def attend(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: AttentionMask | None,
+    ) -> torch.Tensor:
+        """Queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v); keeps attention_weights."""
+        if queries.shape[-1] != keys.shape[-1]:
+            raise ValueError(
+                f"dot-product scoring needs queries and keys of one size, got {queries.shape[-1]} "
+                f"and {keys.shape[-1]}"
+            )
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])  # (B, Q, K)
+        self.attention_weights = softmax_with_mask(scores, mask)  # (B, Q, K)
+        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, v)
+
+
 class DotProductAttention(nn.Module):
     """Scaled dot-product attention, softmax(q k^T / sqrt(d)) v (Vaswani et al. 2017; book eq. 11.3.4).
 

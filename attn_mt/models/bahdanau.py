@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from attn_mt.models.attention import AdditiveAttention, AttentionMask
+from attn_mt.models.attention import AdditiveAttention, AttentionMask, UnprojectedDotProductAttention
 from attn_mt.models.base import DecoderState, EncoderDecoder, check_source, split_layers
 
 CROSS = "cross"
@@ -95,11 +95,25 @@ class BahdanauDecoder(nn.Module):
     Each step (book section 11.4.2): 1. the query is the previous step's last-layer hidden state,
     keys = values = the encoder outputs; 2. the context is concatenated before the embedded input
     token; 3. the GRU advances one step on that; the dense layer maps its output to logits.
+    `scoring="dot"` (the chapter's exercise) scores by scaled dot product instead of the book's
+    additive attention.
     """
 
-    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int, dropout: float):
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_size: int,
+        num_hiddens: int,
+        num_layers: int,
+        dropout: float,
+        scoring: str = "additive",
+    ):
         super().__init__()
-        self.attention = AdditiveAttention(num_hiddens, num_hiddens, num_hiddens, dropout)
+        self.attention: AdditiveAttention | UnprojectedDotProductAttention = (
+            UnprojectedDotProductAttention(dropout)
+            if scoring == "dot"
+            else AdditiveAttention(num_hiddens, num_hiddens, num_hiddens, dropout)
+        )
         self.embedding = nn.Embedding(vocab_size, embed_size)
         self.rnn = _gru(embed_size + num_hiddens, num_hiddens, num_layers, dropout)
         self.dense = nn.Linear(num_hiddens, vocab_size)
@@ -165,9 +179,11 @@ class GRUBahdanau(EncoderDecoder):
         num_layers: int | tuple[int, int],
         dropout: float,
         pack_padded: bool,
+        scoring: str = "additive",
     ):
         """`num_layers`: the GRU layers of each side, or (encoder layers, decoder layers) with the
-        decoder no deeper than the encoder (it starts from the encoder's top layers' final states)."""
+        decoder no deeper than the encoder (it starts from the encoder's top layers' final states).
+        `scoring`: the decoder's attention, additive (the book's) or dot."""
         super().__init__()
         encoder_layers, decoder_layers = split_layers(num_layers)
         if decoder_layers > encoder_layers:
@@ -178,7 +194,9 @@ class GRUBahdanau(EncoderDecoder):
         self.encoder = GRUEncoder(
             src_vocab_size, embed_size, num_hiddens, encoder_layers, dropout, pack_padded
         )
-        self.decoder = BahdanauDecoder(tgt_vocab_size, embed_size, num_hiddens, decoder_layers, dropout)
+        self.decoder = BahdanauDecoder(
+            tgt_vocab_size, embed_size, num_hiddens, decoder_layers, dropout, scoring
+        )
 
     @property
     def reads_source_padding(self) -> bool:

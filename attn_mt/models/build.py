@@ -12,7 +12,7 @@ from attn_mt.models.transformer import Transformer
 
 
 def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> GRUBahdanau:
-    """GRU encoder + Bahdanau decoder with embed_size, num_hiddens, depths, dropout, pack_padded."""
+    """GRU encoder + Bahdanau decoder with embed_size, num_hiddens, depths, dropout, pack_padded, scoring."""
     return GRUBahdanau(
         src_vocab_size,
         tgt_vocab_size,
@@ -21,11 +21,12 @@ def build_gru_bahdanau(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: in
         tuple(cfg.depths),
         cfg.dropout,
         cfg.pack_padded,
+        cfg.scoring,
     )
 
 
 def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-    """Transformer with the model config's sizes, dropout, embedding ties and embedding init.
+    """Transformer with the model config's sizes, dropout, embedding ties, embedding init and switches.
 
     The config's validation has checked that the heads divide num_hiddens (MultiHeadAttention checks again).
     """
@@ -40,6 +41,9 @@ def build_transformer(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int
         cfg.tie_embeddings,
         cfg.tie_source_embedding,
         cfg.embed_init,
+        cfg.positional_encoding,
+        cfg.max_positions,
+        cfg.norm,
     )
 
 

@@ -7,6 +7,9 @@ Module and parameter names are the book's (`encoder.blks.block0.attention.W_q`, 
 built once per batch and shared by every layer.
 Incremental decoding caches each layer's projected self-attention keys and values, and projects
 the encoder output for the encoder-decoder attention once, in `init_state`.
+Two of the chapter's exercises change the book's model through keyword arguments whose defaults are
+the book's: `positions` (model.positional_encoding: sinusoidal, learned or none) and `norm`
+(model.norm: layer or batch, in every add & norm).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from torch import nn
 
 from attn_mt.models.attention import AttentionMask, MultiHeadAttention
 from attn_mt.models.base import DecoderState, EncoderDecoder, check_source, split_layers
-from attn_mt.models.positional import PositionalEncoding
+from attn_mt.models.positional import positional_encoding
 
 KeyValues = tuple[torch.Tensor, torch.Tensor]  # per-head keys and values, each (B, h, N, d)
 
@@ -38,15 +41,28 @@ class PositionWiseFFN(nn.Module):
 
 
 class AddNorm(nn.Module):
-    """Residual connection then layer normalisation, LayerNorm(X + dropout(Y)) (book section 11.7.3)."""
+    """Residual connection then layer normalisation, LayerNorm(X + dropout(Y)) (book section 11.7.3).
 
-    def __init__(self, normalized_shape: int, dropout: float):
+    `norm="batch"` (the chapter's exercise) normalises with BatchNorm1d over the H features instead,
+    its statistics taken over every (sentence, position) row of the batch; in eval mode it uses the
+    running statistics, so one decoding step is normalised as the whole sentence would be.
+    """
+
+    def __init__(self, normalized_shape: int, dropout: float, norm: str = "layer"):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(normalized_shape)
+        if norm == "batch":
+            self.bn = nn.BatchNorm1d(normalized_shape)
+        else:
+            self.ln = nn.LayerNorm(normalized_shape)
 
     def forward(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         """X, Y (B, N, H) -> (B, N, H)."""
+        if hasattr(self, "bn"):
+            # No mask: the <pad> rows count in the batch's mean and variance (and in the running
+            # statistics), so a batch with more padding is normalised differently.
+            Z = self.dropout(Y) + X  # (B, N, H)
+            return self.bn(Z.flatten(0, 1)).view_as(Z)  # BatchNorm1d over the (B * N, H) rows
         return self.ln(self.dropout(Y) + X)
 
 
@@ -60,12 +76,14 @@ def _self_attention(num_hiddens: int, num_heads: int, dropout: float) -> MultiHe
 class EncoderBlock(nn.Module):
     """Self-attention and FFN, each followed by add & norm (book section 11.7.4)."""
 
-    def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float):
+    def __init__(
+        self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float, norm: str = "layer"
+    ):
         super().__init__()
         self.attention = _self_attention(num_hiddens, num_heads, dropout)
-        self.addnorm1 = AddNorm(num_hiddens, dropout)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, norm)
         self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, num_hiddens)
-        self.addnorm2 = AddNorm(num_hiddens, dropout)
+        self.addnorm2 = AddNorm(num_hiddens, dropout, norm)
 
     def forward(
         self, X: torch.Tensor, src_mask: AttentionMask, need_weights: bool
@@ -80,14 +98,16 @@ class EncoderBlock(nn.Module):
 class DecoderBlock(nn.Module):
     """Causal self-attention, encoder-decoder attention and FFN, each with add & norm (book 11.7.5)."""
 
-    def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float):
+    def __init__(
+        self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int, dropout: float, norm: str = "layer"
+    ):
         super().__init__()
         self.attention1 = _self_attention(num_hiddens, num_heads, dropout)
-        self.addnorm1 = AddNorm(num_hiddens, dropout)
+        self.addnorm1 = AddNorm(num_hiddens, dropout, norm)
         self.attention2 = _self_attention(num_hiddens, num_heads, dropout)
-        self.addnorm2 = AddNorm(num_hiddens, dropout)
+        self.addnorm2 = AddNorm(num_hiddens, dropout, norm)
         self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, num_hiddens)
-        self.addnorm3 = AddNorm(num_hiddens, dropout)
+        self.addnorm3 = AddNorm(num_hiddens, dropout, norm)
 
     def forward(
         self,
@@ -131,12 +151,15 @@ class TransformerEncoder(nn.Module):
         num_heads: int,
         num_layers: int,
         dropout: float,
+        positions: str = "sinusoidal",
+        max_positions: int = 256,
+        norm: str = "layer",
     ):
         super().__init__()
         self.num_hiddens = num_hiddens
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
-        self.blks = _blocks(EncoderBlock, num_layers, num_hiddens, ffn_num_hiddens, num_heads, dropout)
+        self.pos_encoding = positional_encoding(positions, num_hiddens, dropout, max_positions)
+        self.blks = _blocks(EncoderBlock, num_layers, num_hiddens, ffn_num_hiddens, num_heads, dropout, norm)
 
     def embed(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids (B, S) -> dropout(sqrt(H) embedding + positions) (B, S, H), the blocks' input."""
@@ -166,12 +189,15 @@ class TransformerDecoder(nn.Module):
         num_heads: int,
         num_layers: int,
         dropout: float,
+        positions: str = "sinusoidal",
+        max_positions: int = 256,
+        norm: str = "layer",
     ):
         super().__init__()
         self.num_hiddens = num_hiddens
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
-        self.blks = _blocks(DecoderBlock, num_layers, num_hiddens, ffn_num_hiddens, num_heads, dropout)
+        self.pos_encoding = positional_encoding(positions, num_hiddens, dropout, max_positions)
+        self.blks = _blocks(DecoderBlock, num_layers, num_hiddens, ffn_num_hiddens, num_heads, dropout, norm)
         self.dense = nn.Linear(num_hiddens, vocab_size)
 
     def project_memory(self, memory: torch.Tensor) -> list[KeyValues]:
@@ -239,16 +265,21 @@ class Transformer(EncoderDecoder):
         tie_embeddings: bool = False,
         tie_source_embedding: bool = False,
         embed_init: str = "book",
+        positions: str = "sinusoidal",
+        max_positions: int = 256,
+        norm: str = "layer",
     ):
         """`num_layers`: the blocks of each side, or (encoder blocks, decoder blocks) as Kasai et al.
-        (2021, "Deep Encoder, Shallow Decoder") give a deep encoder a shallow decoder."""
+        (2021, "Deep Encoder, Shallow Decoder") give a deep encoder a shallow decoder. `positions`,
+        `max_positions` and `norm`: the exercise switches (module docstring); the defaults are the book's."""
         super().__init__()
         encoder_layers, decoder_layers = split_layers(num_layers)
+        switches = (positions, max_positions, norm)
         self.encoder = TransformerEncoder(
-            src_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, encoder_layers, dropout
+            src_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, encoder_layers, dropout, *switches
         )
         self.decoder = TransformerDecoder(
-            tgt_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, decoder_layers, dropout
+            tgt_vocab_size, num_hiddens, ffn_num_hiddens, num_heads, decoder_layers, dropout, *switches
         )
         self.num_heads = num_heads
         # N(0, 1/H) as in Vaswani et al.: the sqrt(H)-scaled embeddings start near unit variance, the

@@ -73,7 +73,9 @@ def average_weights(models: list[dict[str, torch.Tensor]]) -> dict[str, torch.Te
     """The elementwise mean of floating-point weights (summed in float64); other tensors must agree."""
     averaged = {}
     for name, tensor in models[0].items():
-        if tensor.is_floating_point():
+        if name.endswith("num_batches_tracked"):  # BatchNorm's step count (model.norm: batch): the latest
+            averaged[name] = torch.stack([model[name] for model in models]).max()
+        elif tensor.is_floating_point():
             total = torch.zeros(tensor.shape, dtype=torch.float64)
             for model in models:
                 total += model[name].to(torch.float64)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 import attn_mt
+from attn_mt.config import refuse_switches
 from attn_mt.decoding.outputs import max_source_tokens
 from attn_mt.errors import UserError
 from attn_mt.machine import cpu_has_vnni
@@ -141,7 +142,8 @@ def quantize_seven_bits(spec: Any) -> None:
 
 
 def _check_transformer(run: LoadedRun) -> Transformer:
-    """The run's model, or a UserError naming the formats a GRU run can use."""
+    """The run's model, or a UserError naming the formats a GRU run or an exercise switch can use."""
+    refuse_switches(run.config.model, "--format ctranslate2")
     if not isinstance(run.model, Transformer):
         others = " or ".join(f"--format {f}" for f in EXPORT_FORMATS if f != "ctranslate2")
         raise UserError(

@@ -47,7 +47,7 @@ import torch
 from sentencepiece import sentencepiece_model_pb2
 
 import attn_mt
-from attn_mt.config import Config, ModelConfig, load_config
+from attn_mt.config import Config, ModelConfig, load_config, refuse_switches
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import BOS, EOS, UNK
 from attn_mt.decoding.outputs import max_source_tokens
@@ -87,7 +87,8 @@ def layer_counts(model_cfg: ModelConfig) -> tuple[int, int]:
 
 
 def check_exportable(cfg: Config) -> None:
-    """A UserError saying why a run cannot become a Marian folder: GRU, book mode, word vocabulary."""
+    """A UserError saying why a run cannot become a Marian folder: GRU, switch, book mode, word vocabulary."""
+    refuse_switches(cfg.model, "--format huggingface")
     if cfg.model.type != "transformer":
         raise UserError(
             f"--format huggingface exports Transformer runs only; this run is a {cfg.model.type} model "

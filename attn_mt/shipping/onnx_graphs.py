@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attn_mt.config import refuse_switches
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.models.base import EncoderDecoder
@@ -205,6 +206,7 @@ def export_graph(
 
 def write_onnx(run: LoadedRun, out: Path) -> Path:
     """Write `run` as encoder.onnx, decoder_step.onnx, the vocabularies and model.json in the folder `out`."""
+    refuse_switches(run.config.model, "--format onnx")
     out.mkdir(parents=True, exist_ok=True)
     graphs = GRAPH_BUILDERS[run.config.model.type](run.model)
     src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 1]])  # (2, 4): an example batch to trace

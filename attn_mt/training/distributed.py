@@ -162,8 +162,9 @@ def only_fixed_tables(net: nn.Module) -> bool:
 
         PositionalEncoding.P is a function of the position and the width alone (models/positional.py),
         never trained, and grows the same way wherever a longer batch arrives; no other module of
-        attn-mt's models registers a buffer. Broadcasting such tables from rank 0 before every forward
-        only costs time (and would fail the step a rank's table has grown but rank 0's has not), so
+        the book's models registers a buffer (`model.norm: batch`'s BatchNorm does, and its running
+        statistics are then broadcast from rank 0). Broadcasting such tables from rank 0 before every
+        forward only costs time (and would fail the step a rank's table has grown but rank 0's has not), so
     DDP is built with broadcast_buffers (torch 2.13: forward_sync_buffers) off.
     """
     for module in net.modules():

@@ -70,7 +70,9 @@ class Trainer:
         self.model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab)).to(device)
         if tc.init == "xavier":
             xavier_init_(self.model)
-        self.speed = choose_speed(tc.kernels, device, tc.compile, self.dist.world_size)
+        # the kernels run the book's architecture only: a model with an exercise switch trains on plain torch
+        kernels = "reference" if cfg.model.switches else tc.kernels
+        self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None

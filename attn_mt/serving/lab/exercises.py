@@ -8,13 +8,14 @@ sentence and tensors), a reading of the result, and a link to the panel where th
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
+from attn_mt.config import ModelConfig
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.decoding.translator import Translator
@@ -26,8 +27,14 @@ from attn_mt.demos.nadaraya_watson import (
     squared_error,
     train_parametric,
 )
-from attn_mt.models.attention import DotProductAttention, MultiHeadAttention, masked_softmax
-from attn_mt.models.positional import PositionalEncoding, sinusoid_table
+from attn_mt.models.attention import (
+    DotProductAttention,
+    MultiHeadAttention,
+    UnprojectedDotProductAttention,
+    masked_softmax,
+)
+from attn_mt.models.build import build_model
+from attn_mt.models.positional import LearnedPositionalEncoding, PositionalEncoding, sinusoid_table
 from attn_mt.models.transformer import AddNorm
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.engines import request_engine
@@ -36,6 +43,42 @@ from attn_mt.serving.lab.shown import answer, code, shown
 
 Exercise = Callable[[dict[str, LoadedRun]], dict[str, Any]]
 SEED = 0
+# The book's two runs trained with each exercise switch (docs/lab.md, "The chapter's exercises, trained"): the
+# final training loss and the BLEU of `attn-mt eval RUN --split book` (the book's 4 sentences), seeds 0 and 1
+MEASURED_ON = "a 2-core AMD EPYC (Zen 3, AVX2), 2026-11-26"
+MEASURED_COMMAND = "attn-mt train configs/d2l_{model}.yaml --set {key}={value} --set train.seed={seed}"
+MEASURED: dict[str, list[tuple[str, list[float]]]] = {
+    "positional_encoding": [
+        ("sinusoidal (the book's)", [0.03211, 0.03288, 100.0, 100.0]),
+        ("learned", [0.0305, 0.03087, 100.0, 75.8]),
+        ("none", [0.03087, 0.03071, 100.0, 75.8]),
+    ],
+    "norm": [
+        ("layer (the book's)", [0.03211, 0.03288, 100.0, 100.0]),
+        ("batch", [0.03275, 0.03228, 75.8, 75.8]),
+    ],
+    "scoring": [
+        ("additive (the book's)", [0.01866, 0.02171, 75.8, 53.2]),
+        ("dot", [0.01934, 0.01988, 78.9, 75.8]),
+    ],
+}
+READINGS = {
+    "scoring": "Additive attention learns how to compare a query with a key. Dot-product scoring has nothing "
+    "to learn there: training must instead make the decoder's state and the encoder's outputs point the same "
+    "way where a word should be attended, which the GRUs and the embeddings must learn. Two seeds on the book's 601 "
+    "pairs and a BLEU over its 4 test sentences are far too little to rank the two; they show whether the "
+    "parameter-free scoring trains at all, and how far apart the losses land.",
+    "positional_encoding": "Without positions the encoder sees a bag of words (the exercise above). The "
+    "decoder keeps its causal mask, so it can still count how many tokens came before (Haviv et al. 2022 "
+    "found decoders without positions learn them so). A learned table has H numbers per position to fit, "
+    "here from 601 sentences of at most 10 tokens, and stops at model.max_positions; the sinusoidal table "
+    "has nothing to fit and extends to any length.",
+    "norm": "BatchNorm's statistics mix the sentences of a batch and their padding (the exercise above, and "
+    "its comment in AddNorm.forward): in training each add & norm uses the batch's mean and variance, in "
+    "prediction the running averages, so the model predicts with other statistics than it trained with. "
+    "LayerNorm normalises each position by itself, the same in training and prediction.",
+}
+MEASURED_COLUMNS = ["final loss, seed 0", "final loss, seed 1", "book BLEU, seed 0", "book BLEU, seed 1"]
 
 
 def exercise(
@@ -382,7 +425,11 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
 def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
     """A Transformer run's encoder on a sentence and on its words in reverse, with and without the
     positional encoding: without it the outputs are the same vectors, reordered."""
-    transformers = [(n, r) for n, r in runs.items() if r.config.model.type == "transformer"]
+    transformers = [
+        (n, r)
+        for n, r in runs.items()
+        if r.config.model.type == "transformer" and r.config.model.positional_encoding != "none"
+    ]
     if not transformers:
         return None
     name, run = transformers[0]
@@ -434,20 +481,11 @@ def batch_against_layer_norm(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     other = X.clone()
     other[1] = 10 * torch.randn(4, 8, generator=generator)  # only the second sentence changes
     layer = AddNorm(8, dropout=0.0).eval()
-    batch = AddNorm(8, dropout=0.0).train()  # BatchNorm normalises with the batch's statistics in training
-    batch.ln = nn.BatchNorm1d(8)
+    batch = AddNorm(8, dropout=0.0, norm="batch").train()  # the batch's statistics, as in training
     changes = []
-    for norm, channels_last in ((layer, True), (batch, False)):
-
-        def normed(
-            x: torch.Tensor, norm: AddNorm = norm, channels_last: bool = channels_last
-        ) -> torch.Tensor:
-            if channels_last:
-                return norm(x, Y)  # (B, T, H)
-            return norm.ln((x + Y).reshape(-1, 8)).reshape(2, 4, 8)  # BatchNorm1d over the B·T rows
-
+    for norm in (layer, batch):
         with torch.no_grad():
-            changes.append(float((normed(X)[0] - normed(other)[0]).abs().max()))
+            changes.append(float((norm(X, Y)[0] - norm(other, Y)[0]).abs().max()))  # (T, H) of sentence 1
     return exercise(
         "The Transformer",
         "The Transformer normalises with LayerNorm. What would change with BatchNorm? Change the second "
@@ -517,6 +555,144 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
     )
 
 
+def final_loss(run: LoadedRun) -> float | None:
+    """The final training loss an opened run directory's run_summary.json records, if it has one."""
+    summary = None if run.source is None else run.source / "run_summary.json"
+    if summary is None or not summary.is_file():
+        return None
+    try:
+        value = json.loads(summary.read_text(encoding="utf-8")).get("final_loss")
+    except (OSError, ValueError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def other_differences(first: LoadedRun, second: LoadedRun, key: str) -> list[str]:
+    """The config keys (section.key) besides model.`key` in which two runs differ."""
+    one, two = first.config.to_dict(), second.config.to_dict()
+    return [
+        f"{section}.{name}"
+        for section, values in one.items()
+        for name, value in values.items()
+        if value != two[section][name] and f"{section}.{name}" != f"model.{key}"
+    ]
+
+
+def switch_results(runs: dict[str, LoadedRun], model_type: str, key: str) -> tuple[str, list]:
+    """The opened runs' final losses when they differ in model.`key`, else the measured table (MEASURED)."""
+    chosen: dict[str, tuple[str, LoadedRun, float]] = {}
+    for name, run in runs.items():
+        loss = final_loss(run) if run.config.model.type == model_type else None
+        if loss is not None:
+            chosen.setdefault(getattr(run.config.model, key), (name, run, loss))
+    if len(chosen) >= 2:
+        picked = list(chosen.items())
+        first = picked[0][1][1]
+        others = sorted({d for _, (_, run, _) in picked[1:] for d in other_differences(first, run, key)})
+        same = (
+            f"Their configs differ only in model.{key}."
+            if not others
+            else f"Their configs also differ in {', '.join(others)}, so the switch is not the only change."
+        )
+        found = (
+            "The opened runs, final training loss from their run_summary.json: "
+            + "; ".join(f"{name} (model.{key}: {value}) {loss:.4f}" for value, (name, _, loss) in picked)
+            + f". {same}"
+        )
+        losses = torch.tensor([loss for _, (_, _, loss) in picked], dtype=torch.float64)
+        names = [name for _, (name, _, _) in picked]
+        return found, [shown("final training loss", losses, ["run"], columns=names)]
+    model = "transformer" if model_type == "transformer" else "bahdanau"
+    rows = MEASURED[key]
+    found = (
+        f"Measured on {MEASURED_ON}, the book's run with each choice (`"
+        + MEASURED_COMMAND.format(model=model, key=f"model.{key}", value="VALUE", seed="SEED")
+        + "`, seeds 0 and 1, then `attn-mt eval RUN --split book`): "
+        + "; ".join(
+            f"{label}: final loss {v[0]:.4f} and {v[1]:.4f}, BLEU {v[2]:.1f} and {v[3]:.1f}"
+            for label, v in rows
+        )
+        + f". Open run directories that differ in model.{key} (`attn-mt lab RUN_DIR RUN_DIR`) to compare "
+        "them here."
+    )
+    table = torch.tensor([values for _, values in rows], dtype=torch.float64)  # (choices, 4)
+    return found, [
+        shown(
+            "measured: loss and BLEU",
+            table,
+            ["choice", "measure"],
+            rows=[label for label, _ in rows],
+            columns=MEASURED_COLUMNS,
+            scale="centred",
+        )
+    ]
+
+
+def attention_parameters(scoring: str) -> int:
+    """How many parameters the Bahdanau decoder's attention has at the book's sizes (H = 32)."""
+    model = build_model(ModelConfig(scoring=scoring), 8, 8)
+    return sum(p.numel() for p in model.decoder.attention.parameters())
+
+
+def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """The Bahdanau decoder's attention with scaled dot-product scoring (model.scoring: dot): its
+    parameters, and the trained runs' losses (opened runs, else the measured table)."""
+    counts = [attention_parameters("additive"), attention_parameters("dot")]
+    found, tensors = switch_results(runs, "gru_bahdanau", "scoring")
+    return exercise(
+        "Bahdanau attention",
+        "Replace the additive attention of the Bahdanau decoder with scaled dot-product attention "
+        "(model.scoring: dot). Does the trained model reach a lower or a higher loss, and how many "
+        "parameters does its attention keep?",
+        f"At the book's sizes (H = 32) additive attention has {counts[0]} parameters (W_q and W_k, H × H "
+        f"each, and w_v, H); dot-product scoring has {counts[1]}: the decoder's GRU state and the "
+        f"encoder's outputs are both H wide and are compared as they are. {found}",
+        READINGS["scoring"],
+        [
+            shown(
+                "attention parameters",
+                torch.tensor(counts, dtype=torch.float64),
+                ["scoring"],
+                columns=["additive", "dot"],
+            ),
+            *tensors,
+        ],
+        "#scoring",
+        [code(UnprojectedDotProductAttention.attend)],
+    )
+
+
+def learned_or_no_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """The book's Transformer with sinusoidal, learned or no positions (model.positional_encoding)."""
+    found, tensors = switch_results(runs, "transformer", "positional_encoding")
+    return exercise(
+        "Positional encoding",
+        "Train the book's Transformer with a learned position table (model.positional_encoding: "
+        "learned) and with no positions at all (none). Which of the three reaches the lowest loss, and "
+        "does the model without positions still translate?",
+        found,
+        READINGS["positional_encoding"],
+        tensors,
+        "#positions",
+        [code(LearnedPositionalEncoding.forward)],
+    )
+
+
+def batch_norm_trained(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """The book's Transformer trained with BatchNorm in every add & norm (model.norm: batch)."""
+    found, tensors = switch_results(runs, "transformer", "norm")
+    return exercise(
+        "The Transformer",
+        "Train the book's Transformer with BatchNorm instead of LayerNorm in every add & norm "
+        "(model.norm: batch). Does it reach the loss of the LayerNorm model?",
+        found,
+        READINGS["norm"],
+        tensors,
+        "#transformer",
+        [code(AddNorm.forward)],
+    )
+
+
 EXERCISES: tuple[Exercise, ...] = (
     empty_rows,
     equal_keys,
@@ -525,11 +701,14 @@ EXERCISES: tuple[Exercise, ...] = (
     scale_spread,
     more_data,
     without_leave_one_out,
+    dot_in_bahdanau,
     head_parameters,
     pruned_heads,
     distance_only,
     order_without_positions,
+    learned_or_no_positions,
     batch_against_layer_norm,
+    batch_norm_trained,
     beam_one_is_greedy,
 )
 

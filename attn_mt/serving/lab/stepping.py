@@ -251,6 +251,10 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` to step through a trained model")
     name = choice(state, "run", next(iter(runs)), tuple(runs))
     run = runs[name]
+    if "model.scoring" in run.config.model.switches:
+        raise LabError(
+            f"run: {name} scores with model.scoring: dot; stepping shows the book's additive scoring only"
+        )
     engine = request_engine(run)
     sentence = text(state, "sentence", "", 300)
     beam = whole(state, "beam", 1, 1, MAX_BEAM)

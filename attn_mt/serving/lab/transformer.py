@@ -117,6 +117,12 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     model = run.model
     if not isinstance(model, Transformer):
         raise LabError(f"run: {name} is not attn-mt's Transformer")
+    if run.config.model.switches:
+        switches = ", ".join(f"{key}: {value}" for key, value in run.config.model.switches.items())
+        raise LabError(
+            f"run: {name} has {switches}; this panel draws the book's Transformer (sinusoidal positions, "
+            "LayerNorm)"
+        )
     engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
     sentence = text(state, "sentence", "", 300).strip()
     tokens = prepare_sentence(run.config, run.src_vocab, sentence)
