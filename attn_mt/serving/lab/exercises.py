@@ -65,8 +65,9 @@ MEASURED: dict[str, list[tuple[str, list[float]]]] = {
 READINGS = {
     "scoring": "Additive attention learns how to compare a query with a key. Dot-product scoring has nothing "
     "to learn there: training must instead make the decoder's state and the encoder's outputs point the same "
-    "way where a word should be attended, which the GRUs and the embeddings must learn. Two seeds on the book's 601 "
-    "pairs and a BLEU over its 4 test sentences are far too little to rank the two; they show whether the "
+    "way where a word should be attended, which the GRUs and the embeddings must learn. Two seeds on the "
+    "book's 601 pairs and a BLEU over its 4 test sentences are far too little to rank the two; they show "
+    "whether the "
     "parameter-free scoring trains at all, and how far apart the losses land.",
     "positional_encoding": "Without positions the encoder sees a bag of words (the exercise above). The "
     "decoder keeps its causal mask, so it can still count how many tokens came before (Haviv et al. 2022 "
