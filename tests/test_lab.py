@@ -200,7 +200,7 @@ def screenshot(page: Browser, panel: str, name: str = "") -> None:
     height = page.evaluate(
         f"Math.ceil(document.querySelector('#panel-{panel}').getBoundingClientRect().bottom + 10)"
     )
-    clip = {"x": 0, "y": 0, "width": 1280, "height": min(height, 6000), "scale": 1}
+    clip = {"x": 0, "y": 0, "width": 1280, "height": min(height, 12000), "scale": 1}
     shot = page.send("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)
     SCREENSHOTS.mkdir(exist_ok=True)
     image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).quantize(colors=64)  # fewer bytes
