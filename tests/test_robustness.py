@@ -205,11 +205,12 @@ def test_translate_survives_awkward_lines(tmp_path, corpus, capsys):
 
 def test_translation_pauses_the_cyclic_collector_and_gives_it_back():
     """Inside `collections_paused` the collector is off and what existed is frozen; after it (also
-    after an error) both are as they were, and cyclic garbage made inside is collected later."""
+    after an error) both are as they were, and cyclic garbage made inside is collected later.
+    Where the collector was off already it changes nothing."""
     import gc
     import weakref
 
-    from attn_mt.commands.translate import collections_paused
+    from attn_mt.decoding.engine import collections_paused
 
     class Node:
         pass
@@ -227,3 +228,10 @@ def test_translation_pauses_the_cyclic_collector_and_gives_it_back():
     assert gc.isenabled() and gc.get_freeze_count() == 0
     gc.collect()
     assert alive() is None
+    gc.disable()  # a caller that keeps the collector off keeps it off, and nothing is frozen for it
+    try:
+        with collections_paused():
+            assert gc.get_freeze_count() == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from attn_mt.decoding.alignments import alignment_of, joined
@@ -138,26 +135,6 @@ def line_prefixes(prefix: str | None, prefix_file: str | None, count: int) -> li
     return prefixes
 
 
-@contextmanager
-def collections_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused inside (reference counting still frees).
-
-    Translating a file builds a few objects per line and no reference cycles, but every full
-    collection walked all of them and everything torch made at import: 0.7 s of a 20,000-line
-    file's 7 s (docs/benchmarks.md). What exists on entry is frozen (not walked) and collections
-    pause until the block ends.
-    """
-    gc.freeze()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
-
-
 def run_translate(
     run_dir: Path,
     texts: list[str],
@@ -192,10 +169,9 @@ def run_translate(
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
     run = open_models(models, checkpoint, device, quantize)
     translator = translator_for(run, with_length_penalty(run.config, length_penalty))
-    with collections_paused():
-        results = translate_lines(
-            translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
-        )
+    results = translate_lines(
+        translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
+    )
     outputs = nbest if sampling is None else sampling.samples
     for number, result in enumerate(results, start=1):
         for warning in result.warnings:
