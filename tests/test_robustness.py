@@ -201,3 +201,37 @@ def test_translate_survives_awkward_lines(tmp_path, corpus, capsys):
     assert "line 2: unknown source tokens, read as <unk>: zzz qqq xxx" in err
     assert "line 3: source cut to 10 tokens incl. <eos>" in err
     assert os.path.getsize(out) > 0
+
+
+def test_translation_pauses_the_cyclic_collector_and_gives_it_back():
+    """Inside `collections_paused` the collector is off and what existed is frozen; after it (also
+    after an error) both are as they were, and cyclic garbage made inside is collected later.
+    Where the collector was off already it changes nothing."""
+    import gc
+    import weakref
+
+    from attn_mt.decoding.engine import collections_paused
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collections_paused():
+        assert not gc.isenabled() and gc.get_freeze_count() > 0
+        node = Node()
+        node.self = node  # a reference cycle: only the collector frees it
+        alive = weakref.ref(node)
+        del node
+        garbage = [[] for _ in range(10 * gc.get_threshold()[0])]  # would start collections
+        assert alive() is not None and garbage
+        raise RuntimeError("a failed translation")
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.collect()
+    assert alive() is None
+    gc.disable()  # a caller that keeps the collector off keeps it off, and nothing is frozen for it
+    try:
+        with collections_paused():
+            assert gc.get_freeze_count() == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

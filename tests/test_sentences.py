@@ -100,3 +100,42 @@ def test_lines_taken_for_one_sentence_without_sentencex_are_one_for_it_too(corpu
     assert not holds_one_sentence("It rained. We stayed home.")
     assert not holds_one_sentence("Wait! What?")
     assert holds_one_sentence('  Mr Smith said "yes, of course" (twice)!  ')
+
+
+TRICKY_LINES = [
+    "Go.",
+    "Hi!",
+    "  Really?!  ",
+    "Wait...",
+    'He said "stop!" and left',
+    '"Is it you?" she asked.',
+    "Tom's here, isn't he?",
+    "I paid 3.50 for it.",
+    "Mr. Smith arrived.",
+    "Mr Smith arrived. Then he left.",
+    "Call me at 5 p.m. tomorrow.",
+    "It's the U.S. Army.",
+    "Yes - no - maybe.",
+    "\u00ab Bonjour \u00bb, dit-il.",
+    "(Really.)",
+    "Who? Me?",
+    "I know\u2026 I know.",
+    "One; two: three.",
+    "e.g. this one",
+    "\tTabbed line.\t",
+    "1984 was a year.",
+    "A line with no end",
+    "\u2018Quoted\u2019 words \u201chere\u201d.",
+]
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_the_one_sentence_shortcut_gives_what_sentencex_gives(language):
+    """On lines the shortcut takes, `split_line` equals the segmenter's own split, spacing included;
+    lines it leaves to the segmenter get the segmenter's split unchanged."""
+    from attn_mt.data.sentences import holds_one_sentence, segmented
+
+    taken = [line for line in TRICKY_LINES if holds_one_sentence(line)]
+    assert 10 < len(taken) < len(TRICKY_LINES)  # both paths are exercised
+    for line in TRICKY_LINES:
+        assert split_line(line, language) == segmented(line, language), line

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
-from attn_mt.decoding.engine import check_sampling
+from attn_mt.decoding.engine import check_sampling, collections_paused
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.ensembles import open_models
 from attn_mt.decoding.lines import LineTranslation, translate_lines, without_carriage_returns
@@ -184,27 +184,28 @@ def run_translate(
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
     run = open_models(models, checkpoint, device, quantize)
     translator = translator_for(run, with_length_penalty(run.config, length_penalty))
-    results = translate_lines(
-        translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
-    )
-    outputs = nbest if sampling is None else sampling.samples
-    for number, result in enumerate(results, start=1):
-        for warning in result.warnings:
-            print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
-    if outputs > 1:
-        out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, outputs)]
-    else:
-        out_lines = [r.text for r in results]
-    if output is None:
-        sys.stdout.write("".join(line + "\n" for line in out_lines))
-        sys.stdout.flush()
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
-    if alignments is not None:
-        found = [joined([alignment_of(translator, s) for s in r.sentences]) for r in results]
-        write_alignments(alignments, found)
-    if attention_dir is not None:
+    with collections_paused():  # the file's objects too, while they are written out (decoding/engine.py)
+        results = translate_lines(
+            translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
+        )
+        outputs = nbest if sampling is None else sampling.samples
+        for number, result in enumerate(results, start=1):
+            for warning in result.warnings:
+                print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
+        if outputs > 1:
+            out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, outputs)]
+        else:
+            out_lines = [r.text for r in results]
+        if output is None:
+            sys.stdout.write("".join(line + "\n" for line in out_lines))
+            sys.stdout.flush()
+        else:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text("".join(line + "\n" for line in out_lines), encoding="utf-8")
+        if alignments is not None:
+            found = [joined([alignment_of(translator, s) for s in r.sentences]) for r in results]
+            write_alignments(alignments, found)
+    if attention_dir is not None:  # with the collector back on: matplotlib's figures hold reference cycles
         from attn_mt.evaluation.attention_dumps import save_attention  # matplotlib, only when asked
 
         for sentence, name in attention_names(results):

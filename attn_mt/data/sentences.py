@@ -61,9 +61,15 @@ def holds_one_sentence(line: str) -> bool:
 
 
 def split_line(line: str, language: str) -> SplitLine:
-    """Cut `line` into the sentences sentencex finds for `language` (an ISO 639 code such as "en")."""
+    """Cut `line` into the sentences sentencex finds for `language` (an ISO 639 code such as "en");
+    a line that `holds_one_sentence` is taken whole without asking it."""
     if holds_one_sentence(line):
         return whole_line(line)
+    return segmented(line, language)
+
+
+def segmented(line: str, language: str) -> SplitLine:
+    """`line` cut where sentencex ends a sentence for `language`, whatever the line holds."""
     sentences: list[str] = []
     gaps: list[str] = [""]
     for piece in sentencex.segment(language, line):
