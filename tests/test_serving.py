@@ -323,6 +323,40 @@ def test_score_gives_the_models_own_output_the_search_score_and_equals_the_comma
         assert result["log_prob"] == pytest.approx(alone.log_prob, abs=1e-5)
 
 
+def test_score_gives_alignments_when_asked_equal_to_the_commands(runs, transformer_server, run_cli, tmp_path):
+    found = translate(transformer_server, SENTENCES[:6], beam=1, alignments=True)["results"]
+    found = [r for r in found if r["translation"]]
+    assert len(found) >= 3
+    pairs = [{"source": r["source"], "target": r["translation"]} for r in found]
+    status, plain = call(transformer_server, "/score", {"pairs": pairs})
+    assert status == 200 and all("alignment" not in r for r in plain["results"])
+    status, scored = call(transformer_server, "/score", {"pairs": pairs, "alignments": True})
+    assert status == 200, scored
+    for own, result in zip(found, scored["results"], strict=True):
+        alignment = result["alignment"]
+        assert alignment == own["alignment"]  # the model's own greedy output: translate's alignment
+        links = [tuple(map(int, link.split("-"))) for link in alignment["pairs"].split()]
+        assert sorted({j for _, j in links}) == list(range(len(alignment["target_words"])))  # each word once
+        assert len(links) == len(alignment["target_words"])
+        assert all(0 <= i < len(alignment["source_words"]) for i, _ in links)
+    assert [r["score"] for r in scored["results"]] == [r["score"] for r in plain["results"]]
+    (tmp_path / "src").write_text("".join(p["source"] + "\n" for p in pairs), encoding="utf-8")
+    (tmp_path / "tgt").write_text("".join(p["target"] + "\n" for p in pairs), encoding="utf-8")
+    done = run_cli(
+        "score",
+        str(runs["transformer"]),
+        "--source",
+        str(tmp_path / "src"),
+        "--target",
+        str(tmp_path / "tgt"),
+        "--alignments",
+        str(tmp_path / "align"),
+    )
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "align").read_text(encoding="utf-8").splitlines()
+    assert written == [r["alignment"]["pairs"] for r in scored["results"]]
+
+
 def test_score_splits_a_pair_into_sentences_as_translate_does(transformer_server):
     line = "Golf alpha echo. Hotel delta."
     (result,) = translate(transformer_server, [line], beam=2, nbest=2)["results"]

@@ -369,7 +369,9 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
         return JSONResponse(answer(request, work, results, config).model_dump(exclude_none=True))
 
-    @app.post("/score", response_model=ScoreResponse, responses=ERROR_RESPONSES)
+    @app.post(
+        "/score", response_model=ScoreResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES
+    )
     async def score(request: ScoreRequest, connection: Request) -> Any:
         """Score given translations: each target's log-probability under the model, per token and in all.
 

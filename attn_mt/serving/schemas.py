@@ -231,6 +231,11 @@ class ScoreRequest(BaseModel):
         description="Score each pair sentence by sentence, split as `translate` splits, and add the "
         "sentences' numbers up (false: each pair as one sentence).",
     )
+    alignments: StrictBool = Field(
+        False,
+        description="Also return each target's word alignment to its source, read from the "
+        "cross-attention while the target is forced (what `attn-mt score --alignments` writes).",
+    )
 
 
 class PairScore(BaseModel):
@@ -244,6 +249,9 @@ class PairScore(BaseModel):
     log_prob: float = Field(description="Their sum: the log-probability of the whole target.")
     score: float = Field(description="log_prob / GNMT length penalty: what beam search ranks outputs by.")
     warnings: list[str] = Field(description="Unknown words, truncation, and an empty target scored as <eos>.")
+    alignment: Alignment | None = Field(
+        None, description="When asked for: the target's word alignment (the pair's, when split)."
+    )
 
 
 class ScoreResponse(BaseModel):

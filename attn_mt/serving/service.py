@@ -75,6 +75,7 @@ class ScoreOptions:
 
     length_penalty: float
     split: bool = True
+    alignments: bool = False
 
 
 def attention_json(attention: SentenceAttention, description: str | None = None) -> AttentionMaps:
@@ -243,7 +244,7 @@ class TranslationService:
             if request.length_penalty is None
             else request.length_penalty
         )
-        return ScoreOptions(float(alpha), request.split)
+        return ScoreOptions(float(alpha), request.split, request.alignments)
 
     def translator(self, options: DecodeOptions | ScoreOptions) -> Engine:
         """A translator over the loaded model with the options' length penalty."""
@@ -261,7 +262,9 @@ class TranslationService:
     def score(self, pairs: list[tuple[str, str]], options: ScoreOptions) -> list[PairScore]:
         """Each pair's score (decoding/scoring.py, split as `attn-mt score` splits) as the API returns it."""
         sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
-        scored = score_lines(self.translator(options), sources, targets, options.split)
+        scored = score_lines(
+            self.translator(options), sources, targets, options.split, alignments=options.alignments
+        )
         return [
             PairScore(
                 source=p.source,
@@ -272,6 +275,7 @@ class TranslationService:
                 log_prob=p.log_prob,
                 score=p.score,
                 warnings=p.warnings,
+                alignment=None if p.alignment is None else alignment_json(p.alignment),
             )
             for p in scored
         ]
