@@ -281,6 +281,13 @@ def test_entries_are_translated_sentence_by_sentence_as_translate_does(
     assert all(r["sentences"] is None for r in whole["results"])
 
 
+def score_command(run_cli, run: Path, pairs: list[dict], work: Path, *options: str):
+    """`attn-mt score RUN` of the pairs, written to two files in `work`."""
+    (work / "src").write_text("".join(p["source"] + "\n" for p in pairs), encoding="utf-8")
+    (work / "tgt").write_text("".join(p["target"] + "\n" for p in pairs), encoding="utf-8")
+    return run_cli("score", str(run), "--source", str(work / "src"), "--target", str(work / "tgt"), *options)
+
+
 def test_score_gives_the_models_own_output_the_search_score_and_equals_the_command(
     runs, transformer_server, run_cli, tmp_path
 ):
@@ -299,16 +306,7 @@ def test_score_gives_the_models_own_output_the_search_score_and_equals_the_comma
         assert score["log_prob"] == pytest.approx(best["log_prob"], abs=1e-5)
         assert score["score"] == pytest.approx(best["score"], abs=1e-5)
         assert len(score["token_log_probs"]) == len(best["tokens"]) + 1
-    (tmp_path / "src").write_text("".join(p["source"] + "\n" for p in pairs), encoding="utf-8")
-    (tmp_path / "tgt").write_text("".join(p["target"] + "\n" for p in pairs), encoding="utf-8")
-    done = run_cli(
-        "score",
-        str(runs["transformer"]),
-        "--source",
-        str(tmp_path / "src"),
-        "--target",
-        str(tmp_path / "tgt"),
-    )
+    done = score_command(run_cli, runs["transformer"], pairs, tmp_path)
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["score"] for r in records] == pytest.approx([r["score"] for r in scored["results"]], abs=1e-5)
     status, raw = call(transformer_server, "/score", {"pairs": pairs[:1], "length_penalty": 0.0})
@@ -340,17 +338,8 @@ def test_score_gives_alignments_when_asked_equal_to_the_commands(runs, transform
         assert len(links) == len(alignment["target_words"])
         assert all(0 <= i < len(alignment["source_words"]) for i, _ in links)
     assert [r["score"] for r in scored["results"]] == [r["score"] for r in plain["results"]]
-    (tmp_path / "src").write_text("".join(p["source"] + "\n" for p in pairs), encoding="utf-8")
-    (tmp_path / "tgt").write_text("".join(p["target"] + "\n" for p in pairs), encoding="utf-8")
-    done = run_cli(
-        "score",
-        str(runs["transformer"]),
-        "--source",
-        str(tmp_path / "src"),
-        "--target",
-        str(tmp_path / "tgt"),
-        "--alignments",
-        str(tmp_path / "align"),
+    done = score_command(
+        run_cli, runs["transformer"], pairs, tmp_path, "--alignments", str(tmp_path / "align")
     )
     assert done.returncode == 0, done.stderr
     written = (tmp_path / "align").read_text(encoding="utf-8").splitlines()
