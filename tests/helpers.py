@@ -5,6 +5,7 @@ over HTTP (a server process on a free port, requests, the documented errors). Te
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import select
@@ -344,3 +345,17 @@ def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable, senten
         assert_near_tie(parting, f"ONNX against torch on {sentences[row]!r}")
     assert any(len(tokens) > 2 for tokens in got)
     return model
+
+
+def load_script(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> Any:
+    """scripts/NAME.py as a module (scripts/ is not a package), registered in sys.modules under NAME (its
+    dataclasses look their module up): while the test runs with `monkeypatch`, else for the session."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    if monkeypatch is None:
+        sys.modules[name] = module
+    else:
+        monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module

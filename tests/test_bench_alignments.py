@@ -3,26 +3,19 @@ within its sentences' words, and book tokens projected onto the gold's words."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from attn_mt.config import load_config
 from attn_mt.decoding.alignments import WordAlignment
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_alignments.py"
-
 
 @pytest.fixture
 def bench(monkeypatch):
-    """The script as a module (scripts/ is not a package), registered while the test runs."""
-    spec = importlib.util.spec_from_file_location("bench_alignments", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "bench_alignments", module)
-    spec.loader.exec_module(module)
-    return module
+    """scripts/bench_alignments.py as a module while the test runs."""
+    return load_script("bench_alignments", monkeypatch)
 
 
 def test_aer_by_hand(bench):

@@ -3,27 +3,19 @@ arms compared with the seeds' spread, the best one run longer with tune's pair r
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import yaml
+from helpers import load_script
 from synthetic import TINY, close_run_log, write_corpus
 
 from attn_mt.config import load_config
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_recipe.py"
-
 
 def bench_recipe(monkeypatch):
-    """The script as a module (scripts/ is not a package), registered while the test runs (its dataclasses
-    look their module up)."""
-    spec = importlib.util.spec_from_file_location("bench_recipe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "bench_recipe", module)
-    spec.loader.exec_module(module)
-    return module
+    """scripts/bench_recipe.py as a module while the test runs."""
+    return load_script("bench_recipe", monkeypatch)
 
 
 def test_arms_are_kept_only_beyond_the_seeds_spread(monkeypatch):

@@ -3,32 +3,19 @@ arithmetic, the synthetic batches and the GPU-busy sum (from a made-up trace).""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import load_script
 from synthetic import TINY
 
 from attn_mt.config import load_config
 from attn_mt.models.build import build_model
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _script():
-    """scripts/profile_step.py as a module."""
-    spec = importlib.util.spec_from_file_location("profile_step", ROOT / "scripts" / "profile_step.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["profile_step"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-profile_step = _script()
+profile_step = load_script("profile_step")
 TINY_ARGS = [
     "--device",
     "cpu",
