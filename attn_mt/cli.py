@@ -305,6 +305,31 @@ def serve(
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quantize: str | None = typer.Option(None, "--quantize", help=QUANTIZE_HELP),
     allowed_hosts: str | None = typer.Option(None, "--allowed-hosts", help=ALLOWED_HOSTS_HELP),
+    request_timeout: float = typer.Option(
+        60.0, "--request-timeout", help="Seconds a request waits for its answer before 503, by default."
+    ),
+    max_request_timeout: float = typer.Option(
+        300.0, "--max-request-timeout", help="The longest `timeout` a request may ask for, in seconds."
+    ),
+    max_queued_work: float | None = typer.Option(
+        None,
+        "--max-queued-work",
+        help="Work (characters x beam) waiting for the decoder, beyond which requests get 503 and "
+        "Retry-After (default: 4 of the largest requests; docs/serving.md).",
+    ),
+    shutdown_timeout: float = typer.Option(
+        10.0, "--shutdown-timeout", help="Seconds from SIGTERM or Ctrl-C to the exit; what is left gets 503."
+    ),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", help="Seconds a request's head may take to arrive (slow clients closed)."
+    ),
+    body_timeout: float = typer.Option(30.0, "--body-timeout", help="Seconds a request's body may take."),
+    keep_alive_timeout: float = typer.Option(
+        5.0, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
+    ),
+    limit_concurrency: int = typer.Option(
+        4096, "--limit-concurrency", help="Open connections (and requests) beyond which requests get 503."
+    ),
     cors_origins: str | None = typer.Option(
         None,
         "--cors-origins",
@@ -327,6 +352,14 @@ def serve(
         quantize=quantize,
         allowed_hosts=allowed_hosts,
         cors_origins=cors_origins,
+        request_timeout=request_timeout,
+        max_request_timeout=max_request_timeout,
+        max_queued_work=max_queued_work,
+        shutdown_timeout=shutdown_timeout,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        keep_alive_timeout=keep_alive_timeout,
+        limit_concurrency=limit_concurrency,
     )
 
 

@@ -141,7 +141,17 @@ def test_health_info_and_api_description(runs, transformer_server):
     run_dir = runs["transformer"]
     status, health = call(transformer_server, "/health")
     assert status == 200 and health["status"] == "ok"
-    assert set(health) == {"status", "waiting", "batches", "sentences", "dropped"}
+    assert set(health) == {
+        "status",
+        "waiting",
+        "batches",
+        "sentences",
+        "dropped",
+        "queued_work",
+        "refused",
+        "expired",
+        "stopped",
+    }
     host, port = transformer_server.rsplit(":", 1)
     assert host == "127.0.0.1"
     outside = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
@@ -160,6 +170,7 @@ def test_health_info_and_api_description(runs, transformer_server):
     scores = json.loads((run_dir / "eval" / "test" / "scores.json").read_text())
     assert info["eval_scores"]["test"]["bleu"] == scores["bleu"]
     assert info["limits"]["max_sentences"] == MAX_SENTENCES and info["batching"]["max_batch"] == 64
+    assert (info["limits"]["request_timeout_s"], info["limits"]["max_request_timeout_s"]) == (60, 300)
     status, api = call(transformer_server, "/openapi.json")
     assert status == 200 and {"/translate", "/info", "/health"} <= set(api["paths"])
     request_schema = api["components"]["schemas"]["TranslateRequest"]
@@ -177,6 +188,7 @@ def test_health_info_and_api_description(runs, transformer_server):
         "top_p",
         "seed",
         "alignments",
+        "timeout",
     }
     fields = request_schema["properties"]
     assert fields["temperature"]["anyOf"][0]["exclusiveMinimum"] == 0

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import torch
 
 from attn_mt.decoding.outputs import Hypothesis, gnmt_length_penalty, output_length_limits
+from attn_mt.decoding.stopping import check_stop
 from attn_mt.errors import UserError
 from attn_mt.models.base import DecoderState, EncoderDecoder
 
@@ -77,7 +78,9 @@ def _check_inputs(src: torch.Tensor, src_lens: torch.Tensor) -> None:
 def _step_logits(
     model: EncoderDecoder, tokens: torch.Tensor, state: DecoderState, need_attention: bool
 ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
-    """One decoder step -> logits (N, V) in float32, new state, cross-attention or None."""
+    """One decoder step -> logits (N, V) in float32, new state, cross-attention or None; first, the
+    caller's stop check (decoding/stopping.py) may end the search here."""
+    check_stop()
     logits, state, attention = model.step(tokens, state, need_attention)
     if logits.dim() != 2 or logits.shape[0] != tokens.shape[0]:
         raise ValueError(f"model.step must return logits ({tokens.shape[0]}, V), got {tuple(logits.shape)}")

@@ -16,22 +16,26 @@ which web pages' origins may read the answers (CORS).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from concurrent.futures import Future
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import Discriminator, Tag
+from pydantic import BaseModel, Discriminator, Tag
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attn_mt.decoding.scoring import blank_pairs
-from attn_mt.serving.batcher import Batcher
+from attn_mt.serving.admission import Admission, request_work
+from attn_mt.serving.batcher import Batcher, DeadlinePassedError, QueueFullError, ShuttingDownError
 from attn_mt.serving.guard import CorsPolicy, Guard, HostPolicy
 from attn_mt.serving.http import error_response, read_body, replaying
 from attn_mt.serving.libretranslate import (
@@ -44,6 +48,7 @@ from attn_mt.serving.libretranslate import (
 )
 from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
+    MAX_SPLIT_SENTENCES,
     ErrorBody,
     Info,
     Language,
@@ -150,18 +155,39 @@ async def until_disconnect(receive: Receive) -> None:
         pass
 
 
-async def results_unless_gone(job: Future, receive: Receive) -> Any:
-    """The job's results; if the client disconnects first, the job is cancelled and None returned."""
+class UnavailableError(Exception):
+    """A request the server will not answer now: 503 with this message (and a Retry-After when known)."""
+
+    def __init__(self, message: str, retry_after_s: int | None = None):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+async def results_unless_gone(job: Future, receive: Receive, timeout: float | None = None) -> Any:
+    """The job's results; None if the client disconnects first. A client gone, or `timeout` seconds
+    passed (UnavailableError), gives the job up: a queued job is never decoded, and a batch whose jobs are
+    all given up stops between two search steps."""
     results = asyncio.wrap_future(job)
     gone = asyncio.ensure_future(until_disconnect(receive))
     try:
-        await asyncio.wait((results, gone), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((results, gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-        if not results.done():  # the client left, or this request's task was cancelled
-            job.cancel()  # a queued job is then never decoded; one being decoded finishes unread
+        if not results.done():  # the client left, the deadline passed, or this request's task was cancelled
+            if not job.cancel():  # already being decoded: the worker sees it done and drops it
+                with contextlib.suppress(InvalidStateError):
+                    job.set_exception(DeadlinePassedError("given up by its request"))
             results.cancel()
-    return results.result() if not results.cancelled() else None
+    if results.cancelled():
+        if gone.done() and not gone.cancelled():
+            return None
+        raise UnavailableError(f"not answered within the request's deadline ({timeout:.3g} s)")
+    try:
+        return results.result()
+    except DeadlinePassedError:
+        raise UnavailableError("not answered within the request's deadline") from None
+    except ShuttingDownError as exc:
+        raise UnavailableError(f"the server is shutting down: {exc}") from None
 
 
 class FormBodies:
@@ -225,9 +251,16 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy, cors: CorsPolicy) -> FastAPI:
+def create_app(
+    service: TranslationService,
+    batcher: Batcher,
+    hosts: HostPolicy,
+    cors: CorsPolicy,
+    admission: Admission | None = None,
+) -> FastAPI:
     """The application over one loaded run and its decoding worker, answering the Host headers of
-    `hosts` and the web pages `cors` allows (serving/guard.py)."""
+    `hosts` and the web pages `cors` allows (serving/guard.py), within `admission`'s limits."""
+    admission = admission or Admission()
     app = FastAPI(
         title="attn-mt",
         summary=f"English-French translation with a {service.run.config.model.type} model and its attention.",
@@ -283,6 +316,13 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
 
     answer_errors_as_json(app, log, "the server could not answer this request")
 
+    @app.exception_handler(UnavailableError)
+    async def unavailable(request: Request, exc: UnavailableError) -> JSONResponse:
+        response = error_response(503, str(exc), [str(exc)])
+        if exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
+
     @app.get("/", include_in_schema=False)
     async def explorer() -> FileResponse:
         return FileResponse(PAGE_DIR / "index.html", media_type="text/html")
@@ -307,23 +347,54 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
             "batches": batcher.batches,
             "sentences": batcher.sentences,
             "dropped": batcher.dropped,
+            "queued_work": round(batcher.queued_work),
+            "refused": batcher.refused,
+            "expired": batcher.expired,
+            "stopped": batcher.stopped,
         }
 
     @app.get("/info", response_model=Info)
     async def info() -> Info:
         """The model, its config, vocabularies, checkpoint, latest eval scores, limits and batching."""
-        return service.info()
+        described = service.info()
+        described.limits.update(
+            max_split_sentences=MAX_SPLIT_SENTENCES,
+            request_timeout_s=admission.default_timeout_s,
+            max_request_timeout_s=admission.max_timeout_s,
+            max_queued_work=admission.max_queued_work,
+        )
+        return described
 
     async def decoded(
-        sentences: list[Any], options: DecodeOptions | ScoreOptions, connection: Request
+        sentences: list[Any], options: DecodeOptions | ScoreOptions, connection: Request, deadline: float
     ) -> Any:
-        """The sentences' (or pairs') results from the decoding worker, or None if the client left first."""
-        job = batcher.submit(sentences, options)
+        """The sentences' (or pairs') results from the decoding worker, or None if the client left first;
+        UnavailableError when the queue is full, the server stopping, or the deadline passed first."""
+        if isinstance(options, DecodeOptions):
+            width = options.beam if options.sampling is None else options.outputs
+            work = request_work(sentences, width, options.attention)
+        else:
+            work = request_work(sentences, 1, options.alignments)
+        try:
+            job = batcher.submit(sentences, options, work, deadline)
+        except QueueFullError as exc:
+            raise UnavailableError(str(exc), exc.retry_after_s) from None
+        except ShuttingDownError as exc:
+            raise UnavailableError(str(exc)) from None
         waiting.add(job)
         try:
-            return await results_unless_gone(job, connection.receive)
+            return await results_unless_gone(job, connection.receive, deadline - time.monotonic())
         finally:
             waiting.discard(job)
+
+    def rendered(make: Callable[[], BaseModel], **dump: Any) -> Awaitable[Response]:
+        """The answer built and written as JSON on a thread of its own, so a large one does not hold
+        the event loop (and every other connection) while it is serialised."""
+
+        def render() -> Response:
+            return Response(make().model_dump_json(**dump), media_type="application/json")
+
+        return asyncio.to_thread(render)
 
     @app.post(
         "/translate",
@@ -339,19 +410,22 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
         if isinstance(request, LibreTranslateRequest):
             return await translate_libretranslate(request, connection)
         try:
+            deadline = admission.deadline(request.timeout)
             options = service.options(request)
             plans = service.plan(request)
             pieces = service.items(request, plans)
-        except RequestError as exc:
+        except (RequestError, ValueError) as exc:
             return error_response(422, str(exc), [str(exc)])
-        results = await decoded(pieces, options, connection) if pieces else []
+        results = await decoded(pieces, options, connection, deadline) if pieces else []
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
-        return TranslateResponse(
-            results=service.combine(request.sentences, plans, results),
-            beam=options.beam,
-            nbest=options.outputs,
-            length_penalty=options.length_penalty,
+        return await rendered(
+            lambda: TranslateResponse(
+                results=service.combine(request.sentences, plans, results),
+                beam=options.beam,
+                nbest=options.outputs,
+                length_penalty=options.length_penalty,
+            )
         )
 
     async def translate_libretranslate(request: LibreTranslateRequest, connection: Request) -> Any:
@@ -364,10 +438,11 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
             options = service.options(TranslateRequest(sentences=["-"], beam=beam, nbest=nbest))
         except (LibreTranslateError, RequestError) as exc:
             return error_response(400, str(exc), [str(exc)])
-        results = await decoded(work.sentences, options, connection) if work.sentences else []
+        deadline = admission.deadline(None)
+        results = await decoded(work.sentences, options, connection, deadline) if work.sentences else []
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
-        return JSONResponse(answer(request, work, results, config).model_dump(exclude_none=True))
+        return await rendered(lambda: answer(request, work, results, config), exclude_none=True)
 
     @app.post(
         "/score", response_model=ScoreResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES
@@ -383,10 +458,16 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
         if blank:  # white space by Python's rules (\x1c too), which JSON Schema's \S does not cover
             problems = [f"pairs[{i}].{side}: nothing to score (only white space)" for i, side in blank]
             return error_response(422, problems[0], problems)
-        results = await decoded(pairs, options, connection)
+        try:
+            deadline = admission.deadline(request.timeout)
+        except ValueError as exc:
+            return error_response(422, str(exc), [str(exc)])
+        results = await decoded(pairs, options, connection, deadline)
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
-        return ScoreResponse(results=results, length_penalty=options.length_penalty)
+        return await rendered(
+            lambda: ScoreResponse(results=results, length_penalty=options.length_penalty), exclude_none=True
+        )
 
     @app.get("/languages", response_model=list[Language])
     async def language_list() -> list[Language]:

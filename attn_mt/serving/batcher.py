@@ -1,141 +1,339 @@
-"""One decoding worker behind a queue: requests that arrive close together are decoded as one batch.
+"""One decoding worker behind a bounded queue: requests that arrive close together are decoded as one batch.
 
 The web server's threads only put jobs on the queue and wait on their futures; the worker alone
-runs the model. It takes the oldest job, then keeps taking jobs for up to `max_wait_s` or until
-`max_batch` sentences are gathered. Jobs whose decoding options differ from the first job's are
-set aside for the next round, in arrival order, so a batch is always decoded with one set of
-options. A job whose client has gone (its future cancelled) is dropped without being decoded: it
-takes no room in a batch when it is gone before the batch is formed, and is left out of the
-decoding when it goes while the batch waits for more jobs.
+runs the model. It takes the oldest waiting job, then keeps adding jobs with the same decoding
+options for up to `max_wait_s`, until the batch holds `max_batch` sentences or `batch_work` units
+of work (serving/admission.py measures it: characters times beam). A job larger than the room left
+is split: its first sentences go in this batch, the rest wait at the head of the queue, so no batch
+ever exceeds `max_batch`. Jobs whose options differ wait for a later round, in arrival order.
+
+Two lanes keep short requests from starving behind long ones: a job of at most `short_work` units
+is short. When both lanes wait, the worker alternates between them, so a short job waits for at
+most one bounded batch of long work, and long work still advances every other round.
+
+The queue is bounded in work, not in requests: `submit` refuses a job (`QueueFullError`, which says when
+to retry) when the waiting work and the job's together pass `max_queued_work`. A job is gone when its
+future is done before its results: its client left (the future cancelled, or failed by the waiting
+request), or its deadline passed. A gone job takes no room in a batch, and a batch whose jobs are all
+gone stops between two search steps (decoding/stopping.py). `shut_down(by)` fails every job not
+finished at `by` with `ShuttingDownError`, and stops the batch then being decoded.
 """
 
 from __future__ import annotations
 
-import queue
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
+from attn_mt.decoding.stopping import DecodeStoppedError, stop_when
+
 DecodeFn = Callable[[list[Any], Any], Sequence[Any]]  # (sentences or pairs, options) -> one result each
+RETRY_AFTER_S = (1, 120)  # the bounds of the Retry-After a refused job is given, in seconds
 
 
-@dataclass
+class QueueFullError(Exception):
+    """The queue holds too much work to take this job now; `retry_after_s` estimates when it would."""
+
+    def __init__(self, queued_work: float, retry_after_s: int):
+        super().__init__(f"the server is busy ({queued_work:.0f} units of work waiting); retry later")
+        self.queued_work, self.retry_after_s = queued_work, retry_after_s
+
+
+class DeadlinePassedError(Exception):
+    """The job was not finished by its deadline."""
+
+
+class ShuttingDownError(Exception):
+    """The server is stopping and did not finish the job within its shutdown timeout."""
+
+
+@dataclass(eq=False)
 class Job:
-    """Sentences of one request, its decoding options, and where its results go."""
+    """Sentences of one request, its decoding options, its cost and deadline, and where its results go."""
 
     sentences: list[Any]  # sentences to translate, or (source, target) pairs to score
     options: Hashable
+    work: float = 0.0  # the whole job's cost (0: one unit a sentence)
+    deadline: float | None = None  # time.monotonic() by which it must be finished
     future: Future = field(default_factory=Future)
+    handed: int = 0  # sentences put in batches so far
+    finished: int = 0  # sentences decoded so far
+    results: list[Any] = field(default_factory=list)
+    dropped: bool = False  # counted in Batcher.dropped
+
+    def __post_init__(self) -> None:
+        self.work = float(self.work or len(self.sentences))
+        self.results = [None] * len(self.sentences)
+
+    @property
+    def unit_work(self) -> float:
+        """The work of one of its sentences (the job's spread evenly)."""
+        return self.work / max(1, len(self.sentences))
+
+    @property
+    def left(self) -> int:
+        """Sentences not yet put in a batch."""
+        return len(self.sentences) - self.handed
+
+
+def settle(future: Future, result: Any = None, error: BaseException | None = None) -> bool:
+    """Give the future its result (or error) unless it is already done; whether this call settled it."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        return False
+    return True
 
 
 class Batcher:
-    """A queue of translation jobs and the one thread that decodes them in batches."""
+    """A bounded queue of translation jobs and the one thread that decodes them in batches."""
 
-    def __init__(self, decode: DecodeFn, max_batch: int, max_wait_s: float):
+    def __init__(
+        self,
+        decode: DecodeFn,
+        max_batch: int,
+        max_wait_s: float,
+        max_queued_work: float = math.inf,
+        batch_work: float = math.inf,
+        short_work: float = math.inf,
+    ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         if max_wait_s < 0:
             raise ValueError(f"max_wait_s must be 0 or more, got {max_wait_s}")
         self.decode, self.max_batch, self.max_wait_s = decode, max_batch, max_wait_s
-        self._queue: queue.Queue[Job | None] = queue.Queue()
-        self._set_aside: deque[Job] = deque()
+        self.max_queued_work, self.batch_work, self.short_work = max_queued_work, batch_work, short_work
+        self._jobs: deque[Job] = deque()  # jobs with sentences not yet in a batch, in arrival order
+        self._lock = threading.Condition()
+        self._closing = False
+        self._stop_by: float | None = None  # the shutdown deadline, once shut_down is called
+        self._running: list[Job] = []  # the jobs of the batch being decoded
+        self._last_long = False  # whether the last batch came from the long lane
+        self._work_per_s = 0.0  # decoding speed, a running average (0 until the first batch)
         self.batches = 0  # batches decoded so far
         self.sentences = 0  # sentences decoded so far
-        self.dropped = 0  # jobs not decoded because their client had gone
+        self.dropped = 0  # jobs not (wholly) decoded because their client had gone
+        self.expired = 0  # jobs failed because their deadline passed
+        self.refused = 0  # jobs refused because the queue was full
+        self.stopped = 0  # batches stopped between two search steps
+        self.unfinished_at_shutdown = 0  # jobs failed with ShuttingDownError
         self._thread = threading.Thread(target=self._run, name="attn-mt-decoder", daemon=True)
         self._thread.start()
 
-    def submit(self, sentences: list[Any], options: Hashable) -> Future:
-        """Queue one request; its future gets the list of results, one per sentence."""
-        job = Job(list(sentences), options)
-        self._queue.put(job)
+    @property
+    def queued_work(self) -> float:
+        """The work of the sentences waiting for a batch."""
+        with self._lock:
+            return self._queued_work()
+
+    def _queued_work(self) -> float:
+        return sum(job.unit_work * job.left for job in self._jobs)
+
+    def submit(
+        self, sentences: list[Any], options: Hashable, work: float = 0.0, deadline: float | None = None
+    ) -> Future:
+        """Queue one request; its future gets the list of results, one per sentence. Raises
+        QueueFullError when the queue has no room for its work (an empty queue takes any job), and
+        ShuttingDownError once the server is stopping."""
+        job = Job(list(sentences), options, work, deadline)
+        with self._lock:
+            if self._closing or self._stop_by is not None:
+                raise ShuttingDownError("the server is shutting down")
+            queued = self._queued_work()
+            if self._jobs and queued + job.work > self.max_queued_work:
+                self.refused += 1
+                raise QueueFullError(queued, self._retry_after(queued + job.work))
+            self._jobs.append(job)
+            self._lock.notify_all()
         return job.future
+
+    def _retry_after(self, work: float) -> int:
+        """Seconds until `work` units are likely decoded, at the speed measured so far."""
+        low, high = RETRY_AFTER_S
+        if self._work_per_s <= 0:
+            return low
+        return int(min(high, max(low, math.ceil(work / self._work_per_s))))
 
     def close(self) -> None:
         """Stop the worker after the jobs already queued."""
-        self._queue.put(None)
+        with self._lock:
+            self._closing = True
+            self._lock.notify_all()
         self._thread.join()
 
-    def _gone(self, job: Job) -> bool:
-        """Whether the job's client has gone (its future cancelled); such a job is counted as dropped."""
-        if job.future.cancelled():
-            self.dropped += 1
-            return True
-        return False
+    def shut_down(self, by: float) -> None:
+        """Refuse new jobs; at time.monotonic() `by`, fail every job not finished with ShuttingDownError and
+        stop the batch being decoded. Returns at once."""
+        with self._lock:
+            self._stop_by = by
+            self._lock.notify_all()
+        timer = threading.Timer(max(0.0, by - time.monotonic()), self._fail_all_unfinished)
+        timer.daemon = True
+        timer.start()
 
-    def _next_job(self) -> Job | None:
-        """The oldest live set-aside job, else the next live queued one, waiting for it; None means stop."""
-        while self._set_aside:
-            job = self._set_aside.popleft()
-            if not self._gone(job):
-                return job
-        while True:
-            job = self._queue.get()
-            if job is None or not self._gone(job):
-                return job
+    def _fail_all_unfinished(self) -> None:
+        """At the shutdown deadline: every job still waiting or being decoded gets ShuttingDownError."""
+        with self._lock:
+            jobs, self._jobs = list(self._jobs), deque()
+            self._closing = True
+            self._lock.notify_all()
+        for job in jobs + list(self._running):
+            if settle(job.future, error=ShuttingDownError("not finished within the shutdown timeout")):
+                self.unfinished_at_shutdown += 1
 
-    def gather(self) -> list[Job] | None:
-        """Wait for a job, then collect jobs with its options for up to max_wait_s; None means stop."""
-        first = self._next_job()
-        if first is None:
-            return None
-        batch, size = [first], len(first.sentences)
-        others: list[Job] = []
-        set_aside, self._set_aside = self._set_aside, deque()
-        for job in set_aside:  # older jobs first, before anything newer from the queue
-            if self._gone(job):
+    def _gone(self, job: Job, now: float) -> bool:
+        """Whether the job is no longer wanted: its future done (client gone) or its deadline passed."""
+        expired = job.deadline is not None and now > job.deadline
+        if expired and settle(job.future, error=DeadlinePassedError("the deadline passed")):
+            self.expired += 1
+        return job.future.done()
+
+    def _prune(self) -> None:
+        """Drop gone jobs from the queue (under the lock)."""
+        now = time.monotonic()
+        for job in [job for job in self._jobs if self._gone(job, now)]:
+            self._jobs.remove(job)
+            self._drop(job)
+
+    def _is_long(self, job: Job) -> bool:
+        return job.work > self.short_work
+
+    def _lane(self) -> bool | None:
+        """Which lane the next batch comes from (True: long), None when nothing waits."""
+        lanes = {self._is_long(job) for job in self._jobs}
+        if len(lanes) == 2:
+            return not self._last_long
+        return next(iter(lanes), None)
+
+    def _plan(self, long: bool) -> tuple[list[tuple[Job, int]], bool]:
+        """The batch the waiting jobs make now: (job, sentences) in arrival order, from the oldest job
+        of the lane and those with its options, within max_batch and batch_work; and whether it is full."""
+        plan: list[tuple[Job, int]] = []
+        room, work_room, options = self.max_batch, self.batch_work, None
+        for job in self._jobs:
+            if self._is_long(job) != long or (options is not None and job.options != options):
                 continue
-            if job.options == first.options and size < self.max_batch:
-                batch.append(job)
-                size += len(job.sentences)
-            else:
-                others.append(job)
-        deadline = time.monotonic() + self.max_wait_s
-        while size < self.max_batch:
-            remaining = deadline - time.monotonic()
-            try:
-                job = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is None:
-                self._queue.put(None)  # stop after this batch
-                break
-            if self._gone(job):
-                continue
-            if job.options == first.options:
-                batch.append(job)
-                size += len(job.sentences)
-            else:
-                others.append(job)
-        self._set_aside.extend(others)
-        return batch
+            options = job.options
+            fits = int(work_room // job.unit_work) if math.isfinite(work_room) else job.left
+            take = min(job.left, room, fits if plan else max(1, fits))
+            if take <= 0:
+                return plan, True
+            plan.append((job, take))
+            room -= take
+            work_room -= take * job.unit_work
+            if room == 0 or take < job.left:
+                return plan, True
+        return plan, False
+
+    def gather(self) -> list[tuple[Job, int, int]] | None:
+        """Wait for a job, then collect jobs with its options for up to max_wait_s: the batch as (job,
+        first sentence, end) parts; None means stop."""
+        with self._lock:
+            while True:
+                self._prune()
+                if self._jobs:
+                    break
+                if self._closing:
+                    return None
+                self._lock.wait()
+            long = bool(self._lane())
+            until = time.monotonic() + self.max_wait_s
+            plan, full = self._plan(long)
+            while not full and not self._closing and self._stop_by is None:
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+                self._prune()
+                plan, full = self._plan(long)
+                if not plan:  # every job of the batch left while it waited
+                    long = bool(self._lane())
+                    plan, full = self._plan(long)
+                    if not plan:
+                        return []
+            parts = []
+            for job, take in plan:
+                parts.append((job, job.handed, job.handed + take))
+                job.handed += take
+                if job.left == 0:
+                    self._jobs.remove(job)
+            self._last_long = long
+            return parts
 
     def _run(self) -> None:
         """The worker: gather a batch, decode it once, hand each job its share of the results."""
         while True:
-            batch = self.gather()
-            if batch is None:
+            parts = self.gather()
+            if parts is None:
                 return
-            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
-            self.dropped += len(batch) - len(live)  # clients that left while the batch was gathered
+            live = [(job, start, end) for job, start, end in parts if self._start(job)]
             if not live:
                 continue
-            sentences = [s for job in live for s in job.sentences]
+            jobs = [job for job, _, _ in live]
+            self._running = jobs
+            items = [s for job, start, end in live for s in job.sentences[start:end]]
+            started = time.monotonic()
             try:
-                results = list(self.decode(sentences, live[0].options))
-                if len(results) != len(sentences):
-                    raise RuntimeError(f"{len(results)} results for {len(sentences)} sentences")
-            except Exception as exc:  # handed to every waiting request; the worker carries on
-                for job in live:
-                    job.future.set_exception(exc)
+                with stop_when(lambda jobs=jobs: self._all_gone(jobs)):
+                    results = list(self.decode(items, jobs[0].options))
+                if len(results) != len(items):
+                    raise RuntimeError(f"{len(results)} results for {len(items)} sentences")
+            except DecodeStoppedError:
+                self.stopped += 1
+                for job in jobs:
+                    self._drop(job)
                 continue
+            except Exception as exc:  # handed to every waiting request; the worker carries on
+                for job in jobs:
+                    settle(job.future, error=exc)
+                continue
+            finally:
+                self._running = []
+            self._measure(sum(job.unit_work * (end - start) for job, start, end in live), started)
             self.batches += 1
-            self.sentences += len(sentences)
-            start = 0
-            for job in live:
-                job.future.set_result(results[start : start + len(job.sentences)])
-                start += len(job.sentences)
+            self.sentences += len(items)
+            at = 0
+            for job, start, end in live:
+                job.results[start:end] = results[at : at + end - start]
+                at += end - start
+                job.finished += end - start
+                if job.finished == len(job.sentences):
+                    settle(job.future, job.results)
+
+    def _start(self, job: Job) -> bool:
+        """Mark the job running when its first part is decoded; whether it is still wanted."""
+        future = job.future
+        if not future.running() and not future.done() and not future.set_running_or_notify_cancel():
+            self._drop(job)
+            return False
+        if self._gone(job, time.monotonic()):
+            self._drop(job)
+            return False
+        return True
+
+    def _drop(self, job: Job) -> None:
+        """Count a job given up before all of it was decoded, once however many parts it had."""
+        if not job.dropped:
+            job.dropped = True
+            self.dropped += 1
+
+    def _all_gone(self, jobs: list[Job]) -> bool:
+        """The stop check of a batch being decoded: every job of it gone, or the shutdown deadline passed."""
+        now = time.monotonic()
+        if self._stop_by is not None and now > self._stop_by:
+            return True
+        return all(self._gone(job, now) for job in jobs)
+
+    def _measure(self, work: float, started: float) -> None:
+        """Fold one batch's work per second into the running average that Retry-After is computed from."""
+        elapsed = max(time.monotonic() - started, 1e-6)
+        speed = work / elapsed
+        self._work_per_s = speed if self._work_per_s <= 0 else 0.8 * self._work_per_s + 0.2 * speed

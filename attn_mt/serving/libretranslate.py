@@ -28,7 +28,7 @@ from attn_mt.data.sentences import SplitLine
 from attn_mt.serving.markup import Markup, ParserMissingError, UnreadableMarkupError, parse_markup
 from attn_mt.serving.schemas import (
     MAX_CHARS,
-    MAX_SENTENCES,
+    MAX_SPLIT_SENTENCES,
     MAX_TEXT_CHARS,
     DetectedLanguage,
     Language,
@@ -120,8 +120,10 @@ def plan(request: LibreTranslateRequest, config: Config, split: Callable[[str], 
     texts = [piece for entry in pieces for piece in entry]
     lines = [[split(line) for line in text.split("\n")] for text in texts]
     sentences = [s for text in lines for line in text for s in line.sentences]
-    if len(sentences) > MAX_SENTENCES:
-        raise LibreTranslateError(f"Invalid request: more than {MAX_SENTENCES} sentences in one request")
+    if len(sentences) > MAX_SPLIT_SENTENCES:
+        raise LibreTranslateError(
+            f"Invalid request: more than {MAX_SPLIT_SENTENCES} sentences in one request"
+        )
     too_long = [s for s in sentences if len(s) > MAX_CHARS]
     if too_long:
         raise LibreTranslateError(f"Invalid request: a sentence is longer than {MAX_CHARS} characters")

@@ -34,6 +34,10 @@ from attn_mt.limits import (  # the bounds of every entry point
 MAX_SENTENCES = 64  # sentences in one request
 MAX_CHARS = 1000  # characters in one sentence
 MAX_BODY_BYTES = 1 << 20  # request bodies longer than this are refused before they are read
+MAX_REQUEST_CHARS = MAX_SENTENCES * MAX_CHARS  # characters of one request's texts together
+# sentences one request may split into: its characters at 20 a sentence (fewer than most sentences
+# have, so the character limit is reachable with any ordinary text)
+MAX_SPLIT_SENTENCES = MAX_REQUEST_CHARS // 20
 
 # a character that is not white space by Python's rules (str.isspace: \x1c-\x1f and \x85 too, which JSON
 # Schema's \S leaves out), so the schema and the server's blank check (str.strip) agree on what is blank
@@ -112,6 +116,12 @@ class TranslateRequest(BaseModel):
     )
     alignments: StrictBool = Field(
         False, description="Also return the word alignment of each best output, from its cross-attention."
+    )
+    timeout: StrictFloat | None = Field(
+        None,
+        gt=0,
+        description="Seconds to wait for the answer before the server gives up with 503 (default and "
+        "maximum: GET /info's limits.request_timeout_s and max_request_timeout_s).",
     )
 
 
@@ -236,6 +246,12 @@ class ScoreRequest(BaseModel):
         description="Also return each target's word alignment to its source, read from the "
         "cross-attention while the target is forced (what `attn-mt score --alignments` writes).",
     )
+    timeout: StrictFloat | None = Field(
+        None,
+        gt=0,
+        description="Seconds to wait for the answer before the server gives up with 503 (default and "
+        "maximum: GET /info's limits.request_timeout_s and max_request_timeout_s).",
+    )
 
 
 class PairScore(BaseModel):
@@ -270,7 +286,7 @@ class ErrorBody(BaseModel):
 
 # ----- LibreTranslate's API (serving/libretranslate.py) -----
 
-MAX_TEXT_CHARS = MAX_SENTENCES * MAX_CHARS  # characters in one LibreTranslate request's texts together
+MAX_TEXT_CHARS = MAX_REQUEST_CHARS  # characters in one LibreTranslate request's texts together
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS)]
 
 

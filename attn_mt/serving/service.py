@@ -31,6 +31,7 @@ from attn_mt.serving.schemas import (
     MAX_LENGTH_PENALTY,
     MAX_SAMPLES,
     MAX_SENTENCES,
+    MAX_SPLIT_SENTENCES,
     MAX_TEMPERATURE,
     Alignment,
     AttentionMaps,
@@ -331,7 +332,13 @@ class TranslationService:
             prefixes = entry_prefixes(request)
         except UserError as exc:
             raise RequestError(str(exc)) from None
-        return plan_lines(translator_for(self.run), request.sentences, request.split, prefixes)
+        plans = plan_lines(translator_for(self.run), request.sentences, request.split, prefixes)
+        count = sum(len(plan.sentences) for plan, _ in plans)
+        if count > MAX_SPLIT_SENTENCES:
+            raise RequestError(
+                f"sentences: {count} sentences once split, more than {MAX_SPLIT_SENTENCES} in one request"
+            )
+        return plans
 
     def combine(
         self, entries: list[str], plans: list[tuple[SplitLine, list[str]]], results: list[SentenceResult]
