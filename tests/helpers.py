@@ -85,12 +85,21 @@ def server(run_dir: Path, *options: str) -> Iterator[str]:
 @contextmanager
 def command_server(*arguments: str) -> Iterator[str]:
     """`attn-mt COMMAND ... --port 0 --device cpu` (serve or lab) in its own process; yields its address."""
+    with server_process(*arguments) as (_, address):
+        yield address
+
+
+@contextmanager
+def server_process(*arguments: str, **popen: Any) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`attn-mt COMMAND ... --port 0 --device cpu` in its own process (`popen`: more Popen arguments);
+    yields the process and its address, and stops it (SIGINT) after unless it has ended."""
     process = subprocess.Popen(
         [sys.executable, "-m", "attn_mt", *arguments, "--port", "0", "--device", "cpu"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
+        **popen,
     )
     try:
         ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
@@ -98,7 +107,7 @@ def command_server(*arguments: str) -> Iterator[str]:
         if "http://127.0.0.1:" not in line:
             process.kill()
             pytest.fail(f"the server did not start: {line!r} {process.stderr.read()[-3000:]}")
-        yield line.split("http://", 1)[1].split("/", 1)[0]
+        yield process, line.split("http://", 1)[1].split("/", 1)[0]
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
-from attn_mt.serving.batcher import Batcher
+from attn_mt.decoding.stopping import DecodeStoppedError, check_stop, stop_when
+from attn_mt.decoding.translator import Translator
+from attn_mt.run.run_dir import load_run
+from attn_mt.serving.batcher import Batcher, DeadlinePassedError, QueueFullError, ShuttingDownError
 
 WAIT_S = 30.0  # a batch waits this long for more jobs; the tests fill batches well before it ends
 
@@ -101,3 +105,139 @@ def test_limits_are_checked():
         Batcher(GatedDecoder(), max_batch=0, max_wait_s=0.01)
     with pytest.raises(ValueError, match="max_wait_s must be 0 or more"):
         Batcher(GatedDecoder(), max_batch=1, max_wait_s=-1)
+
+
+class SteppingDecoder:
+    """A stand-in search: `steps` steps of `step_s` each, calling check_stop() before every one, as
+    decoding/search.py does; records each batch's sentences and how many steps it ran."""
+
+    def __init__(self, steps: int = 1, step_s: float = 0.0) -> None:
+        self.steps, self.step_s = steps, step_s
+        self.calls: list[list[str]] = []
+        self.ran: list[int] = []
+        self.started = threading.Event()
+
+    def __call__(self, sentences: list[str], options: str) -> list[str]:
+        self.calls.append(list(sentences))
+        self.ran.append(0)
+        self.started.set()
+        for _ in range(self.steps):
+            check_stop()
+            time.sleep(self.step_s)
+            self.ran[-1] += 1
+        return [s.upper() for s in sentences]
+
+
+def test_max_batch_is_never_exceeded_a_job_larger_than_the_room_is_split():
+    decoder = GatedDecoder()
+    batcher = Batcher(decoder, max_batch=4, max_wait_s=WAIT_S)
+    first = batcher.submit(["a1", "a2", "a3"], "x")  # 3 of 4: the batch waits for more
+    second = batcher.submit(["b1", "b2", "b3", "b4", "b5", "b6"], "x")  # its first sentence fills it
+    decoder.release.set()
+    assert first.result(WAIT_S) == ["x:A1", "x:A2", "x:A3"]
+    batcher.close()  # ends the wait of the last part's batch, which is still decoded
+    assert second.result(WAIT_S) == [f"x:B{i}" for i in range(1, 7)]  # its parts joined in order
+    assert [call[0] for call in decoder.calls] == [
+        ["a1", "a2", "a3", "b1"],
+        ["b2", "b3", "b4", "b5"],
+        ["b6"],
+    ]
+    assert (batcher.batches, batcher.sentences) == (3, 9)
+
+
+def test_the_queue_is_bounded_in_work_and_refuses_with_a_retry_time():
+    decoder = GatedDecoder()
+    batcher = Batcher(decoder, max_batch=1, max_wait_s=0.0, max_queued_work=100)
+    batcher.submit(["running"], "x", work=90)
+    assert decoder.started.wait(WAIT_S)  # decoding: no longer queued
+    waiting = batcher.submit(["a"], "x", work=60)
+    with pytest.raises(QueueFullError) as refused:
+        batcher.submit(["b"], "x", work=50)  # 60 + 50 waiting would pass 100
+    assert refused.value.retry_after_s >= 1 and refused.value.queued_work == 60
+    small = batcher.submit(["c"], "x", work=40)  # 60 + 40 fits
+    assert batcher.queued_work == 100 and batcher.refused == 1
+    decoder.release.set()
+    assert waiting.result(WAIT_S) == ["x:A"] and small.result(WAIT_S) == ["x:C"]
+    huge = batcher.submit(["d"], "x", work=10_000)  # larger than the bound, taken when nothing waits
+    assert huge.result(WAIT_S) == ["x:D"]
+    batcher.close()
+
+
+def test_a_job_past_its_deadline_is_not_decoded():
+    decoder = GatedDecoder()
+    batcher = Batcher(decoder, max_batch=8, max_wait_s=0.0)
+    batcher.submit(["a"], "x")
+    assert decoder.started.wait(WAIT_S)
+    late = batcher.submit(["late"], "y", deadline=time.monotonic() + 0.05)
+    time.sleep(0.1)
+    decoder.release.set()
+    with pytest.raises(DeadlinePassedError):
+        late.result(WAIT_S)
+    assert batcher.submit(["b"], "y").result(WAIT_S) == ["y:B"]
+    batcher.close()
+    assert all("late" not in sentences for sentences, _ in decoder.calls)
+    assert (batcher.expired, batcher.dropped) == (1, 1)
+
+
+def test_a_batch_whose_clients_all_left_stops_between_search_steps():
+    decoder = SteppingDecoder(steps=1000, step_s=0.005)  # 5 s if it ran to the end
+    batcher = Batcher(decoder, max_batch=8, max_wait_s=0.0)
+    leaving = batcher.submit(["long"], "x")
+    assert decoder.started.wait(WAIT_S)
+    assert not leaving.cancel()  # running: the waiting request fails it instead, as app.py does
+    leaving.set_exception(DeadlinePassedError("given up by its request"))
+    decoder.steps = 1
+    assert batcher.submit(["next"], "x").result(WAIT_S) == ["NEXT"]  # the worker is free again
+    batcher.close()
+    assert decoder.ran[0] < 1000 and (batcher.stopped, batcher.dropped) == (1, 1)
+
+
+def test_short_jobs_alternate_with_bounded_batches_of_a_long_one():
+    decoder = SteppingDecoder(steps=3, step_s=0.01)
+    batcher = Batcher(decoder, max_batch=64, max_wait_s=0.0, batch_work=4, short_work=2)
+    long = batcher.submit([f"l{i}" for i in range(12)], "x")  # 12 units: 3 batches of 4
+    assert decoder.started.wait(WAIT_S)
+    short = [batcher.submit([f"s{i}"], "x") for i in range(2)]  # 1 unit each
+    assert [s.result(WAIT_S) for s in short] == [["S0"], ["S1"]]
+    assert long.result(WAIT_S) == [f"L{i}" for i in range(12)]
+    batcher.close()
+    # after the first long batch the short ones go next (together, within max_batch), not after all 12
+    assert decoder.calls[:2] == [["l0", "l1", "l2", "l3"], ["s0", "s1"]]
+    assert [len(call) for call in decoder.calls[2:]] == [4, 4]
+
+
+def test_shutting_down_finishes_what_fits_and_fails_the_rest():
+    decoder = SteppingDecoder(steps=1000, step_s=0.005)
+    batcher = Batcher(decoder, max_batch=1, max_wait_s=0.0)
+    running, queued = batcher.submit(["a"], "x"), batcher.submit(["b"], "x")
+    assert decoder.started.wait(WAIT_S)
+    started = time.monotonic()
+    batcher.shut_down(by=started + 0.2)
+    with pytest.raises(ShuttingDownError):
+        batcher.submit(["c"], "x")  # nothing new once stopping
+    for future in (running, queued):
+        with pytest.raises(ShuttingDownError):
+            future.result(WAIT_S)
+    batcher.close()  # the worker has ended: the running batch stopped between two steps
+    assert time.monotonic() - started < 2.0 and batcher.unfinished_at_shutdown == 2
+    assert decoder.calls == [["a"]] and decoder.ran[0] < 1000
+
+
+def test_a_real_search_stops_at_the_step_its_check_says(tiny_runs):
+    loaded = load_run(tiny_runs.transformer, "best", "cpu")
+    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, loaded.config)
+    sentences = ["alpha bravo charlie delta echo foxtrot ."]
+    checks = []
+
+    def third_step() -> bool:
+        checks.append(1)
+        return len(checks) == 3
+
+    for beam in (1, 3):
+        checks.clear()
+        with stop_when(third_step), pytest.raises(DecodeStoppedError):
+            translator.translate(sentences, beam_size=beam)
+        assert len(checks) == 3  # two steps ran, the third was never started
+    checks.clear()
+    assert translator.translate(sentences, beam_size=3)[0].text  # no check outside the block
+    assert checks == []

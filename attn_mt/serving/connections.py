@@ -10,7 +10,8 @@ closed (with a 408 answer when a body was under way and nothing has been answere
 At start the server raises its soft limit of open files to the hard limit, so connections, not
 the default 1,024 descriptors, are what `--limit-concurrency` bounds. When descriptors still run
 out, asyncio logs "Too many open files" for each refused accept; `OutOfFilesLog` turns that into one
-line at the first, then at most one line a minute with the count so far, never a traceback.
+line at the first, then at most one line a minute with the count so far, never a traceback (and
+drops the traceback of asyncio's retry of such an accept when it comes after the socket was closed).
 """
 
 from __future__ import annotations
@@ -136,6 +137,13 @@ def out_of_files(record: logging.LogRecord) -> bool:
     return "Too many open files" in record.getMessage()
 
 
+def retry_after_close(record: logging.LogRecord) -> bool:
+    """Whether a record is asyncio's retry of an accept refused for lack of descriptors, run after the
+    listening socket was closed at shutdown (it fails on descriptor -1: nothing is wrong but the order)."""
+    error = record.exc_info[1] if record.exc_info else None
+    return isinstance(error, ValueError) and "_start_serving" in record.getMessage()
+
+
 class OutOfFilesLog(logging.Filter):
     """A log filter: "too many open files" once, then at most once a minute with the count, no traceback."""
 
@@ -146,6 +154,8 @@ class OutOfFilesLog(logging.Filter):
         self._reported_at = -float("inf")
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if retry_after_close(record):
+            return False
         if not out_of_files(record):
             return True
         self.count += 1

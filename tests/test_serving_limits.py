@@ -1,0 +1,241 @@
+"""`attn-mt serve` under pressure: a queue bounded in work (503 with Retry-After), deadlines, --max-batch
+kept by splitting requests, limits that agree, read timeouts for slow clients, the fd limit and a quiet
+log when it is reached, and a bounded shutdown; real HTTP against server processes on 127.0.0.1 with the
+session's tiny Transformer run."""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from helpers import (
+    ANSWER_TIMEOUT_S,
+    call,
+    raw_request,
+    server,
+    server_process,
+    translate,
+    translate_lines,
+    wait_for_health,
+)
+from synthetic import reverse_pairs
+
+from attn_mt.serving.schemas import MAX_SPLIT_SENTENCES, MAX_TEXT_CHARS
+
+SENTENCE = "alpha bravo charlie ."  # 21 characters: 31 units of work a beam
+
+
+def post_with_headers(address: str, body: dict) -> tuple[int, dict, dict[str, str]]:
+    """POST /translate; the status, the JSON answer and the headers (lower-cased names)."""
+    request = urllib.request.Request(
+        f"http://{address}/translate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT_S) as response:
+            return (
+                response.status,
+                json.loads(response.read()),
+                {name.lower(): value for name, value in response.headers.items()},
+            )
+    except urllib.error.HTTPError as error:
+        with error:
+            headers = {name.lower(): value for name, value in error.headers.items()}
+            return error.code, json.loads(error.read()), headers
+
+
+def test_a_full_queue_answers_503_with_retry_after_at_once(tiny_runs):
+    # 100 units of queue; the first request (62 units at beam 2) waits 3 s for company in its batch
+    with server(tiny_runs.transformer, "--max-queued-work", "100", "--max-wait-ms", "3000") as address:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(translate, address, [SENTENCE], beam=2)
+            wait_for_health(address, lambda health: health["queued_work"] == 62)
+            started = time.monotonic()
+            status, answer, headers = post_with_headers(address, {"sentences": [SENTENCE], "beam": 2})
+            refused_in = time.monotonic() - started
+            assert first.result(ANSWER_TIMEOUT_S)["results"][0]["translation"]
+        assert status == 503 and "busy" in answer["error"] and int(headers["retry-after"]) >= 1
+        assert refused_in < 1.0  # at once, not after the queue drains
+        status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "beam": 1})  # 31 units fit
+        assert status == 200
+        _, health = call(address, "/health")
+    assert health["refused"] == 1
+
+
+def test_a_request_not_answered_by_its_deadline_gets_503_and_is_not_decoded(tiny_runs):
+    limits = ("--max-wait-ms", "1000", "--request-timeout", "10", "--max-request-timeout", "20")
+    with server(tiny_runs.transformer, *limits) as address:
+        status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 0.05})
+        assert status == 503 and "deadline" in answer["error"]
+        status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 21.0})
+        assert status == 422 and answer["error"] == "timeout: at most 20 seconds on this server, got 21"
+        health = wait_for_health(address, lambda health: health["dropped"] == 1)
+        assert (health["batches"], health["sentences"]) == (0, 0)  # given up before its batch was decoded
+        assert translate(address, [SENTENCE], timeout=20.0)["results"][0]["translation"]
+
+
+def test_max_batch_is_honoured_exactly_by_splitting_requests(tiny_runs, run_cli, tmp_path):
+    sentences = [en for en, _ in reverse_pairs(10, seed=11)]
+    with server(tiny_runs.transformer, "--max-batch", "4") as address:
+        answer = translate(address, sentences, beam=1)
+        _, health = call(address, "/health")
+    assert (health["batches"], health["sentences"]) == (3, 10)  # 4 + 4 + 2, never 10 at once
+    expected = translate_lines(run_cli, tiny_runs.transformer, sentences, ["--beam", "1"], tmp_path)
+    assert [r["translation"] for r in answer["results"]] == expected
+
+
+def test_the_character_limit_is_reachable_and_split_sentences_are_bounded_by_it(tiny_runs):
+    with server(tiny_runs.transformer) as address:
+        paragraph = " ".join(f"Alpha bravo charlie {i} delta." for i in range(78))  # 78 sentences
+        status, answer = call(address, "/translate", {"q": paragraph, "source": "en", "target": "fr"})
+        assert status == 200 and answer["translatedText"]
+        tiny = " ".join(["Hi!"] * (MAX_SPLIT_SENTENCES + 1))
+        assert len(tiny) < MAX_TEXT_CHARS
+        status, answer = call(address, "/translate", {"q": tiny, "source": "en", "target": "fr"})
+        assert status == 400 and f"more than {MAX_SPLIT_SENTENCES} sentences" in answer["error"]
+        entries = [" ".join(["Hi!"] * 250)] * 64  # 64 texts of 999 characters, 16,000 sentences
+        status, answer = call(address, "/translate", {"sentences": entries, "beam": 1})
+        assert status == 422 and answer["error"] == (
+            f"sentences: 16000 sentences once split, more than {MAX_SPLIT_SENTENCES} in one request"
+        )
+
+
+def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Whether the server closed the connection within `seconds`, and what it sent before."""
+    sock.settimeout(seconds)
+    received = b""
+    try:
+        while chunk := sock.recv(4096):
+            received += chunk
+    except TimeoutError:
+        return False, received
+    except ConnectionResetError:
+        pass
+    return True, received
+
+
+def test_idle_and_slow_connections_are_closed_and_others_answered(tiny_runs):
+    limits = ("--header-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1")
+    with server(tiny_runs.transformer, *limits) as address:
+        host, port = address.rsplit(":", 1)
+        idle = socket.create_connection((host, int(port)))
+        half_head = socket.create_connection((host, int(port)))
+        half_head.sendall(b"POST /translate HTTP/1.1\r\nHost: " + address.encode() + b"\r\n")
+        body = json.dumps({"sentences": [SENTENCE]}).encode()
+        half_body = raw_request(address, body[:5], len(body))
+        trickle = socket.create_connection((host, int(port)))
+        stop = threading.Event()
+
+        def drip() -> None:  # a header line a byte every 0.2 s: each byte would reset an idle timer
+            for byte in b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 100:
+                if stop.wait(0.2):
+                    return
+                try:
+                    trickle.send(bytes([byte]))
+                except OSError:
+                    return
+
+        dripping = threading.Thread(target=drip)
+        dripping.start()
+        try:
+            assert translate(address, [SENTENCE])["results"][0]["translation"]  # others are served meanwhile
+            for sock in (idle, half_head, trickle):
+                closed, received = closed_within(sock, 5)
+                assert closed and received == b""
+            closed, received = closed_within(half_body, 5)
+            assert closed and received.startswith(b"HTTP/1.1 408 ")
+            assert b"the request body did not arrive within 1 s" in received
+        finally:
+            stop.set()
+            dripping.join()
+            for sock in (idle, half_head, half_body, trickle):
+                sock.close()
+
+
+def test_the_fd_limit_is_raised_and_running_out_logs_one_line_not_a_flood(tiny_runs):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowered = min(256, hard)
+    with server_process(
+        "serve",
+        str(tiny_runs.transformer),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard)),
+    ) as (process, _):
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+        assert re.search(rf"Max open files\s+{hard}\s+{hard}", limits), limits
+
+    cap = 128  # soft and hard: the server cannot raise it, and 200 idle clients exhaust it
+    with server_process(
+        "serve",
+        str(tiny_runs.transformer),
+        "--header-timeout",
+        "1",
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap)),
+    ) as (process, address):
+        host, port = address.rsplit(":", 1)
+        idle = [socket.create_connection((host, int(port))) for _ in range(200)]
+        try:
+            time.sleep(1.5)  # the server runs out of descriptors, then closes the idle ones it holds
+            started = time.monotonic()
+            assert translate(address, [SENTENCE])["results"][0]["translation"]  # a new client gets in
+            assert time.monotonic() - started < 30
+        finally:
+            for sock in idle:
+                sock.close()
+        process.send_signal(signal.SIGINT)
+        _, log = process.communicate(timeout=30)
+    lines = [line for line in log.splitlines() if "too many open files" in line.lower()]
+    assert 1 <= len(lines) <= 2 and "Traceback" not in log and len(log) < 5000, log[-3000:]
+    assert f"(the limit is {cap})" in lines[0]
+
+
+def test_sigterm_finishes_what_fits_answers_the_rest_503_and_a_second_signal_exits_at_once(tiny_runs):
+    # 16 texts of 45 sentences at beam 6 with attention: about 6 s of decoding each for the tiny model
+    heavy = {"sentences": [" ".join([SENTENCE] * 46)[:990]] * 16, "beam": 6, "nbest": 6, "attention": True}
+    options = ("--shutdown-timeout", "3", "--max-batch", "16")
+    with server_process("serve", str(tiny_runs.transformer), *options) as (process, address):
+        with ThreadPoolExecutor(12) as pool:
+            answers = [pool.submit(post_with_headers, address, heavy) for _ in range(12)]
+            wait_for_health(address, lambda health: health["waiting"] == 12)
+            signalled = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            statuses = [future.result(ANSWER_TIMEOUT_S)[0] for future in answers]
+        _, log = process.communicate(timeout=30)
+        took = time.monotonic() - signalled
+    assert set(statuses) <= {200, 503} and 503 in statuses, statuses
+    assert took < 3 + 1.5, took
+    stopped = re.search(r"stopped [\d.]+ s after the signal; (\d+) requests not finished", log)
+    assert stopped and int(stopped.group(1)) == statuses.count(503), log
+
+    patient = server_process("serve", str(tiny_runs.transformer), "--shutdown-timeout", "30")
+    with patient as (process, address), ThreadPoolExecutor(4) as pool:
+        pending = [pool.submit(post_with_headers, address, heavy) for _ in range(4)]
+        wait_for_health(address, lambda health: health["waiting"] == 4)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 128 + signal.SIGTERM
+        assert time.monotonic() - signalled < 2
+        for future in pending:  # the connections end unanswered instead of hanging
+            assert isinstance(future.exception(ANSWER_TIMEOUT_S), OSError)
+
+
+def test_serve_refuses_contradictory_limits(tiny_runs, run_cli):
+    for argv, message in (
+        (["--request-timeout", "400"], "--request-timeout must be above 0 and at most --max-request-timeout"),
+        (["--max-queued-work", "0"], "--max-queued-work must be at least 1"),
+        (["--shutdown-timeout", "0"], "--shutdown-timeout must be above 0"),
+        (["--limit-concurrency", "0"], "--limit-concurrency must be at least 1"),
+    ):
+        refused = run_cli("serve", str(tiny_runs.transformer), *argv)
+        assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
