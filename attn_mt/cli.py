@@ -317,6 +317,11 @@ def serve(
         help="Work (characters x beam) waiting for the decoder, beyond which requests get 503 and "
         "Retry-After (default: 4 of the largest requests; docs/serving.md).",
     ),
+    max_queue_wait: float = typer.Option(
+        2.0,
+        "--max-queue-wait",
+        help="Seconds of work (at the measured speed) that may wait ahead of a request; beyond, 503.",
+    ),
     shutdown_timeout: float = typer.Option(
         10.0, "--shutdown-timeout", help="Seconds from SIGTERM or Ctrl-C to the exit; what is left gets 503."
     ),
@@ -355,6 +360,7 @@ def serve(
         request_timeout=request_timeout,
         max_request_timeout=max_request_timeout,
         max_queued_work=max_queued_work,
+        max_queue_wait=max_queue_wait,
         shutdown_timeout=shutdown_timeout,
         header_timeout=header_timeout,
         body_timeout=body_timeout,

@@ -12,6 +12,10 @@ Starts `attn-mt serve RUN_DIR` on a free port of 127.0.0.1 (never another addres
    sentences (greedy, or beam 4 with 2-best, 5% with attention), 1% of them malformed; counts the
    answers by status class, reads the server's resident memory (VmRSS) at the start and the end,
    and checks every well-formed answer against `attn-mt translate` on the same sentences.
+4. with `--scenario`: `overload` (one-sentence clients against clients of the largest legal request:
+   the short requests' latency, every status, the server's peak memory), `idle-connections` (idle
+   sockets held open, then a new client's request, and the server's log size), `sigterm` (paragraph
+   requests queued, then SIGTERM: the time to exit and how every client was answered).
 Sentences are English lines of the corpus (`--data`, else as `attn-mt` finds it). Prints one JSON
 object with every figure; docs/serving.md holds the results.
 """
@@ -23,8 +27,10 @@ import json
 import os
 import platform
 import random
+import resource
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +44,8 @@ from pathlib import Path
 from attn_mt.data.corpus import read_pairs, resolve_corpus
 
 MAX_CLIENTS = 256  # bounds on what one run of this script may do
+MAX_PRESSURE_CLIENTS = 512
+IDLE_WAIT_S = 60  # how long the idle-connections scenario waits for the server to close them
 MAX_LOAD_MINUTES = 15
 MALFORMED = [  # bodies the server must refuse with a 4xx
     b'{"sentences": ["i lost ."',
@@ -51,8 +59,10 @@ RSS_EVERY_S = 15  # how often the load test reads the server's memory
 OPTIONS = [{"beam": 1}, {"beam": 4, "nbest": 2}]  # the two option sets of the load test
 
 
-def start_server(run_dir: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
-    """`attn-mt serve RUN_DIR --port 0` on 127.0.0.1; the process and its host:port."""
+def start_server(
+    run_dir: Path, extra: list[str], log: Path | None = None, fd_limit: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """`attn-mt serve RUN_DIR --port 0` on 127.0.0.1 (stderr into `log`); the process and its host:port."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -67,7 +77,11 @@ def start_server(run_dir: Path, extra: list[str]) -> tuple[subprocess.Popen, str
             *extra,
         ],
         stdout=subprocess.PIPE,
+        stderr=None if log is None else log.open("w"),
         text=True,
+        preexec_fn=None
+        if fd_limit is None
+        else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit,) * 2),
     )
     ready, _, _ = select.select([process.stdout], [], [], 300)
     line = process.stdout.readline() if ready else ""
@@ -77,12 +91,12 @@ def start_server(run_dir: Path, extra: list[str]) -> tuple[subprocess.Popen, str
     return process, line.split("http://", 1)[1].split("/", 1)[0]
 
 
-def post(address: str, body: bytes) -> tuple[int, dict | None]:
+def post(address: str, body: bytes, timeout: float = 120) -> tuple[int, dict | None]:
     """POST /translate; the status and the JSON answer (None when the connection failed)."""
     request = urllib.request.Request(f"http://{address}/translate", data=body, method="POST")
     request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         with error:
@@ -252,8 +266,183 @@ def compare_with_translate(run_dir: Path, answers: dict[int, dict[str, list[str]
     return {"distinct_sentences_checked": checked, "differing_from_translate": differing}
 
 
+def largest_request(pool: list[str]) -> bytes:
+    """The largest legal /translate body: 64 texts of 1,000 characters, beam 16, n-best 16, attention,
+    a 700-character prefix (so no text is split)."""
+    text = " ".join(pool)
+    texts = [text[i * 1000 : (i + 1) * 1000] for i in range(64)]
+    body = {"sentences": texts, "beam": 16, "nbest": 16, "attention": True, "prefix": text[:700]}
+    return json.dumps(body).encode()
+
+
+def status_key(status: int) -> str:
+    """An answer's status as a count's name (0: no answer at all)."""
+    return str(status) if status else "no_answer"
+
+
+def overload(
+    address: str, pid: int, pool: list[str], seconds: float, clients: int, large_clients: int
+) -> dict:
+    """`clients` one-sentence greedy clients and `large_clients` clients of the largest request, all
+    sending back to back for `seconds`; the short requests' latency, every status, the server's peak RSS."""
+    deadline = time.monotonic() + seconds
+    lock = threading.Lock()
+    short_ms: list[float] = []
+    statuses: dict[str, dict[str, int]] = {"short": {}, "large": {}}
+    large = largest_request(pool)
+
+    def client(number: int, kind: str) -> None:
+        rng = random.Random(number)
+        while time.monotonic() < deadline:
+            body = (
+                large
+                if kind == "large"
+                else json.dumps({"sentences": [rng.choice(pool)], "beam": 1}).encode()
+            )
+            started = time.perf_counter()
+            status, _ = post(address, body, timeout=600)
+            took = 1000 * (time.perf_counter() - started)
+            with lock:
+                count = statuses[kind]
+                count[status_key(status)] = count.get(status_key(status), 0) + 1
+                if kind == "short":
+                    short_ms.append(took)
+            if status == 503:
+                time.sleep(0.5)  # a client that honours the refusal a little
+
+    peak = rss_mib(pid)
+    kinds = ["large"] * large_clients + ["short"] * clients
+    with ThreadPoolExecutor(len(kinds)) as threads:
+        running = [threads.submit(client, n, kind) for n, kind in enumerate(kinds)]
+        while any(not f.done() for f in running):
+            peak = max(peak, rss_mib(pid))
+            time.sleep(0.5)
+        for future in running:
+            future.result()
+    answered = short_ms
+    return {
+        "seconds": seconds,
+        "short_clients": clients,
+        "large_clients": large_clients,
+        "statuses": statuses,
+        "short_p50_ms": round(percentile(answered, 50), 1) if answered else None,
+        "short_p99_ms": round(percentile(answered, 99), 1) if answered else None,
+        "short_max_ms": round(max(answered), 1) if answered else None,
+        "rss_peak_mib": round(peak, 1),
+    }
+
+
+def still_open(sock: socket.socket) -> bool:
+    """Whether the server has not closed this connection (nothing to read yet)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def idle_connections(address: str, count: int, log: Path, sentence: str) -> dict:
+    """Open `count` connections that send nothing, then time a new client's request; the server's log size."""
+    host, port = address.rsplit(":", 1)
+    idle = []
+    started = time.perf_counter()
+    for _ in range(count):
+        try:
+            idle.append(socket.create_connection((host, int(port)), timeout=5))
+        except OSError:
+            break
+    opened = len(idle)
+    try:
+        started = time.perf_counter()
+        status, _ = post(address, json.dumps({"sentences": [sentence], "beam": 1}).encode(), timeout=120)
+        new_client_s = time.perf_counter() - started
+        closed_after_s = None
+        open_ones = list(idle)
+        while open_ones and time.perf_counter() - started < IDLE_WAIT_S:  # until the server closes them
+            time.sleep(0.5)
+            open_ones = [sock for sock in open_ones if still_open(sock)]
+        if not open_ones:
+            closed_after_s = round(time.perf_counter() - started, 1)
+    finally:
+        for sock in idle:
+            sock.close()
+    return {
+        "idle_connections_opened": opened,
+        "new_client_status": status,
+        "new_client_s": round(new_client_s, 2),
+        "idle_all_closed_by_server_after_s": closed_after_s,
+        "server_log_bytes": log.stat().st_size,
+    }
+
+
+def sigterm_with_queue(process: subprocess.Popen, address: str, pool: list[str], count: int) -> dict:
+    """`count` requests of one paragraph each (16 sentences, beam 4) queued, then SIGTERM: how long the
+    server takes to exit, and how every client was answered."""
+    paragraph = " ".join(pool[:16])
+    body = json.dumps({"sentences": [paragraph], "beam": 4}).encode()
+    with ThreadPoolExecutor(count) as threads:
+        answers = [threads.submit(post, address, body, 600) for _ in range(count)]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            health = json.loads(urllib.request.urlopen(f"http://{address}/health", timeout=60).read())
+            if health["waiting"] >= count:
+                break
+            time.sleep(0.05)
+        signalled = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=600)
+        exit_s = time.perf_counter() - signalled
+        counts: dict[str, int] = {}
+        for future in answers:
+            key = status_key(future.result()[0])
+            counts[key] = counts.get(key, 0) + 1
+    return {"queued": count, "exit_after_sigterm_s": round(exit_s, 2), "statuses": counts}
+
+
+def pressure(args: argparse.Namespace, pool: list[str]) -> dict:
+    """The --scenario chosen: overload, idle connections, or SIGTERM with a queue."""
+    log = Path(tempfile.mkstemp(prefix="bench_serve_", suffix=".log")[1])
+    extra = [*args.serve_option]
+    process, address = start_server(args.run_dir, extra, log, args.server_fd_limit)
+    report = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join(sys.argv),
+    }
+    try:
+        translate(address, pool[:2], beam=1)  # warm-up
+        if args.scenario == "overload":
+            report["overload"] = overload(
+                address, process.pid, pool, args.seconds, args.load_clients, args.large_clients
+            )
+        elif args.scenario == "idle-connections":
+            report["idle"] = idle_connections(address, args.connections, log, pool[0])
+        else:
+            report["sigterm"] = sigterm_with_queue(process, address, pool, args.queued)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=120)
+    report["server_log_bytes"] = log.stat().st_size
+    report["server_log_tail"] = log.read_text(errors="replace")[-600:]
+    log.unlink()
+    return report
+
+
+def machine() -> str:
+    """The CPU model and the number of CPUs."""
+    model = platform.processor() or platform.machine()
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return f"{model}, {os.cpu_count()} CPUs"
+
+
 def main() -> None:
-    """Start the server, run the three measurements, stop it, print the figures."""
+    """Start the server, run the measurements of the --scenario, stop it, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--data", help="corpus file (default: as attn-mt finds it)")
@@ -266,11 +455,35 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scenario",
+        choices=["throughput", "overload", "idle-connections", "sigterm"],
+        default="throughput",
+        help="throughput: batching, idle latency, load (the default); overload: --load-clients one-sentence "
+        "clients against --large-clients of the largest request for --seconds; idle-connections: "
+        "--connections idle sockets, then one request; sigterm: --queued paragraphs queued, then SIGTERM",
+    )
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--large-clients", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=1100)
+    parser.add_argument("--queued", type=int, default=100)
+    parser.add_argument("--server-fd-limit", type=int, help="the server's open-file limit, soft and hard")
+    parser.add_argument(
+        "--serve-option", action="append", default=[], help="one more argument for attn-mt serve (repeatable)"
+    )
     args = parser.parse_args()
-    if not 1 <= args.clients <= MAX_CLIENTS or not 1 <= args.load_clients <= MAX_CLIENTS:
-        sys.exit(f"--clients and --load-clients must be between 1 and {MAX_CLIENTS}")
-    if not 0 <= args.load_minutes <= MAX_LOAD_MINUTES:
-        sys.exit(f"--load-minutes must be between 0 and {MAX_LOAD_MINUTES}")
+    if not 1 <= args.clients <= MAX_CLIENTS or not 1 <= args.load_clients <= MAX_PRESSURE_CLIENTS:
+        sys.exit(
+            f"--clients must be between 1 and {MAX_CLIENTS}, --load-clients up to {MAX_PRESSURE_CLIENTS}"
+        )
+    if not 0 <= args.load_minutes <= MAX_LOAD_MINUTES or not 0 < args.seconds <= 60 * MAX_LOAD_MINUTES:
+        sys.exit(f"--load-minutes and --seconds must be at most {MAX_LOAD_MINUTES} minutes")
+    if not 0 <= args.large_clients <= 8 or not 1 <= args.connections <= 4000 or not 1 <= args.queued <= 500:
+        sys.exit("--large-clients must be 0-8, --connections 1-4000, --queued 1-500")
+    if args.scenario != "throughput":
+        english = sorted({en for en, _ in read_pairs(resolve_corpus(args.data))})
+        print(json.dumps(pressure(args, random.Random(args.seed).sample(english, 2000)), indent=2))
+        return
 
     english = sorted({en for en, _ in read_pairs(resolve_corpus(args.data))})
     rng = random.Random(args.seed)
@@ -284,7 +497,7 @@ def main() -> None:
         translate(address, concurrent[:8], beam=1)  # warm-up
         info = json.loads(urllib.request.urlopen(f"http://{address}/info", timeout=60).read())
         report = {
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+            "machine": machine(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": " ".join(sys.argv),
             "model": info["model"],

@@ -236,6 +236,8 @@ ERROR_CASES: dict[str, dict] = {
     "top-p-too-large": {"body": {"sentences": ["alpha ."], "sample": 2, "top_p": 1.5}},
     "alignments-not-boolean": {"body": {"sentences": ["alpha ."], "alignments": "yes"}},
     "unknown-field": {"body": {"sentences": ["alpha ."], "checkpoint": "/etc/passwd"}},
+    "timeout-too-long": {"body": {"sentences": ["alpha ."], "timeout": 301.0}},
+    "too-many-split-sentences": {"body": {"sentences": [" ".join(["Hi!"] * 250)] * MAX_SENTENCES}},
     "body-too-large": {"declared": MAX_BODY_BYTES + 1},
     "json-as-text": {"raw": b'{"sentences": ["alpha ."]}', "content_type": "text/plain"},
     "no-content-type": {"raw": b'{"sentences": ["alpha ."]}', "content_type": None},

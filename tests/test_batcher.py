@@ -241,3 +241,30 @@ def test_a_real_search_stops_at_the_step_its_check_says(tiny_runs):
     checks.clear()
     assert translator.translate(sentences, beam_size=3)[0].text  # no check outside the block
     assert checks == []
+
+
+def test_a_request_that_would_wait_longer_than_max_queue_wait_is_refused_at_once():
+    decoder = GatedDecoder()
+    decoder.release.set()
+    timed = SteppingDecoder(steps=1, step_s=0.1)  # 10 units in 0.1 s: about 100 units a second
+
+    def decode(sentences: list[str], options: str) -> list[str]:
+        return (decoder if "hold" in sentences else timed)(sentences, options)
+
+    batcher = Batcher(decode, max_batch=1, max_wait_s=0.0, max_queue_wait_s=0.5)
+    assert batcher.submit(["a"], "x", work=10).result(WAIT_S) == ["A"]  # the speed is measured
+    decoder.release.clear()
+    held = batcher.submit(["hold"], "x", work=1)
+    assert decoder.started.wait(WAIT_S)
+    admitted = []
+    for number in range(10):  # each waits behind the ones before: 0, 10, 20, ... units
+        try:
+            admitted.append(batcher.submit([f"j{number}"], "x", work=10))
+        except QueueFullError as refused:
+            assert refused.retry_after_s >= 1
+    decoder.release.set()
+    assert [f.result(WAIT_S) for f in admitted] == [[f"J{n}"] for n in range(len(admitted))]  # the first ones
+    assert held.result(WAIT_S) == ["x:HOLD"]
+    batcher.close()
+    # 0.5 s at about 100 units a second, halved while another batch runs: 2 or 3 jobs of 10 fit
+    assert 2 <= len(admitted) <= 4 and batcher.refused == 10 - len(admitted)

@@ -73,9 +73,10 @@ def test_a_full_queue_answers_503_with_retry_after_at_once(tiny_runs):
 
 
 def test_a_request_not_answered_by_its_deadline_gets_503_and_is_not_decoded(tiny_runs):
-    limits = ("--max-wait-ms", "1000", "--request-timeout", "10", "--max-request-timeout", "20")
+    # the batch waits 3 s for company, longer than the request's 1 s deadline
+    limits = ("--max-wait-ms", "3000", "--request-timeout", "10", "--max-request-timeout", "20")
     with server(tiny_runs.transformer, *limits) as address:
-        status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 0.05})
+        status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 1.0})
         assert status == 503 and "deadline" in answer["error"]
         status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 21.0})
         assert status == 422 and answer["error"] == "timeout: at most 20 seconds on this server, got 21"

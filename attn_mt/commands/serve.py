@@ -28,6 +28,7 @@ def run_serve(
     request_timeout: float = 60.0,
     max_request_timeout: float = 300.0,
     max_queued_work: float | None = None,
+    max_queue_wait: float = 2.0,
     shutdown_timeout: float = 10.0,
     header_timeout: float = 10.0,
     body_timeout: float = 30.0,
@@ -46,6 +47,7 @@ def run_serve(
     cors = cors_policy(cors_origins)
     admission = Admission(
         max_queued_work=4 * LARGEST_WORK if max_queued_work is None else max_queued_work,
+        max_queue_wait_s=max_queue_wait,
         default_timeout_s=request_timeout,
         max_timeout_s=max_request_timeout,
     )

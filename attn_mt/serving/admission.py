@@ -8,7 +8,9 @@ largest legal request, 64,000 characters split into 3,200 sentences at beam 16 w
 about 3.1 million units; a one-sentence greedy request about 50.
 
 The queue holds at most `max_queued_work` units (more is refused with 503 and a Retry-After; a
-request larger than that is taken when nothing else waits);
+request larger than that is taken when nothing else waits), and a request is refused the same way
+when the work waiting in its lane would take the worker more than `max_queue_wait_s` at the speed
+it has measured, so a request is answered in about that time (plus one batch) or refused at once;
 requests of at most `short_work` units go in the short lane, which the worker alternates with the
 long one; a batch holds at most `batch_work` units, so a short request waits for at most one such
 batch of long work. Every request has a deadline: `default_timeout_s` after it arrives, or the
@@ -37,6 +39,7 @@ class Admission:
     """The server's limits on waiting work and waiting time."""
 
     max_queued_work: float = 4 * LARGEST_WORK  # work units waiting for a batch
+    max_queue_wait_s: float = 2.0  # refuse a request when its lane's waiting work would take longer
     batch_work: float = 40_000  # work units in one batch (one sentence more when a batch would be empty)
     short_work: float = 4_000  # requests of at most this many units go in the short lane
     default_timeout_s: float = 60.0  # a request's deadline when it gives no timeout
@@ -46,6 +49,8 @@ class Admission:
         """Refuse settings that contradict each other, naming the option to change."""
         if not self.max_queued_work >= 1:
             raise UserError(f"--max-queued-work must be at least 1, got {self.max_queued_work:g}")
+        if not self.max_queue_wait_s > 0:
+            raise UserError(f"--max-queue-wait must be above 0, got {self.max_queue_wait_s:g}")
         if not 0 < self.default_timeout_s <= self.max_timeout_s:
             raise UserError(
                 f"--request-timeout must be above 0 and at most --max-request-timeout "

@@ -12,7 +12,9 @@ is short. When both lanes wait, the worker alternates between them, so a short j
 most one bounded batch of long work, and long work still advances every other round.
 
 The queue is bounded in work, not in requests: `submit` refuses a job (`QueueFullError`, which says when
-to retry) when the waiting work and the job's together pass `max_queued_work`. A job is gone when its
+to retry) when the waiting work and the job's together pass `max_queued_work`, or when the work
+already waiting in its lane would take more than `max_queue_wait_s` at the speed the worker has
+measured, so a request is either answered in about that time or refused at once. A job is gone when its
 future is done before its results: its client left (the future cancelled, or failed by the waiting
 request), or its deadline passed. A gone job takes no room in a batch, and a batch whose jobs are all
 gone stops between two search steps (decoding/stopping.py). `shut_down(by)` fails every job not
@@ -104,6 +106,7 @@ class Batcher:
         max_queued_work: float = math.inf,
         batch_work: float = math.inf,
         short_work: float = math.inf,
+        max_queue_wait_s: float = math.inf,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -111,6 +114,7 @@ class Batcher:
             raise ValueError(f"max_wait_s must be 0 or more, got {max_wait_s}")
         self.decode, self.max_batch, self.max_wait_s = decode, max_batch, max_wait_s
         self.max_queued_work, self.batch_work, self.short_work = max_queued_work, batch_work, short_work
+        self.max_queue_wait_s = max_queue_wait_s
         self._jobs: deque[Job] = deque()  # jobs with sentences not yet in a batch, in arrival order
         self._lock = threading.Condition()
         self._closing = False
@@ -151,9 +155,22 @@ class Batcher:
             if self._jobs and queued + job.work > self.max_queued_work:
                 self.refused += 1
                 raise QueueFullError(queued, self._retry_after(queued + job.work))
+            wait_s = self._lane_wait_s(self._is_long(job))
+            if wait_s > self.max_queue_wait_s:
+                self.refused += 1
+                raise QueueFullError(queued, self._retry_after(wait_s * self._work_per_s))
             self._jobs.append(job)
             self._lock.notify_all()
         return job.future
+
+    def _lane_wait_s(self, long: bool) -> float:
+        """How long the work waiting in a lane would take at the speed measured so far (0 until
+        the first batch), doubled while the other lane waits too, as the lanes alternate."""
+        if self._work_per_s <= 0:
+            return 0.0
+        ahead = sum(job.unit_work * job.left for job in self._jobs if self._is_long(job) == long)
+        others = any(self._is_long(job) != long for job in self._jobs) or bool(self._running)
+        return ahead / self._work_per_s * (2 if others else 1)
 
     def _retry_after(self, work: float) -> int:
         """Seconds until `work` units are likely decoded, at the speed measured so far."""
@@ -186,8 +203,14 @@ class Batcher:
             self._closing = True
             self._lock.notify_all()
         for job in jobs + list(self._running):
-            if settle(job.future, error=ShuttingDownError("not finished within the shutdown timeout")):
-                self.unfinished_at_shutdown += 1
+            self._fail_at_shutdown(job)
+
+    def _fail_at_shutdown(self, job: Job) -> None:
+        """Once stopping, fail an unfinished job with ShuttingDownError (counted once)."""
+        if self._stop_by is not None and settle(
+            job.future, error=ShuttingDownError("not finished within the shutdown timeout")
+        ):
+            self.unfinished_at_shutdown += 1
 
     def _gone(self, job: Job, now: float) -> bool:
         """Whether the job is no longer wanted: its future done (client gone) or its deadline passed."""
@@ -290,6 +313,7 @@ class Batcher:
                 self.stopped += 1
                 for job in jobs:
                     self._drop(job)
+                    self._fail_at_shutdown(job)
                 continue
             except Exception as exc:  # handed to every waiting request; the worker carries on
                 for job in jobs:

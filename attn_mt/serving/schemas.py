@@ -119,9 +119,9 @@ class TranslateRequest(BaseModel):
     )
     timeout: StrictFloat | None = Field(
         None,
-        gt=0,
-        description="Seconds to wait for the answer before the server gives up with 503 (default and "
-        "maximum: GET /info's limits.request_timeout_s and max_request_timeout_s).",
+        ge=1,
+        description="Seconds to wait for the answer, from 1, before the server gives up with 503 (default "
+        "and maximum: GET /info's limits.request_timeout_s and max_request_timeout_s).",
     )
 
 
@@ -248,9 +248,9 @@ class ScoreRequest(BaseModel):
     )
     timeout: StrictFloat | None = Field(
         None,
-        gt=0,
-        description="Seconds to wait for the answer before the server gives up with 503 (default and "
-        "maximum: GET /info's limits.request_timeout_s and max_request_timeout_s).",
+        ge=1,
+        description="Seconds to wait for the answer, from 1, before the server gives up with 503 (default "
+        "and maximum: GET /info's limits.request_timeout_s and max_request_timeout_s).",
     )
 
 

@@ -107,6 +107,7 @@ def run_server(
         max_batch,
         max_wait_ms / 1000,
         max_queued_work=admission.max_queued_work,
+        max_queue_wait_s=admission.max_queue_wait_s,
         batch_work=admission.batch_work,
         short_work=admission.short_work,
     )
