@@ -287,7 +287,7 @@ def overload(
     sending back to back for `seconds`; the short requests' latency, every status, the server's peak RSS."""
     deadline = time.monotonic() + seconds
     lock = threading.Lock()
-    short_ms: list[float] = []
+    short_ms: dict[int, list[float]] = {}  # status -> latencies of the one-sentence requests
     statuses: dict[str, dict[str, int]] = {"short": {}, "large": {}}
     large = largest_request(pool)
 
@@ -306,9 +306,9 @@ def overload(
                 count = statuses[kind]
                 count[status_key(status)] = count.get(status_key(status), 0) + 1
                 if kind == "short":
-                    short_ms.append(took)
+                    short_ms.setdefault(status, []).append(took)
             if status == 503:
-                time.sleep(0.5)  # a client that honours the refusal a little
+                time.sleep(1.0)  # the shortest Retry-After the server gives
 
     peak = rss_mib(pid)
     kinds = ["large"] * large_clients + ["short"] * clients
@@ -319,15 +319,20 @@ def overload(
             time.sleep(0.5)
         for future in running:
             future.result()
-    answered = short_ms
+    latency = {
+        status_key(status): {
+            "p50_ms": round(percentile(values, 50), 1),
+            "p99_ms": round(percentile(values, 99), 1),
+            "max_ms": round(max(values), 1),
+        }
+        for status, values in sorted(short_ms.items())
+    }
     return {
         "seconds": seconds,
         "short_clients": clients,
         "large_clients": large_clients,
         "statuses": statuses,
-        "short_p50_ms": round(percentile(answered, 50), 1) if answered else None,
-        "short_p99_ms": round(percentile(answered, 99), 1) if answered else None,
-        "short_max_ms": round(max(answered), 1) if answered else None,
+        "short_latency_by_status": latency,
         "rss_peak_mib": round(peak, 1),
     }
 

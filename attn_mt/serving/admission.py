@@ -4,8 +4,8 @@ A request's work is what the decoding worker will spend on it, in units of one s
 searched with one beam: each sentence's characters (plus a few for its <eos> and the decoder's
 steps past its end) times the beam width (the beam, or the samples drawn; 1 for scoring), doubled
 when the attention maps are returned (they are copied out of the search and written as JSON). The
-largest legal request, 64,000 characters split into 3,200 sentences at beam 16 with attention, is
-about 3.1 million units; a one-sentence greedy request about 50.
+largest legal request, 64 texts of 1,000 characters each with a 1,000-character prefix at beam 16
+with attention, is about 4.1 million units; a one-sentence greedy request about 50.
 
 The queue holds at most `max_queued_work` units (more is refused with 503 and a Retry-After; a
 request larger than that is taken when nothing else waits), and a request is refused the same way
@@ -25,13 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from attn_mt.errors import UserError
-from attn_mt.serving.schemas import MAX_BEAM, MAX_REQUEST_CHARS, MAX_SPLIT_SENTENCES
+from attn_mt.serving.schemas import MAX_BEAM, MAX_CHARS, MAX_REQUEST_CHARS, MAX_SENTENCES, MAX_SPLIT_SENTENCES
 
 SENTENCE_OVERHEAD = 10  # work units of a sentence besides its characters (its <eos>, steps past the end)
 ATTENTION_FACTOR = 2  # returning the attention maps doubles a request's work
-# the largest legal request: every character, split into as many sentences as allowed, at the widest
-# beam, with attention
-LARGEST_WORK = (MAX_REQUEST_CHARS + MAX_SPLIT_SENTENCES * SENTENCE_OVERHEAD) * MAX_BEAM * ATTENTION_FACTOR
+# the largest legal request, at the widest beam with attention: every character split into as many
+# sentences as allowed, or 64 texts each with a prefix as long (a text with a prefix is not split)
+LARGEST_WORK = (
+    max(
+        MAX_REQUEST_CHARS + MAX_SPLIT_SENTENCES * SENTENCE_OVERHEAD,
+        MAX_SENTENCES * (2 * MAX_CHARS + SENTENCE_OVERHEAD),
+    )
+    * MAX_BEAM
+    * ATTENTION_FACTOR
+)
 
 
 @dataclass(frozen=True)

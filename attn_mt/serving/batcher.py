@@ -67,6 +67,7 @@ class Job:
     finished: int = 0  # sentences decoded so far
     results: list[Any] = field(default_factory=list)
     dropped: bool = False  # counted in Batcher.dropped
+    queued_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         self.work = float(self.work or len(self.sentences))
@@ -158,19 +159,23 @@ class Batcher:
             wait_s = self._lane_wait_s(self._is_long(job))
             if wait_s > self.max_queue_wait_s:
                 self.refused += 1
-                raise QueueFullError(queued, self._retry_after(wait_s * self._work_per_s))
+                raise QueueFullError(queued, max(RETRY_AFTER_S[0], min(RETRY_AFTER_S[1], math.ceil(wait_s))))
             self._jobs.append(job)
             self._lock.notify_all()
         return job.future
 
     def _lane_wait_s(self, long: bool) -> float:
-        """How long the work waiting in a lane would take at the speed measured so far (0 until
-        the first batch), doubled while the other lane waits too, as the lanes alternate."""
+        """How long a job put in a lane now would wait: as long as its oldest live job has waited so
+        far (beyond max_wait_s), or the time their work would take at the speed measured (doubled
+        while the other lane waits too, as the lanes alternate), whichever is longer."""
+        lane = [job for job in self._jobs if self._is_long(job) == long and not job.future.done()]
+        oldest = min((job.queued_at for job in lane), default=time.monotonic())
+        waited = time.monotonic() - oldest - self.max_wait_s  # less the time a batch waits for company
         if self._work_per_s <= 0:
-            return 0.0
-        ahead = sum(job.unit_work * job.left for job in self._jobs if self._is_long(job) == long)
+            return waited
+        ahead = sum(job.unit_work * job.left for job in lane)
         others = any(self._is_long(job) != long for job in self._jobs) or bool(self._running)
-        return ahead / self._work_per_s * (2 if others else 1)
+        return max(waited, ahead / self._work_per_s * (2 if others else 1))
 
     def _retry_after(self, work: float) -> int:
         """Seconds until `work` units are likely decoded, at the speed measured so far."""
@@ -261,6 +266,11 @@ class Batcher:
         first sentence, end) parts; None means stop."""
         with self._lock:
             while True:
+                if self._stop_by is not None and time.monotonic() > self._stop_by:
+                    for job in self._jobs:  # past the shutdown deadline: no batch is started
+                        self._fail_at_shutdown(job)
+                    self._jobs.clear()
+                    return None
                 self._prune()
                 if self._jobs:
                     break
