@@ -328,7 +328,9 @@ def serve(
     header_timeout: float = typer.Option(
         10.0, "--header-timeout", help="Seconds a request's head may take to arrive (slow clients closed)."
     ),
-    body_timeout: float = typer.Option(30.0, "--body-timeout", help="Seconds a request's body may take."),
+    body_timeout: float = typer.Option(
+        30.0, "--body-timeout", help="Seconds a request's body may take (and an answer left unread)."
+    ),
     keep_alive_timeout: float = typer.Option(
         5.0, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
     ),

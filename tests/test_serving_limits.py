@@ -240,3 +240,32 @@ def test_serve_refuses_contradictory_limits(tiny_runs, run_cli):
     ):
         refused = run_cli("serve", str(tiny_runs.transformer), *argv)
         assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_client_that_never_reads_its_answer_is_dropped_after_the_body_timeout(tiny_runs):
+    # 5.4 MB of attention maps, more than the loopback socket buffers hold (4 MB here), in 1 s of decoding
+    text = " ".join([SENTENCE] * 46)[:990]
+    heavy = {"sentences": [text] * 64, "beam": 1, "attention": True, "split": False}
+    body = json.dumps(heavy).encode()
+    with server(tiny_runs.transformer, "--body-timeout", "1") as address:
+        host, port = address.rsplit(":", 1)
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # reads nothing, buffers little
+        reader.connect((host, int(port)))
+        head = (
+            f"POST /translate HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        reader.sendall(head.encode() + body)
+        wait_for_health(address, lambda health: health["sentences"] > 0 and health["waiting"] == 0)
+        time.sleep(4)  # the answer is written, the buffers fill, and the 1 s passes
+        received = b""
+        with reader:
+            try:
+                while chunk := reader.recv(1 << 16):
+                    received += chunk
+            except ConnectionResetError:
+                pass
+        declared = re.search(rb"content-length: (\d+)", received[:4096], re.IGNORECASE)
+        assert declared is None or len(received) < int(declared.group(1))  # never the whole answer
+        assert translate(address, [SENTENCE])["results"][0]["translation"]

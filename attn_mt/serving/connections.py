@@ -5,7 +5,9 @@ never one that opened and sent nothing, or a request head or body trickling in a
 `TimedH11Protocol` (uvicorn's h11 protocol with one timer more) gives every request
 `header_timeout_s` to arrive whole up to its blank line, counted from the connection's start or
 the end of the previous answer, and then `body_timeout_s` for its body; a connection past either is
-closed (with a 408 answer when a body was under way and nothing has been answered yet).
+closed (with a 408 answer when a body was under way and nothing has been answered yet). A client
+that stops reading its answer gets as long (`body_timeout_s`) once the server's send buffer is
+full; then the connection is dropped and the unsent answer freed.
 
 At start the server raises its soft limit of open files to the hard limit, so connections, not
 the default 1,024 descriptors, are what `--limit-concurrency` bounds. When descriptors still run
@@ -49,7 +51,7 @@ class ConnectionLimits:
     def uvicorn_options(self) -> dict[str, Any]:
         """The uvicorn.Config arguments these limits map onto."""
         return {
-            "http": timed_protocol(self.header_timeout_s, self.body_timeout_s),
+            "http": timed_protocol(self.header_timeout_s, self.body_timeout_s, self.body_timeout_s),
             "timeout_keep_alive": self.keep_alive_s,
             "limit_concurrency": self.limit_concurrency,
             "timeout_graceful_shutdown": self.shutdown_timeout_s + 1,  # uvicorn's backstop after ours
@@ -73,6 +75,7 @@ class TimedH11Protocol(H11Protocol):
 
     header_timeout_s = 10.0
     body_timeout_s = 30.0
+    write_timeout_s = 30.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._read_timer: asyncio.TimerHandle | None = None
@@ -95,8 +98,29 @@ class TimedH11Protocol(H11Protocol):
             self._reading_body = False
             self._arm(self.header_timeout_s)  # the next request's head, however it trickles in
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if getattr(self, "_write_timer", None) is None:
+            self._write_timer = self.loop.call_later(self.write_timeout_s, self._not_read)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_write_timer()
+
+    def _stop_write_timer(self) -> None:
+        if getattr(self, "_write_timer", None) is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _not_read(self) -> None:
+        """Drop a connection whose client has read nothing of its answer for write_timeout_s: its
+        unsent answer is freed instead of held until the client goes."""
+        self._write_timer = None
+        self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._stop_write_timer()
         super().connection_lost(exc)
 
     def _arm(self, seconds: float) -> None:
@@ -120,13 +144,16 @@ class TimedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def timed_protocol(header_timeout_s: float, body_timeout_s: float) -> type[TimedH11Protocol]:
+def timed_protocol(
+    header_timeout_s: float, body_timeout_s: float, write_timeout_s: float
+) -> type[TimedH11Protocol]:
     """TimedH11Protocol with these timeouts (uvicorn builds one protocol object per connection)."""
-    return type(
-        "TimedH11Protocol",
-        (TimedH11Protocol,),
-        {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s},
-    )
+    timeouts = {
+        "header_timeout_s": header_timeout_s,
+        "body_timeout_s": body_timeout_s,
+        "write_timeout_s": write_timeout_s,
+    }
+    return type("TimedH11Protocol", (TimedH11Protocol,), timeouts)
 
 
 def out_of_files(record: logging.LogRecord) -> bool:

@@ -21,7 +21,7 @@ from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.admission import Admission
 from attn_mt.serving.batcher import Batcher
-from attn_mt.serving.connections import ConnectionLimits, quiet_out_of_files, raise_fd_limit
+from attn_mt.serving.connections import ConnectionLimits, OutOfFilesLog, quiet_out_of_files, raise_fd_limit
 from attn_mt.serving.guard import CorsPolicy, host_policy
 from attn_mt.serving.service import TranslationService
 
@@ -54,9 +54,11 @@ def say(message: str) -> None:
 class StoppingServer(uvicorn.Server):
     """uvicorn's server whose first signal gives the queue `shutdown_timeout_s` and whose second exits."""
 
-    def __init__(self, config: uvicorn.Config, batcher: Batcher, shutdown_timeout_s: float):
+    def __init__(
+        self, config: uvicorn.Config, batcher: Batcher, shutdown_timeout_s: float, files: OutOfFilesLog
+    ):
         super().__init__(config)
-        self.batcher, self.shutdown_timeout_s = batcher, shutdown_timeout_s
+        self.batcher, self.shutdown_timeout_s, self.files = batcher, shutdown_timeout_s, files
         self.signalled_at: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -79,6 +81,9 @@ class StoppingServer(uvicorn.Server):
             f"stopped {took:.1f} s after the signal; {self.batcher.unfinished_at_shutdown} requests not "
             "finished within the shutdown timeout were answered 503"
         )
+        if self.files.count:
+            files = self.files
+            say(f"too many open files: {files.count} refused accepts in all (the limit is {files.fd_limit})")
 
 
 def run_server(
@@ -98,7 +103,7 @@ def run_server(
 
     admission, connections = admission or Admission(), connections or ConnectionLimits()
     fd_limit = raise_fd_limit()
-    quiet_out_of_files(fd_limit)
+    files = quiet_out_of_files(fd_limit)
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     service = TranslationService(run, run_dir, max_batch, max_wait_ms / 1000)
@@ -113,7 +118,7 @@ def run_server(
     )
     app = create_app(service, batcher, host_policy(host, bound_port, allowed_hosts), cors, admission)
     config = uvicorn.Config(app, log_level="warning", **connections.uvicorn_options())
-    server = StoppingServer(config, batcher, connections.shutdown_timeout_s)
+    server = StoppingServer(config, batcher, connections.shutdown_timeout_s, files)
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(
         f"attn-mt: serving {run_dir} ({run.config.model.type}, {run.checkpoint.name}, step {run.step}) "
