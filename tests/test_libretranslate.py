@@ -133,6 +133,11 @@ def test_answers_match_libretranslates_for_alternatives_forms_and_line_breaks(ad
     status, answer = call(address, "/translate", raw=form, content_type="application/x-www-form-urlencoded")
     alone = [t.text for t in translator.translate(SENTENCES[:2])]
     assert status == 200 and answer == {"translatedText": f"{alone[0]}\n{alone[1]}"}, answer
+    digit = urllib.parse.urlencode({"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "²"})
+    status, answer = call(
+        address, "/translate", raw=digit.encode(), content_type="application/x-www-form-urlencoded"
+    )
+    assert status == 400 and "alternatives" in answer["error"]  # a digit that is no number: not a 500
 
 
 def test_html_is_translated_text_node_by_text_node_with_its_tags_kept(address, translator):

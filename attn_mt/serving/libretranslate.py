@@ -202,7 +202,12 @@ def form_as_json(body: bytes) -> bytes | None:
     values: dict[str, object] = {}
     for name, given in fields.items():
         value: object = given[0]  # a field sent twice is its first value, as LibreTranslate reads a form
-        if name in COUNT_FIELDS and isinstance(value, str) and value.strip().isdigit():
+        if (
+            name in COUNT_FIELDS
+            and isinstance(value, str)
+            and value.strip().isascii()
+            and value.strip().isdigit()
+        ):
             value = int(value)
         values[name] = value
     return json.dumps(values).encode("utf-8")
