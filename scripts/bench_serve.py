@@ -392,7 +392,7 @@ def sigterm_with_queue(process: subprocess.Popen, address: str, pool: list[str],
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             health = json.loads(urllib.request.urlopen(f"http://{address}/health", timeout=60).read())
-            if health["waiting"] >= count:
+            if health["waiting"] + health["refused"] >= count:  # every request queued or refused
                 break
             time.sleep(0.05)
         signalled = time.perf_counter()
