@@ -268,3 +268,17 @@ def test_a_request_that_would_wait_longer_than_max_queue_wait_is_refused_at_once
     batcher.close()
     # 0.5 s at about 100 units a second, halved while another batch runs: 2 or 3 jobs of 10 fit
     assert 2 <= len(admitted) <= 4 and batcher.refused == 10 - len(admitted)
+
+
+def test_a_long_batch_gives_way_once_to_an_overdue_short_job_and_is_decoded_again_after():
+    decoder = SteppingDecoder(steps=200, step_s=0.005)  # about 1 s a batch
+    batcher = Batcher(decoder, max_batch=64, max_wait_s=0.0, short_work=2, max_queue_wait_s=0.2)
+    long = batcher.submit(["l0", "l1", "l2"], "x", work=30)
+    assert decoder.started.wait(WAIT_S)
+    short = batcher.submit(["s"], "x", work=1)
+    assert short.result(WAIT_S) == ["S"]
+    late = batcher.submit(["t"], "x", work=1)  # arrives while the long batch runs again: no second preemption
+    assert long.result(WAIT_S) == ["L0", "L1", "L2"] and late.result(WAIT_S) == ["T"]
+    batcher.close()
+    assert decoder.calls[:3] == [["l0", "l1", "l2"], ["s"], ["l0", "l1", "l2"]]
+    assert decoder.ran[0] < 200 and decoder.ran[2] == 200 and batcher.preempted == 1

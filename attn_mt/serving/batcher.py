@@ -9,7 +9,10 @@ ever exceeds `max_batch`. Jobs whose options differ wait for a later round, in a
 
 Two lanes keep short requests from starving behind long ones: a job of at most `short_work` units
 is short. When both lanes wait, the worker alternates between them, so a short job waits for at
-most one bounded batch of long work, and long work still advances every other round.
+most one bounded batch of long work, and long work still advances every other round. A batch
+holds at least one sentence, and one long sentence can take seconds, so a long batch also gives
+way between two search steps once a short job has waited half of `max_queue_wait_s`: its parts go
+back to the head of the queue and are decoded again after the short batch, never preempted twice.
 
 The queue is bounded in work, not in requests: `submit` refuses a job (`QueueFullError`, which says when
 to retry) when the waiting work and the job's together pass `max_queued_work`, or when the work
@@ -68,6 +71,7 @@ class Job:
     results: list[Any] = field(default_factory=list)
     dropped: bool = False  # counted in Batcher.dropped
     queued_at: float = field(default_factory=time.monotonic)
+    preempted: set[int] = field(default_factory=set)  # first sentences of its parts given way once
 
     def __post_init__(self) -> None:
         self.work = float(self.work or len(self.sentences))
@@ -129,6 +133,7 @@ class Batcher:
         self.expired = 0  # jobs failed because their deadline passed
         self.refused = 0  # jobs refused because the queue was full
         self.stopped = 0  # batches stopped between two search steps
+        self.preempted = 0  # long batches stopped to let an overdue short job go first, decoded again later
         self.unfinished_at_shutdown = 0  # jobs failed with ShuttingDownError
         self._thread = threading.Thread(target=self._run, name="attn-mt-decoder", daemon=True)
         self._thread.start()
@@ -314,12 +319,25 @@ class Batcher:
             self._running = jobs
             items = [s for job, start, end in live for s in job.sentences[start:end]]
             started = time.monotonic()
+            preemptible = self._last_long and all(start not in job.preempted for job, start, _ in live)
+            preempting = False
+
+            def stop(jobs: list[Job] = jobs, preemptible: bool = preemptible) -> bool:
+                nonlocal preempting
+                if self._all_gone(jobs):
+                    return True
+                preempting = preemptible and self._short_overdue()
+                return preempting
+
             try:
-                with stop_when(lambda jobs=jobs: self._all_gone(jobs)):
+                with stop_when(stop):
                     results = list(self.decode(items, jobs[0].options))
                 if len(results) != len(items):
                     raise RuntimeError(f"{len(results)} results for {len(items)} sentences")
             except DecodeStoppedError:
+                if preempting:
+                    self._put_back(live)
+                    continue
                 self.stopped += 1
                 for job in jobs:
                     self._drop(job)
@@ -341,6 +359,31 @@ class Batcher:
                 job.finished += end - start
                 if job.finished == len(job.sentences):
                     settle(job.future, job.results)
+
+    def _short_overdue(self) -> bool:
+        """Whether a short job has waited half of max_queue_wait_s: the long batch then gives way."""
+        limit = self.max_queue_wait_s / 2
+        if not math.isfinite(limit):
+            return False
+        now = time.monotonic()
+        with self._lock:
+            return any(
+                now - job.queued_at > limit
+                for job in self._jobs
+                if not self._is_long(job) and not job.future.done()
+            )
+
+    def _put_back(self, parts: list[tuple[Job, int, int]]) -> None:
+        """Return a preempted long batch's parts to the head of the queue, each never to be preempted
+        again, so the long work still advances however many short jobs come."""
+        self.preempted += 1
+        with self._lock:
+            for job, start, _ in reversed(parts):
+                job.preempted.add(start)
+                job.handed = start  # the batch held each job's latest part
+                if job not in self._jobs:
+                    self._jobs.appendleft(job)
+            self._lock.notify_all()
 
     def _start(self, job: Job) -> bool:
         """Mark the job running when its first part is decoded; whether it is still wanted."""
