@@ -119,12 +119,13 @@ class SteppingDecoder:
 
     def __call__(self, sentences: list[str], options: str) -> list[str]:
         self.calls.append(list(sentences))
+        index = len(self.ran)  # another call may run inside this one (at a check_stop)
         self.ran.append(0)
         self.started.set()
         for _ in range(self.steps):
             check_stop()
             time.sleep(self.step_s)
-            self.ran[-1] += 1
+            self.ran[index] += 1
         return [s.upper() for s in sentences]
 
 
@@ -270,15 +271,38 @@ def test_a_request_that_would_wait_longer_than_max_queue_wait_is_refused_at_once
     assert 2 <= len(admitted) <= 4 and batcher.refused == 10 - len(admitted)
 
 
-def test_a_long_batch_gives_way_once_to_an_overdue_short_job_and_is_decoded_again_after():
+def test_a_long_search_lets_an_overdue_short_job_in_at_a_step_boundary_and_resumes():
     decoder = SteppingDecoder(steps=200, step_s=0.005)  # about 1 s a batch
     batcher = Batcher(decoder, max_batch=64, max_wait_s=0.0, short_work=2, max_queue_wait_s=0.2)
     long = batcher.submit(["l0", "l1", "l2"], "x", work=30)
     assert decoder.started.wait(WAIT_S)
+    started = time.monotonic()
     short = batcher.submit(["s"], "x", work=1)
     assert short.result(WAIT_S) == ["S"]
-    late = batcher.submit(["t"], "x", work=1)  # arrives while the long batch runs again: no second preemption
-    assert long.result(WAIT_S) == ["L0", "L1", "L2"] and late.result(WAIT_S) == ["T"]
+    waited = time.monotonic() - started
+    assert long.result(WAIT_S) == ["L0", "L1", "L2"]
     batcher.close()
-    assert decoder.calls[:3] == [["l0", "l1", "l2"], ["s"], ["l0", "l1", "l2"]]
-    assert decoder.ran[0] < 200 and decoder.ran[2] == 200 and batcher.preempted == 1
+    assert decoder.calls == [["l0", "l1", "l2"], ["s"]]  # the short batch ran inside the long search
+    assert decoder.ran == [200, 200] and batcher.interleaved == 1  # and the long one lost no step
+    assert waited < 1.6  # 0.1 s to be overdue and its own 1 s of steps; behind the long one, about 2 s
+
+
+def test_a_real_search_resumes_unchanged_after_another_ran_inside_it(tiny_runs):
+    loaded = load_run(tiny_runs.transformer, "best", "cpu")
+    translator = Translator(loaded.model, loaded.src_vocab, loaded.tgt_vocab, loaded.config)
+    outer_sentences, inner_sentences = ["alpha bravo charlie delta ."], ["echo foxtrot golf ."]
+    alone_outer = [t.text for t in translator.translate(outer_sentences, beam_size=3, nbest=2)]
+    alone_inner = [t.text for t in translator.translate(inner_sentences, beam_size=2)]
+    inner: list[str] = []
+    steps = []
+
+    def at_a_step() -> bool:
+        steps.append(1)
+        if len(steps) == 2:  # the outer search has run one step
+            with stop_when(lambda: False):
+                inner.extend(t.text for t in translator.translate(inner_sentences, beam_size=2))
+        return False
+
+    with stop_when(at_a_step):
+        outer = [t.text for t in translator.translate(outer_sentences, beam_size=3, nbest=2)]
+    assert outer == alone_outer and inner == alone_inner and len(steps) >= 3  # it went on after

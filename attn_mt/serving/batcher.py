@@ -10,9 +10,10 @@ ever exceeds `max_batch`. Jobs whose options differ wait for a later round, in a
 Two lanes keep short requests from starving behind long ones: a job of at most `short_work` units
 is short. When both lanes wait, the worker alternates between them, so a short job waits for at
 most one bounded batch of long work, and long work still advances every other round. A batch
-holds at least one sentence, and one long sentence can take seconds, so a long batch also gives
-way between two search steps once a short job has waited half of `max_queue_wait_s`: its parts go
-back to the head of the queue and are decoded again after the short batch, never preempted twice.
+holds at least one sentence, and one long sentence can take seconds, so a long batch's search also
+lets short jobs in at its step boundaries: once a short job has waited half of `max_queue_wait_s`,
+the short jobs' batch is decoded there, on the same thread, and the long search resumes where it
+was (decoding/stopping.py's check is the hook), losing nothing.
 
 The queue is bounded in work, not in requests: `submit` refuses a job (`QueueFullError`, which says when
 to retry) when the waiting work and the job's together pass `max_queued_work`, or when the work
@@ -71,7 +72,6 @@ class Job:
     results: list[Any] = field(default_factory=list)
     dropped: bool = False  # counted in Batcher.dropped
     queued_at: float = field(default_factory=time.monotonic)
-    preempted: set[int] = field(default_factory=set)  # first sentences of its parts given way once
 
     def __post_init__(self) -> None:
         self.work = float(self.work or len(self.sentences))
@@ -133,7 +133,7 @@ class Batcher:
         self.expired = 0  # jobs failed because their deadline passed
         self.refused = 0  # jobs refused because the queue was full
         self.stopped = 0  # batches stopped between two search steps
-        self.preempted = 0  # long batches stopped to let an overdue short job go first, decoded again later
+        self.interleaved = 0  # short batches decoded at a step boundary of a long batch's search
         self.unfinished_at_shutdown = 0  # jobs failed with ShuttingDownError
         self._thread = threading.Thread(target=self._run, name="attn-mt-decoder", daemon=True)
         self._thread.start()
@@ -297,14 +297,19 @@ class Batcher:
                     plan, full = self._plan(long)
                     if not plan:
                         return []
-            parts = []
-            for job, take in plan:
-                parts.append((job, job.handed, job.handed + take))
-                job.handed += take
-                if job.left == 0:
-                    self._jobs.remove(job)
             self._last_long = long
-            return parts
+            return self._commit(plan)
+
+    def _commit(self, plan: list[tuple[Job, int]]) -> list[tuple[Job, int, int]]:
+        """Hand out a planned batch (under the lock): (job, first sentence, end) parts; a job whose
+        every sentence is handed out leaves the queue."""
+        parts = []
+        for job, take in plan:
+            parts.append((job, job.handed, job.handed + take))
+            job.handed += take
+            if job.left == 0:
+                self._jobs.remove(job)
+        return parts
 
     def _run(self) -> None:
         """The worker: gather a batch, decode it once, hand each job its share of the results."""
@@ -312,56 +317,59 @@ class Batcher:
             parts = self.gather()
             if parts is None:
                 return
-            live = [(job, start, end) for job, start, end in parts if self._start(job)]
-            if not live:
-                continue
-            jobs = [job for job, _, _ in live]
-            self._running = jobs
-            items = [s for job, start, end in live for s in job.sentences[start:end]]
-            started = time.monotonic()
-            preemptible = self._last_long and all(start not in job.preempted for job, start, _ in live)
-            preempting = False
+            self._decode(parts, self._last_long)
 
-            def stop(jobs: list[Job] = jobs, preemptible: bool = preemptible) -> bool:
-                nonlocal preempting
-                if self._all_gone(jobs):
-                    return True
-                preempting = preemptible and self._short_overdue()
-                return preempting
+    def _decode(self, parts: list[tuple[Job, int, int]], long: bool) -> None:
+        """Decode one batch and hand each job its share. A long batch's search lets overdue short jobs
+        go first at its step boundaries: their batch is decoded there, and the search resumes."""
+        live = [(job, start, end) for job, start, end in parts if self._start(job)]
+        if not live:
+            return
+        jobs = [job for job, _, _ in live]
+        outer, self._running = self._running, self._running + jobs
+        items = [s for job, start, end in live for s in job.sentences[start:end]]
+        started = time.monotonic()
 
-            try:
-                with stop_when(stop):
-                    results = list(self.decode(items, jobs[0].options))
-                if len(results) != len(items):
-                    raise RuntimeError(f"{len(results)} results for {len(items)} sentences")
-            except DecodeStoppedError:
-                if preempting:
-                    self._put_back(live)
-                    continue
-                self.stopped += 1
-                for job in jobs:
-                    self._drop(job)
-                    self._fail_at_shutdown(job)
-                continue
-            except Exception as exc:  # handed to every waiting request; the worker carries on
-                for job in jobs:
-                    settle(job.future, error=exc)
-                continue
-            finally:
-                self._running = []
-            self._measure(sum(job.unit_work * (end - start) for job, start, end in live), started)
-            self.batches += 1
-            self.sentences += len(items)
-            at = 0
-            for job, start, end in live:
-                job.results[start:end] = results[at : at + end - start]
-                at += end - start
-                job.finished += end - start
-                if job.finished == len(job.sentences):
-                    settle(job.future, job.results)
+        def stop(jobs: list[Job] = jobs) -> bool:
+            if self._all_gone(jobs):
+                return True
+            if long and self._short_overdue():
+                short = self._take_short()
+                if short:
+                    self.interleaved += 1
+                    self._decode(short, long=False)  # the long search waits at this step meanwhile
+            return False
+
+        try:
+            with stop_when(stop):
+                results = list(self.decode(items, jobs[0].options))
+            if len(results) != len(items):
+                raise RuntimeError(f"{len(results)} results for {len(items)} sentences")
+        except DecodeStoppedError:
+            self.stopped += 1
+            for job in jobs:
+                self._drop(job)
+                self._fail_at_shutdown(job)
+            return
+        except Exception as exc:  # handed to every waiting request; the worker carries on
+            for job in jobs:
+                settle(job.future, error=exc)
+            return
+        finally:
+            self._running = outer
+        self._measure(sum(job.unit_work * (end - start) for job, start, end in live), started)
+        self.batches += 1
+        self.sentences += len(items)
+        at = 0
+        for job, start, end in live:
+            job.results[start:end] = results[at : at + end - start]
+            at += end - start
+            job.finished += end - start
+            if job.finished == len(job.sentences):
+                settle(job.future, job.results)
 
     def _short_overdue(self) -> bool:
-        """Whether a short job has waited half of max_queue_wait_s: the long batch then gives way."""
+        """Whether a short job has waited half of max_queue_wait_s: a long search then lets it in."""
         limit = self.max_queue_wait_s / 2
         if not math.isfinite(limit):
             return False
@@ -373,17 +381,12 @@ class Batcher:
                 if not self._is_long(job) and not job.future.done()
             )
 
-    def _put_back(self, parts: list[tuple[Job, int, int]]) -> None:
-        """Return a preempted long batch's parts to the head of the queue, each never to be preempted
-        again, so the long work still advances however many short jobs come."""
-        self.preempted += 1
+    def _take_short(self) -> list[tuple[Job, int, int]]:
+        """The short jobs' batch as it stands now, taken from the queue without waiting for more."""
         with self._lock:
-            for job, start, _ in reversed(parts):
-                job.preempted.add(start)
-                job.handed = start  # the batch held each job's latest part
-                if job not in self._jobs:
-                    self._jobs.appendleft(job)
-            self._lock.notify_all()
+            self._prune()
+            plan, _ = self._plan(long=False)
+            return self._commit(plan)
 
     def _start(self, job: Job) -> bool:
         """Mark the job running when its first part is decoded; whether it is still wanted."""
