@@ -270,6 +270,7 @@ def largest_request(pool: list[str]) -> bytes:
     """The largest legal /translate body: 64 texts of 1,000 characters, beam 16, n-best 16, attention,
     a 700-character prefix (so no text is split)."""
     text = " ".join(pool)
+    text = " ".join([text] * (64_000 // len(text) + 1))  # enough for 64 texts whatever the pool
     texts = [text[i * 1000 : (i + 1) * 1000] for i in range(64)]
     body = {"sentences": texts, "beam": 16, "nbest": 16, "attention": True, "prefix": text[:700]}
     return json.dumps(body).encode()

@@ -20,6 +20,7 @@ from pathlib import Path
 from helpers import (
     ANSWER_TIMEOUT_S,
     call,
+    load_script,
     raw_request,
     server,
     server_process,
@@ -29,7 +30,14 @@ from helpers import (
 )
 from synthetic import reverse_pairs
 
-from attn_mt.serving.schemas import MAX_SPLIT_SENTENCES, MAX_TEXT_CHARS
+from attn_mt.serving.admission import LARGEST_WORK, request_work
+from attn_mt.serving.schemas import (
+    MAX_CHARS,
+    MAX_SENTENCES,
+    MAX_SPLIT_SENTENCES,
+    MAX_TEXT_CHARS,
+    TranslateRequest,
+)
 
 SENTENCE = "alpha bravo charlie ."  # 21 characters: 31 units of work a beam
 
@@ -269,3 +277,13 @@ def test_a_client_that_never_reads_its_answer_is_dropped_after_the_body_timeout(
         declared = re.search(rb"content-length: (\d+)", received[:4096], re.IGNORECASE)
         assert declared is None or len(received) < int(declared.group(1))  # never the whole answer
         assert translate(address, [SENTENCE])["results"][0]["translation"]
+
+
+def test_the_load_scripts_largest_request_is_legal_and_as_large_as_admission_counts():
+    bench = load_script("bench_serve")
+    pool = [en for en, _ in reverse_pairs(400, seed=2)]
+    request = TranslateRequest.model_validate_json(bench.largest_request(pool))
+    assert len(request.sentences) == MAX_SENTENCES and {len(s) for s in request.sentences} == {MAX_CHARS}
+    assert (request.beam, request.nbest, request.attention, len(request.prefix)) == (16, 16, True, 700)
+    items = [(s, request.prefix) for s in request.sentences]
+    assert request_work(items, request.beam, request.attention) <= LARGEST_WORK
