@@ -124,7 +124,7 @@ class Batcher:
         self._lock = threading.Condition()
         self._closing = False
         self._stop_by: float | None = None  # the shutdown deadline, once shut_down is called
-        self._running: list[Job] = []  # the jobs of the batch being decoded
+        self._running: list[Job] = []  # the jobs of the batch being decoded (and one run inside it)
         self._last_long = False  # whether the last batch came from the long lane
         self._work_per_s = 0.0  # decoding speed, a running average (0 until the first batch)
         self.batches = 0  # batches decoded so far
@@ -160,11 +160,12 @@ class Batcher:
             queued = self._queued_work()
             if self._jobs and queued + job.work > self.max_queued_work:
                 self.refused += 1
-                raise QueueFullError(queued, self._retry_after(queued + job.work))
+                seconds = (queued + job.work) / self._work_per_s if self._work_per_s > 0 else 0.0
+                raise QueueFullError(queued, self._retry_after(seconds))
             wait_s = self._lane_wait_s(self._is_long(job))
             if wait_s > self.max_queue_wait_s:
                 self.refused += 1
-                raise QueueFullError(queued, max(RETRY_AFTER_S[0], min(RETRY_AFTER_S[1], math.ceil(wait_s))))
+                raise QueueFullError(queued, self._retry_after(wait_s))
             self._jobs.append(job)
             self._lock.notify_all()
         return job.future
@@ -182,12 +183,10 @@ class Batcher:
         others = any(self._is_long(job) != long for job in self._jobs) or bool(self._running)
         return max(waited, ahead / self._work_per_s * (2 if others else 1))
 
-    def _retry_after(self, work: float) -> int:
-        """Seconds until `work` units are likely decoded, at the speed measured so far."""
+    def _retry_after(self, seconds: float) -> int:
+        """A Retry-After: the whole seconds of `seconds`, within RETRY_AFTER_S."""
         low, high = RETRY_AFTER_S
-        if self._work_per_s <= 0:
-            return low
-        return int(min(high, max(low, math.ceil(work / self._work_per_s))))
+        return int(min(high, max(low, math.ceil(seconds))))
 
     def close(self) -> None:
         """Stop the worker after the jobs already queued."""
