@@ -21,6 +21,9 @@ STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
+VERBOSE_WARNINGS_HELP = (
+    "Print every line's warnings (unknown words: only the first 5 lines, then a summary line)."
+)
 MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
 MODELS_HELP = MODEL_HELP[:-1] + "; several (same vocabularies) decode as their ensemble."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
@@ -218,6 +221,7 @@ def translate(
         "--alignments",
         help="Write Pharaoh word alignments (i-j) of each line's best output here, one line per input line.",
     ),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_WARNINGS_HELP),
 ) -> None:
     """Translate text with a trained run, one output line per input line."""
     from attn_mt.commands.translate import run_translate, sampling_options
@@ -240,6 +244,7 @@ def translate(
         prefix_file=prefix_file,
         sampling=sampling_options(sample, temperature, top_k, top_p, seed),
         alignments=alignments,
+        verbose=verbose,
     )
 
 
@@ -273,6 +278,7 @@ def score(
         "--alignments",
         help="Write Pharaoh word alignments (i-j) of each target line here, one line per line pair.",
     ),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_WARNINGS_HELP),
 ) -> None:
     """Score given translations: each target line's log-probability under the model, per token and in all."""
     from attn_mt.commands.score import run_score
@@ -289,6 +295,7 @@ def score(
         quantize=quantize,
         split=split,
         alignments=alignments,
+        verbose=verbose,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attn_mt.commands.line_warnings import print_line_warnings
 from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
 from attn_mt.decoding.engine import check_sampling, collections_paused
 from attn_mt.decoding.engines import translator_for
@@ -170,12 +171,14 @@ def run_translate(
     prefix_file: str | None = None,
     sampling: Sampling | None = None,
     alignments: Path | None = None,
+    verbose: bool = False,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines, or one per sample) per
     input line.
 
     With `split`, each line is translated sentence by sentence (decoding/lines.py); a line with a
-    prefix is translated whole. Texts that name models (`models_and_texts`) make an ensemble.
+    prefix is translated whole. Texts that name models (`models_and_texts`) make an ensemble. Warnings
+    go to stderr, unknown words digested after the first few lines unless `verbose` (line_warnings.py).
     """
     refuse_directories(output, alignments)
     check_sampling(sampling, beam, nbest)
@@ -189,9 +192,7 @@ def run_translate(
             translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
         )
         outputs = nbest if sampling is None else sampling.samples
-        for number, result in enumerate(results, start=1):
-            for warning in result.warnings:
-                print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
+        print_line_warnings([result.warnings for result in results], verbose)
         if outputs > 1:
             out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, outputs)]
         else:
