@@ -33,6 +33,14 @@ distribution, as the torch engine scores samples). Sampling maps onto `sampling_
 `sampling_topp` and `sampling_temperature`, `num_hypotheses` samples per sentence; CTranslate2 draws
 with its own generator, seeded once per process (`set_random_seed`), not per sentence, so its
 samples differ from the torch engine's and may change with the batch a sentence is drawn in.
+CTranslate2 refuses settings the torch engine reads without trouble, so they are mapped to what
+they mean: a top-k at least the vocabulary's size keeps every token (0), and a top-p or temperature
+that float32 rounds to 0 becomes float32's smallest normal number (the most probable token alone).
+
+No output holds <pad> or <bos> (outputs.py's `never_output_ids`). CTranslate2's `suppress_sequences`
+leaves them out by renormalising over the other tokens, which would change the scores of greedy and
+beam search, so those run without it and a sentence whose answer holds one is decoded again with it
+and scored again with `score_batch` (its score is then the model's own); samples always use it.
 
 Batches go to `workers` single-thread CTranslate2 translators at once (asynchronous calls), which
 beats one translator with several OpenMP threads (docs/shipping.md).
@@ -56,6 +64,7 @@ from attn_mt.decoding.outputs import (
     Translation,
     gnmt_length_penalty,
     max_source_tokens,
+    never_output_ids,
     output_length_limits,
 )
 from attn_mt.errors import UserError
@@ -65,16 +74,18 @@ if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention
 
 BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
+SMALLEST_FLOAT32 = float(np.finfo(np.float32).tiny)  # what a top-p or temperature that rounds to 0 becomes
 
 
-def sampling_options(sampling: Sampling | None) -> dict[str, object]:
-    """CTranslate2's sampling options for `sampling` (none without it: its search takes the arg-max)."""
+def sampling_options(sampling: Sampling | None, vocab_size: int) -> dict[str, object]:
+    """CTranslate2's sampling options for `sampling` (none without it: its search takes the arg-max),
+    mapped into the ranges CTranslate2 accepts as the module docstring says."""
     if sampling is None:
         return {}
     return dict(
-        sampling_topk=sampling.top_k,
-        sampling_topp=sampling.top_p,
-        sampling_temperature=sampling.temperature,
+        sampling_topk=0 if sampling.top_k >= vocab_size else sampling.top_k,
+        sampling_topp=max(sampling.top_p, SMALLEST_FLOAT32),
+        sampling_temperature=max(sampling.temperature, SMALLEST_FLOAT32),
     )
 
 
@@ -114,6 +125,8 @@ class Ctranslate2Translator:
         self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
         self.device = model.device
         self.max_src = max_source_tokens(cfg)
+        self.never = set(never_output_ids(tgt_vocab))
+        self.suppressed = [[token] for token in tgt_vocab.decode(sorted(self.never))]
 
     def attention_description(self) -> str:
         """What `attention` can show, for /info and the explorer page."""
@@ -152,9 +165,11 @@ class Ctranslate2Translator:
         nbest: int,
         prefixes: list[list[str]] | None = None,
         sampling: Sampling | None = None,
+        suppress: bool = False,
     ) -> list[_Call]:
         """Queue the sentences `members`, grouped by length limit, in batches of decode.batch_size;
-        `prefixes` (target tokens) and `sampling` as the module docstring says."""
+        `prefixes` (target tokens), `sampling` and `suppress` (<pad> and <bos>: samples always) as the
+        module docstring says."""
         groups: dict[int, list[int]] = {}
         for k in members:
             groups.setdefault(limits[k], []).append(k)
@@ -179,7 +194,8 @@ class Ctranslate2Translator:
                     max_input_length=0,
                     return_scores=True,
                     return_end_token=True,
-                    **sampling_options(sampling),
+                    suppress_sequences=self.suppressed if suppress or sampling else None,
+                    **sampling_options(sampling, len(self.tgt_vocab)),
                 )
                 calls.append(_Call(chunk, answers))
         return calls
@@ -273,11 +289,16 @@ class Ctranslate2Translator:
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
             advance(len(call.members))
+        again = [k for k, hyps in enumerate(found) if any(self.never.intersection(ids) for ids, _, _ in hyps)]
+        for call in self._submit(texts, limits, again, beam, nbest, forced, sampling, suppress=True):
+            for k, answer in zip(call.members, call.answers, strict=True):
+                found[k] = self._hypotheses(answer, penalty)
+        rescore = set(again)
         cut = [
             (k, h, ids)
             for k, hyps in enumerate(found)
             for h, (ids, _, ended) in enumerate(hyps)
-            if not ended or sampling is not None or (prefixes is not None and prefixes[k])
+            if not ended or sampling is not None or (prefixes is not None and prefixes[k]) or k in rescore
         ]
         for (k, h, ids), score in zip(cut, self._rescore(texts, cut), strict=True):
             found[k][h] = (ids, score, True)
