@@ -14,8 +14,8 @@ make its output attn-mt's (decoding/search.py states attn-mt's conventions):
      ranks the K finished hypotheses, which come with their <eos>.
   4. At the length limit attn-mt forces <eos>; CTranslate2 stops there without it, so such a
      hypothesis is scored again with its <eos> (`score_batch`), giving attn-mt's score.
-Beam search still differs in three cases. The best output is the same except in the first and,
-rarely, the third:
+Beam search still differs in four cases. The best output is the same except in the first, the
+fourth and, rarely, the third:
   * which hypotheses count as finished and when the search stops: CTranslate2 may go on after
     attn-mt's search has K finished hypotheses, or not count one that attn-mt's does, and so return
     another output (0 to 2 of 120 sentences at beams 2 to 4 on the tests' tiny subword runs of
@@ -25,6 +25,10 @@ rarely, the third:
     best by the length penalty is in both (it finished last or scores highest), the rest can differ.
   * at the length limit attn-mt closes the best K candidates that do not end, CTranslate2 the best
     K of all candidates.
+  * <pad> or <bos> among the best 2K candidates of a step (only an undertrained model ranks them so
+    high): attn-mt's search never keeps them, CTranslate2's keeps them as live hypotheses unless an
+    output ends up holding one (see below), so the others can differ (2 of 300 n-best lists at beam
+    3 on the tests' tiny word-level Transformer, none on its subword run).
 
 A target prefix goes to CTranslate2 as `target_prefix`, which forces it through the same steps;
 every prefixed hypothesis is scored again with `score_batch`, so its score includes the prefix's
