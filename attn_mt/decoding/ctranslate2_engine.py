@@ -27,8 +27,8 @@ fourth and, rarely, the third:
     K of all candidates.
   * <pad> or <bos> among the best 2K candidates of a step (only an undertrained model ranks them so
     high): attn-mt's search never keeps them, CTranslate2's keeps them as live hypotheses unless an
-    output ends up holding one (see below), so the others can differ (2 of 300 n-best lists at beam
-    3 on the tests' tiny word-level Transformer, none on its subword run).
+    output ends up holding one (see below), so the others can differ (at beam 3 on 300 sentences,
+    2 n-best lists of the tests' tiny word-level Transformer, none of its subword run).
 
 A target prefix goes to CTranslate2 as `target_prefix`, which forces it through the same steps;
 every prefixed hypothesis is scored again with `score_batch`, so its score includes the prefix's
