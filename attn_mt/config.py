@@ -419,6 +419,7 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             f"embeddings, but model.type is {cfg.model.type!r}"
         )
     _check_switches(cfg, problems)
+    _check_positions(cfg, problems)
     if _sound(problems, "model.tie_source_embedding", "data.tokenizer", "data.shared_vocab") and (
         cfg.model.tie_source_embedding
         and (cfg.data.tokenizer != "sentencepiece" or not cfg.data.shared_vocab)
@@ -480,6 +481,25 @@ def refuse_switches(model: ModelConfig, what: str) -> None:
         raise UserError(
             f"{what} expresses the book's architecture only, but this run has {listed} "
             "(export it with --format pt)"
+        )
+
+
+def _check_positions(cfg: Config, problems: list[str]) -> None:
+    """A learned position table must cover every training sentence: data.max_len positions in split mode
+    (a kept sentence has fewer tokens, and <eos> or <bos> takes one more), data.num_steps in book mode."""
+    keys = ("model.type", "model.positional_encoding", "model.max_positions", "data.mode", "data.max_len")
+    if not _sound(problems, *keys, "data.num_steps"):
+        return
+    model, data = cfg.model, cfg.data
+    if model.type != "transformer" or model.positional_encoding != "learned":
+        return
+    key = "data.num_steps" if data.mode == "book" else "data.max_len"
+    needed = data.num_steps if data.mode == "book" else data.max_len
+    if model.max_positions < needed:
+        problems.append(
+            f"model.max_positions: a learned table of {model.max_positions} positions is shorter than the "
+            f"training sentences {key} = {needed} allows ({needed} positions with <eos> or <bos>); raise "
+            f"model.max_positions to {needed} or lower {key}"
         )
 
 

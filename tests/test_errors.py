@@ -104,6 +104,8 @@ def workspace(tmp_path_factory) -> Path:
         for section, values in sections.items():
             config[section].update(values)
         (ws / name / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    shutil.copytree(ws / "SPRUN", ws / "HISTORYDIR")
+    (ws / "HISTORYDIR" / "config_history.jsonl").mkdir()  # tune --write cannot write its history there
     shutil.copytree(ws / "SPRUN", ws / "BADSUMMARY")
     (ws / "BADSUMMARY" / "run_summary.json").write_text("{", encoding="utf-8")
     run_export(ws / "SPRUN", ws / "sprun.pt", "best", "pt", None)
@@ -188,6 +190,38 @@ CASES: dict[str, list[str]] = {
         "train.compile=true",
         "--run-dir",
         "new",
+    ],
+    "learned-positions-too-short": [
+        "train",
+        "--set",
+        "model.type=transformer",
+        "--set",
+        "model.positional_encoding=learned",
+        "--set",
+        "model.max_positions=3",
+        "--run-dir",
+        "new",
+    ],
+    "learned-positions-valid-split": [
+        "train",
+        "--data",
+        "reverse.txt",
+        "--run-dir",
+        "new",
+        "--set",
+        "data.mode=split",
+        "--set",
+        "model.type=transformer",
+        "--set",
+        "model.positional_encoding=learned",
+        "--set",
+        "data.max_len=4",
+        "--set",
+        "model.max_positions=4",
+        "--set",
+        "data.valid_size=5",
+        "--set",
+        "data.test_size=5",
     ],
     "bad-set": ["train", "--set", "train.lr", "--run-dir", "new"],
     "bad-set-value": ["train", "--set", "train.adam_betas=[0.9", "--run-dir", "new"],
@@ -316,6 +350,9 @@ CASES: dict[str, list[str]] = {
     "tune-beam-under-nbest": ["tune", "NBEST", "--beams", "1,4"],
     "tune-write-not-a-run": ["tune", "sprun.pt", "--write"],
     "tune-write-damaged-summary": ["tune", "BADSUMMARY", "--write"],
+    "tune-write-unwritable": ["tune", "HISTORYDIR", "--write"],
+    "tune-alpha-too-large": ["tune", "SPRUN", "--length-penalties", "0.6,12"],
+    "tune-beam-too-large": ["tune", "SPRUN", "--beams", "1,17"],
     "unsafe-checkpoint": ["translate", "RUN", "--checkpoint", "evil.pt", "go ."],
     "missing-checkpoint-file": ["translate", "RUN", "--checkpoint", "nope.pt", "go ."],
     "damaged-checkpoint": ["translate", "RUN", "--checkpoint", "damaged.pt", "go ."],
@@ -328,6 +365,10 @@ CASES: dict[str, list[str]] = {
     "prefix-too-long": ["translate", "RUN", "--prefix", " ".join(["un"] * 40), "go ."],
     "prefix-twice": ["translate", "RUN", "--prefix", "un", "--prefix-file", "three.en", "go ."],
     "prefix-file-lines": ["translate", "RUN", "--prefix-file", "two.fr", "go ."],
+    "prefix-special-token": ["translate", "RUN", "--prefix", "<bos>", "go ."],
+    "stdin-twice": ["translate", "RUN", "--input", "-", "--prefix-file", "-"],
+    "outputs-same-file": ["translate", "RUN", "-i", "three.en", "-o", "both.txt", "--alignments", "both.txt"],
+    "output-is-input": ["translate", "RUN", "-i", "three.en", "-o", "three.en"],
     "sampling-without-sample": ["translate", "RUN", "--top-k", "5", "go ."],
     "sample-zero": ["translate", "RUN", "--sample", "0", "go ."],
     "temperature-zero": ["translate", "RUN", "--sample", "2", "--temperature", "0", "go ."],
@@ -356,6 +397,18 @@ CASES: dict[str, list[str]] = {
     "hf-word-level": ["export", "WORDTF", "hf", "--format", "huggingface"],
     "hf-out-not-empty": ["export", "SPRUN", "notes", "--format", "huggingface"],
     "score-line-counts": ["score", "RUN", "--source", "three.en", "--target", "two.fr"],
+    "score-outputs-same-file": [
+        "score",
+        "RUN",
+        "--source",
+        "three.en",
+        "--target",
+        "three.fr",
+        "-o",
+        "b.jsonl",
+        "--alignments",
+        "b.jsonl",
+    ],
     "score-blank-line": ["score", "RUN", "--source", "gap.en", "--target", "three.fr"],
     "score-alignments-is-directory": [
         "score",

@@ -447,3 +447,24 @@ def test_the_first_validation_writes_last_pt_whatever_checkpoint_minutes_says(tm
     train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu", on_validation=look)
     assert seen[0] == (2, True, True)
     assert load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["step"] == 4
+
+
+def test_a_refusal_before_the_first_checkpoint_leaves_no_run_directory(tmp_path, corpus, monkeypatch):
+    """A new run refused while training, before it saved anything, is removed (an empty directory given
+    for it is emptied again), so the same command starts it afresh without --overwrite."""
+    from attn_mt.training import validation
+
+    def refuse(self):
+        raise UserError("refused at the first validation")
+
+    cfg = load_config(TINY, [*SYNTH, "train.epochs=1"])
+    given = tmp_path / "given"
+    given.mkdir()
+    with monkeypatch.context() as patch:
+        patch.setattr(validation.Validator, "run", refuse)
+        for run_dir in (tmp_path / "new", given):
+            with pytest.raises(UserError, match="refused at the first validation"):
+                train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
+    assert not (tmp_path / "new").exists() and given.is_dir() and not any(given.iterdir())
+    train(cfg, tmp_path / "new", data_path=str(corpus), quiet=True, device="cpu")
+    assert (tmp_path / "new" / "checkpoints" / "last.pt").is_file()

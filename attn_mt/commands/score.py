@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from attn_mt.commands.line_warnings import print_line_warnings
-from attn_mt.commands.translate import read_text_lines, refuse_directories, write_alignments
+from attn_mt.commands.output_files import STDIN, refuse_directories, refuse_shared_paths
+from attn_mt.commands.translate import read_text_lines, write_alignments
 from attn_mt.decoding.alignments import WordAlignment
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import with_length_penalty
@@ -65,7 +66,10 @@ def run_score(
     if output_format not in FORMATS:
         raise UserError(f"--format {output_format!r}: expected one of {', '.join(FORMATS)}")
     refuse_directories(output, alignments)
-    if source_file == "-" and target_file == "-":
+    refuse_shared_paths(
+        {"--output": output, "--alignments": alignments}, {"--source": source_file, "--target": target_file}
+    )
+    if source_file == STDIN and target_file == STDIN:
         raise UserError("--source and --target cannot both be standard input")
     sources = read_text_lines(source_file, "--source")
     targets = read_text_lines(target_file, "--target")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from attn_mt.commands.line_warnings import print_line_warnings
+from attn_mt.commands.output_files import STDIN, refuse_directories, refuse_shared_paths
 from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
 from attn_mt.decoding.engine import check_sampling, collections_paused
 from attn_mt.decoding.engines import translator_for
@@ -41,13 +42,13 @@ def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
             raise UserError(
                 "nothing to translate: give sentences as arguments, --input FILE, or pipe text in"
             )
-        input_file = "-"
+        input_file = STDIN
     return read_text_lines(input_file, "--input")
 
 
 def read_text_lines(input_file: str, option: str) -> list[str]:
     """The lines of a UTF-8 file, or of stdin for "-"; a missing or non-UTF-8 file names `option`."""
-    if input_file == "-":
+    if input_file == STDIN:
         data = sys.stdin.buffer.read()
         name = "standard input"
     else:
@@ -140,13 +141,6 @@ def line_prefixes(prefix: str | None, prefix_file: str | None, count: int) -> li
     return prefixes
 
 
-def refuse_directories(output: Path | None, alignments: Path | None) -> None:
-    """Refuse an --output or --alignments path that is a directory: each names a file to write."""
-    for option, path in (("--output", output), ("--alignments", alignments)):
-        if path is not None and path.is_dir():
-            raise UserError(f"{option} {path} is a directory; give a file path")
-
-
 def write_alignments(path: Path, lines: list[WordAlignment]) -> None:
     """Each line's word alignment as one line of Pharaoh pairs in `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,8 +175,18 @@ def run_translate(
     go to stderr, unknown words digested after the first few lines unless `verbose` (line_warnings.py).
     """
     refuse_directories(output, alignments)
+    refuse_shared_paths(
+        {"--output": output, "--alignments": alignments},
+        {"--input": input_file, "--prefix-file": prefix_file},
+        {"--attention-dir": attention_dir},
+    )
     check_sampling(sampling, beam, nbest)
     models, texts = models_and_texts(run_dir, texts)
+    if prefix_file == STDIN and not texts and input_file in (None, STDIN):
+        raise UserError(
+            "--input and --prefix-file cannot both read standard input: give the sentences or the "
+            "prefixes as a file (or the sentences as arguments)"
+        )
     lines = read_input_lines(input_file, texts)
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
     run = open_models(models, checkpoint, device, quantize)
