@@ -33,12 +33,12 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
+from attn_mt.lab.app import MAX_BODY_BYTES
+from attn_mt.lab.inputs import MAX_ELEMENTS
+from attn_mt.lab.stepping import run_search
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.open import open_model
-from attn_mt.serving.lab.app import MAX_BODY_BYTES
-from attn_mt.serving.lab.inputs import MAX_ELEMENTS
-from attn_mt.serving.lab.stepping import run_search
 
 SCREENSHOTS = ROOT / "docs" / "lab"
 TOLERANCE = 1e-6

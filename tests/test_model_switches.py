@@ -16,15 +16,15 @@ from synthetic import TINY, TINY_EVERY_STEP, close_run_log, reverse_pairs, write
 from attn_mt.config import ConfigError, ModelConfig, config_from_dict, load_config
 from attn_mt.decoding.engines import translator_for
 from attn_mt.errors import UserError
+from attn_mt.lab.exercises import learned_or_no_positions
+from attn_mt.lab.inputs import LabError
+from attn_mt.lab.stepping import stepping_panel
+from attn_mt.lab.transformer import transformer_panel
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.models.build import build_model
 from attn_mt.models.transformer import Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import load_run
-from attn_mt.serving.lab.exercises import learned_or_no_positions
-from attn_mt.serving.lab.inputs import LabError
-from attn_mt.serving.lab.stepping import stepping_panel
-from attn_mt.serving.lab.transformer import transformer_panel
 from attn_mt.shipping.average import average_weights
 from attn_mt.shipping.ctranslate2_export import _check_transformer
 from attn_mt.training.launch import train

@@ -14,10 +14,10 @@ import torch
 from attn_mt.decoding.scoring import Scored, score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
+from attn_mt.lab.engines import request_engine
+from attn_mt.lab.inputs import LabError, choice, text
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.inputs import LabError, choice, text
-from attn_mt.serving.lab.shown import answer, code, shown
 
 
 def token_rows(label: str, scored: Scored) -> list[dict[str, Any]]:

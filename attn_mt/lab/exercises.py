@@ -27,6 +27,9 @@ from attn_mt.demos.nadaraya_watson import (
     squared_error,
     train_parametric,
 )
+from attn_mt.lab.engines import request_engine
+from attn_mt.lab.scoring import seeded_additive, seeded_bilinear
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import (
     DotProductAttention,
     MultiHeadAttention,
@@ -37,9 +40,6 @@ from attn_mt.models.build import build_model
 from attn_mt.models.positional import LearnedPositionalEncoding, PositionalEncoding, sinusoid_table
 from attn_mt.models.transformer import AddNorm
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.scoring import seeded_additive, seeded_bilinear
-from attn_mt.serving.lab.shown import answer, code, shown
 
 Exercise = Callable[[dict[str, LoadedRun]], dict[str, Any]]
 SEED = 0

@@ -5,7 +5,7 @@
 hypotheses, the model's next-token log-probabilities and what the encoder-decoder attention computed
 (captured with forward hooks on the attention's own layers, so nothing is decoded twice). The tokens
 it steps through are therefore the search's, and its weights the search's. The hooks go on the
-request's own copy of the model (serving/lab/engines.py), never on the model other requests share,
+request's own copy of the model (lab/engines.py), never on the model other requests share,
 and only the step asked for (and the one after it) is kept whole, so a long search keeps little.
 
 Shapes: N live rows (hypotheses), S source positions, H hidden, h heads, d = H / h, V target vocabulary.
@@ -24,13 +24,13 @@ import torch
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.decoding.translator import Translator
+from attn_mt.lab.engines import request_engine
+from attn_mt.lab.inputs import LabError, choice, text, whole
+from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
 from attn_mt.models.base import DecoderState, EncoderDecoder
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.inputs import LabError, choice, text, whole
-from attn_mt.serving.lab.shown import answer, code, line_of, shown
 
 TOP = 5  # alternatives shown per step
 MAX_BEAM = 8

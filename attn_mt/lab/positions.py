@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from attn_mt.demos.positional_encoding import encoding_matrix
+from attn_mt.lab.inputs import LabError, limit_elements, whole
+from attn_mt.lab.shown import answer, code, line_of, plot, shown
 from attn_mt.models.positional import WAVELENGTH_BASE, PositionalEncoding, sinusoid_table
-from attn_mt.serving.lab.inputs import LabError, limit_elements, whole
-from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
 
 MAX_STEPS = 512
 MAX_HIDDENS = 64  # M_k is (H, H)

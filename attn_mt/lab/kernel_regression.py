@@ -24,8 +24,8 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
-from attn_mt.serving.lab.inputs import real, whole
-from attn_mt.serving.lab.shown import answer, code, plot, shown
+from attn_mt.lab.inputs import real, whole
+from attn_mt.lab.shown import answer, code, plot, shown
 
 MAX_EPOCHS = 200
 KERNEL_QUERY = 2.5  # the test input whose kernel the panel draws

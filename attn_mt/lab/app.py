@@ -25,11 +25,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
+from attn_mt.lab.inputs import LabError, loads
+from attn_mt.lab.shown import PACKAGE, ROOT
 from attn_mt.serving.app import BodyLimit, answer_errors_as_json
 from attn_mt.serving.guard import Guard, HostPolicy
 from attn_mt.serving.http import error_response
-from attn_mt.serving.lab.inputs import LabError, loads
-from attn_mt.serving.lab.shown import PACKAGE, ROOT
 from attn_mt.serving.schemas import ErrorBody
 
 PAGE_DIR = Path(__file__).parent / "page"

@@ -16,14 +16,7 @@ from typing import Any
 
 import torch
 
-from attn_mt.models.attention import (
-    AdditiveAttention,
-    AttentionMask,
-    DotProductAttention,
-    masked_softmax,
-    softmax_with_mask,
-)
-from attn_mt.serving.lab.inputs import (
+from attn_mt.lab.inputs import (
     MAX_ELEMENTS,
     LabError,
     choice,
@@ -32,7 +25,14 @@ from attn_mt.serving.lab.inputs import (
     tensor,
     whole,
 )
-from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
+from attn_mt.lab.shown import answer, code, line_of, plot, shown
+from attn_mt.models.attention import (
+    AdditiveAttention,
+    AttentionMask,
+    DotProductAttention,
+    masked_softmax,
+    softmax_with_mask,
+)
 
 DEFAULT_SCORES = (
     "[[[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.4, 0.6]], [[0.7, 0.3, 0.1, 0.5], [0.6, 0.2, 0.9, 0.4]]]"

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-PACKAGE = Path(__file__).resolve().parents[2]  # attn_mt/
+PACKAGE = Path(__file__).resolve().parents[1]  # attn_mt/
 ROOT = PACKAGE.parent
 
 

@@ -18,11 +18,11 @@ import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.lab.inputs import LabError, choice, limit_elements, text
+from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.transformer import AddNorm, EncoderBlock, PositionWiseFFN, Transformer
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.inputs import LabError, choice, limit_elements, text
-from attn_mt.serving.lab.shown import answer, code, line_of, shown
 
 
 def first_block(model: Transformer, src: torch.Tensor, src_mask: AttentionMask) -> dict[str, torch.Tensor]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from attn_mt.lab.app import create_lab_app
+from attn_mt.lab.panels import description, lab_panels
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.guard import host_policy
-from attn_mt.serving.lab.app import create_lab_app
-from attn_mt.serving.lab.panels import description, lab_panels
 from attn_mt.serving.server import bind
 
 

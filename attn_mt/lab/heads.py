@@ -14,11 +14,11 @@ import torch
 from attn_mt.decoding.attention import TITLES, collect_attention
 from attn_mt.decoding.outputs import output_length_limits, prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.lab.engines import request_engine
+from attn_mt.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
-from attn_mt.serving.lab.shown import answer, code, shown
 
 MAX_HEADS = 16
 MAX_MAP = 16 * MAX_ELEMENTS  # numbers in a trained run's attention map, every layer and head together
