@@ -8,7 +8,7 @@ from attn_mt.errors import UserError
 from attn_mt.lab.server import run_lab_server
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.guard import split_names
+from attn_mt.web.guard import split_names
 
 
 def run_names(run_dirs: list[Path]) -> list[str]:
