@@ -633,6 +633,23 @@ def test_nadaraya_watson_panel(lab, page):
     assert_close(values(page, "nadaraya_watson", "non-parametric attention weights"), narrow)
     assert type_into(page, "nadaraya_watson", "#nw-lr", "fast") == "status error"
     assert status(page, "nadaraya_watson")[1] == "422"
+    assert result_count(page, "nadaraya_watson") == 0  # no figure of the inputs before under the error
+
+
+def result_count(page: Browser, panel: str) -> int:
+    """How many elements the panel's result area holds."""
+    return page.evaluate(f"document.querySelectorAll('#panel-{panel} .result *').length")
+
+
+def test_the_nadaraya_watson_panel_shows_w_being_learned_by_default(lab):
+    code, body = call(lab, "/api/nadaraya_watson", {})
+    (losses,) = [p["series"][0]["y"] for p in body["plots"] if p["title"].startswith("parametric training")]
+    assert len(losses) == 50
+    # not one jump then a flat line (the book's lr 0.5): after its first epoch the loss still has more
+    # than half of its way down to go
+    assert losses[1] - losses[-1] > 0.5 * (losses[0] - losses[-1]) > 0
+    notes = " ".join(body["notes"])
+    assert "weights reach" not in notes and "root mean square distance" in notes
 
 
 def hypothesis_rows(page: Browser) -> list[str]:
@@ -651,9 +668,9 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     translation = engine.translate([sentence], beam_size=1)[0]
     dump = engine.attention(translation).maps["cross"]  # (T, S) or (L, h, T, S)
     out = translation.hypotheses[0].tokens
-    name = "attention weights" if model == "gru_bahdanau" else "attention weights (layer 1)"
+    name = "attention weights" if model == "gru_bahdanau" else "attention weights (layer 2)"  # from 1
     for t in range(len(out) + 1):
-        show(page, lab, "decoding", run=model, sentence=sentence, beam="1", step=str(t), row="0", layer="1")
+        show(page, lab, "decoding", run=model, sentence=sentence, beam="1", step=str(t), row="0", layer="2")
         assert (
             page.evaluate("document.querySelector('#panel-decoding p.text').textContent") == translation.text
         )
@@ -670,7 +687,7 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     )
     assert texts[1].endswith("finished: " + " ".join(engine.tgt_vocab.labels(out)) + " <eos>")
     if model == "transformer":
-        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 1)"))
+        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 2)"))
         scores = scores.reshape(engine.model.num_heads, -1)  # (h, S)
         scores[:, dump.shape[-1] :] = float("-inf")  # the padded source positions are masked
         assert_close(values(page, "decoding", name), torch.softmax(scores, dim=-1))
@@ -762,6 +779,40 @@ def test_replacing_a_token_re_decodes_from_it_as_translate_with_a_prefix(lab, pa
         screenshot(page, "decoding", "decoding_beam_tree")
 
 
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_a_forced_token_shows_only_the_searchs_live_rows(lab, engines, model):
+    engine = engines[model]
+    vocab = engine.tgt_vocab
+    sentence = english("Alpha bravo charlie delta.")
+    first = engine.translate([sentence], beam_size=4)[0].hypotheses[0].tokens[0]
+    other = next(t for t in vocab.idx_to_token[4:] if vocab[t] != first)
+    request = {"run": model, "sentence": sentence, "beam": 4, "step": 0, "row": 0, "replace": other}
+    code, body = call(lab, "/api/decoding", request)
+    assert code == 200, body
+    # beam search scores every row but the forced one -inf: one row is live after step 0
+    assert body["text"]["steps"].endswith(f"1 live hypothesis; kept for the next step: {other}")
+    nodes = body["tree"]["nodes"]
+    assert [n["prefix"] for n in nodes if n["step"] == 1] == [[vocab[other]]]
+    assert all(n["prefix"][0] == vocab[other] for n in nodes if n["step"] >= 1)
+    assert "<pad>" not in {n["token"] for n in nodes}
+    finished = [f["prefix"] for f in body["tree"]["finished"]]
+    tree_prefixes = {tuple(n["prefix"]) for n in nodes}
+    for output in finished:  # every finished output grows from nodes the tree shows
+        assert all(tuple(output[:k]) in tree_prefixes for k in range(len(output) + 1))
+    expected = engine.translate([sentence], beam_size=4, prefix=[other])[0]
+    assert body["text"]["translation"] == expected.text
+
+
+def test_a_new_sentence_resets_the_step_and_an_error_clears_the_figures(lab, page):
+    sentence = english("Alpha bravo charlie delta.")
+    show(page, lab, "decoding", run="transformer", sentence=sentence, beam="1", step="3", row="0", layer="")
+    assert result_count(page, "decoding") > 0
+    assert type_into(page, "decoding", "#decoding-sentence", english("Alpha.", "go .")) == "status done"
+    assert page.evaluate("document.querySelector('#decoding-step').value") == "0"  # pulled back
+    assert type_into(page, "decoding", "#decoding-replace", "zzzz") == "status error"  # not in the vocabulary
+    assert result_count(page, "decoding") == 0
+
+
 def test_concurrent_step_through_requests_equal_the_same_requests_one_at_a_time(lab):
     sentences = ["Alpha bravo charlie delta.", "Echo foxtrot golf.", "Hotel alpha bravo."]
     requests = [
@@ -812,7 +863,7 @@ def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     """The numbers of tensor `name` in the exercise whose heading starts with `section`."""
     return np.asarray(
         page.evaluate(
-            "[...document.querySelectorAll('#panel-exercises div.exercise')]"
+            "[...document.querySelectorAll('#panel-exercises .exercise')]"
             f".find((e) => e.querySelector('h3').textContent.startsWith({json.dumps(section)}))"
             f".querySelector('figure.tensor[data-name={json.dumps(name)}]')"
             ".querySelectorAll('td.cell').values().map((c) => Number(c.dataset.value)).toArray()"
@@ -820,31 +871,71 @@ def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     )
 
 
-def test_exercises_are_answered_live(lab, page, engines):
+def exercise_requests(page: Browser) -> int:
+    """How many requests the page has sent to /api/exercises so far."""
+    return sum(url.endswith("/api/exercises") for url in page.requested_urls())
+
+
+def test_exercises_list_questions_only_and_compute_one_on_request(lab):
+    code, listing = call(lab, "/api/exercises", {})
+    assert code == 200 and len(listing["exercises"]) == 16
+    for exercise in listing["exercises"]:  # nothing of an answer travels before a prediction
+        assert set(exercise) == {"name", "section", "question", "choices"}
+    code, refused = call(lab, "/api/exercises", {"exercise": "empty_rows"})
+    assert code == 422 and "prediction" in refused["error"]  # no experiment without a prediction
+    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all zeros"})
+    (answered,) = body["exercises"]
+    assert answered["outcome"] == "all zeros" and answered["right"] is True
+    assert "the book's (fill -1e6) gives it [0.3333, 0.3333, 0.3333]" in answered["found"]
+    assert "not the book's" in answered["reading"]  # says whose behaviour the answer is
+    code, body = call(
+        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "the same weight on every key"}
+    )
+    assert body["exercises"][0]["right"] is False
+
+
+def test_exercises_are_answered_on_commit_and_kept_across_tabs(lab, page, engines):
     show(page, lab, "exercises")
+    before = exercise_requests(page)
     headings = page.evaluate(
-        "[...document.querySelectorAll('#panel-exercises div.exercise h3')].map((h) => h.textContent)"
+        "[...document.querySelectorAll('#panel-exercises .exercise h3')].map((h) => h.textContent)"
     )
     sections = {h.split(":")[0] for h in headings}
     assert {"Masked softmax", "Scoring functions", "Nadaraya–Watson", "Multi-head attention"} <= sections
     assert {"Positional encoding", "Decoding", "Bahdanau attention"} <= sections and len(headings) == 16
-    hidden = page.evaluate(
-        "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
+    assert page.evaluate("document.querySelectorAll('#panel-exercises div.answer *').length") == 0
+    page.click("#panel-exercises .exercise button.commit")  # no prediction: nothing is computed
+    assert page.evaluate("document.querySelector('#panel-exercises p.mine').textContent").startswith("choose")
+    assert exercise_requests(page) == before
+    page.click("#panel-exercises .exercise input.guess[value='all zeros']")  # the first exercise, by Enter
+    page.press_enter()
+    page.wait_for("document.querySelector('#panel-exercises p.mine').textContent.includes('holds')")
+    assert exercise_requests(page) == before + 1  # one experiment, computed when committed
+    assert page.evaluate("document.querySelector('#panel-exercises p.mine').textContent") == (
+        "you predicted: all zeros. The experiment: all zeros. Your prediction holds."
     )
-    assert hidden == [True] * 16  # no result shows before the learner predicts
-    page.click("#panel-exercises div.exercise button.commit")  # a blank guess reveals nothing
-    assert page.evaluate("document.querySelector('#panel-exercises div.answer').hidden")
-    page.evaluate(
-        "document.querySelectorAll('#panel-exercises div.exercise').forEach((e) => {"
-        " e.querySelector('input.guess').value = 'a guess'; e.querySelector('button.commit').click(); })"
+    page.evaluate(  # every other exercise: its first offered prediction, committed
+        "document.querySelectorAll('#panel-exercises .exercise').forEach((e, k) => { if (k === 0) return;"
+        " e.querySelector('input.guess').checked = true; e.querySelector('button.commit').click(); })"
     )
-    hidden = page.evaluate(
-        "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
+    page.wait_for(
+        "[...document.querySelectorAll('#panel-exercises p.mine')]"
+        ".every((p) => p.textContent.includes('hold'))"
     )
-    assert hidden == [False] * 16
-    assert (
-        page.evaluate("document.querySelector('#panel-exercises p.mine').textContent")
-        == "you predicted: a guess"
+    assert exercise_requests(page) == before + 16
+    verdicts = page.evaluate(
+        "[...document.querySelectorAll('#panel-exercises p.mine')].map((p) => p.className)"
+    )
+    assert set(verdicts) == {"mine right", "mine wrong"}  # the first choice is not always the answer
+    page.click("nav a[data-panel='softmax']")
+    wait_for_answer(page, "softmax")
+    page.click("nav a[data-panel='exercises']")
+    wait_for_answer(page, "exercises")
+    page.wait_for("document.querySelectorAll('#panel-exercises .exercise').length === 16")
+    assert exercise_requests(page) == before + 17  # the list again, and no experiment run again
+    assert page.evaluate(  # every prediction and answer still there
+        "[...document.querySelectorAll('#panel-exercises .exercise')].every((e) =>"
+        " e.querySelector('input.guess:checked') && e.querySelector('p.found'))"
     )
     summed = exercise_values(page, "Scoring functions: When queries", "weights, summed scores").reshape(2, 4)
     np.testing.assert_allclose(summed[0], summed[1], atol=1e-7)  # summing ignores the query
@@ -888,13 +979,30 @@ def test_exercises_are_answered_live(lab, page, engines):
     decoding = exercise_values(page, "Decoding", "log-probability").reshape(-1, 2)
     np.testing.assert_allclose(decoding[:, 0], decoding[:, 1], atol=1e-5)  # greedy and beam 1 agree
     screenshot(page, "exercises")
-    page.click("#panel-exercises div.exercise a[href^='#softmax']")  # the link opens the panel, set up
+    page.click("#panel-exercises .exercise a[href^='#softmax']")  # the link opens the panel, set up
     page.wait_for("!document.querySelector('#panel-softmax').hidden")
     wait_for_answer(page, "softmax")
     page.wait_for("document.querySelector('#softmax-valid-lens').value === '[0, 2]'")
     expected = masked_softmax(torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]]), torch.tensor([0, 2]))
     page.wait_for("document.querySelectorAll('#panel-softmax figure.tensor td.cell').length === 6 + 2 + 6")
     assert_close(values(page, "softmax", "masked_softmax(X, valid_lens)"), expected)
+
+
+def test_the_leave_one_out_exercise_agrees_with_the_panel_its_link_opens(lab):
+    code, body = call(
+        lab,
+        "/api/exercises",
+        {"exercise": "without_leave_one_out", "prediction": "w ends about the same either way"},
+    )
+    (answered,) = body["exercises"]
+    link = answered["link"]
+    assert link.startswith("#nadaraya_watson?")
+    inputs = dict(part.split("=") for part in link.split("?", 1)[1].split("&"))
+    code, panel = call(lab, "/api/nadaraya_watson", inputs)
+    learned = float(panel["text"]["learned_w"].split("=")[1])
+    exercise_w = answered["tensors"][0]["values"][0]
+    assert abs(learned - exercise_w) < 1e-4, (learned, exercise_w)
+    assert answered["outcome"].startswith("w grows much larger") and answered["right"] is False
 
 
 BAD_INPUTS = {

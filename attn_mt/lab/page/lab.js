@@ -40,7 +40,19 @@ function keepBelow(section) {
   }
 }
 
+// A slider marked data-limit-with="KEY" data-limit="N" keeps its value times KEY's at most N (the
+// number of elements the server computes), so it never offers a setting the server refuses.
+function keepWithin(section) {
+  for (const input of $$("[data-limit-with]", section)) {
+    const other = Number($(`[data-key="${input.dataset.limitWith}"]`, section).value);
+    input.dataset.ownMax = input.dataset.ownMax || input.max;
+    input.max = String(Math.min(Number(input.dataset.ownMax), Math.floor(Number(input.dataset.limit) / other)));
+    if (Number(input.value) > Number(input.max)) input.value = input.max;
+  }
+}
+
 function panelState(section) {
+  keepWithin(section);
   keepBelow(section);
   const state = {};
   for (const input of $$("[data-key]", section)) {
@@ -138,6 +150,14 @@ function legend(scale, bound) {
   return box;
 }
 
+// A slice's place along one axis: layers and heads counted from 1 as in every other label of the page
+// (lines, grid, step-through); other axes as the index the code uses.
+function sliceName(axis, k) {
+  if (axis === "L") return `layer ${k + 1}`;
+  if (axis === "h") return `head ${k + 1}`;
+  return `${axis}=${k}`;
+}
+
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
 function matrixTable(tensor, rows, index, bound) {
   const table = element("table", { class: "matrix" });
@@ -172,7 +192,7 @@ function slices(tensor, values, index, bound, into) {
   const depth = tensor.shape.length - index.length;
   if (depth <= 2) {
     const rows = depth === 1 ? [values] : values;
-    const label = index.length ? index.map((k, a) => `${tensor.axes[a]}=${k}`).join(", ") : "";
+    const label = index.length ? index.map((k, a) => sliceName(tensor.axes[a], k)).join(", ") : "";
     const box = element("div", { class: "slice" });
     if (label) box.append(element("div", { class: "slice-label" }, label));
     if (depth === 1) {
@@ -454,32 +474,78 @@ function draw(section, result) {
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
 }
 
-// An exercise asks for a prediction first: its result stays hidden until the learner commits a guess.
+// Exercises, predict first: the listing holds the questions only. An exercise's experiment runs on the
+// server when the learner commits a prediction (the button, or Enter), and the page shows whether the
+// result bears it out. Predictions and answers are kept here, so leaving the tab loses none of them.
+const predictions = new Map(); // exercise name -> { choice, answered (the server's answer, once run) }
+
 function drawExercise(exercise) {
-  const box = element("div", { class: "exercise" });
+  const box = element("form", { class: "exercise", "data-name": exercise.name });
   box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
-  const guess = element("input", { type: "text", class: "guess", placeholder: "your prediction, before you look" });
-  const commit = element("button", { type: "button", class: "commit" }, "commit my prediction and show the result");
-  const mine = element("p", { class: "mine" });
+  const options = element("fieldset", { class: "choices" });
+  options.append(element("legend", {}, "your prediction, before the experiment runs:"));
+  for (const text of exercise.choices) {
+    const label = element("label");
+    label.append(element("input", { type: "radio", name: `guess-${exercise.name}`, value: text, class: "guess" }),
+                 ` ${text}`);
+    options.append(label);
+  }
+  const commit = element("button", { type: "submit", class: "commit" }, "commit my prediction and run the experiment");
+  const mine = element("p", { class: "mine", role: "status" });
   const answer = element("div", { class: "answer" });
-  answer.hidden = true;
-  answer.append(element("p", { class: "found" }, exercise.found));
-  const figures = element("div", { class: "figures" });
-  for (const tensor of exercise.tensors) figures.append(drawTensor(tensor));
-  answer.append(figures, element("p", { class: "note" }, exercise.reading));
-  answer.append(element("a", { href: exercise.link }, "try it in its panel"), drawCode(exercise.code));
-  commit.addEventListener("click", () => {
-    if (!guess.value.trim()) {
-      mine.textContent = "write down what you expect first";
+  box.append(options, commit, mine, answer);
+  const kept = predictions.get(exercise.name) || {};
+  const chosen = () => $$("input.guess", box).find((r) => r.checked);
+  if (kept.choice) {
+    for (const radio of $$("input.guess", box)) radio.checked = radio.value === kept.choice;
+  }
+  const lock = () => { for (const input of [...$$("input.guess", box), commit]) input.disabled = true; };
+  if (kept.answered) {
+    lock();
+    drawAnswer(answer, mine, kept.answered);
+  }
+  box.addEventListener("change", () => {
+    if (chosen()) predictions.set(exercise.name, { ...predictions.get(exercise.name), choice: chosen().value });
+  });
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") { event.preventDefault(); box.requestSubmit(); }
+  });
+  box.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (commit.disabled) return;
+    const picked = chosen();
+    if (!picked) {
+      mine.textContent = "choose what you expect first";
       return;
     }
-    mine.textContent = `you predicted: ${guess.value.trim()}`;
-    guess.disabled = true;
-    commit.disabled = true;
-    answer.hidden = false;
+    lock();
+    mine.textContent = `you predicted: ${picked.value}; running the experiment…`;
+    const response = await fetch("/api/exercises", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ exercise: exercise.name, prediction: picked.value }),
+    });
+    const body = await response.json();
+    if (!response.ok) {
+      mine.textContent = `${body.error} (HTTP ${response.status})`;
+      return;
+    }
+    const answered = body.exercises[0];
+    predictions.set(exercise.name, { choice: picked.value, answered });
+    drawAnswer(answer, mine, answered);
   });
-  box.append(guess, commit, mine, answer);
   return box;
+}
+
+function drawAnswer(answer, mine, answered) {
+  mine.textContent = `you predicted: ${answered.prediction}. The experiment: ${answered.outcome}. `
+    + (answered.right ? "Your prediction holds." : "Your prediction does not hold.");
+  mine.className = answered.right ? "mine right" : "mine wrong";
+  answer.replaceChildren(element("p", { class: "found" }, answered.found));
+  const figures = element("div", { class: "figures" });
+  for (const tensor of answered.tensors) figures.append(drawTensor(tensor));
+  answer.append(figures, element("p", { class: "note" }, answered.reading));
+  answer.append(element("a", { href: answered.link }, "try it in its panel"), drawCode(answered.code));
 }
 
 // Compute a panel; `keepUrl` leaves the address as it is (the first answer after the page opens).
@@ -511,9 +577,10 @@ async function compute(section, keepUrl = false) {
   if (!response.ok) {
     status.textContent = `${body.error} (HTTP ${response.status})`;
     status.className = "status error";
+    $(".result", section).replaceChildren(); // no picture of the inputs before stays under the error
     return;
   }
-  status.textContent = "computed on the server by the code below";
+  status.textContent = name === "exercises" ? "" : "computed on the server by the code below";
   status.className = "status done";
   // A slider marked data-below-answer="KEY" stays below the answer's KEY (the search's number of steps).
   for (const input of $$("[data-below-answer]", section)) {
@@ -522,6 +589,15 @@ async function compute(section, keepUrl = false) {
   }
   showSliderValues(section);
   draw(section, body);
+}
+
+// An input marked data-resets="KEY ..." (a new sentence, run or beam) sets those inputs back to their
+// first value: a step or row of the search before means nothing in the new one.
+function resetFollowers(section, input) {
+  for (const key of (input.dataset.resets || "").split(" ").filter(Boolean)) {
+    const follower = $(`[data-key="${key}"]`, section);
+    follower.value = follower.type === "range" ? follower.min : "";
+  }
 }
 
 function schedule(section, delay) {
@@ -541,7 +617,7 @@ async function start() {
     for (const input of $$("[data-key]", section)) {
       const delay = input.tagName === "TEXTAREA" || input.type === "text" ? DEBOUNCE_MS : 0;
       input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input",
-        () => { showSliderValues(section); schedule(section, delay); });
+        () => { resetFollowers(section, input); showSliderValues(section); schedule(section, delay); });
     }
     for (const button of $$("button[data-set]", section)) {
       button.addEventListener("click", () => {
