@@ -36,7 +36,12 @@ from attn_mt.demos.nadaraya_watson import (
 from attn_mt.lab.app import MAX_BODY_BYTES
 from attn_mt.lab.inputs import MAX_ELEMENTS
 from attn_mt.lab.stepping import run_search
-from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
+from attn_mt.models.attention import (
+    AdditiveAttention,
+    DotProductAttention,
+    MultiHeadAttention,
+    masked_softmax,
+)
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.open import open_model
 
@@ -283,6 +288,32 @@ def cell_colours(page: Browser, panel: str, name: str) -> list[str]:
     )
 
 
+def test_the_masked_softmax_sentences_say_what_the_fills_compute(lab):
+    scores = [[[1, 2, 3]], [[1, 2, 3]]]
+    code, body = call(
+        lab, "/api/softmax", {"scores": json.dumps(scores), "valid_lens": "[0, 2]", "fill": "1e-6"}
+    )
+    leaked = next(t for t in body["tensors"] if t["name"] == "weight leaked onto masked keys")["values"]
+    valid = torch.softmax(torch.tensor([1.0, 2.0, 3.0]), dim=0)  # what key 3 would get were it valid
+    masked = torch.softmax(torch.tensor([1.0, 2.0, 1e-6]), dim=0)  # what it gets filled with 1e-6
+    assert abs(leaked[1][0] - float(masked[2])) < 1e-6 and abs(float(masked[2]) - float(valid[2])) > 0.5
+    note = body["notes"][0]
+    assert "mask nothing" not in note and "as if they were valid" not in note
+    assert f"Here the most any query leaks is {max(row[0] for row in leaked):.4g}." in note
+    code, body = call(lab, "/api/softmax", {"scores": "[[[10, 12, 5]]]", "valid_lens": "[2]", "fill": "0"})
+    per_key = float(torch.softmax(torch.tensor([10.0, 12.0, 0.0]), dim=0)[2])
+    assert f"{per_key:.0e}" == "5e-06" and "about 5e-6 on each masked key" in body["notes"][0]
+
+
+@pytest.mark.parametrize(("d", "saturated"), [(2, False), (1024, True)])
+def test_the_key_size_panel_says_one_key_takes_all_only_when_it_does(lab, d, saturated):
+    code, body = call(lab, "/api/keysize", {"d": d, "scaled": "false"})
+    weights = next(t for t in body["tensors"] if t["name"] == "attention_weights")["values"][0][0]
+    assert (max(weights) > 0.9) == saturated
+    assert ("nearly all weight on one key" in body["notes"][0]) == saturated
+    assert f"the largest of the 8 weights is {max(weights):.3f}" in body["notes"][0]
+
+
 def test_weights_are_drawn_on_a_fixed_scale_and_other_tensors_centred_at_zero(lab, page):
     show(page, lab, "softmax", scores="[[[0.1, -0.02, 0.01], [5, 0, 0]]]", valid_lens="", fill="attn-mt")
     weights = values(page, "softmax", "masked_softmax(X, valid_lens)")
@@ -450,19 +481,43 @@ def test_positional_encoding_panel(lab, page):
     screenshot(page, "positions")
 
 
-def test_multi_head_split_and_merge_panel(lab, page):
-    show(page, lab, "heads", batch="2", steps="3", num_hiddens="8", num_heads="2")
-    X = torch.arange(48.0).reshape(2, 3, 8)
-    split = X.reshape(2, 3, 2, 4).permute(0, 2, 1, 3)  # (B, h, N, d) written out
-    assert_close(values(page, "heads", "split_heads(X)"), split)
-    assert shape_label(page, "heads", "split_heads(X)").endswith("(B, h, N, d) = (2, 2, 3, 4)")
-    assert_close(values(page, "heads", "merge_heads(split_heads(X))"), X)
-    assert slide(page, "heads", "#heads-heads", "4") == "status done"
-    assert_close(values(page, "heads", "split_heads(X)"), X.reshape(2, 3, 4, 2).permute(0, 2, 1, 3))
-    assert shape_label(page, "heads", "the book's layout: split_heads(X).flatten(0, 1)").endswith(
-        "(B·h, N, d) = (8, 3, 2)"
+def test_multi_head_attention_panel_splits_w_q_x_and_switches_heads_off(lab, page):
+    show(page, lab, "heads", batch="2", steps="3", num_hiddens="8", num_heads="2", seed="0", off="")
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(8, 8, 8, 8, 2, dropout=0.0).eval()
+    X = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        projected = attention.W_q(X)
+        attention(X, X, X)
+    split = projected.reshape(2, 3, 2, 4).permute(0, 2, 1, 3)  # (B, h, N, d) written out: W_q X, not X
+    assert_close(values(page, "heads", "split_heads(W_q X)"), split)
+    assert shape_label(page, "heads", "split_heads(W_q X)").endswith("(B, h, N, d) = (2, 2, 3, 4)")
+    assert_close(values(page, "heads", "each head's attention weights"), attention.attention_weights)
+    with torch.no_grad():
+        full = attention(X, X, X)
+    assert_close(values(page, "heads", "W_o: the output"), full)
+    notes = page.evaluate("[...document.querySelectorAll('#panel-heads p.note')].map((p) => p.textContent)")
+    assert "does not split X" in notes[0] and "columns 1–4, 5–8 (counted from 1) of W_q X" in notes[0]
+    slices = page.evaluate(
+        "[...document.querySelectorAll('#panel-heads figure.tensor .slice-label')].map((l) => l.textContent)"
     )
+    parts = {part for label in slices for part in label.split(", ")}
+    assert "head 1" in parts and "h=0" not in parts  # heads counted from 1, as in every other label
+    assert type_into(page, "heads", "#heads-off", "2") == "status done"
+    d = 4
+
+    def second_head_off(_module, inputs):
+        return (torch.cat([inputs[0][..., :d], inputs[0][..., d:] * 0], dim=-1),)
+
+    hook = attention.W_o.register_forward_pre_hook(second_head_off)
+    try:
+        with torch.no_grad():
+            without = attention(X, X, X)
+    finally:
+        hook.remove()
+    assert_close(values(page, "heads", "W_o: the output"), without)
     screenshot(page, "heads")
+    assert type_into(page, "heads", "#heads-off", "3") == "status error"  # there are 2 heads
     assert slide(page, "heads", "#heads-heads", "3") == "status error"  # 8 is not divisible by 3
     assert "not divisible" in status(page, "heads")[0] and status(page, "heads")[1] == "422"
 

@@ -29,34 +29,80 @@ AXES = {
 }
 
 
+def switched_off(state: dict[str, Any], heads: int) -> list[int]:
+    """The heads (counted from 1, as on the page) the learner switched off: `off` as "1, 3"."""
+    raw = text(state, "off", "", 100)
+    chosen = []
+    for part in raw.replace(",", " ").split():
+        if not part.isdigit() or not 1 <= int(part) <= heads:
+            raise LabError(f"off: expected head numbers from 1 to {heads}, got {part[:10]!r}")
+        chosen.append(int(part))
+    return sorted(set(chosen))
+
+
 def split_merge_panel(state: dict[str, Any]) -> dict[str, Any]:
-    """X (B, N, H) holding 0, 1, 2, ... -> split_heads (B, h, N, d), the book's (B * h, N, d), merged back."""
+    """Self-attention of h heads on X (B, N, H): W_q X split into (B, h, N, d) (the book's (B * h, N, d)),
+    each head's weights, the heads merged (any switched off set to 0) and mixed by W_o."""
     batch = whole(state, "batch", 2, 1, 8)
     steps = whole(state, "steps", 3, 1, 32)
     hiddens = whole(state, "num_hiddens", 8, 1, 256)
     heads = whole(state, "num_heads", 2, 1, MAX_HEADS)
+    seed = whole(state, "seed", 0, 0, 2**31 - 1)
     if hiddens % heads:
         raise LabError(f"num_hiddens = {hiddens} is not divisible by num_heads = {heads}")
     limit_elements("X", batch, steps, hiddens)
-    attention = MultiHeadAttention(hiddens, hiddens, hiddens, hiddens, heads, dropout=0.0)
-    X = torch.arange(batch * steps * hiddens, dtype=torch.float32).reshape(batch, steps, hiddens)  # (B, N, H)
-    split = attention.split_heads(X)  # (B, h, N, d)
-    merged = attention.merge_heads(split)  # (B, N, H)
+    limit_elements("the weights", batch, heads, steps, steps)
+    off = switched_off(state, heads)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        attention = MultiHeadAttention(hiddens, hiddens, hiddens, hiddens, heads, dropout=0.0).eval()
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.randn(batch, steps, hiddens, generator=generator)  # (B, N, H)
     d = hiddens // heads
+    with torch.no_grad():
+        projected = attention.W_q(X)  # (B, N, H): every column mixes all H features of X
+        split = attention.split_heads(projected)  # (B, h, N, d)
+        keys, values = attention.project_keys_values(X, X)  # (B, h, N, d) each
+        per_head, weights = attention.attention.attend(split, keys, values, None, True)  # (B, h, N, d)
+        kept = per_head.clone()
+        for head in off:
+            kept[:, head - 1] = 0  # the head's d columns of the merged output
+        merged = attention.merge_heads(kept)  # (B, N, H)
+        output = attention.W_o(merged)  # (B, N, H)
+        full = attention.W_o(attention.merge_heads(per_head))  # (B, N, H) with every head
     tensors = [
         shown("X", X, ["B", "N", "H"]),
-        shown("split_heads(X)", split, ["B", "h", "N", "d"]),
-        shown("the book's layout: split_heads(X).flatten(0, 1)", split.flatten(0, 1), ["B·h", "N", "d"]),
-        shown("merge_heads(split_heads(X))", merged, ["B", "N", "H"]),
+        shown("W_q X: the queries, projected", projected, ["B", "N", "H"]),
+        shown("split_heads(W_q X)", split, ["B", "h", "N", "d"]),
+        shown("the book's layout: split_heads(W_q X).flatten(0, 1)", split.flatten(0, 1), ["B·h", "N", "d"]),
+        shown("each head's attention weights", weights, ["B", "h", "N", "N"], scale="weights"),
+        shown("merge_heads(heads' outputs)" + (" with heads off" if off else ""), merged, ["B", "N", "H"]),
+        shown("W_o: the output", output, ["B", "N", "H"]),
     ]
+    first = ", ".join(f"{d * k + 1}–{d * (k + 1)}" for k in range(min(heads, 3)))
     notes = [
-        f"Head i reads columns {d}·i to {d}·i + {d - 1} of every step: X (B={batch}, N={steps}, H={hiddens}) "
-        f"is viewed as (B, N, h={heads}, d={d}) and its N and h axes swapped, so each head attends over "
-        "all N steps with its own d-dimensional slice. merge_heads undoes it exactly, "
-        "and W_o then mixes the heads.",
-        f"Merging gives X back: {bool(torch.equal(merged, X))}.",
+        f"The model does not split X. W_q first maps each step's H = {hiddens} features to {hiddens} new "
+        f"ones, each a weighted mix of all of X's features; W_q X (B={batch}, N={steps}, H={hiddens}) is "
+        f"then viewed as (B, N, h={heads}, d={d}) and its N and h axes swapped, so head 1, 2, … takes "
+        f"columns {first}{', …' if heads > 3 else ''} (counted from 1) of W_q X, and the same columns of "
+        "W_k X and W_v X. Every head therefore sees every input feature, through its own slice of the "
+        "projections, and attends over all N steps.",
+        "merge_heads puts the heads' outputs side by side again, and W_o mixes them. "
+        + (
+            f"Heads {', '.join(map(str, off))} switched off (their columns of the merged output set to 0): "
+            f"the output moves by up to {float((output - full).abs().max()):.4f}."
+            if off
+            else "Switch heads off to see what each contributes to the output."
+        ),
+        f"merge_heads(split_heads(W_q X)) gives W_q X back: "
+        f"{bool(torch.equal(attention.merge_heads(split), projected))}. W_q, W_k, W_v, W_o and X are drawn "
+        f"from seed {seed}, as a model starts before training.",
     ]
-    lines = [code(MultiHeadAttention.split_heads), code(MultiHeadAttention.merge_heads)]
+    lines = [
+        code(MultiHeadAttention.split_heads),
+        code(MultiHeadAttention.attend),
+        code(MultiHeadAttention.merge_heads),
+    ]
     return answer(tensors, lines, notes)
 
 
