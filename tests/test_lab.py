@@ -603,6 +603,16 @@ def test_the_transformer_panel_diagram_masks_cache_add_norm_and_ffn(lab, page, e
     wait_for_answer(page, "positions")
 
 
+def test_a_block_of_the_transformer_diagram_opens_its_panel_on_the_learners_sentence(lab, page):
+    sentence = english("Charlie delta echo.", "he is calm .")
+    show(page, lab, "transformer", run="transformer", sentence=sentence, target="")
+    page.click("#panel-transformer a.block[data-name='multi-head encoder-decoder attention']")
+    page.wait_for("!document.querySelector('#panel-trained_heads').hidden")
+    wait_for_answer(page, "trained_heads")
+    assert page.evaluate("document.querySelector('#trained-heads-sentence').value") == sentence
+    assert page.evaluate("document.querySelector('#trained-heads-map').value") == "cross"
+
+
 def test_every_head_of_a_trained_transformer(lab, page, engines):
     sentence = english("Alpha bravo charlie.")
     show(page, lab, "trained_heads", run="transformer", map="cross", sentence=sentence)
