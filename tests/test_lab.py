@@ -342,6 +342,41 @@ def test_weights_are_drawn_on_a_fixed_scale_and_other_tensors_centred_at_zero(la
     assert legends == [["centred", ["-5", "0", "5"]], ["weights", ["0", "0.5", "1"]]]
 
 
+def legend_scale(page: Browser, panel: str, name: str) -> str:
+    """The colour scale the legend of tensor `name` names."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(name)}).querySelector('.legend').dataset.scale"
+    )
+
+
+def test_scales_say_what_a_tensor_holds_and_no_value_needs_a_mouse(lab, page):
+    show(page, lab, "softmax", scores="[[[1, 2, 3]], [[1, 2, 3]]]", valid_lens="[0, 2]", fill="attn-mt")
+    assert legend_scale(page, "softmax", "valid_lens") == "sequential"  # lengths, not signed values
+    sentence = english("Alpha bravo charlie delta.")
+    show(page, lab, "decoding", run="transformer", sentence=sentence, beam="1", step="0", row="0", layer="")
+    assert legend_scale(page, "decoding", "mask (1: key may be attended)") == "binary"
+    show(page, lab, "own_translation", run="transformer", sentence=sentence, target=english("un deux ."))
+    assert legend_scale(page, "own_translation", "yours: p(token)") == "probability"  # 0 to 1, not -1 to 1
+    show(page, lab, "scoring")
+    cells = "#panel-scoring figure.tensor[data-name='Q Kᵀ'] td.cell"
+    page.evaluate(f"document.querySelectorAll({json.dumps(cells)})[1].focus()")  # by keyboard, no mouse
+    title = page.evaluate(f"document.querySelectorAll({json.dumps(cells)})[1].title")
+    assert "×" in title
+    focused = "#panel-scoring figure.tensor[data-name='Q Kᵀ'] .focused-entry"
+    assert page.evaluate(f"document.querySelector({json.dumps(focused)}).textContent") == title
+    listed = page.evaluate(
+        "document.querySelectorAll(\"#panel-scoring figure.tensor[data-name='Q Kᵀ'] details li\").length"
+    )
+    assert listed == page.evaluate(f"document.querySelectorAll({json.dumps(cells)}).length")
+    show(page, lab, "nadaraya_watson")
+    dashes = page.evaluate(
+        "[...document.querySelectorAll('#panel-nadaraya_watson figure.plot')[0].querySelectorAll('polyline')]"
+        ".map((l) => l.getAttribute('stroke-dasharray'))"
+    )
+    assert len(set(dashes)) == len(dashes) >= 3  # the lines differ by more than their colour
+
+
 def test_scoring_functions_panel(lab, page):
     queries, keys = [[[1.0, 0.5], [0.0, 2.0]]], [[[1.0, 0.0], [0.5, 1.0], [1.0, 1.0]]]
     values_in = [[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]]
@@ -479,6 +514,35 @@ def test_positional_encoding_panel(lab, page):
     assert page.evaluate("document.querySelector('#positions-position').value") == "2"
     assert slide(page, "positions", "#positions-steps", "40") == "status done"
     screenshot(page, "positions")
+
+
+def test_sliders_offer_only_settings_the_server_takes(lab, page):
+    show(page, lab, "positions", num_steps="60", num_hiddens="32", position="5", dimension="4", shift="3")
+    assert slide(page, "positions", "#positions-hiddens", "64") == "status done"  # S = 60 x H = 64 > 4,096
+    assert page.evaluate("document.querySelector('#positions-steps').max") == "64"
+    assert page.evaluate("document.querySelector('#positions-steps').value") == "60"
+    assert slide(page, "positions", "#positions-steps", "128") == "status done"  # held at 4,096 / 64
+    assert page.evaluate("document.querySelector('#positions-steps').value") == "64"
+    show(page, lab, "complexity", n="128", d="32", k="3")
+    assert page.evaluate("document.querySelector('#complexity-d').max") == "32"  # n x d <= 4,096
+    assert slide(page, "complexity", "#complexity-d", "256") == "status done"
+
+
+def test_unknown_words_are_named_not_silently_read_as_unk(lab):
+    sentence = english("Alpha zulu bravo.", "i lost zorblax .")
+    unknown = "zulu" if not REAL_RUNS else "zorblax"
+    code, body = call(lab, "/api/decoding", {"run": "transformer", "sentence": sentence, "beam": 1})
+    assert f"so the model reads each as <unk>: {unknown!r}" in body["notes"][0]
+    code, body = call(
+        lab, "/api/own_translation", {"run": "gru_bahdanau", "sentence": sentence, "target": "un zzz ."}
+    )
+    notes = " ".join(body["notes"])
+    assert f"English vocabulary, so the model reads each as <unk>: {unknown!r}" in notes
+    assert "French vocabulary, so the model reads each as <unk>: 'zzz'" in notes
+    code, body = call(
+        lab, "/api/decoding", {"run": "transformer", "sentence": english("Alpha bravo."), "beam": 1}
+    )
+    assert not any("<unk>" in note for note in body["notes"])
 
 
 def test_multi_head_attention_panel_splits_w_q_x_and_switches_heads_off(lab, page):

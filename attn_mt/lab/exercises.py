@@ -131,7 +131,11 @@ def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         f"Leaving each point out: w = {learned[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
         f"Each point among its own keys: w = {learned[1]:.3f} (final loss {loss.item():.3f}), "
         f"{ratio:.1f} times as large.",
-        [shown("learned w", learned, ["run"], columns=["leave-one-out", "self included"], scale="centred")],
+        [
+            shown(
+                "learned w", learned, ["run"], columns=["leave-one-out", "self included"], scale="sequential"
+            )
+        ],
         0 if ratio > 1.5 else (2 if ratio < 1 / 1.5 else 1),
         [code(train_parametric), code(NWKernelRegression)],
     )
@@ -289,7 +293,7 @@ def head_parameters(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 torch.tensor(counts, dtype=torch.float64),
                 ["h"],
                 columns=[str(h) for h in heads],
-                scale="centred",
+                scale="sequential",
             )
         ],
         outcome,
@@ -446,7 +450,7 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 torch.tensor(gaps, dtype=torch.float64),
                 ["encoding"],
                 columns=["with positions", "without"],
-                scale="centred",
+                scale="sequential",
             )
         ],
         1 if gaps[1] < 1e-5 else 0,
@@ -478,7 +482,7 @@ def batch_against_layer_norm(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 torch.tensor(changes, dtype=torch.float64),
                 ["norm"],
                 columns=["LayerNorm", "BatchNorm"],
-                scale="centred",
+                scale="sequential",
             )
         ],
         0 if all(moves) else (1 if moves[1] else 2),
@@ -576,7 +580,11 @@ def switch_results(
         losses = torch.tensor([loss for _, (_, _, loss) in picked], dtype=torch.float64)
         names = [name for _, (name, _, _) in picked]
         means = {str(value): loss for value, (_, _, loss) in picked}
-        return found, [shown("final training loss", losses, ["run"], columns=names, scale="centred")], means
+        return (
+            found,
+            [shown("final training loss", losses, ["run"], columns=names, scale="sequential")],
+            means,
+        )
     model = "transformer" if model_type == "transformer" else "bahdanau"
     table_file = measured()
     rows = table_file["tables"][key]
@@ -603,7 +611,7 @@ def switch_results(
                 ["choice", "measure"],
                 rows=[label for label, _ in rows],
                 columns=table_file["columns"],
-                scale="centred",
+                scale="sequential",
             )
         ],
         means,
@@ -641,7 +649,7 @@ def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 torch.tensor(counts, dtype=torch.float64),
                 ["scoring"],
                 columns=["additive", "dot"],
-                scale="centred",
+                scale="sequential",
             ),
             *tensors,
         ],

@@ -14,7 +14,7 @@ import torch
 from attn_mt.decoding.attention import TITLES, collect_attention
 from attn_mt.decoding.outputs import output_length_limits, prepare_sentence
 from attn_mt.decoding.translator import Translator
-from attn_mt.lab.engines import request_engine
+from attn_mt.lab.engines import request_engine, unknown_words
 from attn_mt.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
 from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import MultiHeadAttention
@@ -154,6 +154,7 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
         "grid",
     ]  # the page also draws token-to-token lines and a layer x head grid
     notes = [
+        *unknown_words(run, sentence),
         f"Above: the greedy translation. {weights.shape[0]} layers × {weights.shape[1]} heads; "
         "each slice is one head: rows are queries, "
         "columns keys, and each row sums to 1.",

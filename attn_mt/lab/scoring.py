@@ -101,7 +101,12 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
     tensors = [shown("X (scores)", scores, ["B", "Q", "K"], mask=blocked)]
     if valid_lens is not None:
         tensors.append(
-            shown("valid_lens", valid_lens.float(), ["B"] if valid_lens.dim() == 1 else ["B", "Q"])
+            shown(
+                "valid_lens",
+                valid_lens.float(),
+                ["B"] if valid_lens.dim() == 1 else ["B", "Q"],
+                scale="sequential",  # lengths: 0 up, not signed values
+            )
         )
     name = (
         "masked_softmax(X, valid_lens)" if fill_name == "attn-mt" else f"softmax, masked scores = {fill_name}"

@@ -24,7 +24,7 @@ import torch
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.decoding.translator import Translator
-from attn_mt.lab.engines import request_engine
+from attn_mt.lab.engines import request_engine, unknown_words
 from attn_mt.lab.inputs import LabError, choice, text, whole
 from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention
@@ -369,6 +369,7 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         + chosen_after(recorder, hypotheses, t, vocab.labels),
     }
     notes = [
+        *unknown_words(run, sentence),
         ("Greedy search" if beam == 1 else f"Beam search (beam {beam})")
         + " as `attn-mt translate` runs it; finished, with the length-normalised score the search ranks "
         "them by (the tree shows raw sums of log-probabilities): "

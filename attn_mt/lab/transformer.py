@@ -19,6 +19,7 @@ import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.lab.engines import unknown_words
 from attn_mt.lab.inputs import LabError, choice, limit_elements, text
 from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AttentionMask
@@ -228,6 +229,7 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     ]
     zeros = float((hidden == 0).float().mean())
     notes = [
+        *unknown_words(run, sentence),
         f"Target fed to the decoder: {' '.join(target_labels)} (<bos> then "
         + ("your target" if text(state, "target", "", 300).strip() else "the greedy translation")
         + f"); source {S} positions of which {src_len} are valid.",

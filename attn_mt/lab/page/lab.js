@@ -7,7 +7,11 @@
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
-const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
+// Okabe and Ito's colour-blind-safe colours (and black), each at least 3:1 against white; every pair
+// stays apart under protanopia, deuteranopia and tritanopia (tests/test_lab_palette.py checks both).
+const COLOURS = ["#0072B2", "#D55E00", "#000000", "#CC79A7", "#009E73", "#882255"];
+// Lines are told apart by their dash pattern as well as their colour.
+const DASHES = ["", "7 3", "2 3", "9 3 2 3", "1 3", "12 4"];
 
 // What the short axis names mean, in the book's words (the page's notation table has them all).
 const AXIS_NAMES = {
@@ -109,11 +113,15 @@ function flatten(values) {
   return Array.isArray(values) ? values.flatMap(flatten) : [values];
 }
 
-// Colour scales. Attention weights: white at 0 to dark blue at 1, the same in every figure. Any other
-// tensor: blue below 0, white at 0, red above, reaching the tensor's largest absolute value `bound`.
+// Colour scales. Attention weights and probabilities: white at 0 to dark blue at 1, the same in every
+// figure. Masks: two colours, 0 pale and 1 dark. Counts and lengths: white at 0 to dark blue at the
+// largest value `bound`. Any other tensor: blue below 0, white at 0, red above, reaching `bound`.
 const WHITE = [247, 251, 255];
 const BLUE = [8, 81, 156];
 const RED = [165, 15, 21];
+const MASK_OFF = [240, 240, 240];
+const MASK_ON = [55, 55, 55];
+const FIXED = new Set(["weights", "probability"]); // 0 to 1 whatever the values
 
 function mixed(from, to, t) {
   const c = from.map((f, k) => Math.round(f + (to[k] - f) * t));
@@ -122,27 +130,47 @@ function mixed(from, to, t) {
 
 function shade(value, scale, bound) {
   if (value === null) return "#d9d9d9"; // NaN
-  if (scale === "weights") return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
+  if (FIXED.has(scale)) return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
+  if (scale === "binary") return mixed(MASK_OFF, MASK_ON, value >= 0.5 ? 1 : 0);
+  if (scale === "sequential") return mixed(WHITE, BLUE, bound > 0 ? Math.min(1, Math.max(0, value / bound)) : 0);
   const t = bound > 0 ? Math.min(1, Math.abs(value) / bound) : 0;
   return mixed(WHITE, value < 0 ? BLUE : RED, t);
 }
 
 function darkness(value, scale, bound) {
   if (value === null) return 0;
-  return scale === "weights" ? value : (bound > 0 ? Math.abs(value) / bound : 0);
+  if (FIXED.has(scale)) return value;
+  if (scale === "binary") return value >= 0.5 ? 1 : 0;
+  return bound > 0 ? Math.abs(value) / bound : 0;
 }
 
 // The legend under a tensor: its colour scale with labelled ends and middle.
+const LEGEND_TITLES = {
+  weights: "attention weight, fixed scale:",
+  probability: "probability, fixed scale:",
+  binary: "mask, two values:",
+  sequential: "value, from 0:",
+  centred: "value, scale centred at 0:",
+};
+
 function legend(scale, bound) {
   const box = element("div", { class: "legend", "data-scale": scale });
-  const stops = scale === "weights"
-    ? [0, 0.5, 1].map((v) => shade(v, scale, 1))
-    : [-1, -0.5, 0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
-  box.append(element("span", { class: "legend-title" },
-    scale === "weights" ? "attention weight, fixed scale:" : "value, scale centred at 0:"));
+  let stops = [-1, -0.5, 0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
+  let ends = [formatNumber(-bound), "0", formatNumber(bound)];
+  if (FIXED.has(scale)) {
+    stops = [0, 0.5, 1].map((v) => shade(v, scale, 1));
+    ends = ["0", "0.5", "1"];
+  } else if (scale === "binary") {
+    stops = [0, 0, 1, 1].map((v) => shade(v, scale, 1)); // two blocks, no gradient between them
+    ends = ["0", "1"];
+  } else if (scale === "sequential") {
+    stops = [0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
+    ends = ["0", formatNumber(bound / 2), formatNumber(bound)];
+  }
+  box.append(element("span", { class: "legend-title" }, LEGEND_TITLES[scale]));
   const bar = element("span", { class: "legend-bar" });
-  bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
-  const ends = scale === "weights" ? ["0", "0.5", "1"] : [formatNumber(-bound), "0", formatNumber(bound)];
+  bar.style.background = `linear-gradient(to right, ${scale === "binary"
+    ? `${stops[0]} 0 50%, ${stops[2]} 50% 100%` : stops.join(", ")})`;
   const labels = element("span", { class: "legend-labels" });
   for (const end of ends) labels.append(element("span", { class: "legend-label" }, end));
   bar.append(labels);
@@ -179,7 +207,11 @@ function matrixTable(tensor, rows, index, bound) {
                                  "data-index": at.join(",") }, formatNumber(value));
       td.style.background = masked ? "" : shade(value, tensor.scale, bound);
       if (darkness(value, tensor.scale, bound) > 0.6) td.classList.add("dark");
-      if (hover) td.title = hover;
+      if (hover) {
+        td.title = hover;
+        td.tabIndex = 0; // reachable by keyboard: focusing the cell writes its entry out under the figure
+        td.setAttribute("aria-label", hover);
+      }
       tr.append(td);
     });
     table.append(tr);
@@ -226,9 +258,31 @@ function drawTensor(tensor) {
   slices(tensor, tensor.values, [], bound, box);
   figure.append(box, legend(tensor.scale, bound));
   if (tensor.note) figure.append(element("p", { class: "note" }, tensor.note));
+  if (tensor.hover) figure.append(...writtenOut(tensor, box));
   if ((tensor.views || []).includes("lines")) figure.append(drawLines(tensor));
   if ((tensor.views || []).includes("grid")) figure.append(drawGrid(tensor));
   return figure;
+}
+
+// What a cell's hover says, readable without a mouse: the focused cell's text in a line under the figure,
+// and every entry's in a list that opens on request.
+function writtenOut(tensor, box) {
+  const focused = element("p", { class: "note focused-entry", "aria-live": "polite" },
+    "Point at or focus (Tab) a cell to write it out here.");
+  box.addEventListener("focusin", (event) => {
+    if (event.target.title) focused.textContent = event.target.title;
+  });
+  box.addEventListener("mouseover", (event) => {
+    if (event.target.title) focused.textContent = event.target.title;
+  });
+  const all = element("details", { class: "written-out" });
+  all.append(element("summary", {}, "every entry written out"));
+  const list = element("ol");
+  for (const cell of $$("td[title]", box)) {
+    list.append(element("li", {}, `[${cell.dataset.index}] ${cell.title}`));
+  }
+  all.append(list);
+  return [focused, all];
 }
 
 // BertViz-style lines of an (L, h, Q, K) tensor: per layer, queries on the left, keys on the right, one
@@ -250,6 +304,7 @@ function drawLines(tensor) {
           if (weight < 0.02) continue;
           svg.append(element("svg:line", { x1: 100, y1: y(i) - 4, x2: 200, y2: y(j) - 4, class: "token-line",
             stroke: COLOURS[head % COLOURS.length], "stroke-opacity": weight.toFixed(4), "stroke-width": 2,
+            "stroke-dasharray": DASHES[head % DASHES.length],
             "data-head": String(head), "data-query": String(i), "data-key": String(j),
             "data-weight": String(weight) }));
         }
@@ -319,6 +374,7 @@ function drawPlot(plot) {
   svg.append(element("svg:text", { x: px(x0), y: height - margin + 14, class: "tick" }, formatNumber(x0)));
   plot.series.forEach((series, k) => {
     const colour = COLOURS[k % COLOURS.length];
+    const dash = DASHES[k % DASHES.length];
     const group = element("svg:g", { class: "series", "data-label": series.label,
                                      "data-y": JSON.stringify(series.y) });
     if (series.points) {
@@ -326,10 +382,13 @@ function drawPlot(plot) {
         cx: px(x), cy: py(series.y[i]), r: 2.5, fill: colour, opacity: 0.6 })));
     } else {
       const points = series.x.map((x, i) => `${px(x)},${py(series.y[i])}`).join(" ");
-      group.append(element("svg:polyline", { points, fill: "none", stroke: colour, "stroke-width": 2 }));
+      group.append(element("svg:polyline", { points, fill: "none", stroke: colour, "stroke-width": 2,
+                                             "stroke-dasharray": dash }));
+      group.append(element("svg:line", { x1: width - margin - 26, y1: margin + 14 * k - 4, x2: width - margin - 4,
+        y2: margin + 14 * k - 4, stroke: colour, "stroke-width": 2, "stroke-dasharray": dash }));
     }
-    group.append(element("svg:text", { x: width - margin, y: margin + 14 * k, style: `fill: ${colour}`,
-                                       class: "legend" }, series.label));
+    group.append(element("svg:text", { x: width - margin - (series.points ? 0 : 30), y: margin + 14 * k,
+                                       style: `fill: ${colour}`, class: "legend" }, series.label));
     svg.append(group);
   });
   figure.append(svg);
