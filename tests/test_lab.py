@@ -770,6 +770,24 @@ def result_count(page: Browser, panel: str) -> int:
     return page.evaluate(f"document.querySelectorAll('#panel-{panel} .result *').length")
 
 
+@pytest.mark.parametrize("kernel", ["boxcar", "epanechnikov"])
+def test_the_nadaraya_watson_panel_pools_with_the_books_other_kernels(lab, kernel):
+    code, body = call(lab, "/api/nadaraya_watson", {"kernel": kernel, "w": 20, "epochs": 1})
+    assert code == 200, body
+    data = make_data(torch.Generator().manual_seed(0))
+    u = (data.x_test.unsqueeze(-1) - data.x_train) * 20  # (Q, N)
+    raw = (u.abs() <= 1).double() if kernel == "boxcar" else (1 - u.double() ** 2).clamp(min=0)
+    total = raw.sum(-1, keepdim=True)
+    expected = torch.where(total > 0, raw / total.clamp(min=1e-300), torch.zeros_like(raw))
+    shown_weights = next(t for t in body["tensors"] if t["name"] == "non-parametric attention weights")
+    np.testing.assert_allclose(np.asarray(shown_weights["values"]), expected.numpy(), atol=1e-6)
+    empty = int((total == 0).sum())
+    assert empty > 0  # at w = 20 the window is 0.1 wide: some test inputs see no training input
+    assert f"{empty} of the 50 test inputs have no training input within 1/w" in " ".join(body["notes"])
+    zoomed = next(t for t in body["tensors"] if t["name"].startswith("the same weights, zoomed"))
+    assert zoomed["scale"] == "sequential"
+
+
 def test_the_nadaraya_watson_panel_shows_w_being_learned_by_default(lab):
     code, body = call(lab, "/api/nadaraya_watson", {})
     (losses,) = [p["series"][0]["y"] for p in body["plots"] if p["title"].startswith("parametric training")]

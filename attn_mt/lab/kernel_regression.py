@@ -13,9 +13,11 @@ from typing import Any
 import torch
 
 from attn_mt.demos.nadaraya_watson import (
+    KERNELS,
     LEARNING_RATE,
     average_pooling,
     gaussian_attention_weights,
+    kernel_attention_weights,
     kernel_spread,
     leave_one_out,
     make_data,
@@ -23,10 +25,15 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
-from attn_mt.lab.inputs import real, whole
+from attn_mt.lab.inputs import choice, real, whole
 from attn_mt.lab.shown import answer, code, plot, shown
 
 MAX_EPOCHS = 200
+KERNEL_TEXT = {
+    "gaussian": "Gaussian, k(u) = exp(-u² / 2)",
+    "boxcar": "boxcar, k(u) = 1 where |u| ≤ 1, else 0",
+    "epanechnikov": "Epanechnikov, k(u) = max(0, 1 - u²)",
+}
 # The panel's training: at the book's learning rate (0.5) the summed loss's first step takes w most of
 # the way, and the curve is flat after it; at 0.01 the loss visibly falls over the first 20 epochs.
 EPOCHS, LR = 50, 0.01
@@ -46,14 +53,16 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     epochs = whole(state, "epochs", EPOCHS, 1, MAX_EPOCHS)
     lr = real(state, "lr", LR, 0.001, 5.0)
     point = whole(state, "point", 10, 0, 49)
+    kernel = choice(state, "kernel", "gaussian", KERNELS)
     generator = torch.Generator().manual_seed(seed)
     data = make_data(generator)
     n_test = data.x_test.shape[0]
     average = average_pooling(data.y_train, n_test)  # (Q,)
-    weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
+    weights = kernel_attention_weights(data.x_test, data.x_train, w, kernel)  # (Q, N)
     centre = torch.tensor([KERNEL_QUERY])  # (1,)
-    kernels = {f"w = {v:g}": gaussian_attention_weights(centre, data.x_train, v)[0] for v in (w, 2 * w)}
-    spreads = [float(kernel_spread(centre, data.x_train, v)[0]) for v in (w, 2 * w)]
+    kernels = {f"w = {v:g}": kernel_attention_weights(centre, data.x_train, v, kernel)[0] for v in (w, 2 * w)}
+    spreads = [float(kernel_spread(centre, data.x_train, v, kernel)[0]) for v in (w, 2 * w)]
+    empty = int((weights.sum(-1) == 0).sum())  # test inputs whose window holds no training input
     nonparametric = weights @ data.y_train  # (Q,)
     model, losses = train_parametric(data, generator, lr, epochs)
     parametric = predict_parametric(model, data.x_test, data)  # (Q,)
@@ -88,7 +97,14 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
             "non-parametric attention weights",
             weights,
             ["Q", "N"],
-            note=f"w = {w:g} (bandwidth 1/w = {bandwidth(w)})",
+            note=f"{kernel} kernel, w = {w:g} (bandwidth 1/w = {bandwidth(w)})",
+        ),
+        shown(
+            "the same weights, zoomed: 0 to their largest",
+            weights,
+            ["Q", "N"],
+            scale="sequential",
+            note="its own scale, so that a wide kernel's small weights show their shape",
         ),
         shown(
             "parametric attention weights",
@@ -107,6 +123,15 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     errors = ", ".join(f"{k} {mean_squared_error(y, data.y_truth):.4f}" for k, y in predictions.items())
     notes = [
         f"Test mean squared error against the noiseless curve: {errors}.",
+        f"Kernel: {KERNEL_TEXT[kernel]}, with u = (x - x_i) w; each weight is k(u) divided by the sum over "
+        "the training inputs."
+        + (
+            f" {empty} of the {weights.shape[0]} test inputs have no training input within 1/w of them: "
+            "their weights are all 0, and so is their prediction."
+            if empty
+            else ""
+        )
+        + (" The parametric model keeps the Gaussian kernel." if kernel != "gaussian" else ""),
         f"The parametric w was trained for {epochs} epochs at learning rate {lr:g} and ended at "
         f"{learned:.4f}.",
         f"w multiplies the distance, so it is not the kernel's width: the bandwidth is 1/w, and a larger w "
@@ -125,6 +150,7 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     ]
     lines = [
         code(make_data),
+        code(kernel_attention_weights),
         code(gaussian_attention_weights),
         code(kernel_spread),
         code(average_pooling),
