@@ -510,6 +510,14 @@ def test_positional_encoding_panel(lab, page):
     )
     assert_close(np.asarray(column), table[:, 4])
     assert_close(series(page, "positions", "column 6"), table[:, 6])  # the chapter's columns 6 to 9
+    marked = page.evaluate(  # the chosen row i = 5 and column c = 4 are outlined in the table
+        "(() => { const f = [...document.querySelectorAll('#panel-positions figure.tensor')]"
+        ".find((f) => f.dataset.name === 'P (positional encoding)');"
+        " const at = (kind, axis) => [...new Set([...f.querySelectorAll(`td.marked-${kind}`)]"
+        ".map((c) => c.dataset.index.split(',')[axis]))];"
+        " return [at('row', 0), at('column', 1)]; })()"
+    )
+    assert marked == [["5"], ["4"]]
     assert slide(page, "positions", "#positions-steps", "3") == "status done"  # i = 5 follows S down to 2
     assert page.evaluate("document.querySelector('#positions-position').value") == "2"
     assert slide(page, "positions", "#positions-steps", "40") == "status done"

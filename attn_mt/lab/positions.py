@@ -57,8 +57,15 @@ def positional_panel(state: dict[str, Any]) -> dict[str, Any]:
     positions = torch.arange(steps)
     pair = c // 2
     columns = [(f"column {n}", positions, table[:, n]) for n in (2 * pair, 2 * pair + 1)]
+    whole_table = shown(
+        "P (positional encoding)",
+        table,
+        ["S", "H"],
+        note=f"outlined: row i = {i} and column c = {c}, the ones drawn below",
+    )
+    whole_table["marks"] = {"rows": [i], "columns": [c]}  # the page outlines the chosen row and column
     tensors = [
-        shown("P (positional encoding)", table, ["S", "H"]),
+        whole_table,
         shown(f"P[{i}] (row i = {i})", table[i], ["H"]),
         shown(f"M_{k} (shift by k = {k})", M, ["H", "H"]),
         shown(f"M_{k} · P[{i}]", mapped, ["H"]),

@@ -195,9 +195,11 @@ function matrixTable(tensor, rows, index, bound) {
     for (const label of tensor.columns) head.append(element("th", { class: "column-label" }, label));
     table.append(head);
   }
+  const marks = index.length === 0 ? tensor.marks || {} : {}; // a chosen row or column, outlined
   rows.forEach((row, i) => {
     const tr = element("tr");
-    tr.append(element("th", { class: "row-label" }, tensor.rows ? tensor.rows[i] : String(i)));
+    tr.append(element("th", { class: (marks.rows || []).includes(i) ? "row-label marked" : "row-label" },
+                      tensor.rows ? tensor.rows[i] : String(i)));
     const cells = Array.isArray(row) ? row : [row];
     cells.forEach((value, j) => {
       const at = Array.isArray(row) ? [...index, i, j] : [...index, i];
@@ -207,6 +209,8 @@ function matrixTable(tensor, rows, index, bound) {
                                  "data-index": at.join(",") }, formatNumber(value));
       td.style.background = masked ? "" : shade(value, tensor.scale, bound);
       if (darkness(value, tensor.scale, bound) > 0.6) td.classList.add("dark");
+      if ((marks.rows || []).includes(i)) td.classList.add("marked-row");
+      if ((marks.columns || []).includes(j)) td.classList.add("marked-column");
       if (hover) {
         td.title = hover;
         td.tabIndex = 0; // reachable by keyboard: focusing the cell writes its entry out under the figure
