@@ -732,6 +732,18 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
     screenshot(page, "trained_heads")
 
 
+def test_the_gru_runs_whole_sentence_attention_map(lab, page, engines):
+    engine = engines["gru_bahdanau"]
+    sentence = english("Alpha bravo charlie delta.", "he is calm .")
+    show(page, lab, "trained_heads", run="gru_bahdanau", map="cross", sentence=sentence)
+    translation = engine.translate([sentence], beam_size=1)[0]
+    expected = torch.from_numpy(engine.attention(translation).maps["cross"])  # (T, S)
+    name = "encoder-decoder attention of gru_bahdanau"
+    assert_close(values(page, "trained_heads", name), expected)
+    assert shape_label(page, "trained_heads", name).endswith(f"(T, S) = {tuple(expected.shape)}")
+    assert legend_scale(page, "trained_heads", name) == "weights"
+
+
 def test_nadaraya_watson_panel(lab, page):
     show(page, lab, "nadaraya_watson", seed="3", w="2.5", epochs="20", lr="0.5", point="7")
     generator = torch.Generator().manual_seed(3)
@@ -1182,10 +1194,11 @@ BAD_INPUTS = {
     "complexity-too-many-tokens": ("complexity", {"n": 500}, "between 2 and 128"),
     "complexity-too-large": ("complexity", {"n": 128, "d": 256}, "limit of"),
     "softmax-unknown-fill": ("softmax", {"fill": "-1e9"}, "expected one of"),
-    "trained-heads-unknown-run": (
+    "trained-heads-unknown-run": ("trained_heads", {"run": "mine", "sentence": "alpha ."}, "expected one of"),
+    "trained-heads-gru-self-attention": (
         "trained_heads",
-        {"run": "gru_bahdanau", "sentence": "alpha ."},
-        "expected one of",
+        {"run": "gru_bahdanau", "map": "encoder_self", "sentence": "alpha ."},
+        "one attention is cross",
     ),
     "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
     "transformer-unknown-run": (

@@ -124,28 +124,46 @@ def limit_map(engine: Translator, sentence: str, which: str) -> None:
 
 
 def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
-    """A sentence translated by a trained Transformer -> every head of every layer of one attention map."""
-    transformers = {name: run for name, run in runs.items() if run.config.model.type == "transformer"}
-    if not transformers:
-        raise LabError("no Transformer run: start the lab as `attn-mt lab RUN_DIR` with a Transformer run")
-    name = text(state, "run", next(iter(transformers)))
-    if name not in transformers:
-        raise LabError(f"run: expected one of {', '.join(transformers)}, got {name[:40]!r}")
+    """A sentence translated by a trained run -> a Transformer's every head of every layer of one
+    attention map, or the GRU + Bahdanau decoder's one map over the whole sentence."""
+    if not runs:
+        raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` to see a trained run's attention")
+    transformers = [name for name, run in runs.items() if run.config.model.type == "transformer"]
+    name = text(state, "run", (transformers or list(runs))[0])
+    if name not in runs:
+        raise LabError(f"run: expected one of {', '.join(runs)}, got {name[:40]!r}")
+    run = runs[name]
     which = text(state, "map", "cross")
     if which not in AXES:
         raise LabError(f"map: expected one of {', '.join(AXES)}, got {which[:40]!r}")
+    transformer = run.config.model.type == "transformer"
+    if not transformer and which != "cross":
+        raise LabError(f"map: {name} is a GRU + Bahdanau run, whose one attention is cross (encoder-decoder)")
     sentence = text(state, "sentence", "", 300).strip()
     if not sentence:
         raise LabError("sentence: type an English sentence")
-    run = transformers[name]
     engine = request_engine(run)
-    limit_map(engine, sentence, which)
+    if transformer:
+        limit_map(engine, sentence, which)
     translation = engine.translate([sentence], beam_size=1)[0]
     if not translation.hypotheses:
         raise LabError("sentence: nothing to translate")
     attention = engine.attention(translation)
-    weights = torch.from_numpy(attention.maps[which])  # (L, h, rows, columns)
+    weights = torch.from_numpy(attention.maps[which])  # (L, h, rows, columns), or (T, S) for the GRU
     rows, columns = attention.labels(which)
+    if not transformer:
+        notes = [
+            *unknown_words(run, sentence),
+            "Above: the greedy translation. The GRU + Bahdanau decoder has one attention, over the whole "
+            "source sentence at every output step: rows are the output tokens (the queries: the decoder's "
+            "state before it picks each), columns the source tokens (the keys), and each row sums to 1. "
+            "It has no layers and no heads.",
+        ]
+        tensor = shown(
+            f"{TITLES[which]} of {name}", weights, ["T", "S"], rows=rows, columns=columns, scale="weights"
+        )
+        lines = [code(Translator.attention), code(collect_attention)]
+        return answer([tensor], lines, notes, text={"translation": translation.text})
     tensors = [
         shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns, scale="weights")
     ]
