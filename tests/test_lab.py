@@ -377,6 +377,41 @@ def test_scales_say_what_a_tensor_holds_and_no_value_needs_a_mouse(lab, page):
     assert len(set(dashes)) == len(dashes) >= 3  # the lines differ by more than their colour
 
 
+def test_queries_keys_and_values_panel(lab, page):
+    show(page, lab, "cues", stand_out="0", read="2")
+    keys = torch.tensor([[0.2, 0.7], [0.1, 1.0], [1.0, -0.5], [0.1, 0.4], [0.2, 0.9]])
+    query = torch.tensor([0.0, 2.0])
+    assert_close(
+        values(page, "cues", "volitional weights: softmax of the scores"),
+        torch.softmax(keys @ query / 2**0.5, 0),
+    )
+    assert_close(values(page, "cues", "non-volitional weights: no query"), torch.softmax(4 * keys[:, 0], 0))
+    picked = page.evaluate("document.querySelector('#panel-cues p.text').textContent")
+    assert picked == "no query: red coffee cup; your query: research paper"
+    assert slide(page, "cues", "#cues-read", "-2") == "status done"  # wanting nothing to read
+    assert_close(values(page, "cues", "non-volitional weights: no query"), torch.softmax(4 * keys[:, 0], 0))
+    picked = page.evaluate("document.querySelector('#panel-cues p.text').textContent")
+    assert picked == "no query: red coffee cup; your query: red coffee cup"
+    screenshot(page, "cues")
+
+
+def test_self_attention_sees_a_set_of_words_until_positions_are_added(lab, page):
+    show(page, lab, "self_attention", sentence="the dog bit the man", reordered="the man bit the dog", d="8")
+    gaps = values(page, "self_attention", "largest difference of a word's output between the two orders")
+    assert gaps[0] < 1e-5 < 0.1 < gaps[1]  # order decides who bit whom only once positions are added
+    weights = values(page, "self_attention", "self-attention weights, first order").reshape(5, 5)
+    np.testing.assert_allclose(weights.sum(1), np.ones(5), atol=1e-6)
+    assert weights[0, 0] == weights[3, 3]  # "the" twice: the same query and key without positions
+    assert slide(page, "self_attention", "#self-attention-positions", True) == "status done"
+    weights = values(page, "self_attention", "self-attention weights, first order").reshape(5, 5)
+    assert abs(weights[0, 0] - weights[3, 3]) > 1e-4
+    screenshot(page, "self_attention")
+    assert (
+        type_into(page, "self_attention", "#self-attention-reordered", "the cat bit the dog")
+        == "status error"
+    )
+
+
 def test_scoring_functions_panel(lab, page):
     queries, keys = [[[1.0, 0.5], [0.0, 2.0]]], [[[1.0, 0.0], [0.5, 1.0], [1.0, 1.0]]]
     values_in = [[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]]
@@ -1276,7 +1311,8 @@ LARGEST: list[tuple[str, dict, int]] = [
     ("keysize", {"d": 1024, "scaled": "false"}, 200),
     ("positions", {"num_steps": 64, "num_hiddens": 64, "shift": 512, "position": 63, "dimension": 63}, 200),
     ("positions", {"num_steps": 512, "num_hiddens": 8, "shift": 512, "position": 511}, 200),
-    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 16, "num_heads": 16}, 200),
+    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 16, "num_heads": 16}, 422),  # weights 8·16·32·32
+    ("heads", {"batch": 4, "steps": 8, "num_hiddens": 32, "num_heads": 8, "off": "1 2 3 4 5 6 7"}, 200),
     ("heads", {"batch": 1, "steps": 16, "num_hiddens": 256, "num_heads": 16}, 200),
     ("heads", {"batch": 8, "steps": 32, "num_hiddens": 256, "num_heads": 16}, 422),
     *[
@@ -1294,6 +1330,9 @@ LARGEST: list[tuple[str, dict, int]] = [
         for run in ("gru_bahdanau", "transformer")
     ],
     ("exercises", {}, 200),
+    ("cues", {"stand_out": 3, "read": -3}, 200),
+    ("self_attention", {"sentence": "a " * 16, "reordered": "a " * 16, "d": 64, "positions": "true"}, 200),
+    ("self_attention", {"sentence": "a " * 17, "reordered": "a " * 17}, 422),
 ]
 MAX_ANSWER_BYTES = 2_000_000  # docs/lab.md
 
@@ -1371,6 +1410,7 @@ DEFAULT_INPUTS = {
     "transformer": {"sentence": "alpha bravo ."},
     "decoding": {"sentence": "alpha bravo ."},
     "own_translation": {"sentence": "alpha bravo .", "target": "un deux ."},
+    "exercises": {"exercise": "empty_rows", "prediction": "all zeros"},
 }
 
 

@@ -37,6 +37,7 @@ from attn_mt.demos.nadaraya_watson import (
 from attn_mt.lab.engines import request_engine
 from attn_mt.lab.inputs import LabError, choice, text
 from attn_mt.lab.scoring import seeded_additive, seeded_bilinear
+from attn_mt.lab.self_attention import where_moved
 from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import (
     DotProductAttention,
@@ -426,12 +427,7 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         fed, length = engine.source_ids(words)
         encoded.append((torch.tensor([fed]), torch.tensor([length])))
     length = int(encoded[0][1])
-    unused = list(range(len(orders[1])))
-    moved = []  # where each word of the first order stands in the second
-    for word in orders[0]:
-        j = next(j for j in unused if orders[1][j] == word)
-        unused.remove(j)
-        moved.append(j)
+    moved = where_moved(orders[0], orders[1])
     moved += list(range(len(moved), length))  # <eos> and anything the engine appends stay in place
     model.eval()
     with torch.inference_mode():
