@@ -1003,6 +1003,9 @@ def test_a_forced_token_shows_only_the_searchs_live_rows(lab, engines, model):
         assert all(tuple(output[:k]) in tree_prefixes for k in range(len(output) + 1))
     expected = engine.translate([sentence], beam_size=4, prefix=[other])[0]
     assert body["text"]["translation"] == expected.text
+    assert "length-normalised score the search ranks them by (the tree shows raw sums" in " ".join(
+        body["notes"]
+    )
 
 
 def test_a_new_sentence_resets_the_step_and_an_error_clears_the_figures(lab, page):
