@@ -68,7 +68,7 @@ def measured() -> dict[str, Any]:
     return yaml.safe_load((HERE / "measured.yaml").read_text(encoding="utf-8"))
 
 
-def result(found: str, tensors: list, outcome: str, lines: list) -> dict[str, Any]:
+def result(found: str, tensors: list, outcome: int, lines: list) -> dict[str, Any]:
     """One experiment's answer: what it found, its tensors, the offered prediction it bears out (one of
     its `choices` in exercises.yaml, by index), and the attn-mt code it ran."""
     return {"found": found, "tensors": tensors, "outcome": outcome, "code": lines}
