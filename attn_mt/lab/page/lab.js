@@ -570,8 +570,11 @@ function drawExercise(exercise) {
   box.addEventListener("change", () => {
     if (chosen()) predictions.set(exercise.name, { ...predictions.get(exercise.name), choice: chosen().value });
   });
-  box.addEventListener("keydown", (event) => {
-    if (event.key === "Enter") { event.preventDefault(); box.requestSubmit(); }
+  box.addEventListener("keydown", (event) => { // Enter on a prediction commits it (links keep their Enter)
+    if (event.key === "Enter" && event.target.classList.contains("guess")) {
+      event.preventDefault();
+      box.requestSubmit();
+    }
   });
   box.addEventListener("submit", async (event) => {
     event.preventDefault();
