@@ -273,6 +273,7 @@ def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 torch.stack([row, book[0, 0]]),
                 ["function", "K"],
                 rows=["attn-mt's masked_softmax", "the book's (-1e6)"],
+                scale="weights",
             ),
             shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"]),
         ],
