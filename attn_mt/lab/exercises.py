@@ -401,16 +401,20 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     )
 
 
-ORDERED = ("the dog bit the man .", "the man bit the dog .")  # the same words; the order says who bit whom
+ORDERED = (  # the same words, where the order says who did what; the first pair the run knows is used
+    ("the dog bit the man .", "the man bit the dog ."),
+    ("tom saw you .", "you saw tom ."),  # in the book's 601 pairs' vocabulary
+)
 
 
 def ordered_pair(run: LoadedRun) -> tuple[list[str], list[str]]:
-    """Two sentences of the same words in orders that mean different things: ORDERED when the run knows
-    its words, else three words of its vocabulary as `a b c .` and `c b a .`."""
-    first, second = (prepare_sentence(run.config, run.src_vocab, s) for s in ORDERED)
-    if all(word in run.src_vocab for word in first):
-        return first, second
-    words = [w for w in run.src_vocab.idx_to_token if not w.startswith("<") and w != "."][:3]
+    """Two sentences of the same words in orders that mean different things: the first pair of ORDERED
+    whose words the run knows, else three words of its vocabulary as `a b c .` and `c b a .`."""
+    for pair in ORDERED:
+        first, second = (prepare_sentence(run.config, run.src_vocab, s) for s in pair)
+        if all(word in run.src_vocab for word in first):
+            return first, second
+    words = [w for w in run.src_vocab.idx_to_token if w.isalpha()][:3]
     return [*words, "."], [words[2], words[1], words[0], "."]
 
 
