@@ -22,9 +22,9 @@ from libretranslatepy import LibreTranslateAPI
 from attn_mt.data.sentences import split_line
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
-from attn_mt.serving.guard import cors_policy, host_policy
 from attn_mt.serving.libretranslate import LibreTranslateError, plan
 from attn_mt.serving.schemas import LibreTranslateRequest
+from attn_mt.web.guard import cors_policy, host_policy
 
 PARAGRAPH = "Alpha bravo. Charlie delta echo.  Golf hotel alpha bravo."
 SENTENCES = ["Alpha bravo.", "Charlie delta echo.", "Golf hotel alpha bravo."]

@@ -67,14 +67,18 @@ def execute(path: Path, folder: Path, first_cells: int = 0, then: str = "") -> n
 
 
 def check_ran(notebook: nbformat.NotebookNode) -> None:
-    """The kernel imported this checkout's attn_mt, the notebook showed at least one picture, and one that
-    translates showed a translation's table (attn-mt's rich display)."""
+    """The kernel imported this checkout's attn_mt, the notebook showed at least one picture, one that
+    translates showed a translation's table (attn-mt's rich display), and no cell showed a bare number."""
     printed = notebook.cells[0].outputs[0]["text"].strip()
     assert Path(printed).resolve() == ROOT / "attn_mt" / "__init__.py"
     data = [output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", [])]
     assert any("image/png" in d or "data:image/png;base64," in d.get("text/html", "") for d in data)
     if any("translate_full" in cell.source for cell in notebook.cells):
         assert any("<b>source tokens</b>" in d.get("text/html", "") for d in data)
+    for cell in notebook.cells[1:]:  # no cell shows a stray return value, such as write_text's count
+        for output in cell.get("outputs", []):
+            shown = output.get("data", {}).get("text/plain", "").strip()
+            assert not shown.isdigit(), f"a bare number {shown} under the cell ending {cell.source[-80:]!r}"
 
 
 def test_the_notebooks_are_stored_without_outputs():

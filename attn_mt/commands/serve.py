@@ -6,8 +6,8 @@ from pathlib import Path
 
 from attn_mt.decoding.ensembles import open_models
 from attn_mt.errors import UserError
-from attn_mt.serving.guard import cors_policy, split_names
 from attn_mt.serving.server import run_server
+from attn_mt.web.guard import cors_policy, split_names
 
 
 def run_serve(

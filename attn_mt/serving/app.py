@@ -9,7 +9,7 @@ fastapi-offline package ships), so every page works offline. Every error is a JS
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
 LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
 translation is still queued has its job cancelled, so the worker never decodes it. Before any of
-this, serving/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
+this, web/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
 which web pages' origins may read the answers (CORS).
 """
 
@@ -27,13 +27,10 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import Discriminator, Tag
-from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attn_mt.decoding.scoring import blank_pairs
 from attn_mt.serving.batcher import Batcher
-from attn_mt.serving.guard import CorsPolicy, Guard, HostPolicy
-from attn_mt.serving.http import error_response, read_body, replaying
 from attn_mt.serving.libretranslate import (
     LibreTranslateError,
     answer,
@@ -44,7 +41,6 @@ from attn_mt.serving.libretranslate import (
 )
 from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
-    ErrorBody,
     Info,
     Language,
     LibreTranslateRequest,
@@ -55,6 +51,8 @@ from attn_mt.serving.schemas import (
     TranslateResponse,
 )
 from attn_mt.serving.service import DecodeOptions, RequestError, ScoreOptions, TranslationService
+from attn_mt.web.guard import CorsPolicy, Guard, HostPolicy
+from attn_mt.web.http import BodyLimit, ErrorBody, answer_errors_as_json, error_response, read_body, replaying
 
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
@@ -97,22 +95,6 @@ FORM_BODY = {
         }
     }
 }
-
-
-def answer_errors_as_json(app: FastAPI, logger: logging.Logger, failed: str) -> None:
-    """HTTP errors (404, 405 with its Allow, ...) and any unexpected exception as one-line JSON answers;
-    the exception is logged with its traceback and the client is told only `internal error: {failed}`."""
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        response = error_response(exc.status_code, str(exc.detail))
-        response.headers.update(exc.headers or {})  # e.g. a 405's Allow, which RFC 9110 requires
-        return response
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("error while answering %s %s", request.method, request.url.path)
-        return error_response(500, f"internal error: {failed}")
 
 
 def describe(error: dict[str, Any]) -> str:
@@ -196,38 +178,9 @@ class FormBodies:
         await self.app(scope, replaying(converted or body, receive), send)
 
 
-class BodyLimit:
-    """ASGI middleware: reads a request's whole body first and refuses one over `max_bytes` with 413."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        declared = headers.get(b"content-length", b"").decode("latin-1").strip()
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await self.refuse(scope, receive, send)
-            return
-        body = await read_body(receive, self.max_bytes)
-        if body is None:  # the client went away before sending its request; nothing to answer
-            return
-        if len(body) > self.max_bytes:
-            await self.refuse(scope, receive, send)
-            return
-        await self.app(scope, replaying(body, receive), send)
-
-    async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer 413 without reading the rest of the body."""
-        response = error_response(413, f"the request body is larger than {self.max_bytes} bytes")
-        await response(scope, receive, send)
-
-
 def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy, cors: CorsPolicy) -> FastAPI:
     """The application over one loaded run and its decoding worker, answering the Host headers of
-    `hosts` and the web pages `cors` allows (serving/guard.py)."""
+    `hosts` and the web pages `cors` allows (web/guard.py)."""
     app = FastAPI(
         title="attn-mt",
         summary=f"English-French translation with a {service.run.config.model.type} model and its attention.",

@@ -261,13 +261,6 @@ class ScoreResponse(BaseModel):
     length_penalty: float
 
 
-class ErrorBody(BaseModel):
-    """Every error answer: what was wrong, in one line, and the problems one by one."""
-
-    error: str
-    problems: list[str] = Field(default_factory=list)
-
-
 # ----- LibreTranslate's API (serving/libretranslate.py) -----
 
 MAX_TEXT_CHARS = MAX_SENTENCES * MAX_CHARS  # characters in one LibreTranslate request's texts together

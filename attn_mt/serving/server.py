@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
-from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.batcher import Batcher
-from attn_mt.serving.guard import CorsPolicy, host_policy
 from attn_mt.serving.service import TranslationService
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: a free port the system picks)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise UserError(f"--host {host}: cannot resolve it ({exc.strerror})") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
+from attn_mt.web.guard import CorsPolicy, host_policy
+from attn_mt.web.listen import bind
 
 
 def run_server(

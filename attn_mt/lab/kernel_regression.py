@@ -13,10 +13,11 @@ from typing import Any
 import torch
 
 from attn_mt.demos.nadaraya_watson import (
-    EPOCHS,
+    KERNELS,
     LEARNING_RATE,
     average_pooling,
     gaussian_attention_weights,
+    kernel_attention_weights,
     kernel_spread,
     leave_one_out,
     make_data,
@@ -24,10 +25,18 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
-from attn_mt.serving.lab.inputs import real, whole
-from attn_mt.serving.lab.shown import answer, code, plot, shown
+from attn_mt.lab.inputs import choice, real, whole
+from attn_mt.lab.shown import answer, code, plot, shown
 
 MAX_EPOCHS = 200
+KERNEL_TEXT = {
+    "gaussian": "Gaussian, k(u) = exp(-u² / 2)",
+    "boxcar": "boxcar, k(u) = 1 where |u| ≤ 1, else 0",
+    "epanechnikov": "Epanechnikov, k(u) = max(0, 1 - u²)",
+}
+# The panel's training: at the book's learning rate (0.5) the summed loss's first step takes w most of
+# the way, and the curve is flat after it; at 0.01 the loss visibly falls over the first 20 epochs.
+EPOCHS, LR = 50, 0.01
 KERNEL_QUERY = 2.5  # the test input whose kernel the panel draws
 
 
@@ -42,16 +51,18 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     seed = whole(state, "seed", 0, 0, 2**31 - 1)
     w = real(state, "w", 1.0, 0.05, 20.0)
     epochs = whole(state, "epochs", EPOCHS, 1, MAX_EPOCHS)
-    lr = real(state, "lr", LEARNING_RATE, 0.001, 5.0)
+    lr = real(state, "lr", LR, 0.001, 5.0)
     point = whole(state, "point", 10, 0, 49)
+    kernel = choice(state, "kernel", "gaussian", KERNELS)
     generator = torch.Generator().manual_seed(seed)
     data = make_data(generator)
     n_test = data.x_test.shape[0]
     average = average_pooling(data.y_train, n_test)  # (Q,)
-    weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
+    weights = kernel_attention_weights(data.x_test, data.x_train, w, kernel)  # (Q, N)
     centre = torch.tensor([KERNEL_QUERY])  # (1,)
-    kernels = {f"w = {v:g}": gaussian_attention_weights(centre, data.x_train, v)[0] for v in (w, 2 * w)}
-    spreads = [float(kernel_spread(centre, data.x_train, v)[0]) for v in (w, 2 * w)]
+    kernels = {f"w = {v:g}": kernel_attention_weights(centre, data.x_train, v, kernel)[0] for v in (w, 2 * w)}
+    spreads = [float(kernel_spread(centre, data.x_train, v, kernel)[0]) for v in (w, 2 * w)]
+    empty = int((weights.sum(-1) == 0).sum())  # test inputs whose window holds no training input
     nonparametric = weights @ data.y_train  # (Q,)
     model, losses = train_parametric(data, generator, lr, epochs)
     parametric = predict_parametric(model, data.x_test, data)  # (Q,)
@@ -86,7 +97,14 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
             "non-parametric attention weights",
             weights,
             ["Q", "N"],
-            note=f"w = {w:g} (bandwidth 1/w = {bandwidth(w)})",
+            note=f"{kernel} kernel, w = {w:g} (bandwidth 1/w = {bandwidth(w)})",
+        ),
+        shown(
+            "the same weights, zoomed: 0 to their largest",
+            weights,
+            ["Q", "N"],
+            scale="sequential",
+            note="its own scale, so that a wide kernel's small weights show their shape",
         ),
         shown(
             "parametric attention weights",
@@ -105,12 +123,26 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     errors = ", ".join(f"{k} {mean_squared_error(y, data.y_truth):.4f}" for k, y in predictions.items())
     notes = [
         f"Test mean squared error against the noiseless curve: {errors}.",
+        f"Kernel: {KERNEL_TEXT[kernel]}, with u = (x - x_i) w; each weight is k(u) divided by the sum over "
+        "the training inputs."
+        + (
+            f" {empty} of the {weights.shape[0]} test inputs have no training input within 1/w of them: "
+            "their weights are all 0, and so is their prediction."
+            if empty
+            else ""
+        )
+        + (" The parametric model keeps the Gaussian kernel." if kernel != "gaussian" else ""),
         f"The parametric w was trained for {epochs} epochs at learning rate {lr:g} and ended at "
         f"{learned:.4f}.",
         f"w multiplies the distance, so it is not the kernel's width: the bandwidth is 1/w, and a larger w "
-        f"is a narrower kernel that averages fewer, closer points. Around x = {KERNEL_QUERY:g} the weights "
-        f"reach {spreads[0]:.3f} for w = {w:g} and {spreads[1]:.3f} for 2w = {2 * w:g} (the root mean "
-        "square distance of the weighted training inputs).",
+        f"is a narrower kernel that averages fewer, closer points. For the query x = {KERNEL_QUERY:g} the "
+        f"training inputs, weighted by the kernel, lie at a distance of {spreads[0]:.3f} for w = {w:g} and "
+        f"{spreads[1]:.3f} for 2w = {2 * w:g} (the root mean square distance, a width in units of x).",
+        f"The largest non-parametric weight is {float(weights.max()):.3f}: on the fixed 0–1 scale a wide "
+        "kernel's weights, spread over many training points, all look pale.",
+        f"The book trains at learning rate {LEARNING_RATE:g}: on the summed loss, its first step takes w "
+        "most of the way and the loss curve is flat after it. This panel starts at a smaller rate so that "
+        "the curve shows the learning.",
         f"While training, training point {point} queries the other {keys.shape[1]} points only. With its own "
         "point among the keys, the loss would be smallest when w grows without bound (each point then "
         "predicts its own noisy y exactly), so the model would learn to copy the noise.",
@@ -118,6 +150,7 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     ]
     lines = [
         code(make_data),
+        code(kernel_attention_weights),
         code(gaussian_attention_weights),
         code(kernel_spread),
         code(average_pooling),

@@ -7,7 +7,11 @@
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
-const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
+// Okabe and Ito's colour-blind-safe colours (and black), each at least 3:1 against white; every pair
+// stays apart under protanopia, deuteranopia and tritanopia (tests/test_lab_palette.py checks both).
+const COLOURS = ["#0072B2", "#D55E00", "#000000", "#CC79A7", "#009E73", "#882255"];
+// Lines are told apart by their dash pattern as well as their colour.
+const DASHES = ["", "7 3", "2 3", "9 3 2 3", "1 3", "12 4"];
 
 // What the short axis names mean, in the book's words (the page's notation table has them all).
 const AXIS_NAMES = {
@@ -40,7 +44,19 @@ function keepBelow(section) {
   }
 }
 
+// A slider marked data-limit-with="KEY" data-limit="N" keeps its value times KEY's at most N (the
+// number of elements the server computes), so it never offers a setting the server refuses.
+function keepWithin(section) {
+  for (const input of $$("[data-limit-with]", section)) {
+    const other = Number($(`[data-key="${input.dataset.limitWith}"]`, section).value);
+    input.dataset.ownMax = input.dataset.ownMax || input.max;
+    input.max = String(Math.min(Number(input.dataset.ownMax), Math.floor(Number(input.dataset.limit) / other)));
+    if (Number(input.value) > Number(input.max)) input.value = input.max;
+  }
+}
+
 function panelState(section) {
+  keepWithin(section);
   keepBelow(section);
   const state = {};
   for (const input of $$("[data-key]", section)) {
@@ -97,11 +113,15 @@ function flatten(values) {
   return Array.isArray(values) ? values.flatMap(flatten) : [values];
 }
 
-// Colour scales. Attention weights: white at 0 to dark blue at 1, the same in every figure. Any other
-// tensor: blue below 0, white at 0, red above, reaching the tensor's largest absolute value `bound`.
+// Colour scales. Attention weights and probabilities: white at 0 to dark blue at 1, the same in every
+// figure. Masks: two colours, 0 pale and 1 dark. Counts and lengths: white at 0 to dark blue at the
+// largest value `bound`. Any other tensor: blue below 0, white at 0, red above, reaching `bound`.
 const WHITE = [247, 251, 255];
 const BLUE = [8, 81, 156];
 const RED = [165, 15, 21];
+const MASK_OFF = [240, 240, 240];
+const MASK_ON = [55, 55, 55];
+const FIXED = new Set(["weights", "probability"]); // 0 to 1 whatever the values
 
 function mixed(from, to, t) {
   const c = from.map((f, k) => Math.round(f + (to[k] - f) * t));
@@ -110,32 +130,60 @@ function mixed(from, to, t) {
 
 function shade(value, scale, bound) {
   if (value === null) return "#d9d9d9"; // NaN
-  if (scale === "weights") return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
+  if (FIXED.has(scale)) return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
+  if (scale === "binary") return mixed(MASK_OFF, MASK_ON, value >= 0.5 ? 1 : 0);
+  if (scale === "sequential") return mixed(WHITE, BLUE, bound > 0 ? Math.min(1, Math.max(0, value / bound)) : 0);
   const t = bound > 0 ? Math.min(1, Math.abs(value) / bound) : 0;
   return mixed(WHITE, value < 0 ? BLUE : RED, t);
 }
 
 function darkness(value, scale, bound) {
   if (value === null) return 0;
-  return scale === "weights" ? value : (bound > 0 ? Math.abs(value) / bound : 0);
+  if (FIXED.has(scale)) return value;
+  if (scale === "binary") return value >= 0.5 ? 1 : 0;
+  return bound > 0 ? Math.abs(value) / bound : 0;
 }
 
 // The legend under a tensor: its colour scale with labelled ends and middle.
+const LEGEND_TITLES = {
+  weights: "attention weight, fixed scale:",
+  probability: "probability, fixed scale:",
+  binary: "mask, two values:",
+  sequential: "value, from 0:",
+  centred: "value, scale centred at 0:",
+};
+
 function legend(scale, bound) {
   const box = element("div", { class: "legend", "data-scale": scale });
-  const stops = scale === "weights"
-    ? [0, 0.5, 1].map((v) => shade(v, scale, 1))
-    : [-1, -0.5, 0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
-  box.append(element("span", { class: "legend-title" },
-    scale === "weights" ? "attention weight, fixed scale:" : "value, scale centred at 0:"));
+  let stops = [-1, -0.5, 0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
+  let ends = [formatNumber(-bound), "0", formatNumber(bound)];
+  if (FIXED.has(scale)) {
+    stops = [0, 0.5, 1].map((v) => shade(v, scale, 1));
+    ends = ["0", "0.5", "1"];
+  } else if (scale === "binary") {
+    stops = [0, 0, 1, 1].map((v) => shade(v, scale, 1)); // two blocks, no gradient between them
+    ends = ["0", "1"];
+  } else if (scale === "sequential") {
+    stops = [0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
+    ends = ["0", formatNumber(bound / 2), formatNumber(bound)];
+  }
+  box.append(element("span", { class: "legend-title" }, LEGEND_TITLES[scale]));
   const bar = element("span", { class: "legend-bar" });
-  bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
-  const ends = scale === "weights" ? ["0", "0.5", "1"] : [formatNumber(-bound), "0", formatNumber(bound)];
+  bar.style.background = `linear-gradient(to right, ${scale === "binary"
+    ? `${stops[0]} 0 50%, ${stops[2]} 50% 100%` : stops.join(", ")})`;
   const labels = element("span", { class: "legend-labels" });
   for (const end of ends) labels.append(element("span", { class: "legend-label" }, end));
   bar.append(labels);
   box.append(bar);
   return box;
+}
+
+// A slice's place along one axis: layers and heads counted from 1 as in every other label of the page
+// (lines, grid, step-through); other axes as the index the code uses.
+function sliceName(axis, k) {
+  if (axis === "L") return `layer ${k + 1}`;
+  if (axis === "h") return `head ${k + 1}`;
+  return `${axis}=${k}`;
 }
 
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
@@ -147,9 +195,11 @@ function matrixTable(tensor, rows, index, bound) {
     for (const label of tensor.columns) head.append(element("th", { class: "column-label" }, label));
     table.append(head);
   }
+  const marks = index.length === 0 ? tensor.marks || {} : {}; // a chosen row or column, outlined
   rows.forEach((row, i) => {
     const tr = element("tr");
-    tr.append(element("th", { class: "row-label" }, tensor.rows ? tensor.rows[i] : String(i)));
+    tr.append(element("th", { class: (marks.rows || []).includes(i) ? "row-label marked" : "row-label" },
+                      tensor.rows ? tensor.rows[i] : String(i)));
     const cells = Array.isArray(row) ? row : [row];
     cells.forEach((value, j) => {
       const at = Array.isArray(row) ? [...index, i, j] : [...index, i];
@@ -159,7 +209,13 @@ function matrixTable(tensor, rows, index, bound) {
                                  "data-index": at.join(",") }, formatNumber(value));
       td.style.background = masked ? "" : shade(value, tensor.scale, bound);
       if (darkness(value, tensor.scale, bound) > 0.6) td.classList.add("dark");
-      if (hover) td.title = hover;
+      if ((marks.rows || []).includes(i)) td.classList.add("marked-row");
+      if ((marks.columns || []).includes(j)) td.classList.add("marked-column");
+      if (hover) {
+        td.title = hover;
+        td.tabIndex = 0; // reachable by keyboard: focusing the cell writes its entry out under the figure
+        td.setAttribute("aria-label", hover);
+      }
       tr.append(td);
     });
     table.append(tr);
@@ -172,7 +228,7 @@ function slices(tensor, values, index, bound, into) {
   const depth = tensor.shape.length - index.length;
   if (depth <= 2) {
     const rows = depth === 1 ? [values] : values;
-    const label = index.length ? index.map((k, a) => `${tensor.axes[a]}=${k}`).join(", ") : "";
+    const label = index.length ? index.map((k, a) => sliceName(tensor.axes[a], k)).join(", ") : "";
     const box = element("div", { class: "slice" });
     if (label) box.append(element("div", { class: "slice-label" }, label));
     if (depth === 1) {
@@ -206,9 +262,31 @@ function drawTensor(tensor) {
   slices(tensor, tensor.values, [], bound, box);
   figure.append(box, legend(tensor.scale, bound));
   if (tensor.note) figure.append(element("p", { class: "note" }, tensor.note));
+  if (tensor.hover) figure.append(...writtenOut(tensor, box));
   if ((tensor.views || []).includes("lines")) figure.append(drawLines(tensor));
   if ((tensor.views || []).includes("grid")) figure.append(drawGrid(tensor));
   return figure;
+}
+
+// What a cell's hover says, readable without a mouse: the focused cell's text in a line under the figure,
+// and every entry's in a list that opens on request.
+function writtenOut(tensor, box) {
+  const focused = element("p", { class: "note focused-entry", "aria-live": "polite" },
+    "Point at or focus (Tab) a cell to write it out here.");
+  box.addEventListener("focusin", (event) => {
+    if (event.target.title) focused.textContent = event.target.title;
+  });
+  box.addEventListener("mouseover", (event) => {
+    if (event.target.title) focused.textContent = event.target.title;
+  });
+  const all = element("details", { class: "written-out" });
+  all.append(element("summary", {}, "every entry written out"));
+  const list = element("ol");
+  for (const cell of $$("td[title]", box)) {
+    list.append(element("li", {}, `[${cell.dataset.index}] ${cell.title}`));
+  }
+  all.append(list);
+  return [focused, all];
 }
 
 // BertViz-style lines of an (L, h, Q, K) tensor: per layer, queries on the left, keys on the right, one
@@ -230,6 +308,7 @@ function drawLines(tensor) {
           if (weight < 0.02) continue;
           svg.append(element("svg:line", { x1: 100, y1: y(i) - 4, x2: 200, y2: y(j) - 4, class: "token-line",
             stroke: COLOURS[head % COLOURS.length], "stroke-opacity": weight.toFixed(4), "stroke-width": 2,
+            "stroke-dasharray": DASHES[head % DASHES.length],
             "data-head": String(head), "data-query": String(i), "data-key": String(j),
             "data-weight": String(weight) }));
         }
@@ -299,6 +378,7 @@ function drawPlot(plot) {
   svg.append(element("svg:text", { x: px(x0), y: height - margin + 14, class: "tick" }, formatNumber(x0)));
   plot.series.forEach((series, k) => {
     const colour = COLOURS[k % COLOURS.length];
+    const dash = DASHES[k % DASHES.length];
     const group = element("svg:g", { class: "series", "data-label": series.label,
                                      "data-y": JSON.stringify(series.y) });
     if (series.points) {
@@ -306,10 +386,13 @@ function drawPlot(plot) {
         cx: px(x), cy: py(series.y[i]), r: 2.5, fill: colour, opacity: 0.6 })));
     } else {
       const points = series.x.map((x, i) => `${px(x)},${py(series.y[i])}`).join(" ");
-      group.append(element("svg:polyline", { points, fill: "none", stroke: colour, "stroke-width": 2 }));
+      group.append(element("svg:polyline", { points, fill: "none", stroke: colour, "stroke-width": 2,
+                                             "stroke-dasharray": dash }));
+      group.append(element("svg:line", { x1: width - margin - 26, y1: margin + 14 * k - 4, x2: width - margin - 4,
+        y2: margin + 14 * k - 4, stroke: colour, "stroke-width": 2, "stroke-dasharray": dash }));
     }
-    group.append(element("svg:text", { x: width - margin, y: margin + 14 * k, style: `fill: ${colour}`,
-                                       class: "legend" }, series.label));
+    group.append(element("svg:text", { x: width - margin - (series.points ? 0 : 30), y: margin + 14 * k,
+                                       style: `fill: ${colour}`, class: "legend" }, series.label));
     svg.append(group);
   });
   figure.append(svg);
@@ -454,32 +537,81 @@ function draw(section, result) {
   if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
 }
 
-// An exercise asks for a prediction first: its result stays hidden until the learner commits a guess.
+// Exercises, predict first: the listing holds the questions only. An exercise's experiment runs on the
+// server when the learner commits a prediction (the button, or Enter), and the page shows whether the
+// result bears it out. Predictions and answers are kept here, so leaving the tab loses none of them.
+const predictions = new Map(); // exercise name -> { choice, answered (the server's answer, once run) }
+
 function drawExercise(exercise) {
-  const box = element("div", { class: "exercise" });
+  const box = element("form", { class: "exercise", "data-name": exercise.name });
   box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
-  const guess = element("input", { type: "text", class: "guess", placeholder: "your prediction, before you look" });
-  const commit = element("button", { type: "button", class: "commit" }, "commit my prediction and show the result");
-  const mine = element("p", { class: "mine" });
+  const options = element("fieldset", { class: "choices" });
+  options.append(element("legend", {}, "your prediction, before the experiment runs:"));
+  for (const text of exercise.choices) {
+    const label = element("label");
+    label.append(element("input", { type: "radio", name: `guess-${exercise.name}`, value: text, class: "guess" }),
+                 ` ${text}`);
+    options.append(label);
+  }
+  const commit = element("button", { type: "submit", class: "commit" }, "commit my prediction and run the experiment");
+  const mine = element("p", { class: "mine", role: "status" });
   const answer = element("div", { class: "answer" });
-  answer.hidden = true;
-  answer.append(element("p", { class: "found" }, exercise.found));
-  const figures = element("div", { class: "figures" });
-  for (const tensor of exercise.tensors) figures.append(drawTensor(tensor));
-  answer.append(figures, element("p", { class: "note" }, exercise.reading));
-  answer.append(element("a", { href: exercise.link }, "try it in its panel"), drawCode(exercise.code));
-  commit.addEventListener("click", () => {
-    if (!guess.value.trim()) {
-      mine.textContent = "write down what you expect first";
+  box.append(options, commit, mine, answer);
+  const kept = predictions.get(exercise.name) || {};
+  const chosen = () => $$("input.guess", box).find((r) => r.checked);
+  if (kept.choice) {
+    for (const radio of $$("input.guess", box)) radio.checked = radio.value === kept.choice;
+  }
+  const lock = () => { for (const input of [...$$("input.guess", box), commit]) input.disabled = true; };
+  if (kept.answered) {
+    lock();
+    drawAnswer(answer, mine, kept.answered);
+  }
+  box.addEventListener("change", () => {
+    if (chosen()) predictions.set(exercise.name, { ...predictions.get(exercise.name), choice: chosen().value });
+  });
+  box.addEventListener("keydown", (event) => { // Enter on a prediction commits it (links keep their Enter)
+    if (event.key === "Enter" && event.target.classList.contains("guess")) {
+      event.preventDefault();
+      box.requestSubmit();
+    }
+  });
+  box.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (commit.disabled) return;
+    const picked = chosen();
+    if (!picked) {
+      mine.textContent = "choose what you expect first";
       return;
     }
-    mine.textContent = `you predicted: ${guess.value.trim()}`;
-    guess.disabled = true;
-    commit.disabled = true;
-    answer.hidden = false;
+    lock();
+    mine.textContent = `you predicted: ${picked.value}; running the experiment…`;
+    const response = await fetch("/api/exercises", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ exercise: exercise.name, prediction: picked.value }),
+    });
+    const body = await response.json();
+    if (!response.ok) {
+      mine.textContent = `${body.error} (HTTP ${response.status})`;
+      return;
+    }
+    const answered = body.exercises[0];
+    predictions.set(exercise.name, { choice: picked.value, answered });
+    drawAnswer(answer, mine, answered);
   });
-  box.append(guess, commit, mine, answer);
   return box;
+}
+
+function drawAnswer(answer, mine, answered) {
+  mine.textContent = `you predicted: ${answered.prediction}. The experiment: ${answered.outcome}. `
+    + (answered.right ? "Your prediction holds." : "Your prediction does not hold.");
+  mine.className = answered.right ? "mine right" : "mine wrong";
+  answer.replaceChildren(element("p", { class: "found" }, answered.found));
+  const figures = element("div", { class: "figures" });
+  for (const tensor of answered.tensors) figures.append(drawTensor(tensor));
+  answer.append(figures, element("p", { class: "note" }, answered.reading));
+  answer.append(element("a", { href: answered.link }, "try it in its panel"), drawCode(answered.code));
 }
 
 // Compute a panel; `keepUrl` leaves the address as it is (the first answer after the page opens).
@@ -511,9 +643,10 @@ async function compute(section, keepUrl = false) {
   if (!response.ok) {
     status.textContent = `${body.error} (HTTP ${response.status})`;
     status.className = "status error";
+    $(".result", section).replaceChildren(); // no picture of the inputs before stays under the error
     return;
   }
-  status.textContent = "computed on the server by the code below";
+  status.textContent = name === "exercises" ? "" : "computed on the server by the code below";
   status.className = "status done";
   // A slider marked data-below-answer="KEY" stays below the answer's KEY (the search's number of steps).
   for (const input of $$("[data-below-answer]", section)) {
@@ -522,6 +655,15 @@ async function compute(section, keepUrl = false) {
   }
   showSliderValues(section);
   draw(section, body);
+}
+
+// An input marked data-resets="KEY ..." (a new sentence, run or beam) sets those inputs back to their
+// first value: a step or row of the search before means nothing in the new one.
+function resetFollowers(section, input) {
+  for (const key of (input.dataset.resets || "").split(" ").filter(Boolean)) {
+    const follower = $(`[data-key="${key}"]`, section);
+    follower.value = follower.type === "range" ? follower.min : "";
+  }
 }
 
 function schedule(section, delay) {
@@ -541,7 +683,7 @@ async function start() {
     for (const input of $$("[data-key]", section)) {
       const delay = input.tagName === "TEXTAREA" || input.type === "text" ? DEBOUNCE_MS : 0;
       input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input",
-        () => { showSliderValues(section); schedule(section, delay); });
+        () => { resetFollowers(section, input); showSliderValues(section); schedule(section, delay); });
     }
     for (const button of $$("button[data-set]", section)) {
       button.addEventListener("click", () => {

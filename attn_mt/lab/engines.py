@@ -14,6 +14,7 @@ import copy
 import torch
 from torch import nn
 
+from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.opened import LoadedRun
 
@@ -34,3 +35,15 @@ def private_model(model: nn.Module) -> nn.Module:
 def request_engine(run: LoadedRun) -> Translator:
     """A Translator over a private copy of the run's model (see the module docstring)."""
     return Translator(private_model(run.model), run.src_vocab, run.tgt_vocab, run.config, run.device)
+
+
+def unknown_words(run: LoadedRun, sentence: str, target: bool = False) -> list[str]:
+    """A note naming the words of `sentence` the run's source (or target) vocabulary lacks, which the
+    model reads as <unk>; no note when it knows them all."""
+    vocab = run.tgt_vocab if target else run.src_vocab
+    missing = [w for w in prepare_sentence(run.config, vocab, sentence) if w not in vocab]
+    if not missing:
+        return []
+    side = "French" if target else "English"
+    words = ", ".join(repr(w) for w in dict.fromkeys(missing))
+    return [f"Not in the run's {side} vocabulary, so the model reads each as <unk>: {words}."]

@@ -14,10 +14,10 @@ import torch
 from attn_mt.decoding.scoring import Scored, score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
+from attn_mt.lab.engines import request_engine, unknown_words
+from attn_mt.lab.inputs import LabError, choice, text
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.inputs import LabError, choice, text
-from attn_mt.serving.lab.shown import answer, code, shown
 
 
 def token_rows(label: str, scored: Scored) -> list[dict[str, Any]]:
@@ -56,6 +56,8 @@ def own_translation_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> 
         "it (forced decoding); the total log p is their sum, and the normalised score divides it by GNMT's "
         f"length penalty ((5 + T) / 6)^{alpha:g}, the number beam search ranks outputs by.",
         *yours.warnings,
+        *unknown_words(run, sentence),
+        *unknown_words(run, target, target=True),
     ]
     if len(scored) == 2:
         model = scored[1]

@@ -5,7 +5,7 @@
 hypotheses, the model's next-token log-probabilities and what the encoder-decoder attention computed
 (captured with forward hooks on the attention's own layers, so nothing is decoded twice). The tokens
 it steps through are therefore the search's, and its weights the search's. The hooks go on the
-request's own copy of the model (serving/lab/engines.py), never on the model other requests share,
+request's own copy of the model (lab/engines.py), never on the model other requests share,
 and only the step asked for (and the one after it) is kept whole, so a long search keeps little.
 
 Shapes: N live rows (hypotheses), S source positions, H hidden, h heads, d = H / h, V target vocabulary.
@@ -24,13 +24,13 @@ import torch
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.decoding.translator import Translator
+from attn_mt.lab.engines import request_engine, unknown_words
+from attn_mt.lab.inputs import LabError, choice, text, whole
+from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
 from attn_mt.models.base import DecoderState, EncoderDecoder
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.inputs import LabError, choice, text, whole
-from attn_mt.serving.lab.shown import answer, code, line_of, shown
 
 TOP = 5  # alternatives shown per step
 MAX_BEAM = 8
@@ -50,8 +50,11 @@ class StepRecord:
 class StepRecorder:
     """A model for the search that records every step (see the module docstring)."""
 
-    def __init__(self, model: EncoderDecoder, layer: int, keep: int | None = None):
+    def __init__(
+        self, model: EncoderDecoder, layer: int, keep: int | None = None, prefix: list[int] | None = None
+    ):
         self.model, self.layer = model, layer
+        self.prefix = prefix or []  # the forced first tokens: search.py scores every other choice -inf
         self.keep = keep  # the step to keep (with the next one's hypotheses); None: every step
         self.count = 0  # steps taken
         self.steps: dict[int, StepRecord] = {}
@@ -82,8 +85,13 @@ class StepRecorder:
         """The model's step (always with attention, which the search gets only if it asked)."""
         if self.last is not None:
             for row, token in enumerate(tokens.tolist()):
+                at = len(self.prefixes[row])
                 self.prefixes[row].append(token)
-                self.scores[row] += float(self.last[row, token])
+                forced_away = at < len(self.prefix) and token != self.prefix[at]
+                # a row the search scored -inf (another token than a forced one) stays dead: it only
+                # fills the beam's width and no output ever comes from it
+                dead = forced_away or self.scores[row] == -math.inf
+                self.scores[row] = -math.inf if dead else self.scores[row] + float(self.last[row, token])
         self.history.append(([list(p) for p in self.prefixes], list(self.scores)))
         kept = self.keep is None or self.count in (self.keep, self.keep + 1)
         with self.capture(state) if kept else nullcontext({}) as captured:
@@ -164,7 +172,7 @@ def run_search(
     fed, src_len = engine.source_ids(tokens)
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
-    recorder = StepRecorder(engine.model, layer, keep)
+    recorder = StepRecorder(engine.model, layer, keep, prefix)
     common = {**engine.search_settings(need_attention=True), "prefix": [prefix] if prefix else None}
     was_training = engine.model.training
     engine.model.eval()
@@ -208,10 +216,16 @@ def teacher_forced(engine: Translator, sentence: str, reference: str) -> dict[st
     }
 
 
+def live(prefixes: list[list[int]], scores: list[float]) -> list[tuple[list[int], float]]:
+    """The rows of a step the search can still extend: a forced prefix scores the others -inf (they
+    only fill the beam's width), and these come last in the search's order."""
+    return [(prefix, score) for prefix, score in zip(prefixes, scores, strict=True) if score > -math.inf]
+
+
 def chosen_after(recorder: StepRecorder, hypotheses: list, t: int, labels: Any) -> str:
     """What the search kept after step t: the next step's live hypotheses, or the finished ones."""
     if t + 1 < recorder.count:
-        kept = recorder.steps[t + 1].prefixes
+        kept = [p for p, _ in live(recorder.steps[t + 1].prefixes, recorder.steps[t + 1].scores)]
         return "kept for the next step: " + "; ".join(" ".join(labels(p)) for p in kept)
     return "finished: " + "; ".join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
 
@@ -226,11 +240,16 @@ def replacement_prefix(vocab: Any, record: StepRecord, row: int, token: str) -> 
     return [*record.prefixes[row], token_id]
 
 
+def hypotheses_count(n: int) -> str:
+    """`1 live hypothesis`, `3 live hypotheses`."""
+    return f"{n} live hypothesis" if n == 1 else f"{n} live hypotheses"
+
+
 def beam_tree(recorder: StepRecorder, hypotheses: list, labels: Any) -> dict[str, Any]:
     """Every live hypothesis of every step as a node joined to the one it extends, and the finished ones."""
     nodes: dict[tuple[int, ...], dict[str, Any]] = {}
     for t, (prefixes, scores) in enumerate(recorder.history):
-        for prefix, score in zip(prefixes, scores, strict=True):
+        for prefix, score in live(prefixes, scores):
             key = tuple(prefix)
             if key not in nodes:
                 nodes[key] = {
@@ -241,6 +260,7 @@ def beam_tree(recorder: StepRecorder, hypotheses: list, labels: Any) -> dict[str
                     "prefix": list(key),
                 }
     finished = [{"prefix": list(h.tokens), "score": h.score, "norm_score": h.norm_score} for h in hypotheses]
+    # the tree shows raw sums of log-probabilities; the search ranks finished outputs by norm_score
     return {"nodes": list(nodes.values()), "finished": finished, "best": list(hypotheses[0].tokens)}
 
 
@@ -264,17 +284,15 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         )
     transformer = run.config.model.type == "transformer"
     layers = run.config.model.depths.decoder
-    layer = whole(state, "layer", layers - 1, 0, layers - 1) if transformer else 0  # one alignment
+    layer = whole(state, "layer", layers, 1, layers) - 1 if transformer else 0  # counted from 1 on the page
     t = whole(state, "step", 0, 0, 10_000)
     recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t)
     if t >= recorder.count:
         raise LabError(f"step: the search took {recorder.count} steps (0 to {recorder.count - 1})")
     row = whole(state, "row", 0, 0, 10_000)
-    if row >= len(recorder.steps[t].prefixes):
-        raise LabError(
-            f"row: step {t} has {len(recorder.steps[t].prefixes)} live hypotheses (0 to "
-            f"{len(recorder.steps[t].prefixes) - 1})"
-        )
+    alive = len(live(recorder.steps[t].prefixes, recorder.steps[t].scores))
+    if row >= alive:
+        raise LabError(f"row: step {t} has {hypotheses_count(alive)} (0 to {alive - 1})")
     vocab = run.tgt_vocab
     replace = text(state, "replace", "", 100).strip()
     free = hypotheses
@@ -283,15 +301,16 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t, prefix=prefix)
         row = 0
     record = recorder.steps[t]
-    rows = len(record.prefixes)
-    prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p in record.prefixes]
+    alive_rows = live(record.prefixes, record.scores)
+    rows = len(alive_rows)
+    prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p, _ in alive_rows]
     top = record.log_probs[row].topk(min(TOP, record.log_probs.shape[-1]))
     c = record.captured
     mask = ~c["mask"][row]  # (S,) True where a key is masked
     tensors = [
         shown(
             "live hypotheses: score so far",
-            torch.tensor(record.scores).unsqueeze(1),
+            torch.tensor([score for _, score in alive_rows]).unsqueeze(1),
             ["N", "score"],
             rows=prefix_labels,
         ),
@@ -304,11 +323,13 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     ]
     if transformer:
         tensors += [
-            shown(f"query (layer {layer})", c["query"][row], ["h", "d"]),
-            shown(f"scores q·k/√d (layer {layer})", c["scores"][row], ["h", "S"], mask=mask, columns=source),
+            shown(f"query (layer {layer + 1})", c["query"][row], ["h", "d"]),
+            shown(
+                f"scores q·k/√d (layer {layer + 1})", c["scores"][row], ["h", "S"], mask=mask, columns=source
+            ),
             shown("mask (1: key may be attended)", c["mask"][row].float(), ["S"], columns=source),
             shown(
-                f"attention weights (layer {layer})",
+                f"attention weights (layer {layer + 1})",
                 record.weights[row, layer],
                 ["h", "S"],
                 mask=mask,
@@ -344,12 +365,14 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         lines.append(line_of(greedy_search, "forced = _forced_ids(prefix", "greedy_search (its prefix)"))
     texts = {
         "translation": outputs[0],
-        "steps": f"step {t} of {recorder.count} (0-based); {rows} live hypotheses; "
+        "steps": f"step {t} of {recorder.count} (0-based); {hypotheses_count(rows)}; "
         + chosen_after(recorder, hypotheses, t, vocab.labels),
     }
     notes = [
+        *unknown_words(run, sentence),
         ("Greedy search" if beam == 1 else f"Beam search (beam {beam})")
-        + " as `attn-mt translate` runs it; finished: "
+        + " as `attn-mt translate` runs it; finished, with the length-normalised score the search ranks "
+        "them by (the tree shows raw sums of log-probabilities): "
         + "; ".join(f"{o!r} ({h.norm_score:.4f})" for o, h in zip(outputs, hypotheses, strict=True)),
     ]
     if replace:

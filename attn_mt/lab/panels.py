@@ -5,27 +5,31 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from attn_mt.lab.app import Panel
+from attn_mt.lab.complexity import complexity_panel
+from attn_mt.lab.cues import cues_panel
+from attn_mt.lab.exercises import exercises_panel
+from attn_mt.lab.heads import split_merge_panel, trained_heads_panel
+from attn_mt.lab.kernel_regression import nadaraya_watson_panel
+from attn_mt.lab.own_translation import own_translation_panel
+from attn_mt.lab.positions import positional_panel
+from attn_mt.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
+from attn_mt.lab.self_attention import self_attention_panel
+from attn_mt.lab.stepping import stepping_panel
+from attn_mt.lab.transformer import transformer_panel
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.app import Panel
-from attn_mt.serving.lab.complexity import complexity_panel
-from attn_mt.serving.lab.exercises import exercises_panel
-from attn_mt.serving.lab.heads import split_merge_panel, trained_heads_panel
-from attn_mt.serving.lab.kernel_regression import nadaraya_watson_panel
-from attn_mt.serving.lab.own_translation import own_translation_panel
-from attn_mt.serving.lab.positions import positional_panel
-from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
-from attn_mt.serving.lab.stepping import stepping_panel
-from attn_mt.serving.lab.transformer import transformer_panel
 
 
 def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
     """Name -> function of a panel's inputs; the panels over trained runs see `runs`."""
     return {
+        "cues": cues_panel,
         "softmax": masked_softmax_panel,
         "scoring": scoring_panel,
         "keysize": key_size_panel,
         "positions": positional_panel,
         "heads": split_merge_panel,
+        "self_attention": self_attention_panel,
         "complexity": complexity_panel,
         "transformer": partial(transformer_panel, runs),
         "trained_heads": partial(trained_heads_panel, runs),

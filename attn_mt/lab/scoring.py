@@ -16,14 +16,7 @@ from typing import Any
 
 import torch
 
-from attn_mt.models.attention import (
-    AdditiveAttention,
-    AttentionMask,
-    DotProductAttention,
-    masked_softmax,
-    softmax_with_mask,
-)
-from attn_mt.serving.lab.inputs import (
+from attn_mt.lab.inputs import (
     MAX_ELEMENTS,
     LabError,
     choice,
@@ -32,7 +25,14 @@ from attn_mt.serving.lab.inputs import (
     tensor,
     whole,
 )
-from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
+from attn_mt.lab.shown import answer, code, line_of, plot, shown
+from attn_mt.models.attention import (
+    AdditiveAttention,
+    AttentionMask,
+    DotProductAttention,
+    masked_softmax,
+    softmax_with_mask,
+)
 
 DEFAULT_SCORES = (
     "[[[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.4, 0.6]], [[0.7, 0.3, 0.1, 0.5], [0.6, 0.2, 0.9, 0.4]]]"
@@ -101,7 +101,12 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
     tensors = [shown("X (scores)", scores, ["B", "Q", "K"], mask=blocked)]
     if valid_lens is not None:
         tensors.append(
-            shown("valid_lens", valid_lens.float(), ["B"] if valid_lens.dim() == 1 else ["B", "Q"])
+            shown(
+                "valid_lens",
+                valid_lens.float(),
+                ["B"] if valid_lens.dim() == 1 else ["B", "Q"],
+                scale="sequential",  # lengths: 0 up, not signed values
+            )
         )
     name = (
         "masked_softmax(X, valid_lens)" if fill_name == "attn-mt" else f"softmax, masked scores = {fill_name}"
@@ -130,6 +135,7 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
                 note="the sum of each query's weights on keys past its valid length; the right answer is 0",
             )
         )
+        most = float(leaked.max())
         notes.insert(
             0,
             f"Masked scores are replaced with {FILLS[fill_name]} before the softmax; the masked keys keep "
@@ -140,11 +146,14 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
                 "should ignore.",
                 "-inf": "Masked keys get exactly 0, but a query with no valid key is all -inf: "
                 "its softmax is 0/0, NaN (shown as NaN), and NaN spreads through everything after it.",
-                "0": "A score of 0 is an ordinary score: when the valid scores are near 0, masked keys "
-                "take a large share of the weight (filling with 0 masks nothing).",
-                "1e-6": "1e-6 is a tiny positive number, a score like 0: the masked keys take weight "
-                "as if they were valid.",
-            }[fill_name],
+                "0": "A score of 0 is an ordinary score: each masked key takes exp(0 - max) of the "
+                "softmax, a large share when the valid scores are near 0 and a small one, never 0, when "
+                "they are large (valid scores [10, 12] leave about 5e-6 on each masked key).",
+                "1e-6": "1e-6 (a millionth) is a score all but equal to 0, nothing like the book's -1e6: "
+                "each masked key takes exp(1e-6 - max) of the softmax, the same as with a fill of 0, "
+                "not the weight its own score would have given it.",
+            }[fill_name]
+            + f" Here the most any query leaks is {most:.4g}.",
         )
     lines = [
         code(masked_softmax),
@@ -334,6 +343,9 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
     return answer(tensors, lines, notes)
 
 
+SATURATED = 0.9  # a largest weight above this is "nearly all weight on one key"
+
+
 def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
     """One random query over 8 random keys of size d, with or without the 1/sqrt(d) scale, and the spread
     of the scores and the largest weight as d goes from 1 to 1024, both ways."""
@@ -382,13 +394,20 @@ def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
         shown("attention_weights", weights, ["B", "Q", "K"]),
         shown("output: weighted mean of the values 0..7", output, ["B", "Q", "v"]),
     ]
+    largest = float(weights.max())
+    spread = float(scores.std())
     notes = [
         f"q and the 8 keys have d = {d} entries drawn from N(0, 1), so q · k has variance d. "
         + (
-            "Dividing by √d brings the scores back to unit variance whatever d is."
+            "Dividing by √d brings the scores back to unit variance whatever d is"
             if scaled
-            else "Without the scale the scores spread like √d: the softmax puts nearly all weight on one "
-            "key, and its gradients vanish."
+            else f"Without the scale the scores spread like √d (std {spread:.2f} here)"
+        )
+        + f"; the largest of the 8 weights is {largest:.3f}"
+        + (
+            ": nearly all weight on one key, where the softmax's gradients vanish."
+            if largest > SATURATED
+            else ", the softmax not saturated at this d (the plot shows where it saturates as d grows)."
         ),
     ]
     lines = [

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from attn_mt.lab.app import create_lab_app
+from attn_mt.lab.panels import description, lab_panels
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.guard import host_policy
-from attn_mt.serving.lab.app import create_lab_app
-from attn_mt.serving.lab.panels import description, lab_panels
-from attn_mt.serving.server import bind
+from attn_mt.web.guard import host_policy
+from attn_mt.web.listen import bind
 
 
 def run_lab_server(runs: dict[str, LoadedRun], host: str, port: int, allowed_hosts: list[str]) -> None:

@@ -1,8 +1,12 @@
 """Lab panel "exercises": questions on each section of the attention chapter, put in the project's own
-words, each answered by an experiment the server runs with attn-mt's functions, with a short reading.
+words. The learner first picks a prediction; only then is the exercise's experiment run, on request,
+with attn-mt's functions (or, for the three that need trained runs, the runs opened or the measured
+table of measured.yaml, labelled as measured with its machine), and its outcome compared with the
+prediction.
 
-Each exercise is a function of the opened runs returning its question, what the experiment found (a
-sentence and tensors), a reading of the result, and a link to the panel where the learner can vary it.
+The questions, the predictions offered, the readings and the panel links are data (exercises.yaml);
+each function here runs one experiment and returns what it found, its tensors, and which of the
+offered predictions it bears out.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ import copy
 import json
 import math
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from attn_mt.config import ModelConfig
 from attn_mt.decoding.outputs import prepare_sentence
@@ -27,6 +34,11 @@ from attn_mt.demos.nadaraya_watson import (
     squared_error,
     train_parametric,
 )
+from attn_mt.lab.engines import request_engine
+from attn_mt.lab.inputs import LabError, choice, text
+from attn_mt.lab.scoring import seeded_additive, seeded_bilinear
+from attn_mt.lab.self_attention import where_moved
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import (
     DotProductAttention,
     MultiHeadAttention,
@@ -37,64 +49,29 @@ from attn_mt.models.build import build_model
 from attn_mt.models.positional import LearnedPositionalEncoding, PositionalEncoding, sinusoid_table
 from attn_mt.models.transformer import AddNorm
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.engines import request_engine
-from attn_mt.serving.lab.scoring import seeded_additive, seeded_bilinear
-from attn_mt.serving.lab.shown import answer, code, shown
 
 Exercise = Callable[[dict[str, LoadedRun]], dict[str, Any]]
 SEED = 0
-# The book's two runs trained with each exercise switch (docs/lab.md, "The chapter's exercises, trained"): the
-# final training loss and the BLEU of `attn-mt eval RUN --split book` (the book's 4 sentences), seeds 0 and 1
-MEASURED_ON = "a 2-core AMD EPYC (Zen 3, AVX2), 2026-11-26"
-MEASURED_COMMAND = "attn-mt train configs/d2l_{model}.yaml --set {key}={value} --set train.seed={seed}"
-MEASURED: dict[str, list[tuple[str, list[float]]]] = {
-    "positional_encoding": [
-        ("sinusoidal (the book's)", [0.03211, 0.03288, 100.0, 100.0]),
-        ("learned", [0.0305, 0.03087, 100.0, 75.8]),
-        ("none", [0.03087, 0.03071, 100.0, 75.8]),
-    ],
-    "norm": [
-        ("layer (the book's)", [0.03211, 0.03288, 100.0, 100.0]),
-        ("batch", [0.03275, 0.03228, 75.8, 75.8]),
-    ],
-    "scoring": [
-        ("additive (the book's)", [0.01866, 0.02171, 75.8, 53.2]),
-        ("dot", [0.01934, 0.01988, 78.9, 75.8]),
-    ],
-}
-READINGS = {
-    "scoring": "Additive attention learns how to compare a query with a key. Dot-product scoring has nothing "
-    "to learn there: training must instead make the decoder's state and the encoder's outputs point the same "
-    "way where a word should be attended, which the GRUs and the embeddings must learn. Two seeds on the "
-    "book's 601 pairs and a BLEU over its 4 test sentences are far too little to rank the two; they show "
-    "whether the "
-    "parameter-free scoring trains at all, and how far apart the losses land.",
-    "positional_encoding": "Without positions the encoder sees a bag of words (the exercise above). The "
-    "decoder keeps its causal mask, so it can still count how many tokens came before (Haviv et al. 2022 "
-    "found decoders without positions learn them so). A learned table has H numbers per position to fit, "
-    "here from 601 sentences of at most 10 tokens, and stops at model.max_positions; the sinusoidal table "
-    "has nothing to fit and extends to any length.",
-    "norm": "BatchNorm's statistics mix the sentences of a batch and their padding (the exercise above, and "
-    "its comment in AddNorm.forward): in training each add & norm uses the batch's mean and variance, in "
-    "prediction the running averages, so the model predicts with other statistics than it trained with. "
-    "LayerNorm normalises each position by itself, the same in training and prediction.",
-}
-MEASURED_COLUMNS = ["final loss, seed 0", "final loss, seed 1", "book BLEU, seed 0", "book BLEU, seed 1"]
+HERE = Path(__file__).parent
+CLOSE = 0.10  # two losses within 10% of each other count as "about the same"
 
 
-def exercise(
-    section: str, question: str, found: str, reading: str, tensors: list, link: str, lines: list
-) -> dict[str, Any]:
-    """One exercise's answer."""
-    return {
-        "section": section,
-        "question": question,
-        "found": found,
-        "reading": reading,
-        "tensors": tensors,
-        "link": link,
-        "code": lines,
-    }
+@cache
+def texts() -> dict[str, dict[str, Any]]:
+    """The exercises' questions, predictions, readings and links, by function name (exercises.yaml)."""
+    return yaml.safe_load((HERE / "exercises.yaml").read_text(encoding="utf-8"))
+
+
+@cache
+def measured() -> dict[str, Any]:
+    """The measured tables of the book's runs trained with each switch, and where (measured.yaml)."""
+    return yaml.safe_load((HERE / "measured.yaml").read_text(encoding="utf-8"))
+
+
+def result(found: str, tensors: list, outcome: int, lines: list) -> dict[str, Any]:
+    """One experiment's answer: what it found, its tensors, the offered prediction it bears out (one of
+    its `choices` in exercises.yaml, by index), and the attn-mt code it ran."""
+    return {"found": found, "tensors": tensors, "outcome": outcome, "code": lines}
 
 
 def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
@@ -107,16 +84,15 @@ def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
             for i, w in enumerate(ws):
                 weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
                 errors[i, j] += mean_squared_error(weights @ data.y_train, data.y_truth) / draws
-    return exercise(
-        "Nadaraya–Watson",
-        "Does the non-parametric estimator keep improving as the number of noisy training points grows? "
-        "Compare a wide kernel (w = 1) with a narrow one (w = 4).",
+    flat = [bool(errors[i, -1] > (1 - CLOSE) * errors[i, -2]) for i in range(len(ws))]  # no gain 200 -> 1000
+    outcome = 1 if flat[0] and not flat[1] else (2 if all(flat) else 0)
+    return result(
         f"Mean test error over {draws} data sets, from {sizes[0]} to {sizes[-1]} points: "
-        f"w = 1 {errors[0, 0]:.3f} → {errors[0, -1]:.3f}; w = 4 {errors[1, 0]:.3f} → {errors[1, -1]:.3f}.",
-        "More points put more samples under each kernel, so their noise averages out. A wide kernel also "
-        "blurs the curve itself, and that error (the bias) does not shrink with more data, so its error "
-        "levels off; a narrow kernel has little bias and keeps gaining until its few neighbours' noise "
-        "is averaged away.",
+        f"w = 1 {errors[0, 0]:.3f} → {errors[0, -1]:.3f}; w = 4 {errors[1, 0]:.3f} → {errors[1, -1]:.3f}. "
+        f"From {sizes[-2]} to {sizes[-1]} points the error of w = 1 "
+        + ("changes by less than 10%" if flat[0] else "still falls by more than 10%")
+        + ", that of w = 4 "
+        + ("changes by less than 10%." if flat[1] else "still falls by more than 10%."),
         [
             shown(
                 "test MSE",
@@ -126,36 +102,42 @@ def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 columns=[f"{n} points" for n in sizes],
             )
         ],
-        "#nadaraya_watson?w=4",
+        outcome,
         [code(gaussian_attention_weights), code(make_data)],
     )
 
 
+NW_EPOCHS, NW_LR = 50, 0.5  # the exercise's training; its link opens the panel with the same settings
+
+
 def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """Train the parametric w with each point among its own keys, against leave-one-out."""
-    data = make_data(torch.Generator().manual_seed(SEED))
+    """Train the parametric w with each point among its own keys, against leave-one-out; both start from
+    the panel's data and initial w (one generator of seed 0, as the Nadaraya–Watson panel draws them)."""
+    generator = torch.Generator().manual_seed(SEED)
+    data = make_data(generator)
+    start = generator.get_state()
+    loo_model, loo_losses = train_parametric(data, generator, lr=NW_LR, epochs=NW_EPOCHS)
     n = data.x_train.shape[0]
-    loo_model, loo_losses = train_parametric(data, torch.Generator().manual_seed(SEED), lr=0.5, epochs=50)
-    model = NWKernelRegression(torch.Generator().manual_seed(SEED))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model = NWKernelRegression(torch.Generator().set_state(start))  # the same initial w
+    optimizer = torch.optim.SGD(model.parameters(), lr=NW_LR)
     keys, values = data.x_train.expand(n, n), data.y_train.expand(n, n)  # (N, N): each point sees itself
-    for _ in range(50):
+    for _ in range(NW_EPOCHS):
         optimizer.zero_grad()
         loss = squared_error(model(data.x_train, keys, values), data.y_train).sum()
         loss.backward()
         optimizer.step()
     learned = torch.tensor([loo_model.w.item(), model.w.item()])
-    return exercise(
-        "Nadaraya–Watson",
-        "Why does the parametric model leave each training point out of its own keys? Train it both ways "
-        "for 50 epochs and compare the learned w (the inverse of the kernel's bandwidth).",
+    ratio = float(learned[1] / learned[0])
+    return result(
         f"Leaving each point out: w = {learned[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
-        f"Each point among its own keys: w = {learned[1]:.3f} (final loss {loss.item():.3f}).",
-        "When a point is among its keys, the loss falls as w grows: a narrow kernel puts all weight on the "
-        "point itself and predicts its own noisy y exactly. The model would learn to copy the noise; leaving "
-        "the point out makes it predict each y from its neighbours, as it must for new inputs.",
-        [shown("learned w", learned, ["run"], columns=["leave-one-out", "self included"])],
-        "#nadaraya_watson?epochs=50",
+        f"Each point among its own keys: w = {learned[1]:.3f} (final loss {loss.item():.3f}), "
+        f"{ratio:.1f} times as large.",
+        [
+            shown(
+                "learned w", learned, ["run"], columns=["leave-one-out", "self included"], scale="sequential"
+            )
+        ],
+        0 if ratio > 1.5 else (2 if ratio < 1 / 1.5 else 1),
         [code(train_parametric), code(NWKernelRegression)],
     )
 
@@ -172,16 +154,14 @@ def equal_keys(runs: dict[str, LoadedRun]) -> dict[str, Any]:
             dot(queries, keys, values)
         rows += [additive.attention_weights[0, 0], dot.attention_weights[0, 0]]
     weights = torch.stack(rows)  # (4, K)
-    return exercise(
-        "Scoring functions",
-        "Do additive and scaled dot-product attention give the same weights? Try keys that are all equal, "
-        "then keys that differ.",
+    same = [
+        float((weights[0] - weights[1]).abs().max()) < 1e-6,
+        float((weights[2] - weights[3]).abs().max()) < 1e-6,
+    ]
+    return result(
         f"Equal keys: largest weight {float(weights[:2].max()):.4f}, smallest {float(weights[:2].min()):.4f} "
         f"(uniform is 0.25). Different keys: the two functions' weights differ by up to "
         f"{float((weights[2] - weights[3]).abs().max()):.4f}.",
-        "A scoring function that sees the same key four times gives four equal scores, so any softmax of "
-        "them is uniform. Once keys differ, each function scores them its own way: additive attention "
-        "through its learned layers, dot-product attention by the angle and length of q and k.",
         [
             shown(
                 "attention weights",
@@ -195,7 +175,7 @@ def equal_keys(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 ],
             )
         ],
-        "#scoring?keys=" + "[[[1, 1], [1, 1], [1, 1], [1, 1]]]",
+        0 if all(same) else (1 if same[0] else 2),
         [code(seeded_additive), code(DotProductAttention.forward)],
     )
 
@@ -209,14 +189,10 @@ def scale_spread(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         raw = torch.matmul(q, k.transpose(1, 2))  # (N, 1, K)
         spreads.append([float(raw.std()), float((raw / math.sqrt(d)).std())])
     table = torch.tensor(spreads)  # (2, 2)
-    return exercise(
-        "Scoring functions",
-        "Queries and keys have entries of variance 1. How spread out are their dot products for d = 4 and "
-        "d = 256, with and without dividing by √d?",
+    grows = [bool(table[1, c] > 2 * table[0, c]) for c in range(2)]  # d = 256 against d = 4
+    return result(
         f"d = 4: std {table[0, 0]:.2f} unscaled, {table[0, 1]:.2f} scaled. "
         f"d = 256: std {table[1, 0]:.2f} unscaled, {table[1, 1]:.2f} scaled.",
-        "A sum of d products of unit-variance numbers has variance d, so the unscaled spread grows like √d "
-        "(2 and 16 here); dividing by √d keeps it near 1 for every d, and the softmax away from saturation.",
         [
             shown(
                 "std of the scores",
@@ -226,7 +202,7 @@ def scale_spread(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 columns=["none", "1/√d"],
             )
         ],
-        "#keysize?d=256&scaled=false",
+        0 if grows[0] and not grows[1] else (2 if all(grows) else 1),
         [code(DotProductAttention.attend)],
     )
 
@@ -240,17 +216,13 @@ def bilinear_sizes(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     attention = DotProductAttention(dropout=0.0).eval()
     with torch.no_grad():
         output = attention(queries @ M, keys, values)  # (1, 2, 2)
-    return exercise(
-        "Scoring functions",
-        "Using matrix multiplications only, can you score queries of size 3 against keys of size 2?",
+    sums = attention.attention_weights.sum(-1)  # (1, 2)
+    return result(
         f"With a (3 x 2) matrix M, qᵀ M k is defined for every pair: the weights below are a proper "
-        f"softmax over the 3 keys for each of the 2 queries, and the outputs have the values' size "
-        f"{tuple(output.shape)}.",
-        "qᵀ M k maps the query into the keys' space with M (or the key into the queries' space with Mᵀ) "
-        "and then takes a dot product; M is learned with the model. Dot-product attention is the case "
-        "M = I, which forces equal sizes; additive attention is another answer, with a hidden layer.",
+        f"softmax over the 3 keys for each of the 2 queries (each row sums to {float(sums.min()):.4f}), "
+        f"and the outputs have the values' size {tuple(output.shape)}.",
         [shown("attention weights of qᵀ M k / √k", attention.attention_weights, ["B", "Q", "K"])],
-        "#scoring?queries=" + "[[[1, 0, 2], [0, 1, -1]]]",
+        0 if bool(torch.allclose(sums, torch.ones_like(sums))) else 1,
         [code(seeded_bilinear), code(DotProductAttention.attend)],
     )
 
@@ -262,41 +234,50 @@ def summed_scores(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     scores = (queries.unsqueeze(2) + keys.unsqueeze(1)).sum(-1)  # (1, 2, 4): sum_i (q_i + k_i)
     weights = masked_softmax(scores, None)  # (1, 2, 4)
     dot = masked_softmax(torch.matmul(queries, keys.transpose(1, 2)) / math.sqrt(2), None)  # (1, 2, 4)
-    return exercise(
-        "Scoring functions",
-        "When queries and keys have the same size, is summing them, score = Σᵢ (qᵢ + kᵢ), a better "
-        "scoring function than the dot product? Try two very different queries.",
-        "Summing: the two queries' weights differ by at most "
-        f"{float((weights[0, 0] - weights[0, 1]).abs().max()):.1e}. "
+    gap = float((weights[0, 0] - weights[0, 1]).abs().max())
+    like_dot = float((weights - dot).abs().max()) < 1e-6
+    return result(
+        f"Summing: the two queries' weights differ by at most {gap:.1e}. "
         f"Dot product: by up to {float((dot[0, 0] - dot[0, 1]).abs().max()):.3f}.",
-        "Σ (qᵢ + kᵢ) = Σ qᵢ + Σ kᵢ: the query's part is the same for every key, and a softmax ignores a "
-        "constant added to all its scores. So every query gets the same weights, set by the keys alone: "
-        "the query is never compared with the key. The dot product multiplies them, so it depends on both.",
         [
             shown("weights, summed scores", weights, ["B", "Q", "K"]),
             shown("weights, scaled dot product", dot, ["B", "Q", "K"]),
         ],
-        "#scoring",
+        2 if like_dot else (1 if gap < 1e-6 else 0),
         [code(masked_softmax)],
     )
 
 
+def book_masked_softmax(scores: torch.Tensor, valid_lens: torch.Tensor) -> torch.Tensor:
+    """The book's masked_softmax: keys past a query's valid length filled with -1e6, then a softmax."""
+    keep = torch.arange(scores.shape[-1]) < valid_lens.view(-1, 1, 1)  # (B, 1, K)
+    return torch.softmax(scores.masked_fill(~keep, -1e6), dim=-1)  # (B, Q, K)
+
+
 def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """masked_softmax of a query with valid length 0."""
+    """masked_softmax of a query with valid length 0: attn-mt's, and the book's."""
     scores = torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])  # (2, 1, 3)
-    weights = masked_softmax(scores, torch.tensor([0, 2]))  # (2, 1, 3)
-    return exercise(
-        "Masked softmax",
-        "What weights does a query get when its valid length is 0, so that no key may be attended?",
-        f"The query with valid length 0 gets weights {weights[0, 0].tolist()}; the other's sum to "
-        f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys.",
-        "The book fills masked scores with -1e6 (minus a million, not 10⁻⁶). While a query has at least one "
-        "valid key, exp(-1e6 - max) underflows to exactly 0, so masked keys get weight 0 as with -inf. "
-        "Only a query with no valid key differs: all its scores are -1e6, so the book's softmax spreads "
-        "the weight evenly over keys it should ignore. attn-mt gives that query an all-zero row (and zero "
-        "gradients), so padding never leaks into a result.",
-        [shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"])],
-        "#softmax?valid_lens=[0, 2]&scores=[[[1, 2, 3]], [[1, 2, 3]]]",
+    valid_lens = torch.tensor([0, 2])
+    weights = masked_softmax(scores, valid_lens)  # (2, 1, 3)
+    book = book_masked_softmax(scores, valid_lens)  # (2, 1, 3)
+    row = weights[0, 0]
+    outcome = 0 if not row.any() else (1 if bool(torch.allclose(row, row.mean().expand(3))) else 2)
+    return result(
+        f"attn-mt's masked_softmax gives the query with valid length 0 the weights "
+        f"{[round(v, 4) for v in row.tolist()]}; the book's (fill -1e6) gives it "
+        f"{[round(v, 4) for v in book[0, 0].tolist()]}. The other query's weights sum to "
+        f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys, in both.",
+        [
+            shown(
+                "the query with valid length 0",
+                torch.stack([row, book[0, 0]]),
+                ["function", "K"],
+                rows=["attn-mt's masked_softmax", "the book's (-1e6)"],
+                scale="weights",
+            ),
+            shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"]),
+        ],
+        outcome,
         [code(masked_softmax)],
     )
 
@@ -305,32 +286,39 @@ def head_parameters(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """Parameters of MultiHeadAttention with H = 64 and 1, 2, 4 or 8 heads."""
     heads = (1, 2, 4, 8)
     counts = [sum(p.numel() for p in MultiHeadAttention(64, 64, 64, 64, h, 0.0).parameters()) for h in heads]
-    return exercise(
-        "Multi-head attention",
-        "With the hidden size fixed at 64, does using more heads add parameters?",
+    outcome = 1 if len(set(counts)) == 1 else (0 if counts[-1] > counts[0] else 2)
+    return result(
         "Parameters: " + ", ".join(f"{h} heads {c}" for h, c in zip(heads, counts, strict=True)) + ".",
-        "No: W_q, W_k, W_v and W_o stay 64 × 64 whatever h is; the heads only cut the projected 64 "
-        "columns into h slices of d = 64 / h, so each head works in a smaller space at no extra cost.",
         [
             shown(
                 "parameters",
                 torch.tensor(counts, dtype=torch.float64),
                 ["h"],
                 columns=[str(h) for h in heads],
+                scale="sequential",
             )
         ],
-        "#heads?num_hiddens=8&num_heads=4",
+        outcome,
         [code(MultiHeadAttention.split_heads)],
     )
 
 
-def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+def first_transformer(runs: dict[str, LoadedRun], positions: bool = False) -> str | None:
+    """The name of the first opened Transformer run (with a positional encoding, if asked)."""
+    for name, run in runs.items():
+        if run.config.model.type == "transformer" and not (
+            positions and run.config.model.positional_encoding == "none"
+        ):
+            return name
+    return None
+
+
+def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """A Transformer run's log-probability of its own translations with each head of each decoder
     layer's encoder-decoder attention switched off in turn (its slice of W_o's input set to 0)."""
-    transformers = [(n, r) for n, r in runs.items() if r.config.model.type == "transformer"]
-    if not transformers:
-        return None
-    name, run = transformers[0]
+    name = first_transformer(runs)
+    assert name is not None  # exercises.yaml: needs a transformer
+    run = runs[name]
     model = copy.deepcopy(run.model)  # heads are switched off in a copy: other requests use the run's model
     engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
     sentences = ["i lost .", "go home .", "he is calm ."]
@@ -369,17 +357,12 @@ def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
             drops[layer, head] = full - total_log_prob()
             hook.remove()
     least = divmod(int(drops.abs().argmin()), heads)
-    return exercise(
-        "Multi-head attention",
-        f"Can some heads be pruned? Switch off each head of {name}'s encoder-decoder attention in turn and "
-        "see how much less probable the model finds its own translations.",
+    spread = float(drops.abs().max())
+    return result(
         f"Log-probability of {len(sentences)} translations: {full:.3f} with every head. Switching off "
         f"one head lowers it by {float(drops.min()):.3f} to {float(drops.max()):.3f} (below 0: the "
         f"translations became more probable); the least needed is layer {least[0] + 1}, head "
         f"{least[1] + 1}.",
-        "Heads are not equally useful: a head whose removal costs little can be pruned (its slice of W_o "
-        "dropped) with small harm, the idea of Michel et al. (2019) and Voita et al. (2019); removing a "
-        "head that carries the alignment costs the most. Retraining after pruning recovers more.",
         [
             shown(
                 "log-probability lost with the head off",
@@ -389,7 +372,7 @@ def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
                 columns=[f"head {k + 1}" for k in range(heads)],
             )
         ],
-        f"#trained_heads?run={name}&map=cross",
+        0 if float(drops.abs().min()) < 0.25 * spread else 1,
         [code(MultiHeadAttention.merge_heads)],
     )
 
@@ -399,16 +382,11 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     table = sinusoid_table(64, 32).double()  # (S, H)
     starts, shifts = (10, 20, 30), (-4, 1, 4)
     dots = torch.tensor([[float(table[i] @ table[i + k]) for k in shifts] for i in starts])  # (3, 3)
-    return exercise(
-        "Positional encoding",
-        "Is the dot product of the encodings of positions i and i + k the same for every i? "
-        "And for k and -k?",
+    along_i = float((dots - dots[0]).abs().max())
+    sign = float((dots[:, 0] - dots[:, 2]).abs().max())
+    return result(
         f"Down each column (k fixed, i = {', '.join(map(str, starts))}) the values differ by at most "
-        f"{float((dots - dots[0]).abs().max()):.1e}; k = 4 and k = -4 differ by at most "
-        f"{float((dots[:, 0] - dots[:, 2]).abs().max()):.1e}.",
-        "P[i] · P[i + k] sums sin(iω)sin((i+k)ω) + cos(iω)cos((i+k)ω) = cos(kω) over the frequencies ω, "
-        "which depends on the distance k only, and cos is even: the dot product tells how far apart two "
-        "positions are but not which comes first (learned projections can still tell).",
+        f"{along_i:.1e}; k = 4 and k = -4 differ by at most {sign:.1e}.",
         [
             shown(
                 "P[i] · P[i + k]",
@@ -418,31 +396,44 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 columns=[f"k = {k}" for k in shifts],
             )
         ],
-        "#positions?shift=4",
+        2 if along_i > 1e-5 else (0 if sign < 1e-5 else 1),
         [code(sinusoid_table)],
     )
 
 
-def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
-    """A Transformer run's encoder on a sentence and on its words in reverse, with and without the
-    positional encoding: without it the outputs are the same vectors, reordered."""
-    transformers = [
-        (n, r)
-        for n, r in runs.items()
-        if r.config.model.type == "transformer" and r.config.model.positional_encoding != "none"
-    ]
-    if not transformers:
-        return None
-    name, run = transformers[0]
+ORDERED = (  # the same words, where the order says who did what; the first pair the run knows is used
+    ("the dog bit the man .", "the man bit the dog ."),
+    ("tom saw you .", "you saw tom ."),  # in the book's 601 pairs' vocabulary
+)
+
+
+def ordered_pair(run: LoadedRun) -> tuple[list[str], list[str]]:
+    """Two sentences of the same words in orders that mean different things: the first pair of ORDERED
+    whose words the run knows, else three words of its vocabulary as `a b c .` and `c b a .`."""
+    for pair in ORDERED:
+        first, second = (prepare_sentence(run.config, run.src_vocab, s) for s in pair)
+        if all(word in run.src_vocab for word in first):
+            return first, second
+    words = [w for w in run.src_vocab.idx_to_token if w.isalpha()][:3]
+    return [*words, "."], [words[2], words[1], words[0], "."]
+
+
+def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
+    """A Transformer run's encoder on two orders of the same words, with and without the positional
+    encoding: without it each word's output is the same vector in both orders."""
+    name = first_transformer(runs, positions=True)
+    assert name is not None  # exercises.yaml: needs a transformer with positions
+    run = runs[name]
     model = copy.deepcopy(run.model)  # positions are taken away in a copy: other requests use the run's model
     engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
-    words = prepare_sentence(run.config, run.src_vocab, "he is calm .")
+    orders = ordered_pair(run)
     encoded = []
-    for order in (words, words[::-1]):
-        fed, length = engine.source_ids(order)
+    for words in orders:
+        fed, length = engine.source_ids(words)
         encoded.append((torch.tensor([fed]), torch.tensor([length])))
     length = int(encoded[0][1])
-    reverse = [*range(length - 2, -1, -1), length - 1]  # the words reversed, <eos> kept last
+    moved = where_moved(orders[0], orders[1])
+    moved += list(range(len(moved), length))  # <eos> and anything the engine appends stay in place
     model.eval()
     with torch.inference_mode():
         with_positions = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
@@ -450,25 +441,20 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any] | None
             lambda _module, inputs, _output: inputs[0]  # X without P (dropout is off in eval)
         )
         without = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
-    gaps = [float((outputs[0] - outputs[1][reverse]).abs().max()) for outputs in (with_positions, without)]
-    return exercise(
-        "Positional encoding",
-        f"Without the positional encoding, can {name}'s encoder tell 'he is calm .' from its words in "
-        "reverse order? Compare each word's encoder output in the two orders.",
-        f"With positions, a word's output differs between the orders by up to {gaps[0]:.3f}; without them, "
-        f"by {gaps[1]:.1e}.",
-        "Self-attention treats its input as a set: permute the tokens and its outputs are permuted the "
-        "same way, nothing else changes. Only the positional encoding added to the embeddings tells the "
-        "encoder where each word stands; without it 'he is calm' and 'calm is he' look the same to it.",
+    gaps = [float((outputs[0] - outputs[1][moved]).abs().max()) for outputs in (with_positions, without)]
+    return result(
+        f"{' '.join(orders[0])!r} against {' '.join(orders[1])!r}: with positions, a word's output differs "
+        f"between the orders by up to {gaps[0]:.3f}; without them, by {gaps[1]:.1e}.",
         [
             shown(
                 "largest difference between the two orders",
                 torch.tensor(gaps, dtype=torch.float64),
                 ["encoding"],
                 columns=["with positions", "without"],
+                scale="sequential",
             )
         ],
-        "#positions",
+        1 if gaps[1] < 1e-5 else 0,
         [code(PositionalEncoding.forward)],
     )
 
@@ -487,33 +473,26 @@ def batch_against_layer_norm(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     for norm in (layer, batch):
         with torch.no_grad():
             changes.append(float((norm(X, Y)[0] - norm(other, Y)[0]).abs().max()))  # (T, H) of sentence 1
-    return exercise(
-        "The Transformer",
-        "The Transformer normalises with LayerNorm. What would change with BatchNorm? Change the second "
-        "sentence of a batch and see whether the first sentence's output moves.",
+    moves = [c > 1e-6 for c in changes]
+    return result(
         f"The first sentence's output moves by {changes[0]:.1e} with LayerNorm and by {changes[1]:.3f} with "
         "BatchNorm.",
-        "LayerNorm normalises each position over its own H features, so a sentence's output never depends on "
-        "the others. BatchNorm normalises each feature over every position of every sentence in the batch: "
-        "one sentence's output then depends on its neighbours and on padding, changes between training and "
-        "prediction (running averages), and suits the variable lengths of NLP badly.",
         [
             shown(
                 "largest change in sentence 1",
                 torch.tensor(changes, dtype=torch.float64),
                 ["norm"],
                 columns=["LayerNorm", "BatchNorm"],
+                scale="sequential",
             )
         ],
-        "#transformer",
+        0 if all(moves) else (1 if moves[1] else 2),
         [code(AddNorm.forward)],
     )
 
 
-def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
+def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """search.py's beam search with a beam of 1 against its greedy search, on a few sentences of a run."""
-    if not runs:
-        return None
     name, run = next(iter(runs.items()))
     engine = request_engine(run)
     vocab, dc = run.tgt_vocab, run.config.decode
@@ -534,14 +513,10 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
         )
     same = sum(g == b for g, b, _, _ in pairs)
     scores = torch.tensor([[g, b] for _, _, g, b in pairs], dtype=torch.float64)  # (sentences, 2)
-    return exercise(
-        "Decoding",
-        f"Does beam search with a beam of 1 give the same translations as greedy search ({name})?",
+    return result(
         f"{same} of {len(sentences)} sentences translate identically: "
         + "; ".join(f"{g!r}" for g, _, _, _ in pairs)
         + ".",
-        "With one live hypothesis, beam search keeps the single best extension at every step, which is "
-        "greedy search's choice, so outputs and scores agree.",
         [
             shown(
                 "log-probability",
@@ -551,7 +526,7 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any] | None:
                 columns=["greedy", "beam 1"],
             )
         ],
-        f"#decoding?run={name}&beam=1",
+        0 if same == len(sentences) else 1,
         [code(greedy_search), code(beam_search)],
     )
 
@@ -579,8 +554,11 @@ def other_differences(first: LoadedRun, second: LoadedRun, key: str) -> list[str
     ]
 
 
-def switch_results(runs: dict[str, LoadedRun], model_type: str, key: str) -> tuple[str, list]:
-    """The opened runs' final losses when they differ in model.`key`, else the measured table (MEASURED)."""
+def switch_results(
+    runs: dict[str, LoadedRun], model_type: str, key: str
+) -> tuple[str, list, dict[str, float]]:
+    """The opened runs' final losses when they differ in model.`key`, else the measured table
+    (measured.yaml, labelled as measured with its machine and date); and the mean final loss by choice."""
     chosen: dict[str, tuple[str, LoadedRun, float]] = {}
     for name, run in runs.items():
         loss = final_loss(run) if run.config.model.type == model_type else None
@@ -596,37 +574,59 @@ def switch_results(runs: dict[str, LoadedRun], model_type: str, key: str) -> tup
             else f"Their configs also differ in {', '.join(others)}, so the switch is not the only change."
         )
         found = (
-            "The opened runs, final training loss from their run_summary.json: "
+            "Computed from the opened runs, final training loss from their run_summary.json: "
             + "; ".join(f"{name} (model.{key}: {value}) {loss:.4f}" for value, (name, _, loss) in picked)
             + f". {same}"
         )
         losses = torch.tensor([loss for _, (_, _, loss) in picked], dtype=torch.float64)
         names = [name for _, (name, _, _) in picked]
-        return found, [shown("final training loss", losses, ["run"], columns=names)]
+        means = {str(value): loss for value, (_, _, loss) in picked}
+        return (
+            found,
+            [shown("final training loss", losses, ["run"], columns=names, scale="sequential")],
+            means,
+        )
     model = "transformer" if model_type == "transformer" else "bahdanau"
-    rows = MEASURED[key]
+    table_file = measured()
+    rows = table_file["tables"][key]
+    where = f"{table_file['machine']}, {table_file['date']}"
     found = (
-        f"Measured on {MEASURED_ON}, the book's run with each choice (`"
-        + MEASURED_COMMAND.format(model=model, key=f"model.{key}", value="VALUE", seed="SEED")
+        f"Measured, not computed now: on {where}, the book's run with each choice (`"
+        + table_file["command"].format(model=model, key=f"model.{key}")
         + "`, seeds 0 and 1, then `attn-mt eval RUN --split book`): "
         + "; ".join(
             f"{label}: final loss {v[0]:.4f} and {v[1]:.4f}, BLEU {v[2]:.1f} and {v[3]:.1f}"
             for label, v in rows
         )
-        + f". Open run directories that differ in model.{key} (`attn-mt lab RUN_DIR RUN_DIR`) to compare "
-        "them here."
+        + ". Another machine trains to other numbers. Open run directories that differ in "
+        f"model.{key} (`attn-mt lab RUN_DIR RUN_DIR`) to compare your own here."
     )
     table = torch.tensor([values for _, values in rows], dtype=torch.float64)  # (choices, 4)
-    return found, [
-        shown(
-            "measured: loss and BLEU",
-            table,
-            ["choice", "measure"],
-            rows=[label for label, _ in rows],
-            columns=MEASURED_COLUMNS,
-            scale="centred",
-        )
-    ]
+    means = {label: (values[0] + values[1]) / 2 for label, values in rows}
+    return (
+        found,
+        [
+            shown(
+                f"measured on {where}: loss and BLEU",
+                table,
+                ["choice", "measure"],
+                rows=[label for label, _ in rows],
+                columns=table_file["columns"],
+                scale="sequential",
+            )
+        ],
+        means,
+    )
+
+
+def compared(means: dict[str, float]) -> int:
+    """Which of "a clearly lower loss", "a clearly higher loss", "about the same" the second choice's
+    mean loss is against the first's (the book's)."""
+    losses = list(means.values())
+    book, other = losses[0], losses[1]
+    if abs(other - book) <= CLOSE * book:
+        return 2
+    return 0 if other < book else 1
 
 
 def attention_parameters(scoring: str) -> int:
@@ -639,82 +639,111 @@ def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """The Bahdanau decoder's attention with scaled dot-product scoring (model.scoring: dot): its
     parameters, and the trained runs' losses (opened runs, else the measured table)."""
     counts = [attention_parameters("additive"), attention_parameters("dot")]
-    found, tensors = switch_results(runs, "gru_bahdanau", "scoring")
-    return exercise(
-        "Bahdanau attention",
-        "Replace the additive attention of the Bahdanau decoder with scaled dot-product attention "
-        "(model.scoring: dot). Does the trained model reach a lower or a higher loss, and how many "
-        "parameters does its attention keep?",
+    found, tensors, means = switch_results(runs, "gru_bahdanau", "scoring")
+    return result(
         f"At the book's sizes (H = 32) additive attention has {counts[0]} parameters (W_q and W_k, H × H "
         f"each, and w_v, H); dot-product scoring has {counts[1]}: the decoder's GRU state and the "
         f"encoder's outputs are both H wide and are compared as they are. {found}",
-        READINGS["scoring"],
         [
             shown(
                 "attention parameters",
                 torch.tensor(counts, dtype=torch.float64),
                 ["scoring"],
                 columns=["additive", "dot"],
+                scale="sequential",
             ),
             *tensors,
         ],
-        "#scoring",
+        compared(means),
         [code(UnprojectedDotProductAttention.attend)],
     )
 
 
 def learned_or_no_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """The book's Transformer with sinusoidal, learned or no positions (model.positional_encoding)."""
-    found, tensors = switch_results(runs, "transformer", "positional_encoding")
-    return exercise(
-        "Positional encoding",
-        "Train the book's Transformer with a learned position table (model.positional_encoding: "
-        "learned) and with no positions at all (none). Which of the three reaches the lowest loss, and "
-        "does the model without positions still translate?",
-        found,
-        READINGS["positional_encoding"],
-        tensors,
-        "#positions",
-        [code(LearnedPositionalEncoding.forward)],
-    )
+    found, tensors, means = switch_results(runs, "transformer", "positional_encoding")
+    lowest = min(means, key=lambda label: means[label])
+    names = ("sinus", "learned", "none")
+    outcome = next((k for k, n in enumerate(names) if lowest.startswith(n)), 0)
+    return result(found, tensors, outcome, [code(LearnedPositionalEncoding.forward)])
 
 
 def batch_norm_trained(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """The book's Transformer trained with BatchNorm in every add & norm (model.norm: batch)."""
-    found, tensors = switch_results(runs, "transformer", "norm")
-    return exercise(
-        "The Transformer",
-        "Train the book's Transformer with BatchNorm instead of LayerNorm in every add & norm "
-        "(model.norm: batch). Does it reach the loss of the LayerNorm model?",
-        found,
-        READINGS["norm"],
-        tensors,
-        "#transformer",
-        [code(AddNorm.forward)],
+    found, tensors, means = switch_results(runs, "transformer", "norm")
+    return result(found, tensors, compared(means), [code(AddNorm.forward)])
+
+
+EXERCISES: dict[str, Exercise] = {
+    run_exercise.__name__: run_exercise
+    for run_exercise in (
+        empty_rows,
+        equal_keys,
+        bilinear_sizes,
+        summed_scores,
+        scale_spread,
+        more_data,
+        without_leave_one_out,
+        dot_in_bahdanau,
+        head_parameters,
+        pruned_heads,
+        distance_only,
+        order_without_positions,
+        learned_or_no_positions,
+        batch_against_layer_norm,
+        batch_norm_trained,
+        beam_one_is_greedy,
     )
+}
 
 
-EXERCISES: tuple[Exercise, ...] = (
-    empty_rows,
-    equal_keys,
-    bilinear_sizes,
-    summed_scores,
-    scale_spread,
-    more_data,
-    without_leave_one_out,
-    dot_in_bahdanau,
-    head_parameters,
-    pruned_heads,
-    distance_only,
-    order_without_positions,
-    learned_or_no_positions,
-    batch_against_layer_norm,
-    batch_norm_trained,
-    beam_one_is_greedy,
-)
+def available(runs: dict[str, LoadedRun]) -> dict[str, dict[str, Any]]:
+    """The exercises the opened runs allow (exercises.yaml's `needs`), in order, each with its question
+    and link naming the run it experiments on."""
+    names = {
+        "run": next(iter(runs), None),
+        "transformer": first_transformer(runs),
+        "positions_transformer": first_transformer(runs, positions=True),
+    }
+    listing = {}
+    for name, entry in texts().items():
+        need = entry.get("needs")
+        if need is not None and names[need] is None:
+            continue
+        run = names.get(need) or ""
+
+        def filled(template: str, run: str = run) -> str:
+            return template.replace("{transformer}", run).replace("{run}", run)
+
+        listing[name] = {
+            **entry,
+            "name": name,
+            "question": filled(entry["question"]),
+            "link": filled(entry["link"]),
+        }
+    return listing
 
 
 def exercises_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
-    """Every exercise, each computed now."""
-    done = [found for found in (run_exercise(runs) for run_exercise in EXERCISES) if found is not None]
-    return answer([], [], [], exercises=done)
+    """Without `exercise`: every exercise's question and offered predictions, nothing computed. With
+    `exercise` and a `prediction` (one of its choices): that exercise's experiment, run now, and
+    whether it bears the prediction out."""
+    listing = available(runs)
+    name = text(state, "exercise", "", 64).strip()
+    if not name:
+        asked = ("name", "section", "question", "choices")
+        return answer([], [], [], exercises=[{k: e[k] for k in asked} for e in listing.values()])
+    entry = listing.get(name)
+    if entry is None:
+        raise LabError(f"exercise: {name[:40]!r} is not one of {', '.join(listing)}")
+    prediction = choice(state, "prediction", "", tuple(entry["choices"]))
+    found = EXERCISES[name](runs)
+    outcome = entry["choices"][found["outcome"]]
+    answered = {
+        **entry,
+        **found,
+        "outcome": outcome,
+        "prediction": prediction,
+        "right": prediction == outcome,
+    }
+    return answer([], [], [], exercises=[answered])

@@ -13,16 +13,18 @@ FFN's hidden size (ffn_num_hiddens), h heads, d = H / h, L layers, V target voca
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.lab.engines import unknown_words
+from attn_mt.lab.inputs import LabError, choice, limit_elements, text
+from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.transformer import AddNorm, EncoderBlock, PositionWiseFFN, Transformer
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.lab.inputs import LabError, choice, limit_elements, text
-from attn_mt.serving.lab.shown import answer, code, line_of, shown
 
 
 def first_block(model: Transformer, src: torch.Tensor, src_mask: AttentionMask) -> dict[str, torch.Tensor]:
@@ -40,8 +42,10 @@ def first_block(model: Transformer, src: torch.Tensor, src_mask: AttentionMask) 
     return {"X": X, "Y": Y, "normed": normed, "ffn_hidden": hidden, "ffn_out": block.ffn(normed)}
 
 
-def diagram(model: Transformer, S: int, T: int) -> dict[str, Any]:
-    """The encoder-decoder's blocks, in order, each with its live shape and the panel that shows it."""
+def diagram(model: Transformer, S: int, T: int, run: str = "", sentence: str = "") -> dict[str, Any]:
+    """The encoder-decoder's blocks, in order, each with its live shape and the panel that shows it,
+    opened on the same run and sentence."""
+    same = urlencode({"run": run, "sentence": sentence}, quote_via=quote)  # the learner's, not the default
     H = model.encoder.num_hiddens
     F = model.encoder.blks.block0.ffn.dense1.out_features
     h, L = model.num_heads, len(model.encoder.blks)
@@ -49,7 +53,7 @@ def diagram(model: Transformer, S: int, T: int) -> dict[str, Any]:
     return {
         "layers": L,
         "encoder": [
-            {"name": "source tokens", "shape": f"(1, S) = (1, {S})", "link": "#transformer"},
+            {"name": "source tokens", "shape": f"(1, S) = (1, {S})", "link": f"#transformer?{same}"},
             {
                 "name": "embedding · √H + positional encoding",
                 "shape": f"(1, S, H) = (1, {S}, {H})",
@@ -58,21 +62,21 @@ def diagram(model: Transformer, S: int, T: int) -> dict[str, Any]:
             {
                 "name": f"multi-head self-attention ({h} heads)",
                 "shape": f"(1, h, S, S) = (1, {h}, {S}, {S})",
-                "link": "#trained_heads?map=encoder_self",
+                "link": f"#trained_heads?map=encoder_self&{same}",
             },
-            {"name": "add & norm", "shape": f"(1, S, H) = (1, {S}, {H})", "link": "#transformer"},
+            {"name": "add & norm", "shape": f"(1, S, H) = (1, {S}, {H})", "link": f"#transformer?{same}"},
             {
                 "name": "position-wise FFN",
                 "shape": f"(1, S, F) = (1, {S}, {F}) → (1, S, H)",
-                "link": "#transformer",
+                "link": f"#transformer?{same}",
             },
-            {"name": "add & norm", "shape": f"(1, S, H) = (1, {S}, {H})", "link": "#transformer"},
+            {"name": "add & norm", "shape": f"(1, S, H) = (1, {S}, {H})", "link": f"#transformer?{same}"},
         ],
         "decoder": [
             {
                 "name": "target tokens (shifted right: <bos> first)",
                 "shape": f"(1, T) = (1, {T})",
-                "link": "#transformer",
+                "link": f"#transformer?{same}",
             },
             {
                 "name": "embedding · √H + positional encoding",
@@ -82,25 +86,25 @@ def diagram(model: Transformer, S: int, T: int) -> dict[str, Any]:
             {
                 "name": "masked multi-head self-attention (causal)",
                 "shape": f"(1, h, T, T) = (1, {h}, {T}, {T})",
-                "link": "#trained_heads?map=decoder_self",
+                "link": f"#trained_heads?map=decoder_self&{same}",
             },
-            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": "#transformer"},
+            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": f"#transformer?{same}"},
             {
                 "name": "multi-head encoder-decoder attention",
                 "shape": f"(1, h, T, S) = (1, {h}, {T}, {S})",
-                "link": "#trained_heads?map=cross",
+                "link": f"#trained_heads?map=cross&{same}",
             },
-            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": "#transformer"},
+            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": f"#transformer?{same}"},
             {
                 "name": "position-wise FFN",
                 "shape": f"(1, T, F) = (1, {T}, {F}) → (1, T, H)",
-                "link": "#transformer",
+                "link": f"#transformer?{same}",
             },
-            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": "#transformer"},
+            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": f"#transformer?{same}"},
             {
                 "name": "dense → softmax over the vocabulary",
                 "shape": f"(1, T, V) = (1, {T}, {V})",
-                "link": "#decoding",
+                "link": f"#decoding?{same}",
             },
         ],
     }
@@ -225,6 +229,7 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     ]
     zeros = float((hidden == 0).float().mean())
     notes = [
+        *unknown_words(run, sentence),
         f"Target fed to the decoder: {' '.join(target_labels)} (<bos> then "
         + ("your target" if text(state, "target", "", 300).strip() else "the greedy translation")
         + f"); source {S} positions of which {src_len} are valid.",
@@ -250,5 +255,9 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
         code(PositionWiseFFN.forward, "PositionWiseFFN.forward"),
     ]
     return answer(
-        tensors, lines, notes, diagram=diagram(model, S, T), text={"target": " ".join(target_labels)}
+        tensors,
+        lines,
+        notes,
+        diagram=diagram(model, S, T, name, sentence),
+        text={"target": " ".join(target_labels)},
     )

@@ -30,7 +30,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attn_mt.errors import UserError
-from attn_mt.serving.http import error_response, read_body, replaying
+from attn_mt.web.http import error_response, read_body, replaying
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})

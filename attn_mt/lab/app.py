@@ -25,12 +25,10 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
-from attn_mt.serving.app import BodyLimit, answer_errors_as_json
-from attn_mt.serving.guard import Guard, HostPolicy
-from attn_mt.serving.http import error_response
-from attn_mt.serving.lab.inputs import LabError, loads
-from attn_mt.serving.lab.shown import PACKAGE, ROOT
-from attn_mt.serving.schemas import ErrorBody
+from attn_mt.lab.inputs import LabError, loads
+from attn_mt.lab.shown import PACKAGE, ROOT
+from attn_mt.web.guard import Guard, HostPolicy
+from attn_mt.web.http import BodyLimit, ErrorBody, answer_errors_as_json, error_response
 
 PAGE_DIR = Path(__file__).parent / "page"
 MAX_BODY_BYTES = 256 * 1024  # a request body over this is refused with 413 before it is read
@@ -70,7 +68,7 @@ def source_page(relative: str) -> str | None:
 
 def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts: HostPolicy) -> FastAPI:
     """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels. It
-    answers the Host headers of `hosts`, JSON bodies only, and no other origin (serving/guard.py)."""
+    answers the Host headers of `hosts`, JSON bodies only, and no other origin (web/guard.py)."""
     app = FastAPI(title="attn-mt lab", version="0.1.0", docs_url=None, redoc_url=None)
 
     def openapi() -> dict[str, Any]:

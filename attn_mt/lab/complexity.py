@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from attn_mt.lab.inputs import LabError, limit_elements, whole
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import DotProductAttention
-from attn_mt.serving.lab.inputs import LabError, limit_elements, whole
-from attn_mt.serving.lab.shown import answer, code, shown
 
 MAX_TOKENS = 128
 MAX_DIMENSIONS = 256

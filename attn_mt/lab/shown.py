@@ -9,9 +9,11 @@ Axes use short names (see docs/lab.md's notation table): B batch size, Q number 
 key-value pairs (the book's code comments: batch_size, no. of queries, no. of key-value pairs; its
 equations: n queries, m key-value pairs), q, k, v the query, key and value sizes, d = q = k.
 
-Colour scales: attention weights (`scale` "weights") on the fixed scale 0 to 1, so that equal weights
-look equal everywhere; any other tensor ("centred") on a scale centred at 0 reaching the tensor's
-largest absolute value. The page draws a legend under each tensor.
+Colour scales: attention weights (`scale` "weights") and probabilities ("probability") on the fixed
+sequential scale 0 to 1, so that equal values look equal everywhere; masks ("binary") in two colours,
+0 and 1; counts and lengths ("sequential") from 0 to their largest value; any other tensor ("centred")
+on a diverging scale centred at 0 reaching the tensor's largest absolute value. The page draws a legend
+under each tensor.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import torch
 
-PACKAGE = Path(__file__).resolve().parents[2]  # attn_mt/
+PACKAGE = Path(__file__).resolve().parents[1]  # attn_mt/
 ROOT = PACKAGE.parent
 
 
@@ -39,19 +41,16 @@ def shown(
     scale: str | None = None,
 ) -> dict[str, Any]:
     """A tensor for the page: its name, axes, shape and values (and mask, hover, labels of the rows and
-    columns of its 2-D slices, such as tokens); `scale` "weights" or "centred", by default "weights" when
-    the name speaks of weights or a softmax and every value lies in [0, 1]."""
+    columns of its 2-D slices, such as tokens); `scale` one of SCALES, by default chosen from the name and
+    values (scale_for)."""
     if value.dim() != len(axes):
         raise ValueError(f"{name}: {value.dim()}-D tensor labelled with {len(axes)} axes {axes}")
     numbers = value.detach().double()
     nan = torch.isnan(numbers)
     if scale is None:
-        kept = numbers[~nan]
-        named = re.search(r"(?<![a-z])weights?(?![a-z])|softmax", name.lower()) is not None
-        in_range = kept.numel() == 0 or (float(kept.min()) >= 0 and float(kept.max()) <= 1)
-        scale = "weights" if named and in_range else "centred"
-    if scale not in ("weights", "centred"):
-        raise ValueError(f"{name}: scale must be 'weights' or 'centred', got {scale!r}")
+        scale = scale_for(name, numbers[~nan])
+    if scale not in SCALES:
+        raise ValueError(f"{name}: scale must be one of {', '.join(SCALES)}, got {scale!r}")
     entry: dict[str, Any] = {
         "name": name,
         "axes": axes,
@@ -70,6 +69,23 @@ def shown(
     if columns is not None:
         entry["columns"] = columns
     return entry
+
+
+SCALES = ("weights", "probability", "binary", "sequential", "centred")
+
+
+def scale_for(name: str, kept: torch.Tensor) -> str:
+    """The colour scale a tensor's name and (non-NaN) values call for: "weights" for weights or a softmax
+    in [0, 1], "probability" for p(...) in [0, 1], "binary" for a mask of 0s and 1s, else "centred"."""
+    lowered = name.lower()
+    in_range = kept.numel() == 0 or (float(kept.min()) >= 0 and float(kept.max()) <= 1)
+    if in_range and re.search(r"(?<![a-z])weights?(?![a-z])|softmax", lowered):
+        return "weights"
+    if in_range and re.search(r"(?<![a-z])p\(|probabilit", lowered):
+        return "probability"
+    if re.search(r"(?<![a-z])mask(?![a-z])", lowered) and bool(((kept == 0) | (kept == 1)).all()):
+        return "binary"
+    return "centred"
 
 
 def _with_nulls(values: Any, nan: Any) -> Any:

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from attn_mt.demos.positional_encoding import encoding_matrix
+from attn_mt.lab.inputs import LabError, limit_elements, whole
+from attn_mt.lab.shown import answer, code, line_of, plot, shown
 from attn_mt.models.positional import WAVELENGTH_BASE, PositionalEncoding, sinusoid_table
-from attn_mt.serving.lab.inputs import LabError, limit_elements, whole
-from attn_mt.serving.lab.shown import answer, code, line_of, plot, shown
 
 MAX_STEPS = 512
 MAX_HIDDENS = 64  # M_k is (H, H)
@@ -57,8 +57,15 @@ def positional_panel(state: dict[str, Any]) -> dict[str, Any]:
     positions = torch.arange(steps)
     pair = c // 2
     columns = [(f"column {n}", positions, table[:, n]) for n in (2 * pair, 2 * pair + 1)]
+    whole_table = shown(
+        "P (positional encoding)",
+        table,
+        ["S", "H"],
+        note=f"outlined: row i = {i} and column c = {c}, the ones drawn below",
+    )
+    whole_table["marks"] = {"rows": [i], "columns": [c]}  # the page outlines the chosen row and column
     tensors = [
-        shown("P (positional encoding)", table, ["S", "H"]),
+        whole_table,
         shown(f"P[{i}] (row i = {i})", table[i], ["H"]),
         shown(f"M_{k} (shift by k = {k})", M, ["H", "H"]),
         shown(f"M_{k} · P[{i}]", mapped, ["H"]),
