@@ -14,13 +14,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from synthetic import reverse_pairs
@@ -76,39 +77,42 @@ SENTENCES = [en for en, _ in reverse_pairs(12, seed=7)] + [
 
 
 @contextmanager
-def server(run_dir: Path, *options: str) -> Iterator[str]:
+def server(run_dir: Path, *options: str, log: IO[str] | None = None) -> Iterator[str]:
     """`attn-mt serve RUN_DIR --port 0 ...` in its own process; yields its base URL, stops it after."""
-    with command_server("serve", str(run_dir), *options) as address:
+    with command_server("serve", str(run_dir), *options, log=log) as address:
         yield address
 
 
 @contextmanager
-def command_server(*arguments: str) -> Iterator[str]:
-    """`attn-mt COMMAND ... --port 0 --device cpu` (serve or lab) in its own process; yields its address."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "attn_mt", *arguments, "--port", "0", "--device", "cpu"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-        line = process.stdout.readline() if ready else ""
-        if "http://127.0.0.1:" not in line:
-            process.kill()
-            pytest.fail(f"the server did not start: {line!r} {process.stderr.read()[-3000:]}")
-        yield line.split("http://", 1)[1].split("/", 1)[0]
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+def command_server(*arguments: str, log: IO[str] | None = None) -> Iterator[str]:
+    """`attn-mt COMMAND ... --port 0 --device cpu` (serve or lab) in its own process; yields its address.
+    Its log (a line per request) goes to `log`, a file, or a temporary one: never a pipe nobody drains."""
+    with nullcontext(log) if log is not None else tempfile.TemporaryFile(mode="w+") as written:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "attn_mt", *arguments, "--port", "0", "--device", "cpu"],
+            stdout=subprocess.PIPE,
+            stderr=written,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        try:
+            ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+            line = process.stdout.readline() if ready else ""
+            if "http://127.0.0.1:" not in line:
                 process.kill()
                 process.wait()
-        process.stdout.close()
-        process.stderr.close()
+                written.seek(0)
+                pytest.fail(f"the server did not start: {line!r} {written.read()[-3000:]}")
+            yield line.split("http://", 1)[1].split("/", 1)[0]
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            process.stdout.close()
 
 
 def call(

@@ -10,6 +10,7 @@ import sys
 import threading
 import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from email.message import Message
 from pathlib import Path
@@ -78,37 +79,167 @@ def test_json_lists_alternatives_and_auto_detection(address, translator):
 
 @pytest.mark.parametrize(
     ("body", "error"),
-    [
+    [  # LibreTranslate's own wording (its app.py), each answered with 400
         ({"q": "Alpha.", "source": "de", "target": "fr"}, "de is not supported"),
-        ({"q": "Alpha.", "source": "en", "target": "es"}, "es is not supported"),
+        ({"q": "Alpha.", "source": "en", "target": "zz"}, "zz is not supported"),
         ({"q": "Alpha.", "source": "en"}, "Invalid request: missing target parameter"),
-        ({"q": "Alpha.", "target": "fr"}, "Invalid request: missing source parameter"),
+        ({"q": "Alpha."}, "Invalid request: missing source parameter"),  # only the first one missing
         ({"q": "Alpha.", "source": "", "target": "fr"}, "Invalid request: missing source parameter"),
         ({"q": "", "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         ({"source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         ({"q": [], "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
+        ({"q": "Alpha.", "source": "en", "target": "fr", "format": "xml"}, "xml format is not supported"),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "format": "markdown"},
-            "Invalid request: format: Input should be 'text' or 'html'",
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "abc"},
+            "Invalid request: alternatives parameter is not a number",
         ),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": 1.5},
-            "Invalid request: alternatives",
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": 99},
+            "Invalid request: alternatives parameter must be <= 15",
         ),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "two"},
-            "Invalid request: alternatives",
+            {"q": "a" * 100_000, "source": "en", "target": "fr"},
+            "Invalid request: request (100000) exceeds text limit (64000)",
         ),
+        (
+            {"q": ["Alpha."] * 65, "source": "en", "target": "fr"},
+            "Invalid request: request (65) exceeds text limit (64)",
+        ),
+        ([{"q": "Alpha.", "source": "en", "target": "fr"}], "Invalid JSON format"),
+    ],
+)
+def test_libretranslate_errors_are_its_own_400s(address, body, error):
+    status, answer = call(address, "/translate", body)
+    assert (status, answer["error"]) == (400, error) and answer["problems"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [  # attn-mt's own limits and checks, in LibreTranslate's shape
         ({"q": ["Alpha. " * 40] * 2, "source": "en", "target": "fr"}, "more than 64 sentences"),
         (
             {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "15"},
             "beam size 16 needs at least 32 target vocabulary",
         ),
+        ({"q": 7, "source": "en", "target": "fr"}, "q parameter must be a text or a list of texts"),
     ],
 )
-def test_libretranslate_errors_are_400_with_an_error_line(address, body, error):
+def test_attn_mts_own_refusals_are_400_with_an_error_line(address, body, error):
     status, answer = call(address, "/translate", body)
     assert status == 400 and error in answer["error"], answer
+
+
+def test_forms_queries_and_codes_are_read_as_libretranslate_reads_them(address, translator):
+    alone = translator.translate([SENTENCES[0]])[0].text
+    form = "application/x-www-form-urlencoded"
+    for raw, content_type in (
+        (b"source=en&target=fr", form),  # a form without q
+        (json.dumps({"q": "Alpha.", "source": "en", "target": "fr"}).encode(), form),  # curl -d's default
+    ):
+        status, answer = call(address, "/translate", raw=raw, content_type=content_type)
+        assert (status, answer["error"]) == (400, "Invalid request: missing q parameter"), answer
+    query = urllib.parse.urlencode({"q": SENTENCES[0], "source": "EN", "target": "Fr"})
+    for raw, content_type in ((b"", None), (b"format=", form)):  # fields in the URL query alone
+        status, answer = call(address, f"/translate?{query}", raw=raw, content_type=content_type)
+        assert (status, answer) == (200, {"translatedText": alone}), answer
+    for text_format in (None, ""):  # null or empty: text
+        body = {"q": SENTENCES[0], "source": "EN", "target": "FR", "format": text_format, "alternatives": -1}
+        status, answer = call(address, "/translate", body)
+        assert (status, answer) == (200, {"translatedText": alone}), answer  # -1 alternatives: none
+    status, answer = call(
+        address, "/translate", {"q": SENTENCES[0], "source": "en", "target": "fr", "alternatives": 1.5}
+    )
+    assert status == 200 and "alternatives" in answer  # 1.5 is read as 1, as int() reads it there
+
+
+def test_emoji_alone_come_back_unchanged_and_html_gets_no_alternatives(address):
+    body = {"q": ["🙂👍", "!! 🎉"], "source": "auto", "target": "fr", "alternatives": 2}
+    status, answer = call(address, "/translate", body)
+    assert status == 200 and answer["translatedText"] == ["🙂👍", "!! 🎉"], answer
+    assert answer["alternatives"] == [[], []]
+    assert answer["detectedLanguage"] == [{"language": "en", "confidence": 0.0}] * 2
+    body = {"q": "<p>Alpha bravo.</p>", "source": "en", "target": "fr", "format": "html", "alternatives": 3}
+    status, answer = call(address, "/translate", body)
+    assert status == 200 and answer["alternatives"] == [], answer
+
+
+def test_health_is_libretranslates_and_errors_name_their_problem(address):
+    assert call(address, "/health") == (200, {"status": "ok"})
+    status, answer = call(address, "/nowhere")
+    assert status == 404 and answer["problems"] == [answer["error"]]
+    connection = http.client.HTTPConnection(address, timeout=60)
+    try:  # a body declared over the limit is refused before it is sent
+        connection.putrequest("POST", "/translate")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(2 << 20))
+        connection.endheaders()
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 413 and answer["problems"] == [answer["error"]]
+
+
+def test_detect_names_the_models_language_with_how_much_its_vocabulary_knows(address):
+    client = LibreTranslateAPI(f"http://{address}/")
+    found = client.detect(SENTENCES[0])
+    assert len(found) == 1 and found[0]["language"] == "en" and 0 < found[0]["confidence"] <= 100
+    assert client.detect("🙂👍") == [{"confidence": 0.0, "language": "en"}]
+    status, answer = call(address, "/detect", {"source": "en"})
+    assert (status, answer["error"]) == (400, "Invalid request: missing q parameter")
+    assert call(address, "/detect")[0] == 405  # a GET, as LibreTranslate answers it
+
+
+def test_libretranslates_page_routes_answer_as_it_does(address, translator):
+    status, settings = call(address, "/frontend/settings")
+    assert status == 200 and settings["language"] == {
+        "source": {"code": "en", "name": "English"},
+        "target": {"code": "fr", "name": "French"},
+    }
+    assert settings["charLimit"] == 64_000 and settings["supportedFilesFormat"] == [".txt", ".html"]
+    assert not settings["suggestions"] and not settings["keyRequired"]
+    status, answer = call(address, "/suggest", {"q": "a", "s": "b", "source": "en", "target": "fr"})
+    assert (status, answer["error"]) == (403, "Suggestions are disabled on this server.")
+    status, spec = call(address, "/spec")
+    assert status == 200 and "/translate" in spec["paths"] and "/detect" in spec["paths"]
+    assert call(address, "/spec", {})[0] == 405 and call(address, "/health", {})[0] == 405
+
+
+def multipart(fields: dict[str, str], filename: str, content: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body with `fields` and one file: the body and its Content-Type."""
+    boundary = "attn-mt-test-boundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'
+    body = b"".join(parts) + head.encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def test_translate_file_translates_text_and_html_files_for_download(address, translator):
+    alone = [t.text for t in translator.translate(SENTENCES[:2])]
+    for filename, content, expected in (
+        ("notes.txt", f"{SENTENCES[0]}\n{SENTENCES[1]}\n", f"{alone[0]}\n{alone[1]}\n"),
+        ("page.html", f"<p>{SENTENCES[0]}</p>", f"<p>{alone[0]}</p>"),
+    ):
+        body, kind = multipart({"source": "en", "target": "fr"}, filename, content.encode())
+        status, answer = call(address, "/translate_file", raw=body, content_type=kind)
+        assert status == 200, answer
+        link = answer["translatedFileUrl"]
+        assert link.startswith(f"http://{address}/download_file/") and link.endswith(filename)
+        with urllib.request.urlopen(link, timeout=60) as response:
+            assert response.read().decode() == expected
+            assert filename in response.headers["Content-Disposition"]
+    for fields, filename, error in (
+        ({"source": "en", "target": "fr"}, "slides.pdf", "Invalid request: file format not supported"),
+        ({"target": "fr"}, "notes.txt", "Invalid request: missing source parameter"),
+        ({"source": "en", "target": "zz"}, "notes.txt", "zz is not supported"),
+    ):
+        body, kind = multipart(fields, filename, b"Alpha.")
+        status, answer = call(address, "/translate_file", raw=body, content_type=kind)
+        assert (status, answer["error"]) == (400, error), answer
+    assert call(address, "/download_file/nothing.txt")[0] == 404
 
 
 def test_answers_match_libretranslates_for_alternatives_forms_and_line_breaks(address, translator):
@@ -158,21 +289,39 @@ def test_html_without_its_parser_names_the_extra(translator, monkeypatch):
         plan(request, translator.cfg, lambda line: split_line(line, "en"))
 
 
-def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address):
-    page = "https://webapp.example"
-    for path, method in (("/translate", "POST"), ("/languages", "GET")):
+def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address, translator):
+    page = "https://evil.example"
+    for path, method in (
+        ("/translate", "POST"),
+        ("/languages", "GET"),
+        ("/detect", "POST"),
+        ("/spec", "GET"),
+    ):
         status, headers = preflight(address, path, page, method)
         assert status == 204 and headers["Access-Control-Allow-Origin"] == "*", path
-        assert "Content-Type" in headers["Access-Control-Allow-Headers"]
-    for path in ("/score", "/info", "/health"):
-        status, headers = preflight(address, path, page, "POST")
+        assert headers["Access-Control-Allow-Methods"] == method
+        assert headers["Access-Control-Allow-Headers"] == "Content-Type"
+    for path, method in (("/score", "POST"), ("/info", "GET"), ("/metrics", "GET"), ("/translate", "PUT")):
+        status, headers = preflight(address, path, page, method)
         assert status == 403 and "Access-Control-Allow-Origin" not in headers, path
+    status, headers = preflight(address, "/translate", page, "POST", asked="content-type, x-api-key")
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers  # a header LibreTranslate needs not
     body = {"q": SENTENCES[0], "source": "en", "target": "fr"}
-    for sent, allowed in ((body, "*"), ({"sentences": [SENTENCES[0]]}, None), ({"q": "", **body}, "*")):
-        headers = answer_headers(address, "/translate", sent, page)
+    for sent, allowed in ((body, "*"), ({"source": "en"}, "*"), ([body], "*")):  # its answers, errors too
+        status, headers = answer_headers(address, "/translate", sent, page)
         assert headers.get("Access-Control-Allow-Origin") == allowed, sent
         assert "Origin" in headers.get("Vary", "")
-    assert answer_headers(address, "/languages", None, page)["Access-Control-Allow-Origin"] == "*"
+    assert answer_headers(address, "/languages", None, page)[1]["Access-Control-Allow-Origin"] == "*"
+    own = {"sentences": [SENTENCES[0]], "beam": 4, "attention": True}
+    before = decoded_sentences(address)
+    status, headers = answer_headers(address, "/translate", own, page)
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers  # refused before decoding
+    form = urllib.parse.urlencode({"sentences": SENTENCES[0]}).encode()
+    status, _ = answer_headers(address, "/score", None, page, raw=form)
+    assert status == 415  # a page's form, which needs no preflight, to serve's own API
+    assert decoded_sentences(address) == before
+    status, headers = answer_headers(address, "/translate", own, f"http://{address}")
+    assert status == 200  # serve's own pages: same origin
 
 
 class BlankPage(http.server.BaseHTTPRequestHandler):
@@ -259,16 +408,31 @@ def test_listening_on_every_address_answers_the_machines_addresses_but_no_other_
     assert cors_policy(None).allowed("https://a.example", libretranslate=False) is None
 
 
-def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, Message]:
+def decoded_sentences(address: str) -> float:
+    """The sentences the server's decoding worker has decoded so far, read from GET /metrics."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=60) as response:
+        text = response.read().decode()
+    return float(
+        next(
+            line.split()[1]
+            for line in text.splitlines()
+            if line.startswith("attn_mt_decoder_sentences_total")
+        )
+    )
+
+
+def preflight(
+    address: str, path: str, origin: str, method: str, asked: str = "content-type"
+) -> tuple[int, Message]:
     """A browser's CORS preflight for `method` on `path` from a page of `origin`: status and headers."""
     connection = http.client.HTTPConnection(address, timeout=60)
     try:
-        asked = {
+        headers = {
             "Origin": origin,
             "Access-Control-Request-Method": method,
-            "Access-Control-Request-Headers": "content-type",
+            "Access-Control-Request-Headers": asked,
         }
-        connection.request("OPTIONS", path, headers=asked)
+        connection.request("OPTIONS", path, headers=headers)
         response = connection.getresponse()
         response.read()
         return response.status, response.headers
@@ -276,16 +440,23 @@ def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, M
         connection.close()
 
 
-def answer_headers(address: str, path: str, body: dict | None, origin: str) -> Message:
-    """The headers of the answer to a request from a page of `origin`."""
+def answer_headers(
+    address: str, path: str, body: object, origin: str, raw: bytes | None = None
+) -> tuple[int, Message]:
+    """The status and headers of the answer to a request from a page of `origin` (a JSON body, a
+    form's `raw` bytes, or a GET)."""
     connection = http.client.HTTPConnection(address, timeout=60)
     try:
-        data = None if body is None else json.dumps(body)
-        headers = {"Origin": origin, **({} if body is None else {"Content-Type": "application/json"})}
-        connection.request("GET" if body is None else "POST", path, body=data, headers=headers)
+        headers = {"Origin": origin}
+        data = raw
+        if raw is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+        connection.request("GET" if data is None else "POST", path, body=data, headers=headers)
         response = connection.getresponse()
         response.read()
-        return response.headers
+        return response.status, response.headers
     finally:
         connection.close()
 

@@ -10,8 +10,10 @@ from attn_mt.serving.schemas import ErrorBody
 
 
 def error_response(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
-    """The one shape of every error answer."""
-    return JSONResponse(ErrorBody(error=message, problems=problems or []).model_dump(), status_code=status)
+    """The one shape of every error answer; `problems` is the message alone unless given."""
+    return JSONResponse(
+        ErrorBody(error=message, problems=problems or [message]).model_dump(), status_code=status
+    )
 
 
 async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
