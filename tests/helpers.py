@@ -156,15 +156,35 @@ def fetch(address: str, path: str) -> tuple[int, str, bytes]:
             return error.code, error.headers.get("Content-Type", ""), error.read()
 
 
+WORKER_METRICS = {  # serve's /metrics sample -> the count's name here
+    "attn_mt_queue_depth": "waiting",
+    "attn_mt_decoder_batches_total": "batches",
+    "attn_mt_decoder_sentences_total": "sentences",
+    "attn_mt_decoder_dropped_total": "dropped",
+}
+
+
+def worker_counts(address: str) -> dict[str, int]:
+    """The requests waiting and the decoding worker's batches, sentences and dropped jobs, read from
+    serve's GET /metrics (Prometheus' text format)."""
+    status, _, text = fetch(address, "/metrics")
+    assert status == 200, text
+    counts = {}
+    for line in text.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name in WORKER_METRICS:
+            counts[WORKER_METRICS[name]] = int(float(value))
+    return counts
+
+
 def wait_for_health(address: str, condition: Callable[[dict], bool]) -> dict:
-    """Poll /health until `condition` holds for its answer; that answer."""
+    """Poll serve's counts (`worker_counts`) until `condition` holds for them; those counts."""
     deadline = time.monotonic() + ANSWER_TIMEOUT_S
     while True:
-        status, health = call(address, "/health")
-        assert status == 200, health
-        if condition(health):
-            return health
-        assert time.monotonic() < deadline, f"/health never met the condition: {health}"
+        counts = worker_counts(address)
+        if condition(counts):
+            return counts
+        assert time.monotonic() < deadline, f"the server's counts never met the condition: {counts}"
         time.sleep(0.05)
 
 
@@ -236,6 +256,10 @@ ERROR_CASES: dict[str, dict] = {
     "no-content-type": {"raw": b'{"sentences": ["alpha ."]}', "content_type": None},
     "foreign-host": {"body": {"sentences": ["alpha ."]}, "headers": {"Host": "rebound.example:8000"}},
     "cross-origin-api": {"path": "/score", "preflight": "https://elsewhere.example"},
+    "cross-origin-post": {
+        "body": {"sentences": ["alpha ."]},
+        "headers": {"Origin": "https://elsewhere.example"},
+    },
     "unknown-path": {"path": "/translations", "get": True},
     "wrong-method": {"path": "/translate", "get": True},
 }

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from devtools import Browser
-from helpers import CHROMIUM_FLAGS, call, server
+from helpers import CHROMIUM_FLAGS, call, server, worker_counts
 from libretranslatepy import LibreTranslateAPI
 
 from attn_mt.data.sentences import split_line
@@ -313,13 +313,13 @@ def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(a
         assert "Origin" in headers.get("Vary", "")
     assert answer_headers(address, "/languages", None, page)[1]["Access-Control-Allow-Origin"] == "*"
     own = {"sentences": [SENTENCES[0]], "beam": 4, "attention": True}
-    before = decoded_sentences(address)
+    before = worker_counts(address)["sentences"]
     status, headers = answer_headers(address, "/translate", own, page)
     assert status == 403 and "Access-Control-Allow-Origin" not in headers  # refused before decoding
     form = urllib.parse.urlencode({"sentences": SENTENCES[0]}).encode()
     status, _ = answer_headers(address, "/score", None, page, raw=form)
     assert status == 415  # a page's form, which needs no preflight, to serve's own API
-    assert decoded_sentences(address) == before
+    assert worker_counts(address)["sentences"] == before
     status, headers = answer_headers(address, "/translate", own, f"http://{address}")
     assert status == 200  # serve's own pages: same origin
 
@@ -406,19 +406,6 @@ def test_listening_on_every_address_answers_the_machines_addresses_but_no_other_
     assert host_policy("127.0.0.1", 8000, ["*"]).allows("anything.example")
     assert cors_policy(None).allowed("https://a.example", libretranslate=True) == "*"
     assert cors_policy(None).allowed("https://a.example", libretranslate=False) is None
-
-
-def decoded_sentences(address: str) -> float:
-    """The sentences the server's decoding worker has decoded so far, read from GET /metrics."""
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=60) as response:
-        text = response.read().decode()
-    return float(
-        next(
-            line.split()[1]
-            for line in text.splitlines()
-            if line.startswith("attn_mt_decoder_sentences_total")
-        )
-    )
 
 
 def preflight(

@@ -162,7 +162,9 @@ def read_translate(fields: dict[str, Any]) -> LibreTranslateCall:
     size = sum(len(text) for text in texts)
     if size > MAX_TEXT_CHARS:
         raise LibreTranslateError(f"Invalid request: request ({size}) exceeds text limit ({MAX_TEXT_CHARS})")
-    text_format = fields.get("format") or "text"
+    text_format = fields.get("format")
+    if text_format is None or text_format == "":  # as LibreTranslate reads them; other non-texts are refused
+        text_format = "text"
     if text_format not in FORMATS:
         raise LibreTranslateError(f"{text_format} format is not supported")
     return LibreTranslateCall(q, source, target, text_format, alternatives)
@@ -185,12 +187,9 @@ def check_pair(call: LibreTranslateCall, config: Config) -> None:
 def plan(call: LibreTranslateCall, config: Config, split: Callable[[str], SplitLine]) -> Plan:
     """Check the language pair, and `split` every line of every text into sentences; texts of emoji
     and punctuation alone (every one of them) are left as they are, as LibreTranslate leaves them."""
+    check_pair(call, config)
     texts_of_q = [call.q] if isinstance(call.q, str) else call.q
-    if any(translatable(text) for text in texts_of_q):
-        check_pair(call, config)
-    elif call.target != model_languages(config)[1]:
-        raise LibreTranslateError(f"{call.target} is not supported")
-    else:
+    if not any(translatable(text) for text in texts_of_q):
         nothing = [[SplitLine([], [text])] for text in texts_of_q]
         return Plan(nothing, [1] * len(texts_of_q), [None] * len(texts_of_q), [], isinstance(call.q, str))
     entries = [as_lines(text) for text in texts_of_q]

@@ -43,13 +43,38 @@ from attn_mt.serving.libretranslate import (
     model_languages,
     translatable,
 )
-from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_TEXT_CHARS, LibreTranslateResponse
+from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_TEXT_CHARS, ErrorBody, LibreTranslateResponse
 
 FILE_FORMATS = {".txt": "text", ".html": "html"}  # file extension -> the format it is translated as
 FILE_KEEP = 32  # translated files kept for download
 FILE_KEEP_S = 15 * 60  # seconds a translated file stays downloadable
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing
 SUGGESTIONS_OFF = "Suggestions are disabled on this server."
+REFUSALS = {  # what the routes may answer besides 200, for the OpenAPI document
+    code: {"model": ErrorBody, "description": what}
+    for code, what in (
+        (400, "Invalid request (LibreTranslate's wording)"),
+        (401, "No API key (the server was started with --api-keys)"),
+        (403, "A wrong API key, or a page of an origin not allowed"),
+        (413, "Body too large"),
+        (415, "Neither JSON nor a form"),
+        (429, "Over a per-client limit"),
+    )
+}
+DETECT_BODY = {
+    "requestBody": {
+        "content": {
+            kind: {
+                "schema": {
+                    "type": "object",
+                    "properties": {"q": {"type": "string", "minLength": 1}, "api_key": {}},
+                    "required": ["q"],
+                }
+            }
+            for kind in ("application/json", "application/x-www-form-urlencoded")
+        }
+    }
+}
 Translate = Callable[[LibreTranslateCall, Request], Awaitable[LibreTranslateResponse | JSONResponse]]
 
 
@@ -107,7 +132,7 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
     def refused(exc: LibreTranslateError) -> JSONResponse:
         return error_response(400, str(exc), [str(exc)])
 
-    @app.post("/detect")
+    @app.post("/detect", responses=REFUSALS, openapi_extra=DETECT_BODY)
     async def detect(connection: Request) -> Any:
         """LibreTranslate's language detection: the model's source language, and how much of the text
         its vocabulary knows (no detector runs: the model reads one language)."""
@@ -115,10 +140,12 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
             q = (await json_fields(connection)).get("q")
             if not q:
                 raise missing("q")
+            texts = q if isinstance(q, list) else [q]
+            if not all(isinstance(text, str) for text in texts):
+                raise LibreTranslateError("Invalid request: q parameter must be a text or a list of texts")
         except LibreTranslateError as exc:
             return refused(exc)
-        texts = [text for text in (q if isinstance(q, list) else [q]) if isinstance(text, str)]
-        shares = [confidence(run, text) for text in texts] or [0.0]
+        shares = [confidence(run, text) for text in texts]
         return [{"confidence": round(sum(shares) / len(shares), 1), "language": source}]
 
     @app.get("/frontend/settings")
@@ -138,7 +165,7 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
             },
         }
 
-    @app.post("/translate_file")
+    @app.post("/translate_file", responses=REFUSALS)
     async def translate_file(connection: Request) -> Any:
         """LibreTranslate's file translation, for .txt and .html files."""
         try:
@@ -178,7 +205,7 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
         name = files.add(filename, str(answered.translatedText).encode("utf-8"))
         return {"translatedFileUrl": f"{str(connection.base_url).rstrip('/')}/download_file/{quote(name)}"}
 
-    @app.get("/download_file/{name}")
+    @app.get("/download_file/{name}", responses={404: {"model": ErrorBody, "description": "No such file"}})
     async def download_file(name: str) -> Response:
         """A file /translate_file translated, while it is kept."""
         content = files.get(name)
@@ -190,7 +217,7 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
             content, media_type="application/octet-stream", headers={"Content-Disposition": disposition}
         )
 
-    @app.post("/suggest")
+    @app.post("/suggest", responses={403: REFUSALS[403], 415: REFUSALS[415], 413: REFUSALS[413]})
     async def suggest() -> JSONResponse:
         """LibreTranslate's suggestions, which attn-mt does not keep."""
         return error_response(403, SUGGESTIONS_OFF, [SUGGESTIONS_OFF])

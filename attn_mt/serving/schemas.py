@@ -324,8 +324,8 @@ class LibreTranslateRequest(BaseModel):
     alternatives: documented(
         {
             "anyOf": [
-                {"type": "integer", "maximum": MAX_ALTERNATIVES},
-                {"type": "string", "pattern": "^[0-9]{1,2}$"},
+                {"type": "number", "exclusiveMaximum": MAX_ALTERNATIVES + 1},  # int() of it: 0 to 15
+                {"type": "string"},  # its digits; other texts are refused with LibreTranslate's words
             ]
         }
     ) = Field(
@@ -333,8 +333,8 @@ class LibreTranslateRequest(BaseModel):
         description="How many alternative translations, from the n-best list (a number, or its digits; "
         f"below 0 is 0, at most {MAX_ALTERNATIVES}).",
     )
-    api_key: documented({"type": "string"}) = Field(
-        None, description="An API key, when the server was started with --api-keys."
+    api_key: documented({}) = Field(  # any value: LibreTranslate ignores one it does not need
+        None, description="An API key (a text), when the server was started with --api-keys."
     )
 
 
