@@ -282,6 +282,23 @@ def test_html_is_translated_text_node_by_text_node_with_its_tags_kept(address, t
     ]
 
 
+def test_html_keeps_its_text_at_any_depth_or_refuses_what_it_cannot_read_whole(address, translator):
+    alone = [t.text for t in translator.translate(SENTENCES[:2])]
+    deep = "<b>" * 300 + SENTENCES[0] + "</b>" * 300  # libxml2 drops text below 255 levels by default
+    unclosed = "<span>" * 200 + SENTENCES[1] + f"<p>{SENTENCES[0]}</p>"
+    body = {"q": [deep, unclosed], "source": "en", "target": "fr", "format": "html"}
+    status, answer = call(address, "/translate", body)
+    assert status == 200, answer
+    assert answer["translatedText"][0] == "<b>" * 300 + alone[0] + "</b>" * 300
+    assert answer["translatedText"][1].startswith("<span>" * 200 + alone[1] + f"<p>{alone[0]}</p>")
+    too_deep = {**body, "q": "<i>" * 1001 + "Alpha." + "</i>" * 1001}
+    status, answer = call(address, "/translate", too_deep)
+    assert (status, answer["error"]) == (
+        400,
+        "Invalid request: the HTML nests elements more than 1000 levels deep",
+    )
+
+
 def test_html_without_its_parser_names_the_extra(translator, monkeypatch):
     monkeypatch.setitem(sys.modules, "lxml", None)  # as if the html extra were not installed
     request = LibreTranslateRequest(q="<p>Alpha.</p>", source="en", target="fr", format="html")
