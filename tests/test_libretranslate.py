@@ -308,20 +308,17 @@ def test_html_without_its_parser_names_the_extra(translator, monkeypatch):
 
 def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address, translator):
     page = "https://evil.example"
-    for path, method in (
-        ("/translate", "POST"),
-        ("/languages", "GET"),
-        ("/detect", "POST"),
-        ("/spec", "GET"),
-    ):
+    for path, method in (("/languages", "GET"), ("/detect", "POST"), ("/spec", "GET")):
         status, headers = preflight(address, path, page, method)
         assert status == 204 and headers["Access-Control-Allow-Origin"] == "*", path
         assert headers["Access-Control-Allow-Methods"] == method
         assert headers["Access-Control-Allow-Headers"] == "Content-Type"
-    for path, method in (("/score", "POST"), ("/info", "GET"), ("/metrics", "GET"), ("/translate", "PUT")):
+    for path, method in (("/score", "POST"), ("/info", "GET"), ("/metrics", "GET"), ("/detect", "PUT")):
         status, headers = preflight(address, path, page, method)
         assert status == 403 and "Access-Control-Allow-Origin" not in headers, path
-    status, headers = preflight(address, "/translate", page, "POST", asked="content-type, x-api-key")
+    status, headers = preflight(address, "/translate", page, "POST")  # it cannot see whose JSON follows
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    status, headers = preflight(address, "/detect", page, "POST", asked="content-type, x-api-key")
     assert status == 403 and "Access-Control-Allow-Origin" not in headers  # a header LibreTranslate needs not
     body = {"q": SENTENCES[0], "source": "en", "target": "fr"}
     for sent, allowed in ((body, "*"), ({"source": "en"}, "*"), ([body], "*")):  # its answers, errors too
@@ -363,8 +360,15 @@ CROSS_ORIGIN_CALLS = """(async () => {
   const read = async (path, init) => {
     try { return await (await fetch("BASE" + path, init)).json(); } catch (e) { return "blocked"; }
   };
+  const page = new FormData();  // what LibreTranslate's own web page posts
+  for (const [k, v] of [["q", TEXT], ["source", "en"], ["target", "fr"], ["format", "text"],
+                        ["alternatives", "3"], ["api_key", ""]]) page.append(k, v);
   return {
-    translated: await read("/translate", json({q: TEXT, source: "en", target: "fr"})),
+    translated: await read("/translate", {method: "POST",
+                                          body: new URLSearchParams({q: TEXT, source: "en", target: "fr"})}),
+    formdata: await read("/translate", {method: "POST", body: page}),
+    json_translate: await read("/translate", json({q: TEXT, source: "en", target: "fr"})),
+    detected: await read("/detect", json({q: TEXT})),
     languages: await read("/languages"),
     score: await read("/score", json({pairs: [{source: "Alpha.", target: "un ."}]})),
     own: await read("/translate", json({sentences: ["Alpha."]})),
@@ -389,8 +393,12 @@ def test_a_web_page_of_another_origin_translates_through_the_libretranslate_rout
         site.shutdown()
     client = LibreTranslateAPI(f"http://{address}/")
     assert found["translated"]["translatedText"] == client.translate(PARAGRAPH, "en", "fr")
-    assert found["languages"] == client.languages()
+    assert found["formdata"]["translatedText"] == found["translated"]["translatedText"]
+    assert found["languages"] == client.languages() and found["detected"][0]["language"] == "en"
     assert found["score"] == found["own"] == found["info"] == "blocked"  # serve's own API stays its own
+    assert (
+        found["json_translate"] == "blocked"
+    )  # its preflight cannot tell LibreTranslate's JSON from serve's
 
 
 def test_host_names_and_origins_are_the_users_to_widen(run_dir):

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attn_mt.errors import UserError
 from attn_mt.serving.http import error_response, read_body, replaying
@@ -182,14 +182,14 @@ async def key_and_characters(scope: Scope, body: bytes) -> tuple[str | None, int
         given = found.get("api_key") if isinstance(found, dict) else None
         characters = text_characters(found)
     elif kind == b"multipart/form-data":
-        async with Request(scope, replaying(body, _never)).form() as form:
+        async with Request(scope, replaying(body, until_replayed)).form() as form:
             given = form.get("api_key")
     return key or (given if isinstance(given, str) else None) or (query.get("api_key") or [None])[
         0
     ], characters
 
 
-async def _never() -> dict[str, Any]:
+async def until_replayed() -> Message:
     """A `receive` for a body already replayed: the client has nothing more to send."""
     return {"type": "http.disconnect"}
 

@@ -20,6 +20,7 @@ import logging
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attn_mt.decoding.scoring import blank_pairs
-from attn_mt.serving.access import Access, AccessPolicy
+from attn_mt.serving.access import Access, AccessPolicy, until_replayed
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.guard import CorsPolicy, Guard, HostPolicy
 from attn_mt.serving.http import error_response, read_body, replaying
@@ -65,6 +66,7 @@ from attn_mt.serving.service import DecodeOptions, RequestError, ScoreOptions, T
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
 FORM_TYPE = b"application/x-www-form-urlencoded"
+MULTIPART_TYPE = b"multipart/form-data"
 CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
@@ -167,6 +169,17 @@ async def results_unless_gone(job: Future, receive: Receive) -> Any:
     return results.result() if not results.cancelled() else None
 
 
+async def multipart_as_form(scope: Scope, body: bytes) -> bytes:
+    """A multipart/form-data body's text fields as the same form, urlencoded (files are left out)."""
+    try:
+        async with Request(scope, replaying(body, until_replayed)).form(max_files=0) as form:
+            return urlencode(
+                [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
+            ).encode()
+    except HTTPException:  # a body multipart cannot read: the form has no fields
+        return b""
+
+
 class FormBodies:
     """A LibreTranslate form posted to one of `paths` reaches its route as the same JSON object.
 
@@ -183,13 +196,16 @@ class FormBodies:
             await self.app(scope, receive, send)
             return
         kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
-        if kind not in (FORM_TYPE, b""):
+        if kind not in (FORM_TYPE, MULTIPART_TYPE, b""):
             await self.app(scope, receive, send)
             return
         body = await read_body(receive, MAX_BODY_BYTES)
         if body is None:
             return
-        converted = form_as_json(body, scope.get("query_string", b"")) if kind or not body else None
+        query = scope.get("query_string", b"")
+        if kind == MULTIPART_TYPE:  # LibreTranslate's web page posts FormData
+            body = await multipart_as_form(scope, body)
+        converted = form_as_json(body, query) if kind or not body else None
         if converted is not None:
             kept = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
             sized = [
@@ -271,6 +287,7 @@ def create_app(
         cors=cors,
         form_paths=LIBRETRANSLATE_FORMS | {"/translate_file"},
         libretranslate_paths=LIBRETRANSLATE_PATHS,
+        shared_paths=frozenset({"/translate"}),  # LibreTranslate's body and serve's own
         max_peek_bytes=MAX_BODY_BYTES,
     )
     app.add_middleware(  # added last, so it runs first: it sees every request, refusals too

@@ -16,10 +16,12 @@ their user:
    LibreTranslate's body, `GET /languages`, `POST /detect`, ...) answer every origin
    `--cors-origins` allows, `*` by default as LibreTranslate does; the rest of serve's API answers
    only origins named there explicitly. A preflight is answered only for a route and method a
-   page of that origin may use, and only for the Content-Type header. A request from another
-   origin that may not use the route (a page's form or JSON sent to serve's own API) is refused
-   with 403 before it is read, so a page cannot make the server decode even an answer it would
-   never see. The lab answers no other origin.
+   page of that origin may use, and only for the Content-Type header; /translate's, which cannot
+   see whether the JSON that follows is LibreTranslate's or serve's own, only for origins named
+   explicitly (other pages send LibreTranslate's form, which needs no preflight). A request from
+   another origin that may not use the route (a page's form or JSON sent to serve's own API) is
+   refused with 403 before it is read, so a page cannot make the server decode even an answer it
+   would never see. The lab answers no other origin.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
+FORM_TYPES = (FORM_TYPE, "multipart/form-data")  # LibreTranslate's web page posts the second
 CORS_HEADERS = "Content-Type"  # the one request header a page needs (for a JSON body)
 CORS_MAX_AGE = str(24 * 60 * 60)  # seconds a browser may keep a preflight's answer
 
@@ -161,7 +164,10 @@ class Guard:
 
     `takes_body`: whether a POST path reads a body (any other POST is the app's to refuse, 405);
     `form_paths`: the POST paths that also take a form body; `libretranslate_paths`: the paths
-    whose answers carry CORS headers for every allowed origin; `cors`: None for no CORS at all.
+    whose answers carry CORS headers for every allowed origin; `shared_paths`: those of them that
+    take serve's own body too (/translate): their preflight, which cannot see the body, is answered
+    only for origins named explicitly, so that a page of any other origin can send them only what
+    needs no preflight (LibreTranslate's form); `cors`: None for no CORS at all.
     """
 
     def __init__(
@@ -172,11 +178,12 @@ class Guard:
         cors: CorsPolicy | None = None,
         form_paths: frozenset[str] = frozenset(),
         libretranslate_paths: frozenset[str] = frozenset(),
+        shared_paths: frozenset[str] = frozenset(),
         max_peek_bytes: int = 0,
     ):
         self.app, self.hosts, self.cors, self.takes_body = app, hosts, cors, takes_body
         self.form_paths, self.libretranslate_paths = form_paths, libretranslate_paths
-        self.max_peek_bytes = max_peek_bytes
+        self.shared_paths, self.max_peek_bytes = shared_paths, max_peek_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -199,9 +206,11 @@ class Guard:
             return
         if method == "POST" and self.takes_body(path):
             kind = media_type(scope)
-            form = kind == FORM_TYPE or (not kind and not has_body(scope))  # fields in the URL query
+            form = kind in FORM_TYPES or (not kind and not has_body(scope))  # or fields in the URL query
             if kind != JSON_TYPE and not (form and path in self.form_paths):
-                allowed = JSON_TYPE + (f" (or {FORM_TYPE})" if path in self.form_paths else "")
+                allowed = JSON_TYPE + (
+                    f" (or a form, {' or '.join(FORM_TYPES)})" if path in self.form_paths else ""
+                )
                 await refuse(
                     scope,
                     receive,
@@ -237,7 +246,11 @@ class Guard:
         `max_peek_bytes`, is handed on unchanged)."""
         if not self.is_libretranslate_path(scope["path"]):
             return receive, False
-        if scope["method"] != "POST" or scope["path"] != "/translate" or media_type(scope) != JSON_TYPE:
+        if (
+            scope["method"] != "POST"
+            or scope["path"] not in self.shared_paths
+            or media_type(scope) != JSON_TYPE
+        ):
             return receive, True
         declared = header(scope, b"content-length") or ""
         if not declared.isdigit() or int(declared) > self.max_peek_bytes:
@@ -267,11 +280,8 @@ class Guard:
             h.strip().lower() for h in (header(scope, b"access-control-request-headers") or "").split(",")
         }
         methods = self.methods(path)
-        allow = (
-            None
-            if self.cors is None
-            else self.cors.allowed(origin.rstrip("/"), self.is_libretranslate_path(path))
-        )
+        every_origin = self.is_libretranslate_path(path) and path not in self.shared_paths
+        allow = None if self.cors is None else self.cors.allowed(origin.rstrip("/"), every_origin)
         refusal = None
         if allow is None:
             refusal = f"cross-origin requests from {origin} to {path} are not allowed" + (
