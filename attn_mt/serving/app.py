@@ -2,15 +2,17 @@
 
 Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`
 (attn-mt's body, or LibreTranslate's as JSON or a form: serving/libretranslate.py), `POST /score`
-(the model's log-probability of given translations), `GET /languages`
-(LibreTranslate's), `GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
+(the model's log-probability of given translations), `GET /languages` and LibreTranslate's
+other routes (serving/libretranslate_routes.py), `GET /health` (LibreTranslate's `{"status":
+"ok"}`), `GET /metrics` (serving/metrics.py), `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
 Swagger UI page with its script and style served from `/docs/static/*` (the files the
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
 LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
 translation is still queued has its job cancelled, so the worker never decodes it. Before any of
 this, serving/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
-which web pages' origins may read the answers (CORS).
+which web pages' origins may use the server (CORS); then serving/access.py checks API keys and
+per-client limits. serving/metrics.py logs a line and counts metrics for every request.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ the sentences decoded and the milliseconds taken, never the text:
   `queue_depth` callable the app hands over;
 - `attn_mt_decoder_batches_total`, `attn_mt_decoder_sentences_total`, `attn_mt_decoder_dropped_total`:
   the decoding worker's own counts (the batches, sentences and jobs dropped because their client had
-  gone, which `GET /health` used to list).
+  gone).
 
 A route is its path for the app's routes and `other` for anything else (a 404), so that a client
 cannot create a time series per URL it invents.
