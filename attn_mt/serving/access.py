@@ -3,7 +3,8 @@
 - `--api-keys FILE` lists the keys, one a line: the key (16 or more characters of letters, digits,
   `-`, `_`, `.`), then optionally its own limits, `requests=N` (a minute) and `chars=N` (characters
   of text a minute); `#` starts a comment. A request gives its key as LibreTranslate's clients do,
-  in the `api_key` field of its JSON body, form or URL query, or as `Authorization: Bearer KEY`.
+  in the `api_key` field of its JSON body, form or URL query, or as `Authorization: Bearer KEY`
+  (serve's own bodies forbid unknown fields, so their clients use the header or the query).
   A wrong key gets 403 `Invalid API key` (LibreTranslate's words); no key at all gets 401 with
   LibreTranslate's `Please contact the server operator to get an API key`. Pages and documents
   (`GET /`, `/docs`, `/languages`, `/frontend/settings`, `/health`, ...) stay open; every POST, and
