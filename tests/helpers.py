@@ -115,6 +115,18 @@ def command_server(*arguments: str, log: IO[str] | None = None) -> Iterator[str]
             process.stdout.close()
 
 
+def multipart(fields: dict[str, str], filename: str, content: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body with `fields` and one file: the body and its Content-Type."""
+    boundary = "attn-mt-test-boundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'
+    body = b"".join(parts) + head.encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
 def call(
     address: str,
     path: str,

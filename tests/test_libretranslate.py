@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from devtools import Browser
-from helpers import CHROMIUM_FLAGS, call, server, worker_counts
+from helpers import CHROMIUM_FLAGS, call, multipart, server, worker_counts
 from libretranslatepy import LibreTranslateAPI
 
 from attn_mt.data.sentences import split_line
@@ -203,18 +203,6 @@ def test_libretranslates_page_routes_answer_as_it_does(address, translator):
     status, spec = call(address, "/spec")
     assert status == 200 and "/translate" in spec["paths"] and "/detect" in spec["paths"]
     assert call(address, "/spec", {})[0] == 405 and call(address, "/health", {})[0] == 405
-
-
-def multipart(fields: dict[str, str], filename: str, content: bytes) -> tuple[bytes, str]:
-    """A multipart/form-data body with `fields` and one file: the body and its Content-Type."""
-    boundary = "attn-mt-test-boundary"
-    parts = [
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-        for k, v in fields.items()
-    ]
-    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'
-    body = b"".join(parts) + head.encode() + content + f"\r\n--{boundary}--\r\n".encode()
-    return body, f"multipart/form-data; boundary={boundary}"
 
 
 def test_translate_file_translates_text_and_html_files_for_download(address, translator):

@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import call, fetch, server
+from helpers import call, fetch, multipart, server
 from libretranslatepy import LibreTranslateAPI
 
 from attn_mt.errors import UserError
@@ -18,7 +18,8 @@ from attn_mt.serving.exposure import access_policy, exposure_warnings
 
 ALPHA = "alpha-key-0123456789"  # 2 requests a minute of its own
 BRAVO = "bravo-key-0123456789"  # 20 characters a minute of its own
-KEYS = f"# keys of the test server\n{ALPHA} requests=2\n\n{BRAVO} chars=20  # a comment\n"
+CHARLIE = "charlie-key-0123456789"  # the server's limits
+KEYS = f"# keys of the test server\n{ALPHA} requests=2\n\n{BRAVO} chars=20  # a comment\n{CHARLIE}\n"
 SECRET_TEXT = "Golf hotel alpha bravo."
 
 
@@ -61,12 +62,16 @@ def test_keys_are_needed_checked_and_limited_per_key(run_dir, tmp_path):
         assert call(address, f"/detect{query}", {"q": "Alpha."})[0] == 200  # the key in the URL query
         status, answer = call(address, "/translate", {"sentences": ["Alpha."]}, headers=bearer)
         assert (status, answer["error"]) == (429, "Slowdown: 2 requests per minute per key")
+        for key, expected in ((CHARLIE, 200), ("WRONG", 403)):  # the key in a multipart form
+            fields = {"source": "en", "target": "fr", "api_key": key}
+            body, kind = multipart(fields, "notes.txt", b"Alpha.")
+            assert call(address, "/translate_file", raw=body, content_type=kind)[0] == expected
         status, _, text = fetch_with(address, "/metrics", {"Authorization": f"Bearer {BRAVO}"})
         metrics = text.decode()
     assert status == 200
     for sample in (
         'attn_mt_rejections_total{status="401"} 3.0',
-        'attn_mt_rejections_total{status="403"} 1.0',
+        'attn_mt_rejections_total{status="403"} 2.0',
         'attn_mt_rejections_total{status="429"} 2.0',
         'attn_mt_requests_total{route="/translate",status="200"} 2.0',
         'attn_mt_request_seconds_bucket{le="+Inf",route="/translate"}',
@@ -74,7 +79,7 @@ def test_keys_are_needed_checked_and_limited_per_key(run_dir, tmp_path):
     ):
         assert sample in metrics, sample
     sentences = [line for line in metrics.splitlines() if line.startswith("attn_mt_sentences_total ")]
-    assert sentences == ["attn_mt_sentences_total 2.0"]  # one translated per 200; /detect decodes none
+    assert sentences == ["attn_mt_sentences_total 3.0"]  # one per translation and file; /detect decodes none
     lines = [line for line in log_path.read_text().splitlines() if " /translate " in line]
     assert any("POST /translate 401 0 sentences" in line for line in lines), lines
     assert any("POST /translate 200 1 sentences" in line and line.endswith(" ms") for line in lines), lines
@@ -140,7 +145,7 @@ def test_a_reachable_address_needs_keys_or_an_explicit_no_auth(tmp_path, run_dir
         access_policy("127.0.0.1", None, no_auth=False, req_limit=0, char_limit=None)
     assert access_policy("::1", None, no_auth=False, req_limit=None, char_limit=None).open
     keyed = access_policy("192.168.1.5", keys, no_auth=False, req_limit=5, char_limit=None)
-    assert keyed.limits_of(None) == Limits(5, None) and len(keyed.keys) == 2
+    assert keyed.limits_of(None) == Limits(5, None) and len(keyed.keys) == 3
     assert exposure_warnings("127.0.0.1", keyed) == []
     assert len(exposure_warnings("0.0.0.0", keyed)) == 1  # TLS advice
     unguarded = access_policy("0.0.0.0", None, no_auth=True, req_limit=None, char_limit=None)
