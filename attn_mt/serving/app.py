@@ -350,14 +350,17 @@ def create_app(
     async def decoded(
         sentences: list[Any], options: DecodeOptions | ScoreOptions, connection: Request
     ) -> Any:
-        """The sentences' (or pairs') results from the decoding worker, or None if the client left first."""
-        note_sentences(connection.state, len(sentences))
+        """The sentences' (or pairs') results from the decoding worker, or None if the client left first;
+        the request log and metrics count the sentences of results that came back."""
         job = batcher.submit(sentences, options)
         waiting.add(job)
         try:
-            return await results_unless_gone(job, connection.receive)
+            results = await results_unless_gone(job, connection.receive)
         finally:
             waiting.discard(job)
+        if results is not None:
+            note_sentences(connection.state, len(sentences))
+        return results
 
     @app.post(
         "/translate",
