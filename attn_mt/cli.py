@@ -319,6 +319,25 @@ def serve(
         "default) lets every page use the LibreTranslate routes; an origin named here may use the whole "
         "API; 'none' allows no page.",
     ),
+    api_keys: Path | None = typer.Option(
+        None,
+        "--api-keys",
+        help="File of API keys, one a line (optionally 'requests=N chars=N', its own limits a minute); "
+        "every POST then needs one (required unless --host is loopback or --no-auth is given).",
+    ),
+    no_auth: bool = typer.Option(
+        False,
+        "--no-auth",
+        help="Serve a non-loopback --host without API keys: anyone reaching it may translate.",
+    ),
+    req_limit: int | None = typer.Option(
+        None, "--req-limit", help="Requests a minute per client (its key, or its address); 429 beyond."
+    ),
+    char_limit: int | None = typer.Option(
+        None,
+        "--char-limit",
+        help="Characters of text a minute per client (its key, or its address); 429 beyond.",
+    ),
 ) -> None:
     """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
     from attn_mt.commands.serve import run_serve
@@ -334,6 +353,10 @@ def serve(
         quantize=quantize,
         allowed_hosts=allowed_hosts,
         cors_origins=cors_origins,
+        api_keys=api_keys,
+        no_auth=no_auth,
+        req_limit=req_limit,
+        char_limit=char_limit,
     )
 
 

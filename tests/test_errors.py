@@ -385,6 +385,7 @@ CASES: dict[str, list[str]] = {
     "report-not-a-run": ["report", "somedir"],
     "serve-bad-port": ["serve", "RUN", "--port", "70000"],
     "serve-bad-cors-origin": ["serve", "RUN", "--cors-origins", "example.org"],
+    "serve-exposed-without-keys": ["serve", "RUN", "--host", "0.0.0.0"],
     "average-too-few": ["average", "RUN", "--last", "2"],
     "bad-quantize": ["translate", "RUN", "--quantize", "int4", "go ."],
     "damaged-export": ["translate", "damaged.pt", "go ."],

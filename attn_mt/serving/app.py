@@ -2,15 +2,17 @@
 
 Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`
 (attn-mt's body, or LibreTranslate's as JSON or a form: serving/libretranslate.py), `POST /score`
-(the model's log-probability of given translations), `GET /languages`
-(LibreTranslate's), `GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
+(the model's log-probability of given translations), `GET /languages` and LibreTranslate's
+other routes (serving/libretranslate_routes.py), `GET /health` (LibreTranslate's `{"status":
+"ok"}`), `GET /metrics` (serving/metrics.py), `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
 Swagger UI page with its script and style served from `/docs/static/*` (the files the
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
 LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
 translation is still queued has its job cancelled, so the worker never decodes it. Before any of
 this, web/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
-which web pages' origins may read the answers (CORS).
+which web pages' origins may use the server (CORS); then serving/access.py checks API keys and
+per-client limits. serving/metrics.py logs a line and counts metrics for every request.
 """
 
 from __future__ import annotations
@@ -20,25 +22,33 @@ import logging
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import Discriminator, Tag
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attn_mt.decoding.scoring import blank_pairs
+from attn_mt.serving.access import Access, AccessPolicy, until_replayed
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.libretranslate import (
+    INVALID_JSON,
+    LibreTranslateCall,
     LibreTranslateError,
     answer,
     form_as_json,
     languages,
     model_languages,
     plan,
+    read_translate,
 )
+from attn_mt.serving.libretranslate_routes import add_libretranslate_routes
+from attn_mt.serving.metrics import Metrics, RequestLog, note_sentences
 from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
     Info,
@@ -57,6 +67,7 @@ from attn_mt.web.http import BodyLimit, ErrorBody, answer_errors_as_json, error_
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
 FORM_TYPE = b"application/x-www-form-urlencoded"
+MULTIPART_TYPE = b"multipart/form-data"
 CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
@@ -69,7 +80,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 LIBRETRANSLATE = "libretranslate"  # the tag of a LibreTranslate body in validation errors
 ATTN_MT = "attn-mt"
-LIBRETRANSLATE_NEEDS = ("q", "source", "target")  # fields LibreTranslate refuses to go without
+LIBRETRANSLATE_FORMS = frozenset({"/translate", "/detect", "/suggest"})  # POST routes that take its forms
+LIBRETRANSLATE_PATHS = frozenset(  # routes any page --cors-origins allows may use (a / entry: a folder)
+    {"/translate", "/languages", "/detect", "/translate_file", "/download_file/", "/suggest"}
+    | {"/frontend/settings", "/spec", "/health"}
+)
+ROUTES = frozenset(  # the routes metrics count by name (serving/metrics.py)
+    {"/", "/docs", "/openapi.json", "/info", "/score", "/metrics"} | LIBRETRANSLATE_PATHS
+) - {"/download_file/"}
 log = logging.getLogger("attn_mt.serving")
 
 
@@ -78,7 +96,9 @@ def body_kind(body: Any) -> str:
     `sentences`), attn-mt's otherwise."""
     if isinstance(body, LibreTranslateRequest):
         return LIBRETRANSLATE
-    if isinstance(body, dict) and ("q" in body or ("sentences" not in body and "target" in body)):
+    if isinstance(body, dict) and (
+        "q" in body or ("sentences" not in body and body.keys() & {"source", "target"})
+    ):
         return LIBRETRANSLATE
     return ATTN_MT
 
@@ -114,18 +134,6 @@ def describe(error: dict[str, Any]) -> str:
     return f"{where or 'body'}: {message}"
 
 
-def libretranslate_problems(body: Any, errors: list[dict[str, Any]], problems: list[str]) -> list[str]:
-    """A LibreTranslate body's problems as LibreTranslate words them: `missing q parameter` for a `q`,
-    `source` or `target` left out or empty (whatever else it says about them), then the others."""
-    missing = [name for name in LIBRETRANSLATE_NEEDS if not (isinstance(body, dict) and body.get(name))]
-    others = [
-        problem
-        for error, problem in zip(errors, problems, strict=True)
-        if not (len(error.get("loc", ())) > 2 and error["loc"][2] in missing)
-    ]
-    return [f"missing {name} parameter" for name in missing] + others
-
-
 async def until_disconnect(receive: Receive) -> None:
     """Return when the server reports that the client has closed its connection."""
     while (await receive())["type"] != "http.disconnect":
@@ -146,28 +154,43 @@ async def results_unless_gone(job: Future, receive: Receive) -> Any:
     return results.result() if not results.cancelled() else None
 
 
-class FormBodies:
-    """A LibreTranslate form posted to /translate reaches the route as the same JSON object.
+async def multipart_as_form(scope: Scope, body: bytes) -> bytes:
+    """A multipart/form-data body's text fields as the same form, urlencoded (files are left out)."""
+    try:
+        async with Request(scope, replaying(body, until_replayed)).form(max_files=0) as form:
+            return urlencode(
+                [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
+            ).encode()
+    except HTTPException:  # a body multipart cannot read: the form has no fields
+        return b""
 
-    LibreTranslate's Python bindings post `application/x-www-form-urlencoded`; any other form (one
-    without `q`) passes unchanged and is refused as attn-mt's API refuses non-JSON bodies.
+
+class FormBodies:
+    """A LibreTranslate form posted to one of `paths` reaches its route as the same JSON object.
+
+    LibreTranslate's Python bindings post `application/x-www-form-urlencoded`, and LibreTranslate
+    reads a form's fields from the URL query too (a POST without a body may carry them all there);
+    both come to the route as one JSON object (serving/libretranslate.py `form_as_json`).
     """
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
+    def __init__(self, app: ASGIApp, paths: frozenset[str]):
+        self.app, self.paths = app, paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/translate"):
+        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths):
             await self.app(scope, receive, send)
             return
         kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
-        if kind != FORM_TYPE:
+        if kind not in (FORM_TYPE, MULTIPART_TYPE, b""):
             await self.app(scope, receive, send)
             return
         body = await read_body(receive, MAX_BODY_BYTES)
         if body is None:
             return
-        converted = form_as_json(body)
+        query = scope.get("query_string", b"")
+        if kind == MULTIPART_TYPE:  # LibreTranslate's web page posts FormData
+            body = await multipart_as_form(scope, body)
+        converted = form_as_json(body, query) if kind or not body else None
         if converted is not None:
             kept = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
             sized = [
@@ -178,9 +201,16 @@ class FormBodies:
         await self.app(scope, replaying(converted or body, receive), send)
 
 
-def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy, cors: CorsPolicy) -> FastAPI:
+def create_app(
+    service: TranslationService,
+    batcher: Batcher,
+    hosts: HostPolicy,
+    cors: CorsPolicy,
+    access: AccessPolicy | None = None,
+) -> FastAPI:
     """The application over one loaded run and its decoding worker, answering the Host headers of
-    `hosts` and the web pages `cors` allows (web/guard.py)."""
+    `hosts`, the web pages `cors` allows (web/guard.py) and the clients `access` lets in
+    (serving/access.py: API keys and per-client limits; none by default)."""
     app = FastAPI(
         title="attn-mt",
         summary=f"English-French translation with a {service.run.config.model.type} model and its attention.",
@@ -201,18 +231,24 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
     app.openapi = openapi  # type: ignore[method-assign]
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
-    app.add_middleware(FormBodies)
+    waiting: set[Future] = set()  # jobs of requests still waiting for their answer
+    metrics = Metrics(queue_depth=lambda: len(waiting), worker=batcher)
+    app.add_middleware(Access, policy=access or AccessPolicy(), max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(FormBodies, paths=LIBRETRANSLATE_FORMS)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-    app.add_middleware(  # added last, so it runs first
+    app.add_middleware(
         Guard,
         hosts=hosts,
-        takes_body=frozenset({"/translate", "/score"}).__contains__,
+        takes_body=frozenset({"/translate", "/score", "/detect", "/suggest"}).__contains__,
         cors=cors,
-        form_paths=frozenset({"/translate"}),
-        libretranslate_paths=frozenset({"/translate", "/languages"}),
+        form_paths=LIBRETRANSLATE_FORMS | {"/translate_file"},
+        libretranslate_paths=LIBRETRANSLATE_PATHS,
+        shared_paths=frozenset({"/translate"}),  # LibreTranslate's body and serve's own
         max_peek_bytes=MAX_BODY_BYTES,
     )
-    waiting: set[Future] = set()  # jobs of requests still waiting for their answer
+    app.add_middleware(  # added last, so it runs first: it sees every request, refusals too
+        RequestLog, metrics=metrics, routes=ROUTES, prefixes=("/download_file/", "/page/", "/docs/static/")
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -225,9 +261,8 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
             message = f"the body is not valid JSON: {detail}{where}"
             return error_response(400, message, [message])
         problems = [describe(e) for e in errors]
-        if any(LIBRETRANSLATE in e.get("loc", ()) for e in errors):  # LibreTranslate answers 400
-            problems = libretranslate_problems(exc.body, errors, problems)
-            return error_response(400, "Invalid request: " + "; ".join(problems), problems)
+        if request.url.path == "/translate" and exc.body is not None and not isinstance(exc.body, dict):
+            return error_response(400, INVALID_JSON, problems)  # LibreTranslate's answer to a list body
         return error_response(
             422,
             problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems),
@@ -252,15 +287,14 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
         )
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        """Liveness: `ok`, the requests waiting for an answer, and how much the decoding worker has done."""
-        return {
-            "status": "ok",
-            "waiting": len(waiting),
-            "batches": batcher.batches,
-            "sentences": batcher.sentences,
-            "dropped": batcher.dropped,
-        }
+    async def health() -> dict[str, str]:
+        """Liveness, as LibreTranslate answers it: `{"status": "ok"}` (the counts are at /metrics)."""
+        return {"status": "ok"}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        """Prometheus' text format: requests, latency, rejections, sentences, queue depth."""
+        return metrics.response()
 
     @app.get("/info", response_model=Info)
     async def info() -> Info:
@@ -270,13 +304,17 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
     async def decoded(
         sentences: list[Any], options: DecodeOptions | ScoreOptions, connection: Request
     ) -> Any:
-        """The sentences' (or pairs') results from the decoding worker, or None if the client left first."""
+        """The sentences' (or pairs') results from the decoding worker, or None if the client left first;
+        the request log and metrics count the sentences of results that came back."""
         job = batcher.submit(sentences, options)
         waiting.add(job)
         try:
-            return await results_unless_gone(job, connection.receive)
+            results = await results_unless_gone(job, connection.receive)
         finally:
             waiting.discard(job)
+        if results is not None:
+            note_sentences(connection.state, len(sentences))
+        return results
 
     @app.post(
         "/translate",
@@ -290,7 +328,14 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
         A body with `q` is LibreTranslate's (serving/libretranslate.py), as JSON or a form.
         """
         if isinstance(request, LibreTranslateRequest):
-            return await translate_libretranslate(request, connection)
+            try:
+                call = read_translate(request.model_dump())
+            except LibreTranslateError as exc:
+                return error_response(400, str(exc), [str(exc)])
+            answered = await translate_libretranslate(call, connection)
+            if isinstance(answered, LibreTranslateResponse):
+                return JSONResponse(answered.model_dump(exclude_none=True))
+            return answered
         try:
             options = service.options(request)
             plans = service.plan(request)
@@ -307,12 +352,14 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
             length_penalty=options.length_penalty,
         )
 
-    async def translate_libretranslate(request: LibreTranslateRequest, connection: Request) -> Any:
-        """LibreTranslate's translate: texts split into sentences, decoded, joined back."""
+    async def translate_libretranslate(
+        call: LibreTranslateCall, connection: Request
+    ) -> LibreTranslateResponse | JSONResponse:
+        """LibreTranslate's translate: texts split into sentences, decoded, joined back (or an error)."""
         config = service.run.config
         try:
-            work = plan(request, config, service.split)
-            nbest = request.alternatives + 1
+            work = plan(call, config, service.split)
+            nbest = call.alternatives + 1
             beam = max(config.decode.beam_size, nbest)
             options = service.options(TranslateRequest(sentences=["-"], beam=beam, nbest=nbest))
         except (LibreTranslateError, RequestError) as exc:
@@ -320,7 +367,7 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
         results = await decoded(work.sentences, options, connection) if work.sentences else []
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
-        return JSONResponse(answer(request, work, results, config).model_dump(exclude_none=True))
+        return answer(call, work, results, config)
 
     @app.post(
         "/score", response_model=ScoreResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES
@@ -345,5 +392,9 @@ def create_app(service: TranslationService, batcher: Batcher, hosts: HostPolicy,
     async def language_list() -> list[Language]:
         """LibreTranslate's language list: the model's source language with its target, and the target."""
         return languages(service.run.config)
+
+    add_libretranslate_routes(
+        app, service.run, translate_libretranslate, keys_needed=bool(access and access.keys)
+    )
 
     return app

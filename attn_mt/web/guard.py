@@ -13,9 +13,15 @@ their user:
    post `text/plain` or a form to another site without asking, but JSON needs the browser's
    CORS preflight, which the third check answers.
 3. CORS (`CorsPolicy`, `serve` only): LibreTranslate's routes (`POST /translate` with
-   LibreTranslate's body, `GET /languages`) answer every origin `--cors-origins` allows, `*`
-   by default as LibreTranslate does; the rest of serve's API answers only origins named there
-   explicitly. The lab answers no other origin.
+   LibreTranslate's body, `GET /languages`, `POST /detect`, ...) answer every origin
+   `--cors-origins` allows, `*` by default as LibreTranslate does; the rest of serve's API answers
+   only origins named there explicitly. A preflight is answered only for a route and method a
+   page of that origin may use, and only for the Content-Type header; /translate's, which cannot
+   see whether the JSON that follows is LibreTranslate's or serve's own, only for origins named
+   explicitly (other pages send LibreTranslate's form, which needs no preflight). A request from
+   another origin that may not use the route (a page's form or JSON sent to serve's own API) is
+   refused with 403 before it is read, so a page cannot make the server decode even an answer it
+   would never see. The lab answers no other origin.
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 EVERY_ADDRESS = frozenset({"0.0.0.0", "::", ""})
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
-CORS_METHODS = "GET, POST, OPTIONS"
-CORS_HEADERS = "Authorization, Content-Type"
+FORM_TYPES = (FORM_TYPE, "multipart/form-data")  # LibreTranslate's web page posts the second
+CORS_HEADERS = "Content-Type"  # the one request header a page needs (for a JSON body)
 CORS_MAX_AGE = str(24 * 60 * 60)  # seconds a browser may keep a preflight's answer
 
 
@@ -158,7 +164,10 @@ class Guard:
 
     `takes_body`: whether a POST path reads a body (any other POST is the app's to refuse, 405);
     `form_paths`: the POST paths that also take a form body; `libretranslate_paths`: the paths
-    whose answers carry CORS headers for every allowed origin; `cors`: None for no CORS at all.
+    whose answers carry CORS headers for every allowed origin; `shared_paths`: those of them that
+    take serve's own body too (/translate): their preflight, which cannot see the body, is answered
+    only for origins named explicitly, so that a page of any other origin can send them only what
+    needs no preflight (LibreTranslate's form); `cors`: None for no CORS at all.
     """
 
     def __init__(
@@ -169,11 +178,12 @@ class Guard:
         cors: CorsPolicy | None = None,
         form_paths: frozenset[str] = frozenset(),
         libretranslate_paths: frozenset[str] = frozenset(),
+        shared_paths: frozenset[str] = frozenset(),
         max_peek_bytes: int = 0,
     ):
         self.app, self.hosts, self.cors, self.takes_body = app, hosts, cors, takes_body
         self.form_paths, self.libretranslate_paths = form_paths, libretranslate_paths
-        self.max_peek_bytes = max_peek_bytes
+        self.shared_paths, self.max_peek_bytes = shared_paths, max_peek_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -196,8 +206,11 @@ class Guard:
             return
         if method == "POST" and self.takes_body(path):
             kind = media_type(scope)
-            if kind != JSON_TYPE and not (kind == FORM_TYPE and path in self.form_paths):
-                allowed = JSON_TYPE + (f" (or {FORM_TYPE})" if path in self.form_paths else "")
+            form = kind in FORM_TYPES or (not kind and not has_body(scope))  # or fields in the URL query
+            if kind != JSON_TYPE and not (form and path in self.form_paths):
+                allowed = JSON_TYPE + (
+                    f" (or a form, {' or '.join(FORM_TYPES)})" if path in self.form_paths else ""
+                )
                 await refuse(
                     scope,
                     receive,
@@ -211,16 +224,33 @@ class Guard:
             return
         receive, libretranslate = await self.speaks_libretranslate(scope, receive)
         allow = self.cors.allowed(origin.rstrip("/"), libretranslate)
+        if (
+            allow is None
+            and method not in ("GET", "HEAD")
+            and not same_origin(origin, header(scope, b"host"))
+        ):
+            await refuse(
+                scope,
+                receive,
+                send,
+                403,
+                f"cross-origin requests from {origin} to {path} are not allowed "
+                "(serve --cors-origins names the origins allowed)",
+            )
+            return
         await self.app(scope, receive, with_cors(send, allow))
 
     async def speaks_libretranslate(self, scope: Scope, receive: Receive) -> tuple[Receive, bool]:
-        """Whether the request is LibreTranslate's: a GET of its paths, or a form or a JSON object with
-        `q` posted to them (the body read here, within `max_peek_bytes`, is handed on unchanged)."""
-        if scope["path"] not in self.libretranslate_paths:
+        """Whether the request is LibreTranslate's: one to its paths, except a JSON object with
+        `sentences` and no `q` posted to /translate, attn-mt's own body (the body read here, within
+        `max_peek_bytes`, is handed on unchanged)."""
+        if not self.is_libretranslate_path(scope["path"]):
             return receive, False
-        if scope["method"] != "POST":
-            return receive, True
-        if media_type(scope) == FORM_TYPE:
+        if (
+            scope["method"] != "POST"
+            or scope["path"] not in self.shared_paths
+            or media_type(scope) != JSON_TYPE
+        ):
             return receive, True
         declared = header(scope, b"content-length") or ""
         if not declared.isdigit() or int(declared) > self.max_peek_bytes:
@@ -229,31 +259,48 @@ class Guard:
         if body is None:
             return receive, False
         try:
-            return replaying(body, receive), isinstance(found := json.loads(body), dict) and "q" in found
+            found = json.loads(body)
         except (ValueError, RecursionError):
-            return replaying(body, receive), False
+            return replaying(body, receive), True  # LibreTranslate's 400 comes back to the page
+        own = isinstance(found, dict) and "sentences" in found and "q" not in found
+        return replaying(body, receive), not own
+
+    def is_libretranslate_path(self, path: str) -> bool:
+        """Whether `path` is one of LibreTranslate's routes (an entry ending in / covers a folder)."""
+        return path in self.libretranslate_paths or any(
+            path.startswith(entry) for entry in self.libretranslate_paths if entry.endswith("/")
+        )
 
     async def preflight(self, scope: Scope, receive: Receive, send: Send, origin: str) -> None:
-        """A browser's CORS preflight: 204 with what the origin may send, or 403."""
+        """A browser's CORS preflight: 204 with what the origin may send, or 403 for a route, method or
+        header it may not use."""
         path = scope["path"]
-        allow = (
-            None
-            if self.cors is None
-            else self.cors.allowed(origin.rstrip("/"), path in self.libretranslate_paths)
-        )
+        method = (header(scope, b"access-control-request-method") or "").strip().upper()
+        asked = {
+            h.strip().lower() for h in (header(scope, b"access-control-request-headers") or "").split(",")
+        }
+        methods = self.methods(path)
+        every_origin = self.is_libretranslate_path(path) and path not in self.shared_paths
+        allow = None if self.cors is None else self.cors.allowed(origin.rstrip("/"), every_origin)
+        refusal = None
         if allow is None:
-            await refuse(
-                scope,
-                receive,
-                send,
-                403,
-                f"cross-origin requests from {origin} to {path} are not allowed"
-                + ("" if self.cors is None else " (serve --cors-origins names the origins allowed)"),
+            refusal = f"cross-origin requests from {origin} to {path} are not allowed" + (
+                "" if self.cors is None else " (serve --cors-origins names the origins allowed)"
             )
+        elif method not in methods:
+            refusal = (
+                f"{path} takes no cross-origin {method or 'request'} (only {', '.join(methods) or 'none'})"
+            )
+        elif extra := sorted(asked - {"", CORS_HEADERS.lower()}):
+            refusal = (
+                f"a cross-origin request may send only the {CORS_HEADERS} header, not {', '.join(extra)}"
+            )
+        if refusal is not None:
+            await refuse(scope, receive, send, 403, refusal)
             return
         headers = [
             (b"access-control-allow-origin", allow.encode("latin-1")),
-            (b"access-control-allow-methods", CORS_METHODS.encode()),
+            (b"access-control-allow-methods", ", ".join(methods).encode()),
             (b"access-control-allow-headers", CORS_HEADERS.encode()),
             (b"access-control-max-age", CORS_MAX_AGE.encode()),
             (b"vary", b"Origin"),
@@ -261,6 +308,24 @@ class Guard:
         ]
         await send({"type": "http.response.start", "status": 204, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
+
+    def methods(self, path: str) -> tuple[str, ...]:
+        """The methods a page may use on `path`: POST where it takes a body, GET elsewhere."""
+        return ("POST",) if self.takes_body(path) or path in self.form_paths else ("GET",)
+
+
+def has_body(scope: Scope) -> bool:
+    """Whether the request declares a body (a Content-Length above 0, or one sent in chunks)."""
+    declared = (header(scope, b"content-length") or "0").strip()
+    return header(scope, b"transfer-encoding") is not None or declared != "0"
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether a page's origin is the server itself (the host:port the request was sent to)."""
+    try:
+        return host is not None and urlsplit(origin).netloc.lower() == host.lower()
+    except ValueError:
+        return False
 
 
 def with_cors(send: Send, allow: str | None) -> Send:

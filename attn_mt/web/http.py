@@ -21,8 +21,10 @@ class ErrorBody(BaseModel):
 
 
 def error_response(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
-    """The one shape of every error answer."""
-    return JSONResponse(ErrorBody(error=message, problems=problems or []).model_dump(), status_code=status)
+    """The one shape of every error answer; `problems` is the message alone unless given."""
+    return JSONResponse(
+        ErrorBody(error=message, problems=problems or [message]).model_dump(), status_code=status
+    )
 
 
 async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
