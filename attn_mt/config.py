@@ -45,16 +45,19 @@ class Declared:
 
     def bounds(self) -> str:
         """The bounds in words (`> 0`, `from 1 to 16`, `in [0, 1)`), or '' when there are none."""
-        low = (">=", self.minimum) if self.minimum is not None else (">", self.above)
-        high = ("<=", self.maximum) if self.maximum is not None else ("<", self.below)
-        if low[1] is None and high[1] is None:
+        low = self.minimum if self.minimum is not None else self.above
+        high = self.maximum if self.maximum is not None else self.below
+        opening = "[" if self.minimum is not None else "("  # interval notation: [ ] include, ( ) exclude
+        closing = "]" if self.maximum is not None else ")"
+        if low is None and high is None:
             return ""
-        if high[1] is None or low[1] is None:
-            sign, limit = low if high[1] is None else high
-            return f"{sign} {limit:g}"
-        if low[0] == ">=" and high[0] == "<=":
-            return f"from {low[1]:g} to {high[1]:g}"
-        return f"in {'[' if low[0] == '>=' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == '<=' else ')'}"
+        if high is None:
+            return f"{'>=' if opening == '[' else '>'} {low:g}"
+        if low is None:
+            return f"{'<=' if closing == ']' else '<'} {high:g}"
+        if opening + closing == "[]":
+            return f"from {low:g} to {high:g}"
+        return f"in {opening}{low:g}, {high:g}{closing}"
 
     def bound_problem(self, value: float) -> str | None:
         """Why a number breaks the bounds (NaN breaks any), or None when it keeps them."""
@@ -95,6 +98,8 @@ def key(
     """
     if between is not None:
         minimum, maximum = between
+    if (minimum is not None and above is not None) or (maximum is not None and below is not None):
+        raise TypeError("key(): give one lower bound (minimum or above) and one upper (maximum or below)")
     declared = Declared(help, tuple(choices), minimum, above, maximum, below, length, clamped_on_open)
     metadata = {"declared": declared}
     if isinstance(default, list):
@@ -661,6 +666,11 @@ def _fields() -> list[tuple[str, dataclasses.Field]]:
 def declared(f: dataclasses.Field) -> Declared:
     """The declaration `key(...)` put on a config field."""
     return f.metadata["declared"]
+
+
+_UNDECLARED = [f"{section}.{f.name}" for section, f in _fields() if "declared" not in f.metadata]
+if _UNDECLARED:  # a field without key(...) would have no help, no checks and no --explain
+    raise TypeError(f"config keys not declared with key(...): {', '.join(_UNDECLARED)}")
 
 
 def _default(f: dataclasses.Field) -> Any:

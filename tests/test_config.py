@@ -17,6 +17,7 @@ from attn_mt.config import (
     config_from_dict,
     declared,
     explain,
+    key,
     load_config,
     parse_overrides,
 )
@@ -367,6 +368,8 @@ def test_bounds_words_and_problems():
         "train.label_smoothing: must be in [0, 1), got 1.0",
         "train.plateau_factor: must be in (0, 1), got 1.0",
     ]
+    with pytest.raises(TypeError, match="one lower bound"):
+        key(1, help="a count", minimum=0, above=0)
 
 
 @pytest.mark.parametrize(
