@@ -91,7 +91,7 @@ def key(
     """Declare one config key: `lr: float = key(0.005, help="...", above=0)`.
 
     `choices`: the strings a value may take; `minimum`/`maximum` (inclusive) and `above`/`below`
-    (exclusive) bound a number, or each number of a list of `length` items; `between=(low, high)` is
+    (exclusive) bound a number, or each of a list of `length` numbers; `between=(low, high)` is
     minimum and maximum at once (attn_mt/limits.py's pairs); `clamped_on_open`: a run saved with a
     value outside the bounds opens with it brought inside (`bounded_decode`) instead of failing.
     A list default is copied for each config, as a dataclass needs.
