@@ -51,12 +51,25 @@ def _echo_err(message: str) -> None:
 
 @app.command()
 def validate(
-    config: Path = typer.Argument(..., help="YAML config to check."),
+    config: Path | None = typer.Argument(None, help="YAML config to check."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    explain: str | None = typer.Option(
+        None,
+        "--explain",
+        metavar="KEY",
+        help="Instead, print what a key (train.lr) means: help, type, default, choices, bounds; "
+        "or a section's (model) keys with their defaults.",
+    ),
 ) -> None:
-    """Check a config; print the resolved config or every problem."""
+    """Check a config; print the resolved config or every problem (or, with --explain, what a key means)."""
+    from attn_mt.config import explain as explain_key
     from attn_mt.config import load_config
 
+    if explain is not None:
+        typer.echo(explain_key(explain), nl=False)
+        return
+    if config is None:
+        raise UserError("validate: give a CONFIG to check, or --explain KEY (e.g. --explain train.lr)")
     typer.echo(load_config(config, overrides).to_yaml(), nl=False)
 
 

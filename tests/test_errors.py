@@ -147,6 +147,8 @@ CASES: dict[str, list[str]] = {
     "config-is-directory": ["validate", "somedir"],
     "duplicate-key": ["validate", "dup.yaml"],
     "unknown-key": ["validate", "typo.yaml"],
+    "explain-unknown-key": ["validate", "--explain", "train.lrr"],
+    "validate-nothing": ["validate"],
     "wrong-type": ["train", "--set", "train.lr=fast", "--run-dir", "new"],
     "bad-choice": ["train", "--set", "model.type=lstm", "--run-dir", "new"],
     "switch-bad-value": ["train", "--set", "model.positional_encoding=rotary", "--run-dir", "new"],

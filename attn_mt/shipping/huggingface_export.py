@@ -51,7 +51,7 @@ import torch
 from sentencepiece import sentencepiece_model_pb2
 
 import attn_mt
-from attn_mt.config import Config, ModelConfig, load_config, refuse_switches
+from attn_mt.config import Config, ModelConfig, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import BOS, EOS, UNK
 from attn_mt.decoding.outputs import max_source_tokens
@@ -62,6 +62,7 @@ from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths, check_run_dir, load_run
 from attn_mt.shipping.ctranslate2_export import max_positions
 from attn_mt.shipping.model_card import write_model_card
+from attn_mt.shipping.switches import refuse_switches
 
 INSTALL_HINT = "pip install 'attn-mt[huggingface]'"
 START_TOKEN = "<pad>"  # Marian's decoder start and padding token, appended after attn-mt's vocabulary
