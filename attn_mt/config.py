@@ -155,6 +155,9 @@ class TrainConfig:
     valid_max_sentences: int = 1000
     best_metric: str = "train_loss"
     patience: int = 0
+    timeline: bool = False  # record the probes' greedy output and attention at validations (timeline.jsonl)
+    timeline_every: int = 1  # every N-th validation (each epoch in book mode) and the untrained model
+    timeline_probes: list[str] = field(default_factory=list)  # [] = the book's four (book mode), else 4 valid
 
 
 @dataclass
@@ -304,6 +307,7 @@ def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> N
         "train.epochs",
         "train.accum_steps",
         "train.log_every",
+        "train.timeline_every",
         "decode.batch_size",
         "train.lr",
     ]
