@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 from PIL import Image
 
+from attn_mt.decoding.attention import attention_entropy
 from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
@@ -39,6 +41,8 @@ from attn_mt.run.open import open_model
 from attn_mt.serving.lab.app import MAX_BODY_BYTES
 from attn_mt.serving.lab.inputs import MAX_ELEMENTS
 from attn_mt.serving.lab.stepping import run_search
+from attn_mt.serving.lab.timeline import multiple_indices, point_label
+from attn_mt.training.timeline import read_timeline
 
 SCREENSHOTS = ROOT / "docs" / "lab"
 TOLERANCE = 1e-6
@@ -808,6 +812,52 @@ def test_your_own_translation_panel(lab, page, engines):
     assert status(page, "own_translation")[1] == "422"
 
 
+def tensor_names(page: Browser, panel: str) -> list[str]:
+    """The names of the panel's tensors, in page order."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')].map((f) => f.dataset.name)"
+    )
+
+
+def test_watch_it_learn_scrubs_the_timeline_to_the_final_attention(lab, page, run_dirs):
+    path = Path(run_dirs["gru_bahdanau"])
+    timeline = read_timeline(path / "timeline.jsonl")
+    assert timeline is not None
+    last = len(timeline.points) - 1
+    show(page, lab, "timeline", run="gru_bahdanau", probe="1", point=str(last))
+    assert page.evaluate("document.querySelector('#timeline-point').max") == str(last)
+    final = timeline.points[-1]
+    # the last point is the trained model's attention for its greedy output (last.pt, the final weights)
+    run = open_model(path, "last", "cpu")
+    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, "cpu")
+    translation = engine.translate([timeline.probes[1]], beam_size=1)[0]
+    expected = engine.attention(translation).maps["cross"]
+    shown_last = values(page, "timeline", f"attention at {point_label(final)}")
+    np.testing.assert_allclose(shown_last, expected.reshape(-1), atol=0.0005 + 1e-6, rtol=0)
+    assert final.outputs[1] == translation.text
+    note = page.evaluate("document.querySelector('#panel-timeline p.note').textContent")
+    entropy = float(np.mean(attention_entropy(final.maps[1]["cross"])))
+    assert note.startswith(f"Mean entropy of the attention rows here: {entropy:.3f} nats")
+    assert series(page, "timeline", "this point").tolist() == pytest.approx(
+        [final.scores["train_loss"], final.scores["valid_loss"]]
+    )
+    multiples = [f"small multiple: {point_label(timeline.points[k])}" for k in multiple_indices(last + 1)]
+    assert tensor_names(page, "timeline")[1:] == multiples
+    screenshot(page, "timeline")
+    # scrubbing back to the start shows the untrained model's map
+    assert slide(page, "timeline", "#timeline-point", "0") == "status done"
+    first = values(page, "timeline", "attention at before training")
+    np.testing.assert_allclose(first, timeline.points[0].maps[1]["cross"].reshape(-1), atol=1e-9, rtol=0)
+    # play steps through every point to the last, then stops
+    page.evaluate("document.querySelector('#timeline-play').click()")
+    page.wait_for(
+        f"document.querySelector('#timeline-point').value === '{last}' && "
+        "document.querySelector('#timeline-play').textContent === 'play' && "
+        "document.querySelector('#panel-timeline .status').classList.contains('done')"
+    )
+    np.testing.assert_allclose(values(page, "timeline", f"attention at {point_label(final)}"), shown_last)
+
+
 def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     """The numbers of tensor `name` in the exercise whose heading starts with `section`."""
     return np.asarray(
@@ -1018,6 +1068,8 @@ LARGEST: list[tuple[str, dict, int]] = [
         for run in ("gru_bahdanau", "transformer")
     ],
     ("exercises", {}, 200),
+    *[("timeline", {"run": run, "probe": 3, "point": 10**9}, 200) for run in ("gru_bahdanau", "transformer")],
+    ("timeline", {"probe": 4}, 422),
 ]
 MAX_ANSWER_BYTES = 2_000_000  # docs/lab.md
 

@@ -15,6 +15,7 @@ from attn_mt.serving.lab.own_translation import own_translation_panel
 from attn_mt.serving.lab.positions import positional_panel
 from attn_mt.serving.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 from attn_mt.serving.lab.stepping import stepping_panel
+from attn_mt.serving.lab.timeline import timeline_panel
 from attn_mt.serving.lab.transformer import transformer_panel
 
 
@@ -33,6 +34,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "decoding": partial(stepping_panel, runs),
         "own_translation": partial(own_translation_panel, runs),
         "exercises": partial(exercises_panel, runs),
+        "timeline": partial(timeline_panel, runs),
     }
 
 

@@ -6,6 +6,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
+const PLAY_MS = 120; // pause between the frames a play button shows
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
 
@@ -524,6 +525,30 @@ async function compute(section, keepUrl = false) {
   draw(section, body);
 }
 
+// A play button steps its slider forward, one answer at a time, until the end or a second click.
+function play(button, section) {
+  const slider = $(`#${button.dataset.play}`, section);
+  let playing = false;
+  const advance = async () => {
+    if (!playing) return;
+    if (Number(slider.value) >= Number(slider.max)) {
+      playing = false;
+      button.textContent = "play";
+      return;
+    }
+    slider.value = String(Number(slider.value) + 1);
+    showSliderValues(section);
+    await compute(section);
+    setTimeout(advance, PLAY_MS);
+  };
+  button.addEventListener("click", () => {
+    playing = !playing;
+    button.textContent = playing ? "pause" : "play";
+    if (playing && Number(slider.value) >= Number(slider.max)) slider.value = "0";
+    advance();
+  });
+}
+
 function schedule(section, delay) {
   clearTimeout(timers.get(section));
   timers.set(section, setTimeout(() => compute(section), delay));
@@ -543,6 +568,7 @@ async function start() {
       input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input",
         () => { showSliderValues(section); schedule(section, delay); });
     }
+    for (const button of $$("button[data-play]", section)) play(button, section);
     for (const button of $$("button[data-set]", section)) {
       button.addEventListener("click", () => {
         setInputs(section, new URLSearchParams(button.dataset.set));
