@@ -41,8 +41,7 @@ from attn_mt.run.open import open_model
 from attn_mt.serving.lab.app import MAX_BODY_BYTES
 from attn_mt.serving.lab.inputs import MAX_ELEMENTS
 from attn_mt.serving.lab.stepping import run_search
-from attn_mt.serving.lab.timeline import multiple_indices, point_label
-from attn_mt.training.timeline import read_timeline
+from attn_mt.training.timeline import multiple_indices, point_label, read_timeline
 
 SCREENSHOTS = ROOT / "docs" / "lab"
 TOLERANCE = 1e-6

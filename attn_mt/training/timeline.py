@@ -34,6 +34,7 @@ from attn_mt.training.validation import spread_subset
 
 SCALE = 1000  # weights are stored as round(weight * SCALE)
 DEFAULT_PROBES = 4
+MULTIPLES = (0.0, 0.1, 0.5, 1.0)  # where the small multiples sit, as fractions of the timeline
 
 
 def probe_sentences(cfg: Config, data: NMTData) -> list[str]:
@@ -167,3 +168,13 @@ def read_timeline(path: Path) -> RecordedTimeline | None:
         if not record.get("header")
     ]
     return RecordedTimeline(header["model"], header["probes"], header["source_tokens"], points)
+
+
+def multiple_indices(count: int) -> list[int]:
+    """The points of the small multiples of `count` points: first, 10%, 50% and last, each once."""
+    return sorted({round(fraction * (count - 1)) for fraction in MULTIPLES})
+
+
+def point_label(point: TimelinePoint) -> str:
+    """`epoch E, step S` (or `before training`) for a caption."""
+    return "before training" if point.step == 0 else f"epoch {point.epoch}, step {point.step}"

@@ -22,9 +22,14 @@ from attn_mt.decoding.attention import attention_entropy
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.lab.inputs import LabError, choice, whole
 from attn_mt.serving.lab.shown import answer, code, plot, shown
-from attn_mt.training.timeline import RecordedTimeline, Timeline, TimelinePoint, read_timeline
-
-MULTIPLES = (0.0, 0.1, 0.5, 1.0)  # where the small multiples sit, as fractions of the timeline
+from attn_mt.training.timeline import (
+    RecordedTimeline,
+    Timeline,
+    TimelinePoint,
+    multiple_indices,
+    point_label,
+    read_timeline,
+)
 
 
 @lru_cache(maxsize=8)
@@ -47,11 +52,6 @@ def run_timeline(run: LoadedRun) -> RecordedTimeline:
     return timeline
 
 
-def multiple_indices(count: int) -> list[int]:
-    """The points of the small multiples: first, 10%, 50% and last, each once."""
-    return sorted({round(fraction * (count - 1)) for fraction in MULTIPLES})
-
-
 def heatmap(timeline: RecordedTimeline, point: TimelinePoint, probe: int, name: str) -> dict[str, Any]:
     """The probe's cross-attention at `point`: (T, S), or (h, T, S) of a Transformer's last layer."""
     weights = point.maps[probe]["cross"]
@@ -66,11 +66,6 @@ def heatmap(timeline: RecordedTimeline, point: TimelinePoint, probe: int, name: 
         columns=timeline.source_tokens[probe],
         scale="weights",
     )
-
-
-def point_label(point: TimelinePoint) -> str:
-    """`epoch E, step S` for a caption."""
-    return "before training" if point.step == 0 else f"epoch {point.epoch}, step {point.step}"
 
 
 def loss_plot(timeline: RecordedTimeline, index: int) -> dict[str, Any]:
