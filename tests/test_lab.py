@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -947,6 +948,13 @@ def test_exercises_are_answered_live(lab, page, engines):
 
 
 BAD_INPUTS = {
+    "live-no-such-action": ("live", {"action": "fly"}, "action: expected one of status, start, stop"),
+    "live-stop-when-idle": ("live", {"action": "stop"}, "no training is running"),
+    "live-unknown-model": (
+        "live",
+        {"action": "start", "model": "lstm"},
+        "model: expected one of gru_bahdanau",
+    ),
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
     "ragged": ("softmax", {"scores": "[[[1, 2], [3]]]"}, "same length"),
@@ -1187,3 +1195,48 @@ def test_the_best_beams_path_has_the_dumps_weights_at_every_step(engines, model)
     row = final.prefixes.index(best.tokens)
     eos = float(final.log_probs[row, engine.tgt_vocab.eos_id])
     assert abs(final.scores[row] + eos - best.score) < 1e-5  # the recorded path adds up to the search's score
+
+
+def live(lab: str, **inputs: str) -> dict:
+    """The live panel's answer to `inputs` (200 expected)."""
+    code, answer = call(lab, "/api/live", inputs)
+    assert code == 200, answer
+    return answer
+
+
+def test_live_training_runs_one_at_a_time_is_followed_opens_and_stops(lab):
+    """Last in the module: the run it trains joins the lab's runs."""
+    started = live(lab, action="start", model="gru_bahdanau", seed="3", epochs="2")
+    assert started["state"] == "running" and started["name"] == "live-gru_bahdanau-seed3"
+    code, refused = call(lab, "/api/live", {"action": "start", "model": "transformer"})
+    assert code == 422 and refused["error"] == (
+        "live-gru_bahdanau-seed3 is still training: stop it first (one training at a time)"
+    )
+    deadline = time.monotonic() + 240
+    while (status := live(lab))["state"] == "running":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+    assert status["state"] == "finished" and status["epochs_done"] == 2, status
+    assert status["opened"] == "live-gru_bahdanau-seed3"
+    timeline = read_timeline(Path(status["run_dir"]) / "timeline.jsonl")
+    assert timeline is not None and len(timeline.points) == 3
+    assert status["text"]["translation"] == f"{timeline.probes[0]} → {timeline.points[-1].outputs[0]}"
+    listing = call(lab, "/api/panels")[1]
+    assert {
+        "name": "live-gru_bahdanau-seed3",
+        "model": "gru_bahdanau",
+        "checkpoint": "last.pt",
+        "step": 20,
+    } in (listing["runs"])
+    code, played = call(lab, "/api/timeline", {"run": "live-gru_bahdanau-seed3"})
+    assert code == 200 and played["points"] == 3
+    assert call(lab, "/api/decoding", {"run": "live-gru_bahdanau-seed3", "sentence": "i lost ."})[0] == 200
+    # a long run is stopped: the trainer saves and exits, and the run opens too
+    live(lab, action="start", model="transformer", seed="0", epochs="1000")
+    deadline = time.monotonic() + 240
+    while (status := live(lab))["epochs_done"] < 1:
+        assert time.monotonic() < deadline and status["state"] == "running", status
+        time.sleep(0.5)
+    assert "s left" in status["text"]["live"]
+    stopped = live(lab, action="stop")
+    assert stopped["state"] == "stopped" and stopped["opened"] == "live-transformer-seed0"

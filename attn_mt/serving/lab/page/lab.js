@@ -7,6 +7,7 @@
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
 const PLAY_MS = 120; // pause between the frames a play button shows
+const LIVE_POLL_MS = 1000; // how often the live panel asks how a training stands
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 const COLOURS = ["#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b91c1c", "#0e7490"];
 
@@ -523,6 +524,22 @@ async function compute(section, keepUrl = false) {
   }
   showSliderValues(section);
   draw(section, body);
+  if (name === "live") followLive(section, body);
+}
+
+// The live panel: back to asking for the status, asked again while training runs; a run that finished
+// joins every run list of the page.
+function followLive(section, body) {
+  $("#live-action", section).value = "status";
+  remember(section);
+  if (body.state === "running") setTimeout(() => compute(section, true), LIVE_POLL_MS);
+  if (!body.opened) return;
+  for (const select of $$("select.runs")) {
+    const fits = !select.dataset.model || select.dataset.model === body.model;
+    if (fits && ![...select.options].some((option) => option.value === body.opened)) {
+      select.append(element("option", { value: body.opened }, `${body.opened} (${body.model})`));
+    }
+  }
 }
 
 // A play button steps its slider forward, one answer at a time, until the end or a second click.
@@ -569,6 +586,12 @@ async function start() {
         () => { showSliderValues(section); schedule(section, delay); });
     }
     for (const button of $$("button[data-play]", section)) play(button, section);
+    for (const button of $$("button[data-action]", section)) {
+      button.addEventListener("click", () => {
+        $('[data-key="action"]', section).value = button.dataset.action;
+        compute(section);
+      });
+    }
     for (const button of $$("button[data-set]", section)) {
       button.addEventListener("click", () => {
         setInputs(section, new URLSearchParams(button.dataset.set));
