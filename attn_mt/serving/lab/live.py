@@ -127,11 +127,13 @@ class LiveTrainer:
                 process.wait()
 
     def close(self) -> None:
-        """At the lab's end: stop a training still running."""
+        """At the lab's end: stop a training still running, and remove the folder if nothing was trained."""
         if self.running():
             assert self.current is not None
             self.kill(self.current.process)
             self.current.process.wait()
+        if self.folder.is_dir() and not any(self.folder.iterdir()):
+            self.folder.rmdir()
 
     def status(self) -> dict[str, Any]:
         """Where the training stands: its state, epochs done, seconds spent and left; opens a finished run."""
