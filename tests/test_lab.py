@@ -1240,3 +1240,20 @@ def test_live_training_runs_one_at_a_time_is_followed_opens_and_stops(lab):
     assert "s left" in status["text"]["live"]
     stopped = live(lab, action="stop")
     assert stopped["state"] == "stopped" and stopped["opened"] == "live-transformer-seed0"
+
+
+def test_the_live_panel_starts_follows_and_lists_a_run_in_chromium(lab, page):
+    show(page, lab, "live", model="gru_bahdanau", seed="5", epochs="2")
+    page.evaluate("document.querySelector('#live-start').click()")
+    page.wait_for(
+        "(document.querySelector('#panel-live p.text') || {}).textContent"
+        "?.startsWith('live-gru_bahdanau-seed5: finished')"
+    )
+    assert page.evaluate("document.querySelector('#live-action').value") == "status"
+    assert "action=status" in page.evaluate("location.hash")  # a reload never starts a training again
+    options = page.evaluate("[...document.querySelectorAll('#decoding-run option')].map((o) => o.value)")
+    assert "live-gru_bahdanau-seed5" in options
+    assert "live-gru_bahdanau-seed5" not in page.evaluate(
+        "[...document.querySelectorAll('#trained-heads-run option')].map((o) => o.value)"
+    )  # that list holds Transformer runs only
+    screenshot(page, "live")
