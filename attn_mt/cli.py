@@ -552,6 +552,23 @@ def _main() -> None:
 
 
 @app.command()
+def check(
+    file: Path = typer.Argument(
+        ..., help="A Python file with your blocks, under the book's names and signatures."
+    ),
+    blocks: list[str] = typer.Option(
+        [], "--block", help="Check only this block (repeatable), e.g. masked_softmax."
+    ),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds the file may run before it is stopped."),
+) -> None:
+    """Run your masked softmax, attentions, positional encoding, Transformer blocks and Bahdanau decoder
+    against attn-mt's, on edge cases; name the common mistakes. Exit code 1 if any case fails."""
+    from attn_mt.commands.check import run_check
+
+    run_check(file, blocks, timeout)
+
+
+@app.command()
 def report(
     run_dirs: list[Path] = typer.Argument(
         ..., help="One or more run directories (the first is the baseline)."

@@ -331,6 +331,15 @@ class TrainConfig:
     patience: int = key(
         0, help="validations without improvement before stopping (0 = never stop early)", minimum=0
     )
+    timeline: bool = key(
+        False, help="record the probes' greedy output and attention at validations (RUN/timeline.jsonl)"
+    )
+    timeline_every: int = key(
+        1, help="record every N-th validation (each epoch in book mode), and the untrained model", above=0
+    )
+    timeline_probes: list[str] = key(
+        [], help="the sentences recorded ([] = the book's four in book mode, else four valid sentences)"
+    )
 
 
 @dataclass

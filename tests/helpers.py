@@ -1,6 +1,7 @@
 """What several test files share: the repository's paths, headless Chromium, and talking to `attn-mt serve`
 over HTTP (a server process on a free port, requests, the documented errors). Test files import from here
-(and from synthetic.py, search_fakes.py, book_math.py, devtools.py), never from each other."""
+(and from synthetic.py, search_fakes.py, book_math.py, devtools.py, notebook_kernel.py,
+planted_mistakes.py), never from each other."""
 
 from __future__ import annotations
 

@@ -228,6 +228,8 @@ CASES: dict[str, list[str]] = {
     "bad-set": ["train", "--set", "train.lr", "--run-dir", "new"],
     "bad-set-value": ["train", "--set", "train.adam_betas=[0.9", "--run-dir", "new"],
     "missing-data": ["data-report", "--data", "missing.zip"],
+    "check-missing-file": ["check", "missing.py"],
+    "check-unknown-block": ["check", "missing.py", "--block", "masked_sofmax"],
     "missing-env-data": ["data-report"],
     "not-a-zip": ["data-report", "--data", "notzip.zip"],
     "zip-without-member": ["data-report", "--data", "nomember.zip"],

@@ -11,10 +11,12 @@ import base64
 import io
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 from PIL import Image
 
+from attn_mt.decoding.attention import attention_entropy
 from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
@@ -44,6 +47,7 @@ from attn_mt.models.attention import (
 )
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.open import open_model
+from attn_mt.training.timeline import multiple_indices, point_label, read_timeline
 
 SCREENSHOTS = ROOT / "docs" / "lab"
 TOLERANCE = 1e-6
@@ -1064,6 +1068,52 @@ def test_your_own_translation_panel(lab, page, engines):
     assert status(page, "own_translation")[1] == "422"
 
 
+def tensor_names(page: Browser, panel: str) -> list[str]:
+    """The names of the panel's tensors, in page order."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')].map((f) => f.dataset.name)"
+    )
+
+
+def test_watch_it_learn_scrubs_the_timeline_to_the_final_attention(lab, page, run_dirs):
+    path = Path(run_dirs["gru_bahdanau"])
+    timeline = read_timeline(path / "timeline.jsonl")
+    assert timeline is not None
+    last = len(timeline.points) - 1
+    show(page, lab, "timeline", run="gru_bahdanau", probe="1", point=str(last))
+    assert page.evaluate("document.querySelector('#timeline-point').max") == str(last)
+    final = timeline.points[-1]
+    # the last point is the trained model's attention for its greedy output (last.pt, the final weights)
+    run = open_model(path, "last", "cpu")
+    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, "cpu")
+    translation = engine.translate([timeline.probes[1]], beam_size=1)[0]
+    expected = engine.attention(translation).maps["cross"]
+    shown_last = values(page, "timeline", f"attention at {point_label(final)}")
+    np.testing.assert_allclose(shown_last, expected.reshape(-1), atol=0.0005 + 1e-6, rtol=0)
+    assert final.outputs[1] == translation.text
+    note = page.evaluate("document.querySelector('#panel-timeline p.note').textContent")
+    entropy = float(np.mean(attention_entropy(final.maps[1]["cross"])))
+    assert note.startswith(f"Mean entropy of the attention rows here: {entropy:.3f} nats")
+    assert series(page, "timeline", "this point").tolist() == pytest.approx(
+        [final.scores["train_loss"], final.scores["valid_loss"]]
+    )
+    multiples = [f"small multiple: {point_label(timeline.points[k])}" for k in multiple_indices(last + 1)]
+    assert tensor_names(page, "timeline")[1:] == multiples
+    screenshot(page, "timeline")
+    # scrubbing back to the start shows the untrained model's map
+    assert slide(page, "timeline", "#timeline-point", "0") == "status done"
+    first = values(page, "timeline", "attention at before training")
+    np.testing.assert_allclose(first, timeline.points[0].maps[1]["cross"].reshape(-1), atol=1e-9, rtol=0)
+    # play steps through every point to the last, then stops
+    page.evaluate("document.querySelector('#timeline-play').click()")
+    page.wait_for(
+        f"document.querySelector('#timeline-point').value === '{last}' && "
+        "document.querySelector('#timeline-play').textContent === 'play' && "
+        "document.querySelector('#panel-timeline .status').classList.contains('done')"
+    )
+    np.testing.assert_allclose(values(page, "timeline", f"attention at {point_label(final)}"), shown_last)
+
+
 def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     """The numbers of tensor `name` in the exercise whose heading starts with `section`."""
     return np.asarray(
@@ -1211,6 +1261,13 @@ def test_the_leave_one_out_exercise_agrees_with_the_panel_its_link_opens(lab):
 
 
 BAD_INPUTS = {
+    "live-no-such-action": ("live", {"action": "fly"}, "action: expected one of status, start, stop"),
+    "live-stop-when-idle": ("live", {"action": "stop"}, "no training is running"),
+    "live-unknown-model": (
+        "live",
+        {"action": "start", "model": "lstm"},
+        "model: expected one of gru_bahdanau",
+    ),
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
     "ragged": ("softmax", {"scores": "[[[1, 2], [3]]]"}, "same length"),
@@ -1336,6 +1393,8 @@ LARGEST: list[tuple[str, dict, int]] = [
     ("cues", {"stand_out": 3, "read": -3}, 200),
     ("self_attention", {"sentence": "a " * 16, "reordered": "a " * 16, "d": 64, "positions": "true"}, 200),
     ("self_attention", {"sentence": "a " * 17, "reordered": "a " * 17}, 422),
+    *[("timeline", {"run": run, "probe": 3, "point": 10**9}, 200) for run in ("gru_bahdanau", "transformer")],
+    ("timeline", {"probe": 4}, 422),
 ]
 MAX_ANSWER_BYTES = 2_000_000  # docs/lab.md
 
@@ -1455,3 +1514,65 @@ def test_the_best_beams_path_has_the_dumps_weights_at_every_step(engines, model)
     row = final.prefixes.index(best.tokens)
     eos = float(final.log_probs[row, engine.tgt_vocab.eos_id])
     assert abs(final.scores[row] + eos - best.score) < 1e-5  # the recorded path adds up to the search's score
+
+
+def live(lab: str, **inputs: str) -> dict:
+    """The live panel's answer to `inputs` (200 expected)."""
+    code, answer = call(lab, "/api/live", inputs)
+    assert code == 200, answer
+    return answer
+
+
+def test_live_training_runs_one_at_a_time_is_followed_opens_and_stops(lab):
+    """Last in the module: the run it trains joins the lab's runs."""
+    started = live(lab, action="start", model="gru_bahdanau", seed="3", epochs="2")
+    assert started["state"] == "running" and started["name"] == "live-gru_bahdanau-seed3"
+    code, refused = call(lab, "/api/live", {"action": "start", "model": "transformer"})
+    assert code == 422 and refused["error"] == (
+        "live-gru_bahdanau-seed3 is still training: stop it first (one training at a time)"
+    )
+    deadline = time.monotonic() + 240
+    while (status := live(lab))["state"] == "running":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+    assert status["state"] == "finished" and status["epochs_done"] == 2, status
+    assert status["opened"] == "live-gru_bahdanau-seed3"
+    timeline = read_timeline(Path(status["run_dir"]) / "timeline.jsonl")
+    assert timeline is not None and len(timeline.points) == 3
+    assert status["text"]["translation"] == f"{timeline.probes[0]} → {timeline.points[-1].outputs[0]}"
+    listing = call(lab, "/api/panels")[1]
+    assert {
+        "name": "live-gru_bahdanau-seed3",
+        "model": "gru_bahdanau",
+        "checkpoint": "last.pt",
+        "step": 20,
+    } in (listing["runs"])
+    code, played = call(lab, "/api/timeline", {"run": "live-gru_bahdanau-seed3"})
+    assert code == 200 and played["points"] == 3
+    assert call(lab, "/api/decoding", {"run": "live-gru_bahdanau-seed3", "sentence": "i lost ."})[0] == 200
+    # a long run is stopped: the trainer saves and exits, and the run opens too
+    live(lab, action="start", model="transformer", seed="0", epochs="1000")
+    deadline = time.monotonic() + 240
+    while (status := live(lab))["epochs_done"] < 1:
+        assert time.monotonic() < deadline and status["state"] == "running", status
+        time.sleep(0.5)
+    assert "s left" in status["text"]["live"]
+    stopped = live(lab, action="stop")
+    assert stopped["state"] == "stopped" and stopped["opened"] == "live-transformer-seed0"
+
+
+def test_the_live_panel_starts_follows_and_lists_a_run_in_chromium(lab, page):
+    show(page, lab, "live", model="gru_bahdanau", seed="5", epochs="2")
+    page.evaluate("document.querySelector('#live-start').click()")
+    page.wait_for(
+        "(document.querySelector('#panel-live p.text') || {}).textContent"
+        "?.startsWith('live-gru_bahdanau-seed5: finished')"
+    )
+    assert page.evaluate("document.querySelector('#live-action').value") == "status"
+    assert "action=status" in page.evaluate("location.hash")  # a reload never starts a training again
+    options = page.evaluate("[...document.querySelectorAll('#decoding-run option')].map((o) => o.value)")
+    assert "live-gru_bahdanau-seed5" in options
+    assert "live-gru_bahdanau-seed5" in page.evaluate(
+        "[...document.querySelectorAll('#trained-heads-run option')].map((o) => o.value)"
+    )  # the trained run's attention panel draws a GRU run's whole-sentence map too
+    screenshot(page, "live")

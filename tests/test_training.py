@@ -25,6 +25,7 @@ from attn_mt.run.checkpoint import load_checkpoint, snapshot
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import count_parameters, train
 from attn_mt.training.optim import build_optimizer
+from attn_mt.training.timeline import read_timeline
 from attn_mt.training.validation import spread_subset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +173,14 @@ RESUME_CASES = {
 def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus, case):
     """Stopped by max_steps between two validations (which validates once more), then resumed."""
     config, extra = RESUME_CASES[case]
-    overrides = [*SYNTH, "train.epochs=2", "train.log_every=1", "train.valid_every=3", *extra]
+    overrides = [
+        *SYNTH,
+        "train.epochs=2",
+        "train.log_every=1",
+        "train.valid_every=3",
+        "train.timeline=true",
+        *extra,
+    ]
     straight = tmp_path / "straight"
     train(load_config(config, overrides), straight, data_path=str(corpus), quiet=True, device="cpu")
     resumed = tmp_path / "resumed"
@@ -196,6 +204,11 @@ def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus, case):
     )
     assert second.stopped_because == "epochs"
     assert losses(resumed) == losses(straight)
+    # the timeline too: the first session's final point (step 5) is dropped on resume, as in metrics.jsonl
+    timelines = [read_timeline(run / "timeline.jsonl") for run in (straight, resumed)]
+    assert [[(p.step, p.outputs, p.scores) for p in t.points] for t in timelines if t] == 2 * [
+        [(p.step, p.outputs, p.scores) for p in timelines[0].points]
+    ]
     lrs = {r["lr"] for r in read_metrics(straight / "metrics.jsonl")}
     assert len(lrs) > 1 if case == "bahdanau-plateau" else lrs == {0.005}
     a = load_checkpoint(straight / "checkpoints" / "last.pt")

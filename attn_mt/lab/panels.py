@@ -16,6 +16,7 @@ from attn_mt.lab.positions import positional_panel
 from attn_mt.lab.scoring import key_size_panel, masked_softmax_panel, scoring_panel
 from attn_mt.lab.self_attention import self_attention_panel
 from attn_mt.lab.stepping import stepping_panel
+from attn_mt.lab.timeline import timeline_panel
 from attn_mt.lab.transformer import transformer_panel
 from attn_mt.run.opened import LoadedRun
 
@@ -37,6 +38,7 @@ def lab_panels(runs: dict[str, LoadedRun]) -> dict[str, Panel]:
         "decoding": partial(stepping_panel, runs),
         "own_translation": partial(own_translation_panel, runs),
         "exercises": partial(exercises_panel, runs),
+        "timeline": partial(timeline_panel, runs),
     }
 
 

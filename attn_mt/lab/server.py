@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from attn_mt.lab.app import create_lab_app
+from attn_mt.lab.live import LiveTrainer, live_panel
 from attn_mt.lab.panels import description, lab_panels
 from attn_mt.run.opened import LoadedRun
 from attn_mt.web.guard import host_policy
@@ -15,7 +18,11 @@ def run_lab_server(runs: dict[str, LoadedRun], host: str, port: int, allowed_hos
 
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
-    app = create_lab_app(lab_panels(runs), description(runs), host_policy(host, bound_port, allowed_hosts))
+    listing = description(runs)  # the page's list of runs, which a live training's run joins
+    live = LiveTrainer(runs, listing)
+    panels = lab_panels(runs) | {"live": partial(live_panel, live)}
+    listing["panels"].append("live")
+    app = create_lab_app(panels, listing, host_policy(host, bound_port, allowed_hosts))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     names = ", ".join(f"{name} ({run.config.model.type})" for name, run in runs.items()) or "no run"
@@ -23,4 +30,5 @@ def run_lab_server(runs: dict[str, LoadedRun], host: str, port: int, allowed_hos
     try:
         server.run(sockets=[sock])
     finally:
+        live.close()
         sock.close()

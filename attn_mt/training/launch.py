@@ -320,6 +320,8 @@ def start_trainer(
         for stale in paths.checkpoints.glob(".*.tmp"):
             stale.unlink(missing_ok=True)  # left by a process killed while writing
         truncate_metrics(paths.metrics, trainer.progress.step)
+        if paths.timeline.exists():
+            truncate_metrics(paths.timeline, trainer.progress.step)
         record_config_changes(paths, saved_cfg, trainer.cfg, trainer.progress.step, flag)
     log.info("resumed at step %d (epoch %d)", trainer.progress.step, trainer.progress.epoch)
 
@@ -376,6 +378,7 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "tokens_per_s": round(result.tokens_per_s, 1),
         "steady_tokens_per_s": None if steady is None else round(steady, 1),
         "wall_s": round(result.wall_s, 2),
+        "hooks_s": round(trainer.hook_s, 2),  # the timeline's recording and other hooks, off the clock
         "stop_reason": result.stopped_because.value,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -37,6 +37,7 @@ from attn_mt.training.run_state import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopBounds, StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
+from attn_mt.training.timeline import Timeline
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")
@@ -90,7 +91,12 @@ class Trainer:
         self.signals = StopSignals()
         self._best_state: dict[str, Any] | None = None
         self.on_validation: list[Callable[[Trainer], None]] = []
-        self.hook_s = 0.0  # seconds spent in on_validation hooks, left out of the training clock
+        self.timeline = (
+            Timeline(self.model, data, cfg, device, paths.timeline)
+            if tc.timeline and self.dist.is_main
+            else None
+        )
+        self.hook_s = 0.0  # seconds in the timeline and on_validation hooks, left out of the training clock
         self._last_save = time.monotonic()
         self.session = Session(training_start=time.perf_counter())  # fit starts the real one
         self.tensorboard: TensorBoardLog | None = None  # train.tensorboard (training/launch.py opens it)
@@ -149,11 +155,15 @@ class Trainer:
             self.save()
         if self.tensorboard is not None:
             self.tensorboard.close()
-        return self.session.result(self.paths.root, pr, stop)
+        return self.session.result(self.paths.root, pr, stop, self.hook_s)
 
     def _start(self) -> None:
-        """Plan the schedule, settle train.amp=auto and start this session's clocks."""
+        """Record the untrained timeline point, plan the schedule, settle train.amp=auto, start the clocks."""
         tc = self.cfg.train
+        if (
+            self.timeline is not None and self.progress.step == 0
+        ):  # the untrained model, before the clock starts
+            self.timeline.record(0, 0, 0.0, {})
         total = tc.epochs * self._steps_per_epoch()
         self.schedule.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.model.train()
@@ -350,6 +360,8 @@ class Trainer:
         if self.validator is not None:  # the holes left by the steps and the validation's decoding
             self.speed.tidy_heap()
         hooks_started = time.perf_counter()
+        if self.timeline is not None and (final or self.timeline.due(pr.step, pr.epoch)):
+            self.timeline.record(pr.step, pr.epoch, pr.elapsed_s, scores, final)
         for callback in self.on_validation:
             callback(self)
         self.hook_s += time.perf_counter() - hooks_started

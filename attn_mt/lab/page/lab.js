@@ -6,6 +6,8 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
+const PLAY_MS = 120; // pause between the frames a play button shows
+const LIVE_POLL_MS = 1000; // how often the live panel asks how a training stands
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 // Okabe and Ito's colour-blind-safe colours (and black), each at least 3:1 against white; every pair
 // stays apart under protanopia, deuteranopia and tritanopia (tests/test_lab_palette.py checks both).
@@ -655,6 +657,46 @@ async function compute(section, keepUrl = false) {
   }
   showSliderValues(section);
   draw(section, body);
+  if (name === "live") followLive(section, body);
+}
+
+// The live panel: back to asking for the status, asked again while training runs; a run that finished
+// joins every run list of the page.
+function followLive(section, body) {
+  $("#live-action", section).value = "status";
+  remember(section);
+  if (body.state === "running") setTimeout(() => compute(section, true), LIVE_POLL_MS);
+  if (!body.opened) return;
+  for (const select of $$("select.runs")) {
+    const fits = !select.dataset.model || select.dataset.model === body.model;
+    if (fits && ![...select.options].some((option) => option.value === body.opened)) {
+      select.append(element("option", { value: body.opened }, `${body.opened} (${body.model})`));
+    }
+  }
+}
+
+// A play button steps its slider forward, one answer at a time, until the end or a second click.
+function play(button, section) {
+  const slider = $(`#${button.dataset.play}`, section);
+  let playing = false;
+  const advance = async () => {
+    if (!playing) return;
+    if (Number(slider.value) >= Number(slider.max)) {
+      playing = false;
+      button.textContent = "play";
+      return;
+    }
+    slider.value = String(Number(slider.value) + 1);
+    showSliderValues(section);
+    await compute(section);
+    setTimeout(advance, PLAY_MS);
+  };
+  button.addEventListener("click", () => {
+    playing = !playing;
+    button.textContent = playing ? "pause" : "play";
+    if (playing && Number(slider.value) >= Number(slider.max)) slider.value = "0";
+    advance();
+  });
 }
 
 // An input marked data-resets="KEY ..." (a new sentence, run or beam) sets those inputs back to their
@@ -684,6 +726,13 @@ async function start() {
       const delay = input.tagName === "TEXTAREA" || input.type === "text" ? DEBOUNCE_MS : 0;
       input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input",
         () => { resetFollowers(section, input); showSliderValues(section); schedule(section, delay); });
+    }
+    for (const button of $$("button[data-play]", section)) play(button, section);
+    for (const button of $$("button[data-action]", section)) {
+      button.addEventListener("click", () => {
+        $('[data-key="action"]', section).value = button.dataset.action;
+        compute(section);
+      });
     }
     for (const button of $$("button[data-set]", section)) {
       button.addEventListener("click", () => {
