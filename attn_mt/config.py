@@ -35,6 +35,7 @@ NORMS = ("layer", "batch")  # the normalisation in the Transformer's add & norm;
 SCORINGS = ("additive", "dot")  # the Bahdanau decoder's attention scoring; additive is the book's
 AMP_MODES = ("none", "auto", "bf16", "fp16")
 KERNEL_CHOICES = ("auto", "reference", "cpu", "gpu")  # see attn_mt/kernels
+COMPILE_MODES = ("default", "reduce-overhead")  # torch.compile modes; reduce-overhead captures CUDA graphs
 BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
 # the repository's configs/ folder, reached through the attn_mt/configs link and shipped in the
 # package as package data (pyproject.toml), so an installed attn-mt finds it too
@@ -142,6 +143,9 @@ class TrainConfig:
     accum_steps: int = 1
     amp: str = "none"
     compile: bool = False
+    compile_mode: str = (
+        "default"  # under train.compile: reduce-overhead pads batches to a few shapes for CUDA graphs
+    )
     tf32: bool = False  # CUDA only: float32 matrix products and cuDNN in TensorFloat-32
     prefetch_batches: int = 2  # CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)
     kernels: str = "auto"
@@ -202,6 +206,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.init": INITS,
     "train.amp": AMP_MODES,
     "train.kernels": KERNEL_CHOICES,
+    "train.compile_mode": COMPILE_MODES,
     "train.best_metric": BEST_METRICS,
 }
 

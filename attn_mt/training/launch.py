@@ -328,6 +328,7 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "tokens_per_s": round(result.tokens_per_s, 1),
         "steady_tokens_per_s": None if steady is None else round(steady, 1),
         "wall_s": round(result.wall_s, 2),
+        "compile_s": round(trainer.compile_s, 2),
         "stop_reason": result.stopped_because.value,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),

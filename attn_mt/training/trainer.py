@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ from attn_mt.run.checkpoint import save_checkpoint, snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths
+from attn_mt.training.compiling import compile_options, prepare_compile, warm_up_batches
 from attn_mt.training.display import TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
@@ -72,13 +73,21 @@ class Trainer:
             xavier_init_(self.model)
         # the kernels run the book's architecture only: a model with an exercise switch trains on plain torch
         kernels = "reference" if cfg.model.switches else tc.kernels
-        self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size)
+        mode = None if tc.compile_mode == "default" else tc.compile_mode
+        pad_id = data.src_vocab.pad_id
+        self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size, mode, pad_id)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
-        self.net: torch.nn.Module = torch.compile(net, **self.speed.compile_options) if tc.compile else net
+        if tc.compile:
+            prepare_compile()
+            net = torch.compile(net, **compile_options(self.speed.compile_options, tc.compile_mode))
+        self.net: torch.nn.Module = net
+        self.compile_s = (
+            0.0  # seconds of this session's warm-up passes (compiling), outside the training clock
+        )
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -109,27 +118,16 @@ class Trainer:
         score the steps since the last validation, save last.pt.
         """
         tc, pr = self.cfg.train, self.progress
-        self._start()
+        self.start()
         stop: StopReason | None = None
-        with self.signals, self._display() as bar:
+        with self.signals, self.display() as bar:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
-                steps = self.dist.step_batches(plan, pr.batch_in_epoch, tc.accum_steps)  # this rank's batches
-                with batch_feed(steps, self.collate, self.prefetch, pin=True) as feed:
+                with self.epoch_feed(plan) as feed:
                     while stop is None and pr.batch_in_epoch < len(plan):
                         time_used = self._time_used()
                         asked = self.signals.caught or time_used >= 1.0
-                        step_started = time.perf_counter()
-                        batches = next(feed)
-                        loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
-                        self.session.time_step(time.perf_counter() - step_started, tokens)
-                        taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
-                        pr.count_step(taken, tokens, self._training_seconds())
-                        self.totals.add(loss_sum, pr.step)
-                        self.session.count(tokens)
-                        bar.step(pr.step, pr.elapsed_s)
-                        if pr.step % tc.log_every == 0:
-                            self._log_window(bar)
+                        any_asked = self.train_step(feed, bar, asked, time_used)
                         due = tc.valid_every and pr.step % tc.valid_every == 0
                         if due and self._validate_and_checkpoint(self._epoch_loss()):
                             stop = StopReason.PATIENCE
@@ -150,16 +148,46 @@ class Trainer:
             self.tensorboard.close()
         return self.session.result(self.paths.root, pr, stop)
 
-    def _start(self) -> None:
-        """Plan the schedule, settle train.amp=auto and start this session's clocks."""
+    def start(self) -> None:
+        """Plan the schedule, settle train.amp=auto, compile (train.compile), start this session's clocks."""
         tc = self.cfg.train
         total = tc.epochs * self._steps_per_epoch()
         self.schedule.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.model.train()
         self.settle_amp()
+        self.warm_up()
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
     # ----- one optimiser step -----
+    def epoch_feed(
+        self, plan: Sequence[Sequence[int]]
+    ) -> contextlib.AbstractContextManager[Iterator[list[Batch]]]:
+        """This rank's steps of an epoch's `plan` from where the epoch stands, collated (a thread on CUDA)."""
+        steps = self.dist.step_batches(plan, self.progress.batch_in_epoch, self.cfg.train.accum_steps)
+        return batch_feed(steps, self.collate, self.prefetch, pin=True)
+
+    def train_step(
+        self, feed: Iterator[list[Batch]], bar: TrainingDisplay, stop_asked: bool, time_used: float
+    ) -> bool:
+        """One step of `fit`: the next batches of `feed` trained on and counted; logged every log_every steps.
+
+        The step is timed from taking its batches to the update (Session.time_step). Returns whether
+        any rank asked to stop. scripts/profile_step.py times this same method.
+        """
+        pr = self.progress
+        step_started = time.perf_counter()
+        batches = next(feed)
+        loss_sum, tokens, any_asked = self._step(batches, stop_asked, time_used)
+        self.session.time_step(time.perf_counter() - step_started, tokens)
+        taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
+        pr.count_step(taken, tokens, self._training_seconds())
+        self.totals.add(loss_sum, pr.step)
+        self.session.count(tokens)
+        bar.step(pr.step, pr.elapsed_s)
+        if pr.step % self.cfg.train.log_every == 0:
+            self._log_window(bar)
+        return any_asked
+
     def _step(self, batches: list[Batch], stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
 
@@ -240,6 +268,33 @@ class Trainer:
         self.amp = choose_amp(run_pass, self.dist, len(batches))
         self.params.zero_grad()
 
+    def warm_up(self, epochs: int = 3) -> None:
+        """Under train.compile: compile every shape of the next `epochs` epochs' batches before the clock.
+
+        Forward and backward passes on one batch of each shape (compiling.warm_up_batches), leaving
+        no trace (no update, the gradients cleared, the RNG state restored); their time is compile_s,
+        logged and kept out of the training time and tokens/s.
+        """
+        if not self.cfg.train.compile:
+            return
+        started = time.perf_counter()
+        first = self.progress.epoch
+        last = max(min(first + epochs, self.cfg.train.epochs), first + 1)
+        plan = [ix for e in range(first, last) for ix in self.data.train.plan(e, self.cfg.train.seed)]
+        batches = warm_up_batches(plan, self.collate, getattr(self.speed, "bucket", False))
+        saved = rng_state(self.device)
+        with self._grad_sync(False):
+            for batch in batches:
+                self._objective(batch, self.amp)[0].backward()
+        self.params.zero_grad()
+        restore_rng(saved, self.device)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.compile_s += time.perf_counter() - started
+        log.info(
+            "compiled %d batch shape(s) in %.1f s, outside the training time", len(batches), self.compile_s
+        )
+
     # ----- logging, validation and checkpoints -----
     def _time_used(self) -> float:
         """The spent fraction of train.time_limit_minutes (0 without a limit)."""
@@ -264,7 +319,7 @@ class Trainer:
         tc = self.cfg.train
         return math.ceil(len(self.data.train.plan(0, tc.seed)) / (tc.accum_steps * self.dist.world_size))
 
-    def _display(self) -> TrainingDisplay:
+    def display(self) -> TrainingDisplay:
         """Progress on stderr (off when quiet): a bar on a terminal, a line per log window elsewhere."""
         tc = self.cfg.train
         rule = StopBounds(tc.max_steps, tc.epochs, self._steps_per_epoch(), tc.time_limit_minutes)

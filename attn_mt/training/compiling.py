@@ -1,0 +1,67 @@
+"""`train.compile`: torch.compile's options and caches, and the batches that compile every graph first.
+
+Shapes: B batch rows, S source steps, T target steps.
+A compiled step compiles (and, with `train.compile_mode: reduce-overhead`, captures a CUDA graph)
+the first time it meets a shape. `warm_up_batches` picks the batches that meet every shape a run
+will see (every bucket shape when the GPU path pads to buckets; with dynamic shapes the batches of
+fewest and most rows), so the trainer compiles them all before its first timed or logged step and
+reports that time apart (`compile_s` in run_summary.json and the log). The FX graph cache keeps compiled
+graphs on disk, so a restarted or resumed run loads them instead of compiling again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from attn_mt.data.batch import Batch
+from attn_mt.training.speed import raise_recompile_limit
+
+
+def inductor_cache_dir() -> Path:
+    """Where compiled graphs persist across runs: $TORCHINDUCTOR_CACHE_DIR, else under attn-mt's cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or Path(base) / "attn-mt" / "inductor")
+
+
+def prepare_compile() -> None:
+    """Before torch.compile: the FX graph and autograd caches on, on disk; dynamo's recompile limit raised.
+
+    The recompile limit is raised for every compiled run, DDP included: past torch's default of 8
+    graphs a frame, dynamo falls back to eager mode without an error.
+    """
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = True
+    if hasattr(functorch_config, "enable_autograd_cache"):  # torch >= 2.5: the backward's graphs too
+        functorch_config.enable_autograd_cache = True
+    raise_recompile_limit()
+
+
+def compile_options(speed_options: dict, mode: str) -> dict:
+    """torch.compile's keyword arguments: the speed object's, with `train.compile_mode` unless it set one."""
+    return {"mode": None if mode == "default" else mode, **speed_options}
+
+
+def warm_up_batches(
+    plan: Sequence[Sequence[int]], collate: Callable[[Sequence[int]], Batch], bucketed: bool
+) -> list[Batch]:
+    """One collated batch of each shape the plan's batches take (`bucketed`), else a few extremes.
+
+    `plan` is the batches (index lists) of the epochs to cover: a later epoch's shuffle can make a
+    bucket shape none of them had, which then compiles inside that epoch's step (and its log window).
+    """
+    if bucketed:
+        by_shape: dict[tuple[int, ...], Batch] = {}
+        for indices in plan:
+            batch = collate(indices)
+            by_shape.setdefault((*batch.src.shape, *batch.tgt.shape), batch)  # (B, S, B, T)
+        return list(by_shape.values())
+    # dynamic shapes: one graph serves every size but 0 and 1, which dynamo specialises; under a token
+    # budget the batch of fewest rows is the widest and that of most rows the narrowest
+    rows = [len(indices) for indices in plan]
+    picks = sorted({rows.index(min(rows)), rows.index(max(rows))}) if plan else []
+    return [collate(plan[i]) for i in picks]
