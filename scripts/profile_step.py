@@ -1,26 +1,31 @@
-"""Profile the training step of a config on this machine's device, on synthetic batches, in minutes.
+"""Profile the trainer's own training step of a config on this machine's device, in minutes, without a corpus.
 
     python scripts/profile_step.py                       # configs/transformer-gpu.yaml on cuda
     python scripts/profile_step.py --variants reference,gpu,gpu+compile --out runs/profile
     python scripts/profile_step.py configs/tiny.yaml --device cpu --warmup 2 --steps 3
+    python scripts/profile_step.py configs/tiny.yaml --device cpu --data corpus.txt   # a corpus's own batches
     make profile-step PYTHON=python3                     # a GPU session's first command (docs/gpu.md)
 
-No corpus is read: batches are drawn from scripts/profile_lengths.json, the joint histogram of
-source and target lengths (in pieces, <eos> counted) of configs/transformer-gpu.yaml's training
-split, packed under the config's `data.max_tokens` as training packs them (data/bucketing.py),
-with random token ids. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is
-gpu), `+compile` compiles it (train.compile: dynamic shapes on the gpu path), `+graphs` compiles
-it with mode="reduce-overhead" (CUDA graphs; the gpu path pads the batches to a few shapes and
-compiles each); all run in one process on the same batches:
---warmup steps (compiling, if any, happens here), --steps timed steps, then --trace-steps steps
-under torch.profiler. Printed per variant: ms a step, target tokens/s, MFU (the FLOPs of a step's
-real tokens, the arithmetic printed, over the card's dense bf16 peak: PEAK_TFLOPS or
---peak-tflops), and from the profile: kernels a step and the GPU's busy share (the union of the
-kernels' intervals over the profiled wall time), host syncs a step (torch.cuda's sync debug mode,
-over the timed steps), the top ops by self device and self CPU time, and the attention's and the
-loss's shares of the step's op time. One chrome trace per variant goes to --out, with
-profile.json (everything printed). A variant that fails prints its error and the others go on;
-the exit status is 1 if any failed.
+Each variant builds the Trainer `attn-mt train` builds and times its own step (Trainer.train_step:
+the epoch's batches collated by the training set, on the prefetch thread into pinned memory on
+CUDA, copied to the device, forward, backward, clipping, the update, the loss totals and a
+metrics.jsonl line every train.log_every steps), so its ms a step is the figure `train`'s steady
+tokens/s comes from. Without --data no corpus is read: the training set is drawn from
+scripts/profile_lengths.json, the joint histogram of source and target lengths (in pieces, <eos>
+counted) of configs/transformer-gpu.yaml's training split, with random token ids past the special
+tokens, and batched by the same BucketTrainSet (data/bucketing.py) under the config's
+`data.max_tokens`. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is gpu),
+`+compile` compiles it (train.compile), `+graphs` compiles it with train.compile_mode:
+reduce-overhead (CUDA graphs; the gpu path pads the batches to a few shapes); all run in one
+process on the same batches: the trainer's start (compiling every batch shape, compile_s), --warmup
+steps, --steps timed steps, then --trace-steps steps under torch.profiler. Printed per variant: ms a
+step, target tokens/s, MFU (the FLOPs of a step's real tokens, the arithmetic printed, over the
+card's dense bf16 peak: PEAK_TFLOPS or --peak-tflops), and from the profile: kernels a step and the
+GPU's busy share (the union of the kernels' intervals over the profiled wall time), host syncs a
+step (torch.cuda's sync debug mode, over up to 5 steps after the timed ones), the top ops by self
+device and self CPU time, and the attention's and the loss's shares of the step's op time. One
+chrome trace per variant goes to --out, with profile.json (everything printed). A variant that
+fails prints its error and the others go on; the exit status is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from attn_mt.config import Config, load_config  # noqa: E402
 from attn_mt.data.batch import Batch  # noqa: E402
 from attn_mt.data.bucketing import BucketTrainSet  # noqa: E402
-from attn_mt.data.dataset import NMTData  # noqa: E402
+from attn_mt.data.dataset import NMTData, load_data  # noqa: E402
 from attn_mt.data.trainset import TokenSequences  # noqa: E402
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab  # noqa: E402
 from attn_mt.models.build import build_model  # noqa: E402
@@ -211,10 +216,21 @@ def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
     return sdpa_kernel(backends[name])
 
 
-def profile_trainer(cfg: Config, variant: str, args: argparse.Namespace, device: torch.device) -> Trainer:
-    """The Trainer `attn-mt train` builds for this variant's kernels and compile settings, on synthetic data.
+def profile_data(cfg: Config, args: argparse.Namespace) -> NMTData:
+    """The variants' training set: --data's (with its vocabularies), else the synthetic one; no valid set."""
+    if args.data:
+        data = load_data(cfg.data, args.data)
+        return NMTData(data.src_vocab, data.tgt_vocab, data.train)
+    vocab = synthetic_vocab(args.vocab or cfg.data.vocab_size)
+    return NMTData(vocab, vocab, synthetic_train_set(cfg.data.max_tokens, cfg.data.max_len, vocab, args.seed))
 
-    No validation set (nothing validates), quiet, its run directory under --out (metrics.jsonl only).
+
+def profile_trainer(
+    cfg: Config, variant: str, args: argparse.Namespace, device: torch.device, data: NMTData
+) -> Trainer:
+    """The Trainer `attn-mt train` builds for this variant's kernels and compile settings, on `data`.
+
+    Nothing validates (no valid set); quiet; its run directory under --out (metrics.jsonl only).
     """
     kernels, _, extra = variant.partition("+")
     settings = [f"train.kernels={'gpu' if kernels == 'fast' else kernels}"]
@@ -224,12 +240,10 @@ def profile_trainer(cfg: Config, variant: str, args: argparse.Namespace, device:
     if mode:
         settings.append(f"train.compile_mode={mode}")
     cfg = load_config(args.config, [*args.overrides, *settings])
-    vocab = synthetic_vocab(args.vocab)
-    train = synthetic_train_set(cfg.data.max_tokens, cfg.data.max_len, vocab, args.seed)
-    data = NMTData(vocab, vocab, train)
     root = args.out / variant.replace("+", "-")
     root.mkdir(parents=True, exist_ok=True)
     (root / "metrics.jsonl").unlink(missing_ok=True)
+    torch.manual_seed(cfg.train.seed)  # as training/launch.py seeds before building the trainer
     return Trainer(cfg, RunPaths(root), data, device, quiet=True)
 
 
@@ -359,11 +373,13 @@ def op_tables(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> dict[st
     }
 
 
-def profile_variant(variant: str, cfg: Config, args: argparse.Namespace, flops: float) -> Result:
-    """Warm up, time and profile one variant: the trainer's own steps on the synthetic training set."""
+def profile_variant(
+    variant: str, cfg: Config, args: argparse.Namespace, data: NMTData, flops: float
+) -> Result:
+    """Warm up, time and profile one variant: the trainer's own steps on `data`'s training set."""
     result = Result(variant)
     device = torch.device(args.device)
-    trainer = profile_trainer(cfg, variant, args, device)
+    trainer = profile_trainer(cfg, variant, args, device, data)
     with sdpa_backend(args.attention_backend):
         started = time.perf_counter()
         driver = StepDriver(trainer)  # compiles every batch shape first under train.compile
@@ -460,7 +476,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first (default 20)")
     parser.add_argument("--steps", type=int, default=40, help="timed steps (default 40)")
     parser.add_argument("--trace-steps", type=int, default=3, help="profiled steps (default 3)")
-    parser.add_argument("--vocab", type=int, help="vocabulary size (default data.vocab_size)")
+    parser.add_argument("--vocab", type=int, help="synthetic vocabulary size (default data.vocab_size)")
+    parser.add_argument(
+        "--data", help="train on this corpus's batches instead of synthetic ones (as --data of train)"
+    )
     parser.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s, for MFU off the table")
     parser.add_argument("--seed", type=int, default=0, help="seed of the drawn batches")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -481,19 +500,18 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, also into a pipe (tee)
     cfg = load_config(args.config, args.overrides)
-    args.vocab = args.vocab or cfg.data.vocab_size
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = cfg.train.tf32
         torch.backends.cudnn.allow_tf32 = cfg.train.tf32
     if device.type == "cpu" and cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    data = profile_data(cfg, args)
     total = args.warmup + args.steps + args.trace_steps
-    batches = synthetic_batches(
-        total, cfg.data.max_tokens, cfg.data.max_len, args.vocab, args.seed, cfg.train.seed
-    )  # the batches every variant's trainer takes, in its order (train.accum_steps: 1)
+    plan = data.train.plan(0, cfg.train.seed)
+    batches = [data.train.collate(ix) for ix in plan[:total]]  # every variant's, in its order (accum_steps 1)
     timed = batches[args.warmup : args.warmup + args.steps]
-    probe = build_model(cfg.model, args.vocab, args.vocab)
+    probe = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab))
     layers = cfg.model.num_layers
     flops, arithmetic = step_flops(weights(probe), cfg.model.num_hiddens, layers, timed)
     peak, name = card_peak(device, args.peak_tflops)
@@ -527,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         try:
-            result = profile_variant(variant, cfg, args, flops)
+            result = profile_variant(variant, cfg, args, data, flops)
         except Exception as error:  # one variant's failure (an unsupported backend, memory) is its row
             traceback.print_exc()
             result = Result(variant, ok=False, error=f"{type(error).__name__}: {error}".splitlines()[0][:300])
