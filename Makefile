@@ -110,3 +110,11 @@ gpu-check: $(GPU_CHECK_NEEDS)
 profile-step: $(GPU_CHECK_NEEDS)
 	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/profile_step.py --variants reference,gpu,gpu+compile \
 	  --out runs/profile $(ARGS)
+
+# The first command where a GPU is at hand (docs/gpu.md): gpu_check --quick of the GPU path (train.kernels: gpu,
+# with the CTranslate2 float16 row) and of the reference path, and profile_step of both, eager and compiled, in
+# at most 9 minutes of one card and no network; one markdown table in runs/gpu_checkup/checkup.md. PYTHON= as
+# for gpu-check; ARGS="--data FILE" names the corpus, ARGS=--dry-run lists the commands.
+.PHONY: gpu-checkup
+gpu-checkup: $(GPU_CHECK_NEEDS)
+	$(GPU_CHECK_PYTHON) scripts/gpu_checkup.py $(ARGS)
