@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from helpers import make_dry_run
 from synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,25 +170,8 @@ def test_without_a_corpus_the_check_stops_before_any_download(tmp_path):
 
 
 def test_make_gpu_check_with_a_python_sets_up_nothing(tmp_path):
-    clone = tmp_path / "clone"  # a fresh clone: no .venv
-    clone.mkdir()
-    shutil.copy(ROOT / "Makefile", clone / "Makefile")
-    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
-    # a make of its own, not a sub-make of `make test` (which would print its directories and pass on flags)
-    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    given = subprocess.run(
-        ["make", "-n", "gpu-check", "PYTHON=/opt/cuda-python/bin/python3", "ARGS=--quick"],
-        capture_output=True,
-        text=True,
-        cwd=clone,
-        check=True,
-        env=alone,
-    )
-    assert given.stdout.strip().splitlines() == ["/opt/cuda-python/bin/python3 scripts/gpu_check.py --quick"]
-    default = subprocess.run(
-        ["make", "-n", "gpu-check"], capture_output=True, text=True, cwd=clone, check=True, env=alone
-    )
-    assert (
-        "-m venv .venv" in default.stdout and "pip install" in default.stdout
-    )  # the ordinary way still works
-    assert default.stdout.strip().splitlines()[-1] == ".venv/bin/python scripts/gpu_check.py"
+    given = make_dry_run(tmp_path, "gpu-check", "PYTHON=/opt/cuda-python/bin/python3", "ARGS=--quick")
+    assert given.strip().splitlines() == ["/opt/cuda-python/bin/python3 scripts/gpu_check.py --quick"]
+    default = make_dry_run(tmp_path, "gpu-check")
+    assert "-m venv .venv" in default and "pip install" in default  # the ordinary way still works
+    assert default.strip().splitlines()[-1] == ".venv/bin/python scripts/gpu_check.py"

@@ -5,12 +5,10 @@ verdicts and make's target. The GPU run itself is the table docs/benchmarks.md w
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-from helpers import load_script
+from helpers import load_script, make_dry_run
 
 checkup = load_script("gpu_checkup")
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,19 +83,5 @@ def test_the_targets_are_judged_from_the_parts_figures(tmp_path):
 
 
 def test_make_gpu_checkup_with_a_python_sets_up_nothing(tmp_path):
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    shutil.copy(ROOT / "Makefile", clone / "Makefile")
-    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
-    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    given = subprocess.run(
-        ["make", "-n", "gpu-checkup", "PYTHON=/opt/cuda/bin/python3", "ARGS=--data fra-eng.zip"],
-        capture_output=True,
-        text=True,
-        cwd=clone,
-        check=True,
-        env=alone,
-    )
-    assert given.stdout.strip().splitlines() == [
-        "/opt/cuda/bin/python3 scripts/gpu_checkup.py --data fra-eng.zip"
-    ]
+    given = make_dry_run(tmp_path, "gpu-checkup", "PYTHON=/opt/cuda/bin/python3", "ARGS=--data fra-eng.zip")
+    assert given.strip().splitlines() == ["/opt/cuda/bin/python3 scripts/gpu_checkup.py --data fra-eng.zip"]

@@ -29,9 +29,9 @@ from attn_mt.kernels.loss import smoothed_cross_entropy_sum
 from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import read_metrics
+from attn_mt.training import speed as speed_module
 from attn_mt.training.launch import train
 from attn_mt.training.run_state import STEADY_AFTER, Session
-from attn_mt.training import speed as speed_module
 from attn_mt.training.speed import GpuPath, PlainTorch, choose_speed
 
 VOCAB, HIDDEN, FFN, HEADS, LAYERS = 40, 32, 64, 4, 2
