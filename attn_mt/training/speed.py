@@ -186,7 +186,7 @@ class GpuPath(PlainTorch):
     def loss(
         self, net: nn.Module, batch: Batch, tgt_in: torch.Tensor, label_smoothing: float
     ) -> torch.Tensor:
-        """The fused, real-tokens-only loss (kernels/gpu_transformer.py's token_loss), summed."""
+        """The real-tokens-only loss, summed (gpu_transformer.token_loss; fused when compiled)."""
         if not self.applies:
             return super().loss(net, batch, tgt_in, label_smoothing)
         from attn_mt.kernels.gpu_transformer import PreparedBatch, prepare_batch, token_loss
