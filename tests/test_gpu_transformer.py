@@ -83,11 +83,11 @@ def test_auto_takes_only_a_path_verified_on_a_card_and_gpu_opts_in_with_one_noti
     assert not caplog.records  # nothing to explain: the CPU paths are verified by the tests
     monkeypatch.setitem(speed_module.VERIFIED_ON_CARDS, "gpu", ("cuda",))  # the run that verifies it
     with caplog.at_level(logging.INFO, logger="attn_mt"):
-        assert isinstance(choose_speed("auto", cuda, False, 1, pad_id=1), GpuPath)
+        assert isinstance(choose_speed("auto", cuda, False, 1), GpuPath)
         assert isinstance(choose_speed("gpu", cuda, False, 1), GpuPath)
     assert not caplog.records
     assert type(choose_speed("auto", torch.device("mps"), False, 1)) is PlainTorch
-    graphs = choose_speed("gpu", torch.device("cpu"), True, 1, "reduce-overhead")
+    graphs = choose_speed("gpu", torch.device("cpu"), True, 1, "reduce-overhead", pad_id=1)
     assert isinstance(graphs, GpuPath) and graphs.bucket
     assert graphs.compile_options == {"dynamic": False, "mode": "reduce-overhead"}
     compiled = choose_speed("gpu", torch.device("cpu"), True, 1)
@@ -110,7 +110,7 @@ def test_loss_and_every_gradient_equal_the_book_path_in_float32(tie, bucket):
     model = transformer(tie=tie)
     batch, tgt_in = ragged_batch()
     expected_loss, expected = loss_and_grads(PlainTorch(), model, batch, tgt_in)
-    speed = GpuPath(1, compile=bucket, compile_mode="reduce-overhead")
+    speed = GpuPath(1, compile=bucket, compile_mode="reduce-overhead", pad_id=1)
     speed.wrap(model)
     prepared = speed.prepare(batch, trim_source=True)
     assert isinstance(prepared, PreparedBatch)
@@ -218,7 +218,7 @@ SHAPES = [(6, 9, 7), (5, 10, 8), (6, 12, 6), (12, 3, 4), (11, 4, 2)]  # rows, so
 def compiled_graphs(mode: str | None) -> list:
     """The graphs torch.compile builds for the GPU path over batches of SHAPES, under `mode`."""
     model = transformer()
-    speed = GpuPath(1, compile=True, compile_mode=mode)
+    speed = GpuPath(1, compile=True, compile_mode=mode, pad_id=1)
     speed.cross_entropy = smoothed_cross_entropy_sum  # the model's graphs only (the loss's: the test below)
     graphs = []
 
@@ -358,3 +358,5 @@ def test_bucketing_pads_rows_and_columns_with_the_given_pad_id():
     assert (prepared.src[6:] == 7).all() and (prepared.src[:6, 9:] == 7).all()  # rows and columns added
     assert (prepared.tgt[6:] == 7).all() and (prepared.tgt[:6, 7:] == 7).all()
     assert prepared.src_lens[6:].tolist() == [1, 1] and prepared.tgt_lens[6:].tolist() == [0, 0]
+    with pytest.raises(ValueError, match="<pad>"):
+        GpuPath(1, compile=True, compile_mode="reduce-overhead")

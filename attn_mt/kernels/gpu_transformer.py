@@ -86,10 +86,11 @@ class PreparedBatch(Batch):
         return self
 
 
-def prepare_batch(batch: Batch, pad_id: int, trim_source: bool, bucket: bool) -> PreparedBatch:
+def prepare_batch(batch: Batch, pad_id: int | None, trim_source: bool, bucket: bool) -> PreparedBatch:
     """`batch` trimmed, padded to its bucket's shape when `bucket`, with its real target positions.
 
-    Called where the batch is collated (on the host, or on the device in tests and the profile).
+    Called where the batch is collated (on the host, or on the device in tests). `pad_id`, the
+    vocabulary's <pad>, fills the rows and columns bucketing adds (unused without `bucket`).
     """
     batch = batch.trimmed(source=trim_source)
     src, src_lens, tgt, tgt_lens = batch.src, batch.src_lens, batch.tgt, batch.tgt_lens

@@ -152,11 +152,16 @@ class GpuPath(PlainTorch):
 
     name = "gpu"
 
-    def __init__(self, processes: int, compile: bool, compile_mode: str | None = None, pad_id: int = 1):
+    def __init__(
+        self, processes: int, compile: bool, compile_mode: str | None = None, pad_id: int | None = None
+    ):
         from attn_mt.kernels.loss import smoothed_cross_entropy_sum
 
-        self.processes, self.pad_id = processes, pad_id  # pad_id: the vocabulary's <pad>, for bucketing
+        self.processes = processes
         self.bucket = compile and compile_mode in GRAPH_MODES
+        if self.bucket and pad_id is None:
+            raise ValueError("bucketing pads batches with the vocabulary's <pad>: give its pad_id")
+        self.pad_id = pad_id  # used only to pad bucketed batches
         # compiled, the loss's float32 passes over the (M, V) logits fuse into one kernel each way; M
         # (the batch's real tokens) changes every step, so it is dynamic, and no CUDA graph is taken
         self.cross_entropy = (
@@ -261,11 +266,11 @@ def choose_speed(
     compile: bool,
     processes: int,
     compile_mode: str | None = None,
-    pad_id: int = 1,
+    pad_id: int | None = None,
 ) -> Speed:
     """`train.kernels` for a run of `processes` processes on `device`: PlainTorch, the CPU or the GPU path.
 
-    `pad_id` is the vocabulary's <pad>, which the GPU path pads bucketed batches with.
+    `pad_id` is the vocabulary's <pad>, which the GPU path pads bucketed batches with (needed then).
     """
     notice = explain_choice(choice, device)
     if notice:
