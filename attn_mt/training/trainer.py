@@ -85,9 +85,8 @@ class Trainer:
             prepare_compile()
             net = torch.compile(net, **compile_options(self.speed.compile_options, tc.compile_mode))
         self.net: torch.nn.Module = net
-        self.compile_s = (
-            0.0  # seconds of this session's warm-up passes (compiling), outside the training clock
-        )
+        # seconds of this session's warm-up passes (compiling), outside the training clock
+        self.compile_s = 0.0
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
