@@ -88,7 +88,7 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache *.egg-info
 
 # Every model, AMP mode, resume, translate/eval, CTranslate2 and serve on this machine's CUDA device(s), one
-# table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick fits ~6 GPU minutes, ARGS="--device cpu --quick"
+# table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick takes ~8 GPU minutes, ARGS="--device cpu --quick"
 # is the CPU version. `make gpu-check PYTHON=python3` runs it with that Python and its (CUDA) torch as they
 # are: no .venv, no pip, no network. Without PYTHON=, .venv is set up first, as for every other target.
 ifeq ($(origin PYTHON),command line)

@@ -1,6 +1,6 @@
 """One command that checks attn-mt end to end on this machine's CUDA device(s), or on the CPU.
 
-    python scripts/gpu_check.py --quick           # about 6 minutes of one GPU (docs/gpu.md)
+    python scripts/gpu_check.py --quick           # about 8 minutes of one GPU (docs/gpu.md)
     python scripts/gpu_check.py                   # the longer check, with torchrun over 2+ GPUs
     python scripts/gpu_check.py --device cpu --quick   # the rows that apply on a CPU, for CI
     make gpu-check PYTHON=python3 ARGS=--quick    # with a Python that already holds (CUDA) torch
@@ -566,7 +566,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument(
-        "--quick", action="store_true", help="the rows in about 6 minutes of one GPU (docs/gpu.md)"
+        "--quick", action="store_true", help="the rows in about 8 minutes of one GPU (docs/gpu.md)"
     )
     parser.add_argument(
         "--config",

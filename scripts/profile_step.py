@@ -471,7 +471,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compile", action="store_true", help="compile every variant (train.compile)")
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. reduce-overhead")
     parser.add_argument(
-        "--attention-backend", default="auto", choices=("auto", "flash", "efficient", "cudnn", "math")
+        "--attention-backend",
+        default="auto",
+        choices=("auto", "flash", "efficient", "cudnn", "math"),
+        help="pin SDPA's kernel; flash and cudnn refuse the masked calls and dropout 0.2 (docs/gpu.md)",
     )
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first (default 20)")
     parser.add_argument("--steps", type=int, default=40, help="timed steps (default 40)")
