@@ -31,7 +31,9 @@ cuda/sdp_utils.cpp (`can_use_flash_attention`, `can_use_cudnn_attention`,
 - memory-efficient: head size a multiple of the GEMM alignment (8 for fp16/bf16, 4 for float32,
   check_head_dim_size_mem_efficient), q, k and v storage offsets aligned to 16 bytes
   (check_data_ptr_alignment_mem_efficient), and an additive bias in the query's dtype whose strides
-  but the last are multiples of 16 (preprocess_mask pads and copies it on every call otherwise);
+  but the last are multiples of 16: attention.cpp's preprocess_mask pads and copies a bias on every
+  call unless its strides are multiples of 8 (aligned_tensor<8> in recent torch; some releases
+  checked instead that the last size is a multiple of 16, which copies any bias of another S);
 - math: always.
 Under autocast the recorded dtype is the autocast dtype (SDPA is on CUDA autocast's lower-precision
 list). What the harness cannot know: the card's compute capability, the cuDNN version, and which
@@ -54,7 +56,7 @@ HALF = (torch.float16, torch.bfloat16)
 BACKENDS = ("flash", "cudnn", "efficient", "math")
 CUDNN_HEAD_LIMIT = 128  # 256 only on sm90/sm10x with cuDNN > 9.22 (check_cudnn_tensor_shapes)
 FLASH_HEAD_LIMIT = 256
-BIAS_STRIDE_ALIGNMENT = 16  # elements: preprocess_mask copies a bias whose strides are not multiples of this
+BIAS_STRIDE_ALIGNMENT = 16  # elements: stricter than recent preprocess_mask's 8, as source_bias lays rows out
 POINTER_ALIGNMENT_BYTES = 16  # minimum_gemm_alignment x element size on sm80+ for fp16/bf16 (and float32)
 
 
