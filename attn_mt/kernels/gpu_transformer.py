@@ -117,7 +117,9 @@ def source_bias(src_lens: torch.Tensor, width: int, dtype: torch.dtype) -> torch
 
     Its rows are allocated BIAS_ALIGNMENT columns wide and sliced to S, so every stride but the last
     is a multiple of that alignment: the memory-efficient attention kernel then takes it as it is,
-    where a row of S columns would be padded and copied again by every attention call.
+    where a row of S columns would be padded and copied again by every attention call (recent
+    torch's preprocess_mask checks the strides; releases that checked the last size instead copy
+    it unless S is a multiple of 16: tests/cuda_rules.py).
     """
     columns = round_up(width, BIAS_ALIGNMENT)
     positions = torch.arange(columns, device=src_lens.device)  # (S',)
