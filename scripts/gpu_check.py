@@ -4,6 +4,7 @@
     python scripts/gpu_check.py                   # the longer check, with torchrun over 2+ GPUs
     python scripts/gpu_check.py --device cpu --quick   # the rows that apply on a CPU, for CI
     make gpu-check PYTHON=python3 ARGS=--quick    # with a Python that already holds (CUDA) torch
+    python scripts/gpu_check.py --quick --rows auto,eval --set train.kernels=gpu   # some rows, the GPU path
 
 It runs with whichever Python starts it, from this checkout (no install, no network): a preflight
 names every missing package with the pip command that installs it, and finds the corpus as

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers import make_dry_run
+from helpers import load_script, make_dry_run
 from synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,3 +176,22 @@ def test_make_gpu_check_with_a_python_sets_up_nothing(tmp_path):
     default = make_dry_run(tmp_path, "gpu-check")
     assert "-m venv .venv" in default and "pip install" in default  # the ordinary way still works
     assert default.strip().splitlines()[-1] == ".venv/bin/python scripts/gpu_check.py"
+
+
+def test_rows_picks_the_rows_and_lists_the_others_as_not_asked_for(tmp_path):
+    gpu_check = load_script("gpu_check")
+    args = argparse.Namespace(quick=True, ranks=0, rows=["auto", "eval"], config=None, device="cuda")
+    check = gpu_check.Check(args, tmp_path / "corpus.txt", tmp_path)
+    skipped = {name: skip for _, name, _, _, skip in gpu_check.plan(check)}
+    assert [name for name, skip in skipped.items() if skip is None] == [
+        "transformer-gpu (amp auto)",
+        "eval --split test --beam 4",
+    ]
+    assert skipped["serve"] == skipped["d2l_bahdanau"] == "not asked for (--rows)"
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--rows", "auto,turbo"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2 and "--rows: turbo not among book, auto" in refused.stderr
