@@ -4,6 +4,9 @@ first step (outside the clock, compile_s apart), the recompile limit and the on-
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,7 +18,6 @@ from attn_mt.data.dataset import load_data
 from attn_mt.run.run_dir import RunPaths
 from attn_mt.training import compiling
 from attn_mt.training.launch import write_run_summary
-from attn_mt.training.speed import RECOMPILE_LIMIT
 from attn_mt.training.trainer import Trainer
 
 SETTINGS = [*TINY_RUN_SETTINGS[:3], "train.threads=1", "train.epochs=2", "train.valid_max_sentences=4"]
@@ -102,14 +104,26 @@ def test_every_bucket_shape_compiles_before_the_first_step_and_its_time_is_apart
     assert inductor_config.fx_graph_cache  # a restart loads the compiled graphs from disk
 
 
-def test_the_recompile_limit_is_raised_for_every_compiled_run_ddp_included(
-    tmp_path, counted_compile, monkeypatch
-):
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+def test_the_recompile_limit_is_raised_for_every_compiled_run_ddp_included(tmp_path, counted_compile):
     corpus = write_corpus(tmp_path / "reverse.txt", n=100)
     cfg = load_config(TINY, [*SETTINGS, "train.kernels=reference", "train.compile=true"])
-    Trainer(
-        cfg, RunPaths(tmp_path / "run"), load_data(cfg.data, str(corpus)), torch.device("cpu"), quiet=True
+    data = load_data(cfg.data, str(corpus))
+    with torch._dynamo.config.patch(recompile_limit=8):  # torch's default
+        Trainer(cfg, RunPaths(tmp_path / "run"), data, torch.device("cpu"), quiet=True)
+        # the trainer compiles DDP's module, when there is one, after this same call
+        assert torch._dynamo.config.recompile_limit == compiling.RECOMPILE_LIMIT
+
+
+def test_compiled_graphs_go_to_attn_mts_cache_even_when_the_gpu_path_compiles_first(tmp_path):
+    """torch.compile fixes inductor's cache folder when first called: the GPU path's loss is compiled when
+    the path is built, so the cache must be set before (a fresh process, as `attn-mt train` is)."""
+    code = (
+        "import os\n"
+        "from attn_mt.training.speed import GpuPath\n"
+        "GpuPath(1, compile=True)\n"
+        "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
     )
-    # the trainer compiles DDP's module, when there is one, after this same call
-    assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == str(tmp_path / "attn-mt" / "inductor")

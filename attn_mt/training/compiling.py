@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from attn_mt.data.batch import Batch
-from attn_mt.training.speed import raise_recompile_limit
+
+RECOMPILE_LIMIT = 64  # graphs dynamo may build for one frame: one per bucket shape, and DDP's splits
 
 
 def inductor_cache_dir() -> Path:
@@ -26,19 +27,22 @@ def inductor_cache_dir() -> Path:
 
 
 def prepare_compile() -> None:
-    """Before torch.compile: the FX graph and autograd caches on, on disk; dynamo's recompile limit raised.
+    """Before the first torch.compile of a process: the graph caches on, on disk; the recompile limit raised.
 
-    The recompile limit is raised for every compiled run, DDP included: past torch's default of 8
-    graphs a frame, dynamo falls back to eager mode without an error.
+    torch.compile fixes inductor's cache folder the first time it is called, so this comes first.
+    Dynamo's recompile limit is raised for every compiled run, DDP included: past torch's default
+    of 8 graphs a frame (the bucketed shapes of a CUDA-graph mode, or the recompiles a new rank
+    count or the last, smaller batch cause) dynamo falls back to eager mode without an error.
     """
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
+    import torch._dynamo.config as dynamo_config
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = True
     if hasattr(functorch_config, "enable_autograd_cache"):  # torch >= 2.5: the backward's graphs too
         functorch_config.enable_autograd_cache = True
-    raise_recompile_limit()
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
 
 
 def compile_options(speed_options: dict, mode: str) -> dict:

@@ -22,6 +22,7 @@ from torch import nn
 from attn_mt.data.batch import Batch
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
+from attn_mt.training.compiling import prepare_compile
 from attn_mt.training.loss import masked_cross_entropy
 
 log = logging.getLogger("attn_mt")
@@ -162,6 +163,8 @@ class GpuPath(PlainTorch):
         if self.bucket and pad_id is None:
             raise ValueError("bucketing pads batches with the vocabulary's <pad>: give its pad_id")
         self.pad_id = pad_id  # used only to pad bucketed batches
+        if compile:
+            prepare_compile()  # before the first torch.compile, which fixes inductor's cache folder
         # compiled, the loss's float32 passes over the (M, V) logits fuse into one kernel each way; M
         # (the batch's real tokens) changes every step, so it is dynamic, and no CUDA graph is taken
         self.cross_entropy = (
@@ -169,8 +172,6 @@ class GpuPath(PlainTorch):
         )
         self.applies = False  # whether the model has a GPU pass; wrap() decides
         self.compile_options = {"dynamic": False, "mode": compile_mode} if self.bucket else {"dynamic": True}
-        if compile:
-            raise_recompile_limit()
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model behind its GPU pass (kernels/gpu_transformer.py), sharing its parameters."""
@@ -204,18 +205,6 @@ class GpuPath(PlainTorch):
 
 
 GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that capture CUDA graphs
-RECOMPILE_LIMIT = 64  # graphs dynamo may build for one frame: one per bucket shape, and DDP's splits
-
-
-def raise_recompile_limit() -> None:
-    """Let dynamo build up to RECOMPILE_LIMIT graphs of a frame before it falls back to eager, silently.
-
-    torch's default (8) is met by the bucketed shapes of a CUDA-graph mode, and under DDP with
-    dynamic shapes by the recompiles that a new rank count or the last, smaller batch cause.
-    """
-    import torch._dynamo.config as dynamo_config
-
-    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
 
 
 def kernels_apply(choice: str, device: torch.device, compile: bool) -> bool:

@@ -73,6 +73,8 @@ class Trainer:
             xavier_init_(self.model)
         # the kernels run the book's architecture only: a model with an exercise switch trains on plain torch
         kernels = "reference" if cfg.model.switches else tc.kernels
+        if tc.compile:
+            prepare_compile()  # before any torch.compile (the GPU path compiles its loss when built)
         mode = None if tc.compile_mode == "default" else tc.compile_mode
         pad_id = data.src_vocab.pad_id
         self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size, mode, pad_id)
@@ -82,7 +84,6 @@ class Trainer:
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
         if tc.compile:
-            prepare_compile()
             net = torch.compile(net, **compile_options(self.speed.compile_options, tc.compile_mode))
         self.net: torch.nn.Module = net
         # seconds of this session's warm-up passes (compiling), outside the training clock
