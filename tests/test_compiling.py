@@ -116,14 +116,19 @@ def test_the_recompile_limit_is_raised_for_every_compiled_run_ddp_included(tmp_p
 
 def test_compiled_graphs_go_to_attn_mts_cache_even_when_the_gpu_path_compiles_first(tmp_path):
     """torch.compile fixes inductor's cache folder when first called: the GPU path's loss is compiled when
-    the path is built, so the cache must be set before (a fresh process, as `attn-mt train` is)."""
+    the path is built, so the cache must be set before (a fresh process, as `attn-mt train` is); and
+    equal sizes are not merged into one symbol."""
     code = (
         "import os\n"
         "from attn_mt.training.speed import GpuPath\n"
         "GpuPath(1, compile=True)\n"
         "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+        "import torch.fx.experimental._config as fx\n"
+        "print(fx.use_duck_shape)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert done.stdout.strip() == str(tmp_path / "attn-mt" / "inductor")
+    folder, duck_shapes = done.stdout.split()
+    assert folder == str(tmp_path / "attn-mt" / "inductor")
+    assert duck_shapes == "False"  # a batch with S == T makes no guard that the next batch fails

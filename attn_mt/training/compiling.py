@@ -30,6 +30,7 @@ def prepare_compile() -> None:
     """Before the first torch.compile of a process: the graph caches on, on disk; the recompile limit raised.
 
     torch.compile fixes inductor's cache folder the first time it is called, so this comes first.
+    Sizes that are equal in one batch are kept apart (no duck shapes), so they guard nothing.
     Dynamo's recompile limit is raised for every compiled run, DDP included: past torch's default
     of 8 graphs a frame (the bucketed shapes of a CUDA-graph mode, or the recompiles a new rank
     count or the last, smaller batch cause) dynamo falls back to eager mode without an error.
@@ -38,7 +39,12 @@ def prepare_compile() -> None:
     import torch._dynamo.config as dynamo_config
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
+    import torch.fx.experimental._config as fx_config
 
+    if hasattr(fx_config, "use_duck_shape"):
+        # dynamic shapes: a batch whose source and target widths happen to be equal would otherwise
+        # share one symbol and guard on S == T, and the next batch would recompile
+        fx_config.use_duck_shape = False
     inductor_config.fx_graph_cache = True
     if hasattr(functorch_config, "enable_autograd_cache"):  # torch >= 2.5: the backward's graphs too
         functorch_config.enable_autograd_cache = True
