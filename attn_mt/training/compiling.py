@@ -12,10 +12,15 @@ graphs on disk, so a restarted or resumed run loads them instead of compiling ag
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from attn_mt.data.batch import Batch
+from attn_mt.training.random_state import restore_rng, rng_state
 
 RECOMPILE_LIMIT = 64  # graphs dynamo may build for one frame: one per bucket shape, and DDP's splits
 
@@ -56,6 +61,11 @@ def compile_options(speed_options: dict, mode: str) -> dict:
     return {"mode": None if mode == "default" else mode, **speed_options}
 
 
+def compiled(net: torch.nn.Module, speed_options: dict, tc: Any) -> torch.nn.Module:
+    """`net` compiled in train.compile_mode under train.compile (`tc`: the train section), else `net`."""
+    return torch.compile(net, **compile_options(speed_options, tc.compile_mode)) if tc.compile else net
+
+
 def warm_up_batches(
     plan: Sequence[Sequence[int]], collate: Callable[[Sequence[int]], Batch], bucketed: bool
 ) -> list[Batch]:
@@ -75,3 +85,17 @@ def warm_up_batches(
     rows = [len(indices) for indices in plan]
     picks = sorted({rows.index(min(rows)), rows.index(max(rows))}) if plan else []
     return [collate(plan[i]) for i in picks]
+
+
+def compile_shapes(passes: Callable[[], None], device: torch.device) -> float:
+    """Run the warm-up `passes` (forward and backward, no update), restoring the RNG state: their seconds.
+
+    The run's random stream is then that of a run without them, so compiling changes no result.
+    """
+    started = time.perf_counter()
+    saved = rng_state(device)
+    passes()
+    restore_rng(saved, device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - started

@@ -34,6 +34,7 @@ from attn_mt.run.run_dir import (
     read_parent,
     truncate_metrics,
 )
+from attn_mt.training.checkpointing import restore_trainer
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.init_from import Parent, fine_tuning_parent, refuse_own_parent, start_from
 from attn_mt.training.logs import detach_log_file, setup_logging
@@ -265,7 +266,7 @@ def start_trainer(
         if trainer.cfg.train.tensorboard and trainer.dist.is_main:
             trainer.tensorboard = TensorBoardLog.for_run(paths)
         return
-    trainer.restore(state)
+    restore_trainer(trainer, state)
     if trainer.cfg.train.tensorboard and trainer.dist.is_main:  # before metrics.jsonl is truncated
         trainer.tensorboard = TensorBoardLog.for_run(paths, trainer.progress.step)
     if trainer.dist.is_main:

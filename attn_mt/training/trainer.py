@@ -22,17 +22,17 @@ from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.data.prefetch import batch_feed
 from attn_mt.models.build import build_model
-from attn_mt.run.checkpoint import save_checkpoint, snapshot
+from attn_mt.run.checkpoint import snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths
-from attn_mt.training.compiling import compile_options, prepare_compile, warm_up_batches
+from attn_mt.training.checkpointing import save_trainer, trainer_state
+from attn_mt.training.compiling import compile_shapes, compiled, prepare_compile, warm_up_batches
 from attn_mt.training.display import TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
-from attn_mt.training.precision import choose_amp, restore_scaler
-from attn_mt.training.random_state import restore_rng, rng_state
+from attn_mt.training.precision import choose_amp
 from attn_mt.training.run_state import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopBounds, StopReason, StopSignals
@@ -75,19 +75,15 @@ class Trainer:
         kernels = "reference" if cfg.model.switches else tc.kernels
         if tc.compile:
             prepare_compile()  # before any torch.compile (the GPU path compiles its loss when built)
-        mode = None if tc.compile_mode == "default" else tc.compile_mode
-        pad_id = data.src_vocab.pad_id
-        self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size, mode, pad_id)
+        world, pad_id = self.dist.world_size, data.src_vocab.pad_id
+        self.speed = choose_speed(kernels, device, tc.compile, world, tc.compile_mode, pad_id)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
-        if tc.compile:
-            net = torch.compile(net, **compile_options(self.speed.compile_options, tc.compile_mode))
-        self.net: torch.nn.Module = net
-        # seconds of this session's warm-up passes (compiling), outside the training clock
-        self.compile_s = 0.0
+        self.net: torch.nn.Module = compiled(net, self.speed.compile_options, tc)
+        self.compile_s = 0.0  # seconds of this session's warm-up (compiling), outside the training clock
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -96,10 +92,10 @@ class Trainer:
         self.prefetch = tc.prefetch_batches if device.type == "cuda" else 0  # steps of batches made ahead
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.signals = StopSignals()
-        self._best_state: dict[str, Any] | None = None
+        self.best_state: dict[str, Any] | None = None
         self.on_validation: list[Callable[[Trainer], None]] = []
         self.hook_s = 0.0  # seconds spent in on_validation hooks, left out of the training clock
-        self._last_save = time.monotonic()
+        self.last_save = time.monotonic()
         self.session = Session(training_start=time.perf_counter())  # fit starts the real one
         self.tensorboard: TensorBoardLog | None = None  # train.tensorboard (training/launch.py opens it)
         self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, when train.grad_clip > 0
@@ -250,50 +246,34 @@ class Trainer:
         """Under DDP, unless `sync`: accumulate this backward's gradients locally (no all-reduce)."""
         return contextlib.nullcontext() if sync or self.ddp is None else self.ddp.no_sync()
 
-    def settle_amp(self, probe_batches: int = 3) -> None:
-        """train.amp=auto on a CPU with native bf16: time float32 and bf16 on real batches, keep the faster.
-
-        The passes leave no trace: no update, the gradients cleared, the RNG state restored.
-        """
-        if self.amp != "auto":
-            return
-        plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
-        batches = [self.collate(ix) for ix in plan[:probe_batches]]
-
-        def run_pass(amp: str) -> None:
-            with self._grad_sync(False):
-                for batch in batches:
-                    self._objective(batch, amp)[0].backward()
-
-        self.amp = choose_amp(run_pass, self.dist, len(batches))
-        self.params.zero_grad()
-
-    def warm_up(self, epochs: int = 3) -> None:
-        """Under train.compile: compile every shape of the next `epochs` epochs' batches before the clock.
-
-        Forward and backward passes on one batch of each shape (compiling.warm_up_batches), leaving
-        no trace (no update, the gradients cleared, the RNG state restored); their time is compile_s,
-        logged and kept out of the training time and tokens/s.
-        """
-        if not self.cfg.train.compile:
-            return
-        started = time.perf_counter()
-        first = self.progress.epoch
-        last = max(min(first + epochs, self.cfg.train.epochs), first + 1)
-        plan = [ix for e in range(first, last) for ix in self.data.train.plan(e, self.cfg.train.seed)]
-        batches = warm_up_batches(plan, self.collate, getattr(self.speed, "bucket", False))
-        saved = rng_state(self.device)
+    def untraced_passes(self, batches: list[Batch], amp: str) -> None:
+        """Forward and backward on `batches` leaving no trace: no all-reduce, no update, gradients cleared."""
         with self._grad_sync(False):
             for batch in batches:
-                self._objective(batch, self.amp)[0].backward()
+                self._objective(batch, amp)[0].backward()
         self.params.zero_grad()
-        restore_rng(saved, self.device)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.compile_s += time.perf_counter() - started
-        log.info(
-            "compiled %d batch shape(s) in %.1f s, outside the training time", len(batches), self.compile_s
-        )
+
+    def settle_amp(self, probe_batches: int = 3) -> None:
+        """train.amp=auto on a CPU with native bf16: time float32 and bf16 passes, keep the faster."""
+        if self.amp == "auto":
+            plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
+            batches = [self.collate(ix) for ix in plan[:probe_batches]]
+            self.amp = choose_amp(lambda amp: self.untraced_passes(batches, amp), self.dist, len(batches))
+
+    def warm_up(self, epochs: int = 3) -> None:
+        """Under train.compile: compile every batch shape of the next `epochs` epochs before the clock."""
+        tc = self.cfg.train
+        if tc.compile:
+            first = self.progress.epoch
+            last = max(min(first + epochs, tc.epochs), first + 1)
+            plan = [ix for e in range(first, last) for ix in self.data.train.plan(e, tc.seed)]
+            batches = warm_up_batches(plan, self.collate, getattr(self.speed, "bucket", False))
+            self.compile_s += compile_shapes(lambda: self.untraced_passes(batches, self.amp), self.device)
+            log.info(
+                "compiled %d batch shape(s) in %.1f s, outside the training time",
+                len(batches),
+                self.compile_s,
+            )
 
     # ----- logging, validation and checkpoints -----
     def _time_used(self) -> float:
@@ -307,10 +287,10 @@ class Trainer:
 
     def _epoch_loss(self) -> float:
         """Mean token loss of the current epoch so far."""
-        self._read_totals()
+        self.read_totals()
         return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
 
-    def _read_totals(self) -> None:
+    def read_totals(self) -> None:
         """Bring the loss sums into `progress` (on a GPU: wait for it, and check them)."""
         self.progress.window_loss, self.progress.epoch_loss = self.totals.read()
 
@@ -329,7 +309,7 @@ class Trainer:
     def _log_window(self, bar: TrainingDisplay) -> None:
         """Record the loss and speed of the steps since the last log line."""
         pr = self.progress
-        self._read_totals()
+        self.read_totals()
         loss = pr.window_loss / max(pr.window_tokens, 1)
         tokens_per_s = self.session.close_window()
         self.session.last_loss = loss
@@ -396,7 +376,7 @@ class Trainer:
         if improves(tc.best_metric, value, saved):
             pr.best_saved_value = value
             if self.dist.is_main:
-                self._best_state = snapshot(self.state())
+                self.best_state = snapshot(self.state())
         self.save(force=not self.paths.last.exists())  # the first always: no step-N.pt without last.pt
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
@@ -411,42 +391,9 @@ class Trainer:
         return bool(tc.patience) and pr.bad_validations >= tc.patience
 
     def state(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
-        self._read_totals()
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.params.to_checkpoint(self.optimizer.state_dict()),  # per parameter
-            "scheduler": self.schedule.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": rng_state(self.device),
-            "progress": vars(self.progress).copy(),
-            "step": self.progress.step,
-            "epoch": self.progress.epoch,
-            "config": self.cfg.to_dict(),
-            "src_vocab": list(self.data.src_vocab.idx_to_token),
-            "tgt_vocab": list(self.data.tgt_vocab.idx_to_token),
-        }
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint written by `state` (loaded and checked to fit by training/launch.py)."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(self.params.from_checkpoint(state["optimizer"]))
-        self.schedule.load_state_dict(state["scheduler"])
-        restore_scaler(self.scaler, state["scaler"])
-        restore_rng(state["rng"], self.device)
-        self.progress = Progress(**state["progress"])
-        self.totals = loss_totals(self.device, self.dist.enabled, self.paths.last, self.progress)
+        """Everything needed to continue exactly (training/checkpointing.py's trainer_state)."""
+        return trainer_state(self)
 
     def save(self, *, force: bool = True) -> None:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
-        now = time.monotonic()
-        minutes = self.cfg.train.checkpoint_minutes
-        if not self.dist.is_main:
-            return
-        if not force and minutes and now - self._last_save < minutes * 60:
-            return
-        save_checkpoint(self.state(), self.paths.last)
-        if self._best_state is not None:
-            save_checkpoint(self._best_state, self.paths.best)
-            self._best_state = None
-        self._last_save = now
+        save_trainer(self, force)
