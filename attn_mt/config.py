@@ -294,6 +294,12 @@ class TrainConfig:
     compile: bool = key(
         False, help="torch.compile the model (fewer kernel launches, after a minute of compiling)"
     )
+    compile_mode: str = key(
+        "default",
+        help="under train.compile, the torch.compile mode: default, or reduce-overhead (pads batches to a "
+        "few shapes and captures CUDA graphs)",
+        choices=("default", "reduce-overhead"),
+    )
     tf32: bool = key(False, help="CUDA only: float32 matrix products and cuDNN in TensorFloat-32")
     prefetch_batches: int = key(
         2, help="CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)", minimum=0

@@ -408,3 +408,19 @@ def load_script(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> Any
         monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
+
+
+def make_dry_run(tmp_path: Path, *arguments: str) -> str:
+    """`make -n ARGUMENTS` in a fresh clone (the Makefile and pyproject.toml only: no .venv): its stdout.
+
+    A make of its own, not a sub-make of `make test`, which would print its directories and pass on flags.
+    """
+    clone = tmp_path / "clone"
+    clone.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "Makefile", clone / "Makefile")
+    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(
+        ["make", "-n", *arguments], capture_output=True, text=True, cwd=clone, check=True, env=alone
+    )
+    return done.stdout

@@ -35,6 +35,7 @@ from attn_mt.run.run_dir import (
     read_parent,
     truncate_metrics,
 )
+from attn_mt.training.checkpointing import restore_trainer
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.init_from import Parent, fine_tuning_parent, refuse_own_parent, start_from
 from attn_mt.training.logs import detach_log_file, setup_logging
@@ -77,8 +78,7 @@ def train(
     try:
         paths = RunPaths(run_dir)
         setup_logging(None, quiet or not ctx.is_main)
-        if init_from is not None:
-            refuse_own_parent(init_from, paths.root)
+        refuse_own_parent(init_from, paths.root)
         if auto_resume:
             resume, overwrite = choose_auto_resume(paths, ctx)
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main, flag)
@@ -95,10 +95,7 @@ def train(
         ctx.barrier()
         with unmade_on_refusal(paths, ctx.is_main and not resume, made):
             setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
-            log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
-            log.info(
-                "device %s, %d CPU threads, %d process(es)", dev, torch.get_num_threads(), ctx.world_size
-            )
+            log_start(paths, resume, dev, ctx)
             write_run_files(paths, cfg, data, ctx, resume)
             trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
             if on_validation is not None:
@@ -113,6 +110,12 @@ def train(
     finally:
         detach_log_file()
         shutdown_distributed()
+
+
+def log_start(paths: RunPaths, resume: bool, device: torch.device, ctx: DistContext) -> None:
+    """The log's first lines: the run directory, and the device, threads and processes it trains on."""
+    log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
+    log.info("device %s, %d CPU threads, %d process(es)", device, torch.get_num_threads(), ctx.world_size)
 
 
 def training_device(cfg: Config, device: str, ctx: DistContext) -> torch.device:
@@ -313,7 +316,7 @@ def start_trainer(
         if trainer.cfg.train.tensorboard and trainer.dist.is_main:
             trainer.tensorboard = TensorBoardLog.for_run(paths)
         return
-    trainer.restore(state)
+    restore_trainer(trainer, state)
     if trainer.cfg.train.tensorboard and trainer.dist.is_main:  # before metrics.jsonl is truncated
         trainer.tensorboard = TensorBoardLog.for_run(paths, trainer.progress.step)
     if trainer.dist.is_main:
@@ -379,6 +382,7 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "steady_tokens_per_s": None if steady is None else round(steady, 1),
         "wall_s": round(result.wall_s, 2),
         "hooks_s": round(trainer.hook_s, 2),  # the timeline's recording and other hooks, off the clock
+        "compile_s": round(trainer.compile_s, 2),
         "stop_reason": result.stopped_because.value,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
