@@ -56,7 +56,7 @@ test-avx2: install
 # "Development"). SEEDS="4 5" picks others.
 SEEDS ?= 1 2 3
 SEED_TESTS := tests/test_ctranslate2.py tests/test_engines.py tests/test_scoring.py tests/test_search.py \
-	tests/test_shipping.py tests/test_lines.py tests/test_near_ties.py
+	tests/test_shipping.py tests/test_lines.py tests/test_near_ties.py tests/test_huggingface.py
 test-seeds: install
 	@for seed in $(SEEDS); do echo "test-seeds: the tiny runs trained under seed $$seed"; \
 	  ATTN_MT_TEST_SEED=$$seed $(BIN)/pytest -n $(JOBS) --dist worksteal -p no:cacheprovider $(SEED_TESTS) || exit 1; done
@@ -88,7 +88,7 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache *.egg-info
 
 # Every model, AMP mode, resume, translate/eval, CTranslate2 and serve on this machine's CUDA device(s), one
-# table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick fits ~6 GPU minutes, ARGS="--device cpu --quick"
+# table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick takes ~8 GPU minutes, ARGS="--device cpu --quick"
 # is the CPU version. `make gpu-check PYTHON=python3` runs it with that Python and its (CUDA) torch as they
 # are: no .venv, no pip, no network. Without PYTHON=, .venv is set up first, as for every other target.
 ifeq ($(origin PYTHON),command line)
@@ -110,3 +110,11 @@ gpu-check: $(GPU_CHECK_NEEDS)
 profile-step: $(GPU_CHECK_NEEDS)
 	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/profile_step.py --variants reference,gpu,gpu+compile \
 	  --out runs/profile $(ARGS)
+
+# The first command where a GPU is at hand (docs/gpu.md): gpu_check --quick of the GPU path (train.kernels: gpu,
+# with the CTranslate2 float16 row) and of the reference path, and profile_step of both, eager and compiled, in
+# at most 9 minutes of one card and no network; one markdown table in runs/gpu_checkup/checkup.md. PYTHON= as
+# for gpu-check; ARGS="--data FILE" names the corpus, ARGS=--dry-run lists the commands.
+.PHONY: gpu-checkup
+gpu-checkup: $(GPU_CHECK_NEEDS)
+	$(GPU_CHECK_PYTHON) scripts/gpu_checkup.py $(ARGS)

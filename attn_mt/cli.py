@@ -21,6 +21,9 @@ STATE = {"debug": False}
 
 SET_HELP = "Override one config key, e.g. --set train.lr=0.001 (repeatable)."
 CHECKPOINT_HELP = "best, last, a name in checkpoints/ (average, step-3000, ...) or a checkpoint path."
+VERBOSE_WARNINGS_HELP = (
+    "Print every line's warnings (unknown words: only the first 5 lines, then a summary line)."
+)
 MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2 folder."
 MODELS_HELP = MODEL_HELP[:-1] + "; several (same vocabularies) decode as their ensemble."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
@@ -48,12 +51,25 @@ def _echo_err(message: str) -> None:
 
 @app.command()
 def validate(
-    config: Path = typer.Argument(..., help="YAML config to check."),
+    config: Path | None = typer.Argument(None, help="YAML config to check."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    explain: str | None = typer.Option(
+        None,
+        "--explain",
+        metavar="KEY",
+        help="Instead, print what a key (train.lr) means: help, type, default, choices, bounds; "
+        "or a section's (model) keys with their defaults.",
+    ),
 ) -> None:
-    """Check a config; print the resolved config or every problem."""
+    """Check a config; print the resolved config or every problem (or, with --explain, what a key means)."""
+    from attn_mt.config import explain as explain_key
     from attn_mt.config import load_config
 
+    if explain is not None:
+        typer.echo(explain_key(explain), nl=False)
+        return
+    if config is None:
+        raise UserError("validate: give a CONFIG to check, or --explain KEY (e.g. --explain train.lr)")
     typer.echo(load_config(config, overrides).to_yaml(), nl=False)
 
 
@@ -218,6 +234,7 @@ def translate(
         "--alignments",
         help="Write Pharaoh word alignments (i-j) of each line's best output here, one line per input line.",
     ),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_WARNINGS_HELP),
 ) -> None:
     """Translate text with a trained run, one output line per input line."""
     from attn_mt.commands.translate import run_translate, sampling_options
@@ -240,6 +257,7 @@ def translate(
         prefix_file=prefix_file,
         sampling=sampling_options(sample, temperature, top_k, top_p, seed),
         alignments=alignments,
+        verbose=verbose,
     )
 
 
@@ -273,6 +291,7 @@ def score(
         "--alignments",
         help="Write Pharaoh word alignments (i-j) of each target line here, one line per line pair.",
     ),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_WARNINGS_HELP),
 ) -> None:
     """Score given translations: each target line's log-probability under the model, per token and in all."""
     from attn_mt.commands.score import run_score
@@ -289,6 +308,7 @@ def score(
         quantize=quantize,
         split=split,
         alignments=alignments,
+        verbose=verbose,
     )
 
 
@@ -344,6 +364,25 @@ def serve(
         "default) lets every page use the LibreTranslate routes; an origin named here may use the whole "
         "API; 'none' allows no page.",
     ),
+    api_keys: Path | None = typer.Option(
+        None,
+        "--api-keys",
+        help="File of API keys, one a line (optionally 'requests=N chars=N', its own limits a minute); "
+        "every POST then needs one (required unless --host is loopback or --no-auth is given).",
+    ),
+    no_auth: bool = typer.Option(
+        False,
+        "--no-auth",
+        help="Serve a non-loopback --host without API keys: anyone reaching it may translate.",
+    ),
+    req_limit: int | None = typer.Option(
+        None, "--req-limit", help="Requests a minute per client (its key, or its address); 429 beyond."
+    ),
+    char_limit: int | None = typer.Option(
+        None,
+        "--char-limit",
+        help="Characters of text a minute per client (its key, or its address); 429 beyond.",
+    ),
 ) -> None:
     """Serve a run over HTTP: a JSON translation API and an attention explorer page at /."""
     from attn_mt.commands.serve import run_serve
@@ -368,6 +407,10 @@ def serve(
         body_timeout=body_timeout,
         keep_alive_timeout=keep_alive_timeout,
         limit_concurrency=limit_concurrency,
+        api_keys=api_keys,
+        no_auth=no_auth,
+        req_limit=req_limit,
+        char_limit=char_limit,
     )
 
 
@@ -547,6 +590,23 @@ def _main() -> None:
         where = f": {exc.filename}" if exc.filename else ""
         _echo_err(f"attn-mt: error: {exc.strerror or exc}{where}")
         sys.exit(2)
+
+
+@app.command()
+def check(
+    file: Path = typer.Argument(
+        ..., help="A Python file with your blocks, under the book's names and signatures."
+    ),
+    blocks: list[str] = typer.Option(
+        [], "--block", help="Check only this block (repeatable), e.g. masked_softmax."
+    ),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds the file may run before it is stopped."),
+) -> None:
+    """Run your masked softmax, attentions, positional encoding, Transformer blocks and Bahdanau decoder
+    against attn-mt's, on edge cases; name the common mistakes. Exit code 1 if any case fails."""
+    from attn_mt.commands.check import run_check
+
+    run_check(file, blocks, timeout)
 
 
 @app.command()

@@ -1,5 +1,8 @@
 """One typed configuration for a run: a dataclass per section, validated on load.
 
+Every key is declared once, on its field, with `key(...)`: its default, a one-line help, and the
+choices or bounds a value must keep. One checker reads those declarations, so adding a key is one
+edit (docs/architecture.md, "Adding a config key"); `attn-mt validate --explain KEY` prints them.
 Every problem in a config file is collected and reported at once, each naming its key
 (`train.lr: expected a number, got 'fast'`), with the closest valid name for a typo.
 """
@@ -21,58 +24,150 @@ import yaml
 from attn_mt.errors import UserError
 from attn_mt.limits import DECODE_BOUNDS, out_of_bounds
 
-DATA_MODES = ("book", "split")
-TOKENIZERS = ("book", "sentencepiece")
-SUBWORD_TYPES = ("unigram", "bpe")
-MODEL_TYPES = ("gru_bahdanau", "transformer")
-OPTIMIZERS = ("adam", "adamw")
-SCHEDULES = ("constant", "inverse_sqrt", "linear", "plateau")
-LOSS_AVERAGES = ("book", "token")
-INITS = ("xavier", "default")
-EMBED_INITS = ("book", "scaled")
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none")  # the Transformer's; sinusoidal is the book's
-NORMS = ("layer", "batch")  # the normalisation in the Transformer's add & norm; layer is the book's
-SCORINGS = ("additive", "dot")  # the Bahdanau decoder's attention scoring; additive is the book's
-AMP_MODES = ("none", "auto", "bf16", "fp16")
-KERNEL_CHOICES = ("auto", "reference", "cpu", "gpu")  # see attn_mt/kernels
-BEST_METRICS = ("valid_bleu", "valid_loss", "train_loss")
 # the repository's configs/ folder, reached through the attn_mt/configs link and shipped in the
 # package as package data (pyproject.toml), so an installed attn-mt finds it too
 SHIPPED_CONFIGS = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = SHIPPED_CONFIGS / "d2l_bahdanau.yaml"  # what `attn-mt train` runs without a CONFIG
-HIGHER_IS_BETTER = {"valid_bleu": True, "valid_loss": False, "train_loss": False}  # per BEST_METRICS
 
 
-def improves(metric: str, value: float, best: float | None) -> bool:
-    """Whether `value` of `metric` (one of BEST_METRICS) beats `best`; anything beats None."""
-    if best is None:
-        return True
-    return value > best if HIGHER_IS_BETTER[metric] else value < best
+@dataclass(frozen=True)
+class Declared:
+    """What a config key allows, beyond its type: choices, bounds, a list's length, and its help."""
+
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None  # value >= minimum
+    above: float | None = None  # value > above
+    maximum: float | None = None  # value <= maximum
+    below: float | None = None  # value < below
+    length: int | None = None  # a list's number of items (the bounds then hold for each item)
+    clamped_on_open: bool = False  # a saved run's value outside the bounds is brought inside, not refused
+
+    def bounds(self) -> str:
+        """The bounds in words (`> 0`, `from 1 to 16`, `in [0, 1)`), or '' when there are none."""
+        low = self.minimum if self.minimum is not None else self.above
+        high = self.maximum if self.maximum is not None else self.below
+        opening = "[" if self.minimum is not None else "("  # interval notation: [ ] include, ( ) exclude
+        closing = "]" if self.maximum is not None else ")"
+        if low is None and high is None:
+            return ""
+        if high is None:
+            return f"{'>=' if opening == '[' else '>'} {low:g}"
+        if low is None:
+            return f"{'<=' if closing == ']' else '<'} {high:g}"
+        if opening + closing == "[]":
+            return f"from {low:g} to {high:g}"
+        return f"in {opening}{low:g}, {high:g}{closing}"
+
+    def bound_problem(self, value: float) -> str | None:
+        """Why a number breaks the bounds (NaN breaks any), or None when it keeps them."""
+        keeps = (
+            (self.minimum is None or value >= self.minimum)
+            and (self.above is None or value > self.above)
+            and (self.maximum is None or value <= self.maximum)
+            and (self.below is None or value < self.below)
+        )
+        if keeps:
+            return None
+        words = self.bounds()
+        if words.startswith("from "):  # the wording of limits.py, which the command line and serve share
+            return out_of_bounds(value, self.minimum, self.maximum)  # type: ignore[arg-type]
+        return f"must be {words}, got {value}"
+
+
+def key(
+    default: Any,
+    *,
+    help: str,  # noqa: A002 - the name argparse, typer and fairseq give a field's one-line help
+    choices: tuple[str, ...] = (),
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+    below: float | None = None,
+    between: tuple[float, float] | None = None,
+    length: int | None = None,
+    clamped_on_open: bool = False,
+) -> Any:
+    """Declare one config key: `lr: float = key(0.005, help="...", above=0)`.
+
+    `choices`: the strings a value may take; `minimum`/`maximum` (inclusive) and `above`/`below`
+    (exclusive) bound a number, or each of a list of `length` numbers; `between=(low, high)` is
+    minimum and maximum at once (attn_mt/limits.py's pairs); `clamped_on_open`: a run saved with a
+    value outside the bounds opens with it brought inside (`bounded_decode`) instead of failing.
+    A list default is copied for each config, as a dataclass needs.
+    """
+    if between is not None:
+        minimum, maximum = between
+    if (minimum is not None and above is not None) or (maximum is not None and below is not None):
+        raise TypeError("key(): give one lower bound (minimum or above) and one upper (maximum or below)")
+    declared = Declared(help, tuple(choices), minimum, above, maximum, below, length, clamped_on_open)
+    metadata = {"declared": declared}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
 class DataConfig:
     """Where the corpus comes from and how it becomes batches."""
 
-    mode: str = "book"
-    path: str | list[str] | None = None
-    languages: str = "en-fr"
-    direction: str = "en-fr"
-    tokenizer: str = "book"
-    subword_type: str = "unigram"
-    vocab_size: int = 8000
-    shared_vocab: bool = True
-    subword_sample: int = 2_000_000  # sentencepiece learns from at most this many sentences (0 = all)
-    num_examples: int = 600
-    num_steps: int = 10
-    batch_size: int = 64
-    min_freq: int = 2
-    normalize_apostrophes: bool = False
-    split_seed: int = 0
-    valid_size: int = 1000
-    test_size: int = 2000
-    max_len: int = 30
-    max_tokens: int = 4096
+    mode: str = key(
+        "book",
+        help="book: the book's first num_examples pairs, no held-out split; split: the whole corpus, "
+        "train / valid / test grouped by source sentence",
+        choices=("book", "split"),
+    )
+    path: str | list[str] | None = key(
+        None,
+        help="fra-eng.zip, a Tatoeba tab file or [a.en, a.fr]; null = --data, $ATTN_MT_DATA, the cache, "
+        "or a download",
+    )
+    languages: str = key("en-fr", help="language codes of the corpus's two columns (or files), in file order")
+    direction: str = key(
+        "en-fr", help="translate from the first code to the second (fr-en reverses an en-fr corpus)"
+    )
+    tokenizer: str = key(
+        "book",
+        help="book: the book's words; sentencepiece: subword pieces learned on the training split "
+        "(split mode)",
+        choices=("book", "sentencepiece"),
+    )
+    subword_type: str = key(
+        "unigram",
+        help="sentencepiece's algorithm: unigram or bpe (docs/subwords.md)",
+        choices=("unigram", "bpe"),
+    )
+    vocab_size: int = key(8000, help="sentencepiece pieces in a vocabulary", above=0)
+    shared_vocab: bool = key(True, help="one sentencepiece model for both languages")
+    subword_sample: int = key(
+        2_000_000,
+        help="sentencepiece learns from at most this many training sentences, seeded (0 = all)",
+        minimum=0,
+    )
+    num_examples: int = key(
+        600,
+        help="book mode: read pairs 0..num_examples of the corpus (the book's 600 gives 601; 0 = all)",
+        minimum=0,
+    )
+    num_steps: int = key(
+        10, help="book mode: every sentence truncated or padded to this many tokens", above=0
+    )
+    batch_size: int = key(64, help="book mode: sentence pairs per batch, reshuffled every epoch", above=0)
+    min_freq: int = key(2, help="word tokens seen fewer times become <unk>", minimum=0)
+    normalize_apostrophes: bool = key(False, help="map ’ and ‘ to ' (the corpus mixes j'ai and j’ai)")
+    split_seed: int = key(0, help="seed of the grouped train / valid / test split")
+    valid_size: int = key(
+        1000,
+        help="split mode: source sentences (with all their translations) held out for validation",
+        minimum=0,
+    )
+    test_size: int = key(2000, help="split mode: source sentences held out for the final test", minimum=0)
+    max_len: int = key(
+        30, help="split mode: training pairs longer than this many tokens (incl. <eos>) are dropped", above=0
+    )
+    max_tokens: int = key(
+        4096, help="split mode: token budget per batch (rows x longest padded side)", above=0
+    )
 
 
 class Depths(NamedTuple):
@@ -86,23 +181,54 @@ class Depths(NamedTuple):
 class ModelConfig:
     """Which encoder-decoder to build and its sizes."""
 
-    type: str = "gru_bahdanau"
-    embed_size: int = 32
-    num_hiddens: int = 32
-    num_layers: int = 2
-    encoder_layers: int | None = None  # None = num_layers
-    decoder_layers: int | None = None  # None = num_layers
-    num_heads: int = 4
-    ffn_num_hiddens: int = 64
-    dropout: float = 0.1
-    pack_padded: bool = False
-    tie_embeddings: bool = False
-    tie_source_embedding: bool = False
-    embed_init: str = "book"
-    positional_encoding: str = "sinusoidal"  # transformer: sinusoidal (the book's), learned or none
-    max_positions: int = 256  # rows of the learned position table (positional_encoding: learned)
-    norm: str = "layer"  # transformer's add & norm: layer (the book's LayerNorm) or batch (BatchNorm1d)
-    scoring: str = "additive"  # gru_bahdanau's attention: additive (the book's) or dot (scaled dot product)
+    # the names of models/build.py's MODEL_BUILDERS (tests/test_config.py checks they agree)
+    type: str = key(
+        "gru_bahdanau",
+        help="the encoder-decoder: gru_bahdanau (GRU + Bahdanau attention) or transformer",
+        choices=("gru_bahdanau", "transformer"),
+    )
+    embed_size: int = key(32, help="gru_bahdanau: token embedding size", above=0)
+    num_hiddens: int = key(32, help="model width: GRU hidden size, or the Transformer's d_model", above=0)
+    num_layers: int = key(2, help="layers in the encoder and in the decoder", above=0)
+    encoder_layers: int | None = key(
+        None, help="encoder layers if not num_layers (null = num_layers)", above=0
+    )
+    decoder_layers: int | None = key(
+        None, help="decoder layers if not num_layers (null = num_layers)", above=0
+    )
+    num_heads: int = key(4, help="transformer: attention heads (they must divide num_hiddens)", above=0)
+    ffn_num_hiddens: int = key(64, help="transformer: the position-wise feed-forward's hidden size", above=0)
+    dropout: float = key(0.1, help="dropout probability", minimum=0, below=1)
+    pack_padded: bool = key(False, help="gru_bahdanau: the GRU skips <pad> steps (the book reads them)")
+    tie_embeddings: bool = key(
+        False, help="transformer: one matrix embeds the target tokens and scores them (Press & Wolf 2017)"
+    )
+    tie_source_embedding: bool = key(
+        False, help="transformer: the encoder embeds with the decoder's matrix too (one shared vocabulary)"
+    )
+    embed_init: str = key(
+        "book",
+        help="transformer: book (nn.Embedding's N(0, 1), the book's) or scaled (N(0, 1/H), Vaswani et al.)",
+        choices=("book", "scaled"),
+    )
+    positional_encoding: str = key(
+        "sinusoidal",
+        help="transformer: sinusoidal (the book's), learned (a trained table) or none",
+        choices=("sinusoidal", "learned", "none"),
+    )
+    max_positions: int = key(
+        256, help="rows of the learned position table (positional_encoding: learned)", above=0
+    )
+    norm: str = key(
+        "layer",
+        help="transformer's add & norm: layer (the book's LayerNorm) or batch (BatchNorm1d)",
+        choices=("layer", "batch"),
+    )
+    scoring: str = key(
+        "additive",
+        help="gru_bahdanau's attention: additive (the book's) or dot (scaled dot product)",
+        choices=("additive", "dot"),
+    )
 
     @property
     def switches(self) -> dict[str, str]:
@@ -124,49 +250,137 @@ class ModelConfig:
 class TrainConfig:
     """The optimisation recipe; the defaults are the book's."""
 
-    epochs: int = 250
-    max_steps: int = 0
-    time_limit_minutes: float = 0.0
-    lr: float = 0.005
-    optimizer: str = "adam"
-    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    label_smoothing: float = 0.0
-    loss_average: str = "book"
-    init: str = "xavier"
-    schedule: str = "constant"
-    warmup_steps: int = 0
-    plateau_factor: float = 0.5
-    plateau_patience: int = 2
-    accum_steps: int = 1
-    amp: str = "none"
-    compile: bool = False
-    tf32: bool = False  # CUDA only: float32 matrix products and cuDNN in TensorFloat-32
-    prefetch_batches: int = 2  # CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)
-    kernels: str = "auto"
-    seed: int = 0
-    threads: int = 0
-    log_every: int = 50
-    tensorboard: bool = False
-    valid_every: int = 0
-    checkpoint_minutes: float = 1.0
-    keep_checkpoints: int = 0
-    valid_max_sentences: int = 1000
-    best_metric: str = "train_loss"
-    patience: int = 0
+    epochs: int = key(
+        250, help="passes over the training data (an upper bound with the limits below)", above=0
+    )
+    max_steps: int = key(0, help="stop after this many optimiser steps (0 = no step limit)", minimum=0)
+    time_limit_minutes: float = key(
+        0.0, help="stop after this many minutes of training (0 = no limit)", minimum=0
+    )
+    lr: float = key(0.005, help="learning rate; the peak one when a schedule warms up", above=0)
+    optimizer: str = key("adam", help="adam, or adamw (decoupled weight decay)", choices=("adam", "adamw"))
+    adam_betas: list[float] = key([0.9, 0.999], help="Adam's two betas", length=2, minimum=0, below=1)
+    weight_decay: float = key(0.0, help="weight decay (decoupled with adamw)", minimum=0)
+    grad_clip: float = key(1.0, help="clip the gradient norm at this value (0 = no clipping)", minimum=0)
+    label_smoothing: float = key(
+        0.0, help="spread this share of the target probability over the vocabulary", minimum=0, below=1
+    )
+    loss_average: str = key(
+        "book",
+        help="book: per-sentence loss averaged over num_steps, summed over the batch; token: mean over real "
+        "target tokens",
+        choices=("book", "token"),
+    )
+    init: str = key(
+        "xavier",
+        help="xavier: Xavier-uniform weights, as the book; default: torch's",
+        choices=("xavier", "default"),
+    )
+    schedule: str = key(
+        "constant",
+        help="learning-rate schedule: constant, inverse_sqrt (needs warmup_steps), linear decay to zero, or "
+        "plateau (drops on validations without improvement)",
+        choices=("constant", "inverse_sqrt", "linear", "plateau"),
+    )
+    warmup_steps: int = key(0, help="steps of linear warmup to lr", minimum=0)
+    plateau_factor: float = key(0.5, help="plateau schedule: lr multiplier on a plateau", above=0, below=1)
+    plateau_patience: int = key(2, help="plateau schedule: validations without improvement before lr drops")
+    accum_steps: int = key(1, help="batches whose gradients are summed into one optimiser step", above=0)
+    amp: str = key(
+        "none",
+        help="mixed precision: none, auto (bf16 where the device computes it natively and fast), bf16, fp16",
+        choices=("none", "auto", "bf16", "fp16"),
+    )
+    compile: bool = key(
+        False, help="torch.compile the model (fewer kernel launches, after a minute of compiling)"
+    )
+    compile_mode: str = key(
+        "default",
+        help="under train.compile, the torch.compile mode: default, or reduce-overhead (pads batches to a "
+        "few shapes and captures CUDA graphs)",
+        choices=("default", "reduce-overhead"),
+    )
+    tf32: bool = key(False, help="CUDA only: float32 matrix products and cuDNN in TensorFloat-32")
+    prefetch_batches: int = key(
+        2, help="CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)", minimum=0
+    )
+    kernels: str = key(
+        "auto",
+        help="the training pass: auto (the fast kernels where they apply), reference (plain torch), cpu, gpu "
+        "(attn_mt/kernels)",
+        choices=("auto", "reference", "cpu", "gpu"),
+    )
+    seed: int = key(0, help="torch seed for initialisation, dropout and batch order")
+    threads: int = key(0, help="torch CPU threads (0 = torch's default, every core)", minimum=0)
+    log_every: int = key(50, help="steps between metrics.jsonl lines", above=0)
+    tensorboard: bool = key(False, help="also write event files in RUN/tensorboard/ (attn-mt[tensorboard])")
+    valid_every: int = key(0, help="steps between validations (0 = once per epoch)", minimum=0)
+    checkpoint_minutes: float = key(
+        1.0,
+        help="write last.pt at most this often, and when training stops (0 = at every validation)",
+        minimum=0,
+    )
+    keep_checkpoints: int = key(
+        0,
+        help="keep each validation's weights as checkpoints/step-N.pt, the newest this many (0 = none)",
+        minimum=0,
+    )
+    valid_max_sentences: int = key(
+        1000, help="valid sentences decoded for BLEU, spread over all lengths (0 = all)", minimum=0
+    )
+    # the names of training/best_metric.py's HIGHER_IS_BETTER (tests/test_config.py checks they agree)
+    best_metric: str = key(
+        "train_loss",
+        help="what best.pt is chosen by: valid_bleu, valid_loss (both need a valid split) or train_loss",
+        choices=("valid_bleu", "valid_loss", "train_loss"),
+    )
+    patience: int = key(
+        0, help="validations without improvement before stopping (0 = never stop early)", minimum=0
+    )
+    timeline: bool = key(
+        False, help="record the probes' greedy output and attention at validations (RUN/timeline.jsonl)"
+    )
+    timeline_every: int = key(
+        1, help="record every N-th validation (each epoch in book mode), and the untrained model", above=0
+    )
+    timeline_probes: list[str] = key(
+        [], help="the sentences recorded ([] = the book's four in book mode, else four valid sentences)"
+    )
 
 
 @dataclass
 class DecodeConfig:
     """Search settings used by validation, translate and eval."""
 
-    beam_size: int = 4
-    length_penalty: float = 1.0
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    nbest: int = 1
-    batch_size: int = 128
+    # the bounds of attn_mt/limits.py, shared with the command line, serve and the Python API
+    beam_size: int = key(
+        4, help="beam width (1 = greedy search)", between=DECODE_BOUNDS["beam_size"], clamped_on_open=True
+    )
+    length_penalty: float = key(
+        1.0,
+        help="GNMT length penalty alpha (0 = rank beams by raw log-probability)",
+        between=DECODE_BOUNDS["length_penalty"],
+        clamped_on_open=True,
+    )
+    max_len_a: float = key(
+        1.5,
+        help="output length limit: max_len_a x source length + max_len_b tokens",
+        between=DECODE_BOUNDS["max_len_a"],
+        clamped_on_open=True,
+    )
+    max_len_b: int = key(
+        10,
+        help="tokens allowed beyond max_len_a x source length",
+        between=DECODE_BOUNDS["max_len_b"],
+        clamped_on_open=True,
+    )
+    nbest: int = key(
+        1,
+        help="outputs kept per sentence (at most beam_size)",
+        between=DECODE_BOUNDS["nbest"],
+        clamped_on_open=True,
+    )
+    batch_size: int = key(128, help="sentences per decoding batch", above=0)
 
 
 @dataclass
@@ -185,25 +399,6 @@ class Config:
     def to_yaml(self) -> str:
         """The resolved config as YAML text."""
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
-
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "data.mode": DATA_MODES,
-    "data.tokenizer": TOKENIZERS,
-    "data.subword_type": SUBWORD_TYPES,
-    "model.type": MODEL_TYPES,
-    "model.embed_init": EMBED_INITS,
-    "model.positional_encoding": POSITIONAL_ENCODINGS,
-    "model.norm": NORMS,
-    "model.scoring": SCORINGS,
-    "train.optimizer": OPTIMIZERS,
-    "train.schedule": SCHEDULES,
-    "train.loss_average": LOSS_AVERAGES,
-    "train.init": INITS,
-    "train.amp": AMP_MODES,
-    "train.kernels": KERNEL_CHOICES,
-    "train.best_metric": BEST_METRICS,
-}
 
 
 class ConfigError(UserError):
@@ -252,16 +447,28 @@ def _build_section(name: str, cls: type, raw: Any, problems: list[str]) -> Any:
         problems.append(f"{name}: expected a mapping of keys, got {raw!r}")
         return cls()
     hints = typing.get_type_hints(cls)
-    valid = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in raw.items():
         if key not in hints:
-            close = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f" (did you mean {name}.{close[0]}?)" if close else f" (valid keys: {', '.join(valid)})"
-            problems.append(f"{name}.{key}: unknown key{hint}")
+            problems.append(_unknown_key(name, cls, key))
             continue
         kwargs[key] = _check_value(f"{name}.{key}", value, hints[key], problems)
     return cls(**kwargs)
+
+
+def _unknown_key(section: str, cls: type, key: Any) -> str:
+    """The problem for a key that `section` does not have, with the closest valid one."""
+    valid = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(str(key), valid, n=1)
+    hint = f" (did you mean {section}.{close[0]}?)" if close else f" (valid keys: {', '.join(valid)})"
+    return f"{section}.{key}: unknown key{hint}"
+
+
+def _unknown_section(name: Any) -> str:
+    """The problem for a section that a config does not have, with the closest valid one."""
+    close = difflib.get_close_matches(str(name), list(SECTIONS), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else f" (sections: {', '.join(SECTIONS)})"
+    return f"{name}: unknown section{hint}"
 
 
 def _sound(problems: list[str], *keys: str) -> bool:
@@ -271,88 +478,38 @@ def _sound(problems: list[str], *keys: str) -> bool:
 
 
 def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> None:
-    """Bad choices, non-finite or out-of-range numbers and impossible combinations.
+    """Non-finite numbers, what each key's declaration allows, and impossible combinations.
 
-    `saved`: a trained run's config, whose decode settings outside the bounds are left for
-    `bounded_decode` to bring in (a run saved before the bounds existed still opens).
+    `saved`: a trained run's config, whose values outside bounds declared `clamped_on_open` (the decode
+    settings) are left for `bounded_decode` to bring in (a run saved before the bounds existed still opens).
     """
-    for section in SECTIONS:
-        for key, value in vars(getattr(cfg, section)).items():
-            if isinstance(value, float) and not math.isfinite(value):
-                problems.append(f"{section}.{key}: must be a finite number, got {value}")
-    for dotted, choices in CHOICES.items():
-        section, key = dotted.split(".")
-        value = getattr(getattr(cfg, section), key)
-        if isinstance(value, str) and value not in choices:
-            close = difflib.get_close_matches(value, choices, n=1)
+    values = [
+        (f"{section}.{f.name}", declared(f), getattr(getattr(cfg, section), f.name))
+        for section, f in _fields()
+    ]
+    for dotted, _, value in values:
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{dotted}: must be a finite number, got {value}")
+    for dotted, rule, value in values:
+        if rule.choices and isinstance(value, str) and value not in rule.choices:
+            close = difflib.get_close_matches(value, rule.choices, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"{dotted}: {value!r} is not one of {', '.join(choices)}{hint}")
-    positive = [
-        "data.num_steps",
-        "data.batch_size",
-        "data.max_len",
-        "data.max_tokens",
-        "data.vocab_size",
-        "model.embed_size",
-        "model.num_hiddens",
-        "model.num_layers",
-        "model.encoder_layers",
-        "model.decoder_layers",
-        "model.num_heads",
-        "model.ffn_num_hiddens",
-        "model.max_positions",
-        "train.epochs",
-        "train.accum_steps",
-        "train.log_every",
-        "decode.batch_size",
-        "train.lr",
-    ]
-    non_negative = [
-        "data.num_examples",
-        "data.subword_sample",
-        "data.min_freq",
-        "data.valid_size",
-        "data.test_size",
-        "train.max_steps",
-        "train.time_limit_minutes",
-        "train.weight_decay",
-        "train.grad_clip",
-        "train.warmup_steps",
-        "train.threads",
-        "train.prefetch_batches",
-        "train.valid_every",
-        "train.checkpoint_minutes",
-        "train.keep_checkpoints",
-        "train.valid_max_sentences",
-        "train.patience",
-    ]
-    for dotted in positive + non_negative:
-        section, key = dotted.split(".")
-        value = getattr(getattr(cfg, section), key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            if dotted in positive and value <= 0:
-                problems.append(f"{dotted}: must be > 0, got {value}")
-            elif dotted in non_negative and value < 0:
-                problems.append(f"{dotted}: must be >= 0, got {value}")
-    for key, (low, high) in DECODE_BOUNDS.items() if not saved else ():
-        value = getattr(cfg.decode, key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            problem = out_of_bounds(value, low, high)
+            problems.append(f"{dotted}: {value!r} is not one of {', '.join(rule.choices)}{hint}")
+    for dotted, rule, value in values:
+        if saved and rule.clamped_on_open:
+            continue
+        if isinstance(value, list) and rule.length is not None:
+            if len(value) != rule.length:
+                problems.append(f"{dotted}: expected {_in_words(rule.length)} numbers, got {value!r}")
+            elif _sound(problems, dotted):
+                for i, item in enumerate(value):
+                    problem = rule.bound_problem(item)
+                    if problem:
+                        problems.append(f"{dotted}[{i}]: {problem}")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            problem = rule.bound_problem(value)
             if problem:
-                problems.append(f"decode.{key}: {problem}")
-    for dotted in ("model.dropout", "train.label_smoothing"):
-        section, key = dotted.split(".")
-        value = getattr(getattr(cfg, section), key)
-        if isinstance(value, float) and not 0.0 <= value < 1.0:
-            problems.append(f"{dotted}: must be in [0, 1), got {value}")
-    if isinstance(cfg.train.plateau_factor, float) and not 0.0 < cfg.train.plateau_factor < 1.0:
-        problems.append(f"train.plateau_factor: must be in (0, 1), got {cfg.train.plateau_factor}")
-    if isinstance(cfg.train.adam_betas, list) and len(cfg.train.adam_betas) != 2:
-        problems.append(f"train.adam_betas: expected two numbers, got {cfg.train.adam_betas!r}")
-    if _sound(problems, "train.adam_betas"):
-        for i, beta in enumerate(cfg.train.adam_betas):
-            if not 0.0 <= beta < 1.0:
-                problems.append(f"train.adam_betas[{i}]: must be in [0, 1), got {beta}")
+                problems.append(f"{dotted}: {problem}")
     _check_languages(cfg, problems)
     _check_combinations(cfg, problems)
 
@@ -419,6 +576,7 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             f"embeddings, but model.type is {cfg.model.type!r}"
         )
     _check_switches(cfg, problems)
+    _check_positions(cfg, problems)
     if _sound(problems, "model.tie_source_embedding", "data.tokenizer", "data.shared_vocab") and (
         cfg.model.tie_source_embedding
         and (cfg.data.tokenizer != "sentencepiece" or not cfg.data.shared_vocab)
@@ -473,13 +631,22 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             problems.append("train.patience: early stopping needs a valid split, but data.valid_size is 0")
 
 
-def refuse_switches(model: ModelConfig, what: str) -> None:
-    """A UserError naming the exercise switches of `model` that `what` (an export format) cannot express."""
-    if model.switches:
-        listed = ", ".join(f"{key}: {value}" for key, value in model.switches.items())
-        raise UserError(
-            f"{what} expresses the book's architecture only, but this run has {listed} "
-            "(export it with --format pt)"
+def _check_positions(cfg: Config, problems: list[str]) -> None:
+    """A learned position table must cover every training sentence: data.max_len positions in split mode
+    (a kept sentence has fewer tokens, and <eos> or <bos> takes one more), data.num_steps in book mode."""
+    keys = ("model.type", "model.positional_encoding", "model.max_positions", "data.mode", "data.max_len")
+    if not _sound(problems, *keys, "data.num_steps"):
+        return
+    model, data = cfg.model, cfg.data
+    if model.type != "transformer" or model.positional_encoding != "learned":
+        return
+    key = "data.num_steps" if data.mode == "book" else "data.max_len"
+    needed = data.num_steps if data.mode == "book" else data.max_len
+    if model.max_positions < needed:
+        problems.append(
+            f"model.max_positions: a learned table of {model.max_positions} positions is shorter than the "
+            f"training sentences {key} = {needed} allows ({needed} positions with <eos> or <bos>); raise "
+            f"model.max_positions to {needed} or lower {key}"
         )
 
 
@@ -506,6 +673,84 @@ def _check_switches(cfg: Config, problems: list[str]) -> None:
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}  # type: ignore[misc]
 
 
+def _fields() -> list[tuple[str, dataclasses.Field]]:
+    """Every key's field with its section's name, in file order."""
+    return [(section, f) for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+
+
+def declared(f: dataclasses.Field) -> Declared:
+    """The declaration `key(...)` put on a config field."""
+    return f.metadata["declared"]
+
+
+_UNDECLARED = [f"{section}.{f.name}" for section, f in _fields() if "declared" not in f.metadata]
+if _UNDECLARED:  # a field without key(...) would have no help, no checks and no --explain
+    raise TypeError(f"config keys not declared with key(...): {', '.join(_UNDECLARED)}")
+
+
+def _default(f: dataclasses.Field) -> Any:
+    """A field's default value (a fresh list for a list key)."""
+    return f.default_factory() if callable(f.default_factory) else f.default
+
+
+def _in_words(count: int) -> str:
+    """A small count in words, as a message reads it ("two numbers")."""
+    return ("zero", "one", "two", "three", "four")[count] if count < 5 else str(count)
+
+
+def _describe_type(tp: Any) -> str:
+    """A field's annotation in words: `str | list[str] | None` is 'a string, a list of strings or null'."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        words = [_describe_type(a) for a in typing.get_args(tp) if a is not type(None)]
+        words += ["null"] if type(None) in typing.get_args(tp) else []
+        return ", ".join(words[:-1]) + " or " + words[-1]
+    if typing.get_origin(tp) is list:
+        (item,) = typing.get_args(tp)
+        return "a list of " + {int: "integers", float: "numbers", str: "strings"}.get(item, str(item))
+    return _type_name(tp)
+
+
+def _as_yaml(value: Any) -> str:
+    """One value as a config file writes it (null, true, [0.9, 0.999], book)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).removesuffix("...\n").strip()
+
+
+def explain(name: str) -> str:
+    """What `attn-mt validate --explain NAME` prints: a key's (`train.lr`) help, type, default, choices
+    and bounds, or a section's (`model`) keys as YAML with their defaults and help."""
+    section, _, key_name = name.partition(".")
+    if section not in SECTIONS:
+        raise UserError(f"--explain {_unknown_section(name if not key_name else section)}")
+    cls = SECTIONS[section]
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if not key_name:
+        rows = [(f"{k}: {_as_yaml(_default(f))}", declared(f).help) for k, f in fields.items()]
+        width = max(len(row) for row, _ in rows)
+        lines = [f"# {section}: {cls.__doc__}", f"{section}:"]
+        lines += [f"  {row:<{width}}  # {help_text}" for row, help_text in rows]
+        return "\n".join(lines) + "\n"
+    if key_name not in fields:
+        raise UserError(f"--explain {_unknown_key(section, cls, key_name)}")
+    rule = declared(fields[key_name])
+    lines = [
+        f"{name}: {rule.help}",
+        f"  type: {_describe_type(hints[key_name])}",
+        f"  default: {_as_yaml(_default(fields[key_name]))}",
+    ]
+    if rule.choices:
+        lines.append(f"  choices: {', '.join(rule.choices)}")
+    if rule.length is not None:
+        lines.append(f"  length: {rule.length}")
+    if rule.bounds():
+        lines.append(f"  bounds: {rule.bounds()}{' (each item)' if rule.length is not None else ''}")
+    if rule.clamped_on_open:
+        lines.append(
+            "  a run saved with a value outside the bounds opens with it brought inside, and a warning"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def config_from_dict(raw: Any, source: str = "config", saved: bool = False) -> Config:
     """Validate a raw nested mapping and build the Config, or raise ConfigError listing every problem.
 
@@ -520,9 +765,7 @@ def config_from_dict(raw: Any, source: str = "config", saved: bool = False) -> C
     sections = {}
     for name, value in raw.items():
         if name not in SECTIONS:
-            close = difflib.get_close_matches(str(name), list(SECTIONS), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f" (sections: {', '.join(SECTIONS)})"
-            problems.append(f"{name}: unknown section{hint}")
+            problems.append(_unknown_section(name))
             continue
         sections[name] = _build_section(name, SECTIONS[name], value, problems)
     cfg = Config(**sections)
@@ -630,7 +873,8 @@ def bounded_decode(cfg: Config) -> tuple[Config, list[str]]:
     """A saved config's decode settings brought inside attn_mt/limits.py's bounds, and a note for each
     one changed (a run saved before the bounds existed: translate, eval, serve and the API use these)."""
     changed, notes = {}, []
-    for key, (low, high) in DECODE_BOUNDS.items():
+    clamped = [f for f in dataclasses.fields(DecodeConfig) if declared(f).clamped_on_open]
+    for key, low, high in ((f.name, declared(f).minimum, declared(f).maximum) for f in clamped):
         value = getattr(cfg.decode, key)
         if out_of_bounds(value, low, high):
             changed[key] = type(value)(min(max(value, low), high))

@@ -62,7 +62,12 @@ OPTIONS = [{"beam": 1}, {"beam": 4, "nbest": 2}]  # the two option sets of the l
 def start_server(
     run_dir: Path, extra: list[str], log: Path | None = None, fd_limit: int | None = None
 ) -> tuple[subprocess.Popen, str]:
-    """`attn-mt serve RUN_DIR --port 0` on 127.0.0.1 (stderr into `log`); the process and its host:port."""
+    """`attn-mt serve RUN_DIR --port 0` on 127.0.0.1; the process and its host:port. Its stderr (a line
+    per request) goes into `log`, or a temporary file, never onto the terminal."""
+    if log is None:
+        handle, name = tempfile.mkstemp(prefix="bench_serve-", suffix=".log")
+        os.close(handle)
+        log = Path(name)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -77,7 +82,7 @@ def start_server(
             *extra,
         ],
         stdout=subprocess.PIPE,
-        stderr=None if log is None else log.open("w"),
+        stderr=log.open("w"),
         text=True,
         preexec_fn=None
         if fd_limit is None
@@ -87,7 +92,8 @@ def start_server(
     line = process.stdout.readline() if ready else ""
     if "http://127.0.0.1:" not in line:
         process.kill()
-        sys.exit(f"the server did not start: {line!r}")
+        process.wait()
+        sys.exit(f"the server did not start: {line!r}\n{log.read_text()[-3000:]}")
     return process, line.split("http://", 1)[1].split("/", 1)[0]
 
 
@@ -383,6 +389,13 @@ def idle_connections(address: str, count: int, log: Path, sentence: str) -> dict
     }
 
 
+def metrics(address: str) -> dict[str, float]:
+    """GET /metrics: each sample without labels, by name."""
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=60).read().decode()
+    samples = (line.split(" ") for line in text.splitlines() if line and not line.startswith("#"))
+    return {parts[0]: float(parts[1]) for parts in samples if len(parts) == 2 and "{" not in parts[0]}
+
+
 def sigterm_with_queue(process: subprocess.Popen, address: str, pool: list[str], count: int) -> dict:
     """`count` requests of one paragraph each (16 sentences, beam 4) queued, then SIGTERM: how long the
     server takes to exit, and how every client was answered."""
@@ -392,8 +405,9 @@ def sigterm_with_queue(process: subprocess.Popen, address: str, pool: list[str],
         answers = [threads.submit(post, address, body, 600) for _ in range(count)]
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            health = json.loads(urllib.request.urlopen(f"http://{address}/health", timeout=60).read())
-            if health["waiting"] + health["refused"] >= count:  # every request queued or refused
+            seen = metrics(address)
+            queued = seen["attn_mt_queue_depth"] + seen["attn_mt_decoder_refused_total"]
+            if queued >= count - 1:  # every request queued or refused, but one being decoded
                 break
             time.sleep(0.05)
         signalled = time.perf_counter()

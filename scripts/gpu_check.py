@@ -1,9 +1,10 @@
 """One command that checks attn-mt end to end on this machine's CUDA device(s), or on the CPU.
 
-    python scripts/gpu_check.py --quick           # about 6 minutes of one GPU (docs/gpu.md)
+    python scripts/gpu_check.py --quick           # about 8 minutes of one GPU (docs/gpu.md)
     python scripts/gpu_check.py                   # the longer check, with torchrun over 2+ GPUs
     python scripts/gpu_check.py --device cpu --quick   # the rows that apply on a CPU, for CI
     make gpu-check PYTHON=python3 ARGS=--quick    # with a Python that already holds (CUDA) torch
+    python scripts/gpu_check.py --quick --rows auto,eval --set train.kernels=gpu   # some rows, the GPU path
 
 It runs with whichever Python starts it, from this checkout (no install, no network): a preflight
 names every missing package with the pip command that installs it, and finds the corpus as
@@ -451,36 +452,56 @@ class Check:
         return trained_row(f"torchrun x{self.args.ranks} (amp auto)", run_dir, seconds)
 
 
-def plan(check: Check) -> list[tuple[str, Callable[[], Row], str | None, str | None]]:
-    """Every row: its name, what runs it, the row it needs (or None), and why it is skipped (or None)."""
+ROW_KEYS = (
+    "book",
+    "auto",
+    "fp16",
+    "compile",
+    "resume",
+    "translate",
+    "eval",
+    "ctranslate2",
+    "serve",
+    "torchrun",
+)
+
+
+def plan(check: Check) -> list[tuple[str, str, Callable[[], Row], str | None, str | None]]:
+    """Every row: its key (--rows), name, what runs it, the row it needs and why it is skipped (or None)."""
     args, cuda = check.args, check.cuda
     on_cpu_quick = "checked on CUDA; on the CPU only without --quick (inductor's build takes minutes)"
     auto = f"{check.config} (amp auto)"
-    rows = [(config, lambda c=config: check.book(c), None, None) for config in BOOK_CONFIGS]
+    rows = [("book", config, lambda c=config: check.book(c), None, None) for config in BOOK_CONFIGS]
     rows += [
-        (auto, check.auto, None, None),
+        ("auto", auto, check.auto, None, None),
         (
+            "fp16",
             "fp16 + scaler",
             check.fp16,
             None,
             None if cuda else "fp16 autocast and its scaler apply on CUDA only",
         ),
-        ("compile", check.compiled, None, on_cpu_quick if args.quick and not cuda else None),
-        ("SIGKILL + --resume", check.kill_and_resume, None, None),
-        ("translate", check.translate, auto, None),
-        ("eval --split test --beam 4", check.evaluate, auto, None),
-        ("CTranslate2 export + translate", check.ctranslate2, auto, None),
-        ("serve", check.serve, auto, None),
+        ("compile", "compile", check.compiled, None, on_cpu_quick if args.quick and not cuda else None),
+        ("resume", "SIGKILL + --resume", check.kill_and_resume, None, None),
+        ("translate", "translate", check.translate, auto, None),
+        ("eval", "eval --split test --beam 4", check.evaluate, auto, None),
+        ("ctranslate2", "CTranslate2 export + translate", check.ctranslate2, auto, None),
+        ("serve", "serve", check.serve, auto, None),
     ]
     if args.ranks >= 2:
-        rows.append((f"torchrun x{args.ranks}", check.torchrun, None, None))
+        rows.append(("torchrun", f"torchrun x{args.ranks}", check.torchrun, None, None))
+    if args.rows:  # only the rows asked for; the others are listed as skipped
+        rows = [
+            (key, name, body, needs, skip or (None if key in args.rows else "not asked for (--rows)"))
+            for key, name, body, needs, skip in rows
+        ]
     return rows
 
 
 def run_rows(check: Check) -> list[Row]:
     """Run the plan's rows in turn; a failure is recorded in its row and the rows that need it."""
     rows, failed = [], set()
-    for name, body, needs, skip in plan(check):
+    for _, name, body, needs, skip in plan(check):
         started = time.perf_counter()
         if skip:
             rows.append(Row(name, result="skip", note=skip))
@@ -546,7 +567,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument(
-        "--quick", action="store_true", help="the rows in about 6 minutes of one GPU (docs/gpu.md)"
+        "--quick", action="store_true", help="the rows in about 8 minutes of one GPU (docs/gpu.md)"
     )
     parser.add_argument(
         "--config",
@@ -577,6 +598,11 @@ def parse_args() -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="override a key of the transformer runs (repeatable)",
     )
+    parser.add_argument(
+        "--rows",
+        help=f"run only these rows, comma-separated, of {', '.join(ROW_KEYS)} (translate, eval, ctranslate2 "
+        "and serve use the auto row's run)",
+    )
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     parser.add_argument(
         "--json",
@@ -585,6 +611,11 @@ def parse_args() -> argparse.Namespace:
         help="where to write the results (default: runs/gpu_check.json)",
     )
     args = parser.parse_args()
+    if args.rows:
+        args.rows = [key.strip() for key in args.rows.split(",") if key.strip()]
+        unknown = sorted(set(args.rows) - set(ROW_KEYS))
+        if unknown:
+            parser.error(f"--rows: {', '.join(unknown)} not among {', '.join(ROW_KEYS)}")
     cuda = args.device == "cuda"
 
     def pick(value: Any, cuda_full: Any, cuda_quick: Any, cpu: Any) -> Any:

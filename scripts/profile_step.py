@@ -1,26 +1,31 @@
-"""Profile the training step of a config on this machine's device, on synthetic batches, in minutes.
+"""Profile the trainer's own training step of a config on this machine's device, in minutes, without a corpus.
 
     python scripts/profile_step.py                       # configs/transformer-gpu.yaml on cuda
     python scripts/profile_step.py --variants reference,gpu,gpu+compile --out runs/profile
     python scripts/profile_step.py configs/tiny.yaml --device cpu --warmup 2 --steps 3
+    python scripts/profile_step.py configs/tiny.yaml --device cpu --data corpus.txt   # a corpus's own batches
     make profile-step PYTHON=python3                     # a GPU session's first command (docs/gpu.md)
 
-No corpus is read: batches are drawn from scripts/profile_lengths.json, the joint histogram of
-source and target lengths (in pieces, <eos> counted) of configs/transformer-gpu.yaml's training
-split, packed under the config's `data.max_tokens` as training packs them (data/bucketing.py),
-with random token ids. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is
-gpu), `+compile` compiles it (train.compile: dynamic shapes on the gpu path), `+graphs` compiles
-it with mode="reduce-overhead" (CUDA graphs; the gpu path pads the batches to a few shapes and
-compiles each); all run in one process on the same batches:
---warmup steps (compiling, if any, happens here), --steps timed steps, then --trace-steps steps
-under torch.profiler. Printed per variant: ms a step, target tokens/s, MFU (the FLOPs of a step's
-real tokens, the arithmetic printed, over the card's dense bf16 peak: PEAK_TFLOPS or
---peak-tflops), and from the profile: kernels a step and the GPU's busy share (the union of the
-kernels' intervals over the profiled wall time), host syncs a step (torch.cuda's sync debug mode,
-over the timed steps), the top ops by self device and self CPU time, and the attention's and the
-loss's shares of the step's op time. One chrome trace per variant goes to --out, with
-profile.json (everything printed). A variant that fails prints its error and the others go on;
-the exit status is 1 if any failed.
+Each variant builds the Trainer `attn-mt train` builds and times its own step (Trainer.train_step:
+the epoch's batches collated by the training set, on the prefetch thread into pinned memory on
+CUDA, copied to the device, forward, backward, clipping, the update, the loss totals and a
+metrics.jsonl line every train.log_every steps), so its ms a step is the figure `train`'s steady
+tokens/s comes from. Without --data no corpus is read: the training set is drawn from
+scripts/profile_lengths.json, the joint histogram of source and target lengths (in pieces, <eos>
+counted) of configs/transformer-gpu.yaml's training split, with random token ids past the special
+tokens, and batched by the same BucketTrainSet (data/bucketing.py) under the config's
+`data.max_tokens`. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is gpu),
+`+compile` compiles it (train.compile), `+graphs` compiles it with train.compile_mode:
+reduce-overhead (CUDA graphs; the gpu path pads the batches to a few shapes); all run in one
+process on the same batches: the trainer's start (compiling every batch shape, compile_s), --warmup
+steps, --steps timed steps, then --trace-steps steps under torch.profiler. Printed per variant: ms a
+step, target tokens/s, MFU (the FLOPs of a step's real tokens, the arithmetic printed, over the
+card's dense bf16 peak: PEAK_TFLOPS or --peak-tflops), and from the profile: kernels a step and the
+GPU's busy share (the union of the kernels' intervals over the profiled wall time), host syncs a
+step (torch.cuda's sync debug mode, over up to 5 steps after the timed ones), the top ops by self
+device and self CPU time, and the attention's and the loss's shares of the step's op time. One
+chrome trace per variant goes to --out, with profile.json (everything printed). A variant that
+fails prints its error and the others go on; the exit status is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -44,16 +49,18 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attn_mt.config import load_config  # noqa: E402
+from attn_mt.config import Config, load_config  # noqa: E402
 from attn_mt.data.batch import Batch  # noqa: E402
-from attn_mt.data.bucketing import token_budget_batches  # noqa: E402
+from attn_mt.data.bucketing import BucketTrainSet  # noqa: E402
+from attn_mt.data.dataset import NMTData, load_data  # noqa: E402
+from attn_mt.data.trainset import TokenSequences  # noqa: E402
+from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab  # noqa: E402
 from attn_mt.models.build import build_model  # noqa: E402
-from attn_mt.run.device import autocast_context, effective_amp  # noqa: E402
-from attn_mt.training.optim import build_optimizer, xavier_init_  # noqa: E402
-from attn_mt.training.speed import choose_speed  # noqa: E402
+from attn_mt.run.run_dir import RunPaths  # noqa: E402
+from attn_mt.training.trainer import Trainer  # noqa: E402
 
 LENGTHS = ROOT / "scripts" / "profile_lengths.json"
-FIRST_ID = 4  # token ids from here up: past <unk>, <pad>, <bos> and <eos>
+SPECIALS = (UNK, PAD, BOS, EOS)  # ids 0-3, as every vocabulary of attn-mt numbers them
 # dense bf16 tensor-core peaks in TFLOP/s (vendor data sheets), matched in this order on the device name
 PEAK_TFLOPS = (
     ("H200", 989.0),
@@ -86,7 +93,8 @@ class Result:
     ok: bool = True
     error: str = ""
     ms_per_step: float = 0.0
-    warmup_s: float = 0.0
+    warmup_s: float = 0.0  # start-up: compiling every batch shape (compile_s) and the --warmup steps
+    compile_s: float = 0.0
     tokens_per_s: float = 0.0
     tflops: float = 0.0
     mfu: float | None = None
@@ -110,34 +118,38 @@ def draw_lengths(count: int, seed: int, max_len: int) -> tuple[np.ndarray, np.nd
     return table[picks, 0], table[picks, 1]
 
 
-def synthetic_batches(
-    steps: int, max_tokens: int, max_len: int, vocab: int, seed: int, pairs: int = 162_670
-) -> list[Batch]:
-    """`steps` batches packed under `max_tokens` from `pairs` drawn pairs, random ids, <eos> last."""
-    src_lens, tgt_lens = draw_lengths(pairs, seed, max_len)
+def synthetic_vocab(size: int) -> Vocab:
+    """A vocabulary of `size` ids: the special tokens, then made-up pieces."""
+    return Vocab([*SPECIALS, *(f"piece{i}" for i in range(len(SPECIALS), size))])
+
+
+def synthetic_train_set(
+    max_tokens: int, max_len: int, vocab: Vocab, seed: int, pairs: int = 162_670
+) -> BucketTrainSet:
+    """`pairs` drawn (source, target) pairs of random ids past the special tokens, batched as in training.
+
+    The same BucketTrainSet as a real corpus's (data/bucketing.py): the same plan under `max_tokens`
+    and the same collate (<eos> appended, <pad> past each length).
+    """
+    src_lens, tgt_lens = draw_lengths(pairs, seed, max_len)  # <eos> counted
     rng = np.random.default_rng(seed + 1)
-    plan = token_budget_batches(src_lens, tgt_lens, max_tokens, rng)
-    generator = torch.Generator().manual_seed(seed)
-    batches = []
-    for indices in (plan * (1 + steps // max(len(plan), 1)))[:steps]:
-        batches.append(
-            Batch(
-                *padded(torch.from_numpy(src_lens[indices]), vocab, generator),
-                *padded(torch.from_numpy(tgt_lens[indices]), vocab, generator),
-            )
-        )
-    return batches
+
+    def sequences(lengths: np.ndarray) -> TokenSequences:
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths - 1, out=offsets[1:])
+        ids = rng.integers(len(SPECIALS), len(vocab), size=int(offsets[-1]), dtype=np.int32)
+        return TokenSequences.from_offsets(ids, offsets)
+
+    return BucketTrainSet(sequences(src_lens), sequences(tgt_lens), max_tokens, vocab.pad_id, vocab.eos_id)
 
 
-def padded(
-    lengths: torch.Tensor, vocab: int, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random ids (B, N) padded with 0 past each length, <eos> (3) at each end, and the lengths (B,)."""
-    ids = torch.randint(FIRST_ID, vocab, (len(lengths), int(lengths.max())), generator=generator)  # (B, N)
-    positions = torch.arange(ids.shape[1])[None, :]  # (1, N)
-    ids = ids.masked_fill(positions >= lengths[:, None], 0)
-    ids[torch.arange(len(lengths)), lengths - 1] = 3
-    return ids, lengths.long()
+def synthetic_batches(
+    steps: int, max_tokens: int, max_len: int, vocab: int, seed: int, train_seed: int = 0
+) -> list[Batch]:
+    """The first `steps` collated batches of the synthetic training set's first epoch, as a run of
+    `train.seed` = `train_seed` plans it (before the speed object shapes them)."""
+    train = synthetic_train_set(max_tokens, max_len, synthetic_vocab(vocab), seed)
+    return [train.collate(indices) for indices in train.plan(0, train_seed)[:steps]]
 
 
 def weights(model: torch.nn.Module) -> dict[str, int]:
@@ -204,53 +216,67 @@ def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
     return sdpa_kernel(backends[name])
 
 
-class Step:
-    """One variant's training step, as Trainer._step runs it on one process."""
+def profile_data(cfg: Config, args: argparse.Namespace) -> NMTData:
+    """The variants' training set: --data's (with its vocabularies), else the synthetic one; no valid set."""
+    if args.data:
+        data = load_data(cfg.data, args.data)
+        return NMTData(data.src_vocab, data.tgt_vocab, data.train)
+    vocab = synthetic_vocab(args.vocab or cfg.data.vocab_size)
+    return NMTData(vocab, vocab, synthetic_train_set(cfg.data.max_tokens, cfg.data.max_len, vocab, args.seed))
 
-    def __init__(
-        self, cfg: Any, kernels: str, compile: bool, mode: str | None, device: torch.device, vocab: int
-    ):
-        tc = cfg.train
-        torch.manual_seed(tc.seed)
-        self.model = build_model(cfg.model, vocab, vocab).to(device)
-        if tc.init == "xavier":
-            xavier_init_(self.model)
-        self.model.train()
-        self.speed = choose_speed(kernels, device, compile, 1, mode)
-        self.params = self.speed.parameters(self.model)
-        net = self.speed.wrap(self.model)
-        self.net = torch.compile(net, **self.speed.compile_options) if compile else net
-        self.optimizer = build_optimizer(self.params.tensors, tc)
-        amp = effective_amp(device, tc.amp)
-        self.amp = "none" if amp == "auto" else amp  # the trainer would time both on this CPU: float32 here
-        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp == "fp16")
-        self.cfg, self.device = cfg, device
 
-    def batch(self, batch: Batch) -> tuple[Batch, torch.Tensor, int]:
-        """A host batch shaped by the speed object and on the device, its decoder input (B, T), its tokens."""
-        prepared = self.speed.prepare(batch, not self.model.reads_source_padding).trimmed(
-            source=not self.model.reads_source_padding
-        )
-        if self.device.type == "cuda":
-            prepared = prepared.pinned()
-        on_device = prepared.to(self.device)
-        tgt_in = torch.cat([torch.ones_like(on_device.tgt[:, :1]), on_device.tgt[:, :-1]], dim=1)  # (B, T)
-        return on_device, tgt_in, batch.num_tgt_tokens
+def profile_trainer(
+    cfg: Config, variant: str, args: argparse.Namespace, device: torch.device, data: NMTData
+) -> Trainer:
+    """The Trainer `attn-mt train` builds for this variant's kernels and compile settings, on `data`.
 
-    def __call__(self, batch: Batch, tgt_in: torch.Tensor, tokens: int) -> None:
-        """Forward, backward, clip and update."""
-        tc = self.cfg.train
-        self.params.zero_grad()
-        with autocast_context(self.device, self.amp):
-            total = self.speed.loss(self.net, batch, tgt_in, tc.label_smoothing)
-        objective = total / max(tokens, 1) if tc.loss_average == "token" else total / batch.tgt.shape[1]
-        self.scaler.scale(objective).backward()
-        self.params.gather_grads()
-        if tc.grad_clip > 0:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.params.tensors, tc.grad_clip, foreach=True)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+    Nothing validates (no valid set); quiet; its run directory under --out (metrics.jsonl only).
+    """
+    kernels, _, extra = variant.partition("+")
+    settings = [f"train.kernels={'gpu' if kernels == 'fast' else kernels}"]
+    if extra or args.compile:
+        settings.append("train.compile=true")
+    mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
+    if mode:
+        settings.append(f"train.compile_mode={mode}")
+    cfg = load_config(args.config, [*args.overrides, *settings])
+    root = args.out / variant.replace("+", "-")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "metrics.jsonl").unlink(missing_ok=True)
+    torch.manual_seed(cfg.train.seed)  # as training/launch.py seeds before building the trainer
+    return Trainer(cfg, RunPaths(root), data, device, quiet=True)
+
+
+class StepDriver:
+    """Runs the trainer's own steps (Trainer.train_step) on its epoch feed, keeping each step's batches."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.trainer.start()  # amp settled, every batch shape compiled (train.compile), clocks started
+        self.bar = trainer.display()
+        self.plan = trainer.data.train.plan(trainer.progress.epoch, trainer.cfg.train.seed)
+        self.feed_context = trainer.epoch_feed(self.plan)  # the prefetch thread on CUDA, as in fit
+        self.feed = self.feed_context.__enter__()
+        self.batches: list[list[Batch]] = []  # each step's batches, as the feed collated them
+
+    def steps(self, count: int) -> list[list[Batch]]:
+        """Train `count` steps; their batches."""
+        if self.trainer.progress.batch_in_epoch + count * self.trainer.cfg.train.accum_steps > len(self.plan):
+            raise ValueError(f"the synthetic epoch has {len(self.plan)} batches: too few for the steps asked")
+        start = len(self.batches)
+        for _ in range(count):
+            self.trainer.train_step(self.recorded(), self.bar, False, 0.0)
+        return self.batches[start:]
+
+    def recorded(self) -> Any:
+        """The feed, keeping the step's batches."""
+        batches = next(self.feed)
+        self.batches.append(batches)
+        yield batches
+
+    def close(self) -> None:
+        """Stop the prefetch thread."""
+        self.feed_context.__exit__(None, None, None)
 
 
 def wait(device: torch.device) -> None:
@@ -259,22 +285,22 @@ def wait(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def count_syncs(step: Step, inputs: list[tuple[Batch, torch.Tensor, int]]) -> float | None:
-    """Host syncs a step, as torch.cuda's sync debug mode reports them (None off CUDA)."""
-    if step.device.type != "cuda":
+def count_syncs(driver: StepDriver, steps: int) -> float | None:
+    """Host syncs a step over `steps` trainer steps, by torch.cuda's sync debug mode (None off CUDA)."""
+    device = driver.trainer.device
+    if device.type != "cuda":
         return None
-    wait(step.device)
+    wait(device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            for item in inputs:
-                step(*item)
+            driver.steps(steps)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    wait(step.device)
+    wait(device)
     syncs = [w for w in caught if "synchroniz" in str(w.message)]
-    return len(syncs) / len(inputs)
+    return len(syncs) / steps
 
 
 def merged_length(intervals: list[tuple[float, float]]) -> float:
@@ -348,57 +374,52 @@ def op_tables(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> dict[st
 
 
 def profile_variant(
-    variant: str, cfg: Any, args: argparse.Namespace, batches: list[Batch], flops: float
+    variant: str, cfg: Config, args: argparse.Namespace, data: NMTData, flops: float
 ) -> Result:
-    """Warm up, time and profile one variant on `batches`."""
-    kernels, _, extra = variant.partition("+")
-    kernels = "gpu" if kernels == "fast" else kernels
+    """Warm up, time and profile one variant: the trainer's own steps on `data`'s training set."""
     result = Result(variant)
     device = torch.device(args.device)
-    mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
-    step = Step(cfg, kernels, bool(extra) or args.compile, mode, device, args.vocab)
-    warmup, timed = batches[: args.warmup], batches[args.warmup : args.warmup + args.steps]
-    traced = batches[args.warmup + args.steps :]
+    trainer = profile_trainer(cfg, variant, args, device, data)
     with sdpa_backend(args.attention_backend):
         started = time.perf_counter()
-        for batch in warmup:
-            step(*step.batch(batch))
-        wait(device)
-        result.warmup_s = time.perf_counter() - started
-        inputs = [step.batch(batch) for batch in timed]  # on the device before the clock starts
-        wait(device)
-        started = time.perf_counter()
-        for item in inputs:
-            step(*item)
-        wait(device)
-        seconds = time.perf_counter() - started
-        result.host_syncs_per_step = count_syncs(step, inputs[: min(5, len(inputs))])
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        traced_inputs = [step.batch(batch) for batch in traced]
-        wait(device)
-        with torch.profiler.profile(activities=activities) as prof:
-            for item in traced_inputs:
-                step(*item)
-                prof.step()
+        driver = StepDriver(trainer)  # compiles every batch shape first under train.compile
+        try:
+            driver.steps(args.warmup)
             wait(device)
-    tokens = sum(n for _, _, n in inputs)
-    cells = sum(b.src.numel() + b.tgt.numel() for b, _, _ in inputs)
-    result.real_share = sum(int(b.src_lens.sum() + b.tgt_lens.sum()) for b, _, _ in inputs) / cells
-    result.ms_per_step = 1000 * seconds / len(inputs)
+            result.warmup_s = time.perf_counter() - started
+            result.compile_s = trainer.compile_s
+            started = time.perf_counter()
+            timed = driver.steps(args.steps)
+            wait(device)
+            seconds = time.perf_counter() - started
+            result.host_syncs_per_step = count_syncs(driver, min(5, args.steps))
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if device.type == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            wait(device)
+            with torch.profiler.profile(activities=activities) as prof:
+                for _ in range(args.trace_steps):
+                    driver.steps(1)
+                    prof.step()
+                wait(device)
+        finally:
+            driver.close()
+    batches = [b for step in timed for b in step]
+    tokens = sum(b.num_tgt_tokens for b in batches)
+    cells = sum(b.src.numel() + b.tgt.numel() for b in batches)
+    result.real_share = sum(int(b.src_lens.sum() + b.tgt_lens.sum()) for b in batches) / cells
+    result.ms_per_step = 1000 * seconds / len(timed)
     result.tokens_per_s = tokens / seconds
     result.tflops = flops / seconds / 1e12
     peak, _ = card_peak(device, args.peak_tflops)
     result.mfu = result.tflops / peak if peak else None
-    args.out.mkdir(parents=True, exist_ok=True)
     trace_path = args.out / f"{variant.replace('+', '-')}.trace.json"
     prof.export_chrome_trace(str(trace_path))
     result.trace = str(trace_path)
     result.kernels_per_step, result.gpu_busy = trace_figures(
-        json.loads(trace_path.read_text()), len(traced_inputs)
+        json.loads(trace_path.read_text()), args.trace_steps
     )
-    for key, value in op_tables(prof, len(traced_inputs), device.type == "cuda").items():
+    for key, value in op_tables(prof, args.trace_steps, device.type == "cuda").items():
         setattr(result, key, value)
     return result
 
@@ -417,7 +438,7 @@ def show(result: Result, peak_name: str) -> None:
         f"{result.ms_per_step:.2f} ms a step, {result.tokens_per_s:,.0f} target tokens/s, "
         f"real tokens {result.real_share:.1%} of the cells, "
         f"{result.tflops:.2f} TFLOP/s, MFU {maybe(result.mfu, '{:.1%}')} ({peak_name}); "
-        f"warm-up {result.warmup_s:.1f} s"
+        f"warm-up {result.warmup_s:.1f} s (compiling {result.compile_s:.1f} s)"
     )
     kernels, busy = maybe(result.kernels_per_step, "{:.0f}"), maybe(result.gpu_busy, "{:.1%}")
     syncs = maybe(result.host_syncs_per_step, "{:.1f}")
@@ -450,12 +471,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compile", action="store_true", help="compile every variant (train.compile)")
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. reduce-overhead")
     parser.add_argument(
-        "--attention-backend", default="auto", choices=("auto", "flash", "efficient", "cudnn", "math")
+        "--attention-backend",
+        default="auto",
+        choices=("auto", "flash", "efficient", "cudnn", "math"),
+        help="pin SDPA's kernel; flash and cudnn refuse the masked calls and dropout 0.2 (docs/gpu.md)",
     )
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first (default 20)")
     parser.add_argument("--steps", type=int, default=40, help="timed steps (default 40)")
     parser.add_argument("--trace-steps", type=int, default=3, help="profiled steps (default 3)")
-    parser.add_argument("--vocab", type=int, help="vocabulary size (default data.vocab_size)")
+    parser.add_argument("--vocab", type=int, help="synthetic vocabulary size (default data.vocab_size)")
+    parser.add_argument(
+        "--data", help="train on this corpus's batches instead of synthetic ones (as --data of train)"
+    )
     parser.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s, for MFU off the table")
     parser.add_argument("--seed", type=int, default=0, help="seed of the drawn batches")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -476,17 +503,18 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, also into a pipe (tee)
     cfg = load_config(args.config, args.overrides)
-    args.vocab = args.vocab or cfg.data.vocab_size
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = cfg.train.tf32
         torch.backends.cudnn.allow_tf32 = cfg.train.tf32
     if device.type == "cpu" and cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    data = profile_data(cfg, args)
     total = args.warmup + args.steps + args.trace_steps
-    batches = synthetic_batches(total, cfg.data.max_tokens, cfg.data.max_len, args.vocab, args.seed)
+    plan = data.train.plan(0, cfg.train.seed)
+    batches = [data.train.collate(ix) for ix in plan[:total]]  # every variant's, in its order (accum_steps 1)
     timed = batches[args.warmup : args.warmup + args.steps]
-    probe = build_model(cfg.model, args.vocab, args.vocab)
+    probe = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab))
     layers = cfg.model.num_layers
     flops, arithmetic = step_flops(weights(probe), cfg.model.num_hiddens, layers, timed)
     peak, name = card_peak(device, args.peak_tflops)
@@ -520,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         try:
-            result = profile_variant(variant, cfg, args, batches, flops)
+            result = profile_variant(variant, cfg, args, data, flops)
         except Exception as error:  # one variant's failure (an unsupported backend, memory) is its row
             traceback.print_exc()
             result = Result(variant, ok=False, error=f"{type(error).__name__}: {error}".splitlines()[0][:300])

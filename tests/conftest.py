@@ -78,6 +78,11 @@ def one_torch_thread():
 @pytest.fixture
 def corpus_path() -> Path:
     """The real fra-eng corpus named by $ATTN_MT_DATA; the test FAILS (not skips) when it is missing."""
+    return corpus_file()
+
+
+def corpus_file() -> Path:
+    """`corpus_path` for fixtures of a wider scope."""
     value = os.environ.get(CORPUS_ENV)
     if not value:
         pytest.fail(f"${CORPUS_ENV} is not set: point it at fra-eng.zip (or fra.txt) to run the corpus tests")

@@ -1,6 +1,7 @@
 """What several test files share: the repository's paths, headless Chromium, and talking to `attn-mt serve`
 over HTTP (a server process on a free port, requests, the documented errors). Test files import from here
-(and from synthetic.py, search_fakes.py, book_math.py, devtools.py), never from each other."""
+(and from synthetic.py, search_fakes.py, book_math.py, devtools.py, notebook_kernel.py,
+planted_mistakes.py), never from each other."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from synthetic import reverse_pairs
@@ -76,48 +78,74 @@ SENTENCES = [en for en, _ in reverse_pairs(12, seed=7)] + [
 
 
 @contextmanager
-def server(run_dir: Path, *options: str) -> Iterator[str]:
+def server(run_dir: Path, *options: str, log: IO[str] | None = None) -> Iterator[str]:
     """`attn-mt serve RUN_DIR --port 0 ...` in its own process; yields its base URL, stops it after."""
-    with command_server("serve", str(run_dir), *options) as address:
+    with command_server("serve", str(run_dir), *options, log=log) as address:
         yield address
 
 
 @contextmanager
-def command_server(*arguments: str) -> Iterator[str]:
-    """`attn-mt COMMAND ... --port 0 --device cpu` (serve or lab) in its own process; yields its address."""
-    with server_process(*arguments) as (_, address):
+def command_server(*arguments: str, log: IO[str] | None = None) -> Iterator[str]:
+    """`attn-mt COMMAND ... --port 0 --device cpu` (serve or lab) in its own process; yields its address.
+    Its log (a line per request) goes to `log`, a file, or a temporary one: never a pipe nobody drains."""
+    with server_process(*arguments, log=log) as (_, address):
         yield address
 
 
 @contextmanager
-def server_process(*arguments: str, **popen: Any) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`attn-mt COMMAND ... --port 0 --device cpu` in its own process (`popen`: more Popen arguments);
-    yields the process and its address, and stops it (SIGINT) after unless it has ended."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "attn_mt", *arguments, "--port", "0", "--device", "cpu"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        **popen,
-    )
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-        line = process.stdout.readline() if ready else ""
-        if "http://127.0.0.1:" not in line:
-            process.kill()
-            pytest.fail(f"the server did not start: {line!r} {process.stderr.read()[-3000:]}")
-        yield process, line.split("http://", 1)[1].split("/", 1)[0]
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+def server_process(
+    *arguments: str, log: IO[str] | None = None, **popen: Any
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`attn-mt COMMAND ... --port 0 --device cpu` in its own process (`popen`: more Popen arguments),
+    its log to `log` (a file; a temporary one by default); yields the process and its address, and
+    stops it (SIGINT) after unless it has ended."""
+    with nullcontext(log) if log is not None else tempfile.TemporaryFile(mode="w+") as written:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "attn_mt", *arguments, "--port", "0", "--device", "cpu"],
+            stdout=subprocess.PIPE,
+            stderr=written,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            **popen,
+        )
+        try:
+            ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+            line = process.stdout.readline() if ready else ""
+            if "http://127.0.0.1:" not in line:
                 process.kill()
                 process.wait()
-        process.stdout.close()
-        process.stderr.close()
+                pytest.fail(f"the server did not start: {line!r} {written_text(written)[-3000:]}")
+            yield process, line.split("http://", 1)[1].split("/", 1)[0]
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            process.stdout.close()
+
+
+def written_text(log: IO[str]) -> str:
+    """What a server wrote to `log` so far, whether `log` was opened for reading too or not."""
+    log.flush()
+    if isinstance(log.name, str):
+        return Path(log.name).read_text(encoding="utf-8", errors="replace")
+    log.seek(0)
+    return log.read()
+
+
+def multipart(fields: dict[str, str], filename: str, content: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body with `fields` and one file: the body and its Content-Type."""
+    boundary = "attn-mt-test-boundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'
+    body = b"".join(parts) + head.encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
 
 
 def call(
@@ -161,15 +189,40 @@ def fetch(address: str, path: str) -> tuple[int, str, bytes]:
             return error.code, error.headers.get("Content-Type", ""), error.read()
 
 
+WORKER_METRICS = {  # serve's /metrics sample -> the count's name here
+    "attn_mt_queue_depth": "waiting",
+    "attn_mt_decoder_batches_total": "batches",
+    "attn_mt_decoder_sentences_total": "sentences",
+    "attn_mt_decoder_dropped_total": "dropped",
+    "attn_mt_decoder_refused_total": "refused",
+    "attn_mt_decoder_expired_total": "expired",
+    "attn_mt_decoder_stopped_total": "stopped",
+    "attn_mt_queued_work": "queued_work",
+}
+
+
+def worker_counts(address: str) -> dict[str, int]:
+    """The requests waiting for a batch, their work, and the decoding worker's batches, sentences,
+    dropped, refused and expired jobs and stopped batches, read from serve's GET /metrics (Prometheus'
+    text format)."""
+    status, _, text = fetch(address, "/metrics")
+    assert status == 200, text
+    counts = {}
+    for line in text.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name in WORKER_METRICS:
+            counts[WORKER_METRICS[name]] = int(float(value))
+    return counts
+
+
 def wait_for_health(address: str, condition: Callable[[dict], bool]) -> dict:
-    """Poll /health until `condition` holds for its answer; that answer."""
+    """Poll serve's counts (`worker_counts`) until `condition` holds for them; those counts."""
     deadline = time.monotonic() + ANSWER_TIMEOUT_S
     while True:
-        status, health = call(address, "/health")
-        assert status == 200, health
-        if condition(health):
-            return health
-        assert time.monotonic() < deadline, f"/health never met the condition: {health}"
+        counts = worker_counts(address)
+        if condition(counts):
+            return counts
+        assert time.monotonic() < deadline, f"the server's counts never met the condition: {counts}"
         time.sleep(0.05)
 
 
@@ -243,6 +296,10 @@ ERROR_CASES: dict[str, dict] = {
     "no-content-type": {"raw": b'{"sentences": ["alpha ."]}', "content_type": None},
     "foreign-host": {"body": {"sentences": ["alpha ."]}, "headers": {"Host": "rebound.example:8000"}},
     "cross-origin-api": {"path": "/score", "preflight": "https://elsewhere.example"},
+    "cross-origin-post": {
+        "body": {"sentences": ["alpha ."]},
+        "headers": {"Origin": "https://elsewhere.example"},
+    },
     "unknown-path": {"path": "/translations", "get": True},
     "wrong-method": {"path": "/translate", "get": True},
 }
@@ -370,3 +427,19 @@ def load_script(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> Any
         monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
+
+
+def make_dry_run(tmp_path: Path, *arguments: str) -> str:
+    """`make -n ARGUMENTS` in a fresh clone (the Makefile and pyproject.toml only: no .venv): its stdout.
+
+    A make of its own, not a sub-make of `make test`, which would print its directories and pass on flags.
+    """
+    clone = tmp_path / "clone"
+    clone.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "Makefile", clone / "Makefile")
+    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    done = subprocess.run(
+        ["make", "-n", *arguments], capture_output=True, text=True, cwd=clone, check=True, env=alone
+    )
+    return done.stdout

@@ -22,6 +22,7 @@ TINY_RUN_SETTINGS = [
     "train.epochs=6",  # enough for the GRU to say more than two words (ONNX decoding is compared on several)
     "train.threads=1",  # on a busy 2-core machine one thread trains these tiny models many times faster
     "model.num_layers=2",  # two layers and (tiny.yaml's) two heads: serving's layer and head switches matter
+    "train.timeline=true",  # the lab's "watch it learn" panel and the report's small multiples read it
 ]
 # configs/tiny.yaml's runs that log every step, two epochs on the reverse task (distributed runs, fine-tuning)
 TINY_EVERY_STEP = [

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
-from attn_mt.config import Config, ConfigError, bounded_decode, config_from_dict, load_config, parse_overrides
+from attn_mt.config import (
+    SECTIONS,
+    Config,
+    ConfigError,
+    bounded_decode,
+    config_from_dict,
+    declared,
+    explain,
+    key,
+    load_config,
+    parse_overrides,
+)
 from attn_mt.errors import UserError
-from attn_mt.limits import MAX_BEAM, MAX_LENGTH_PENALTY
+from attn_mt.limits import DECODE_BOUNDS, MAX_BEAM, MAX_LENGTH_PENALTY
+from attn_mt.models.build import MODEL_BUILDERS
 from attn_mt.serving.schemas import ScoreRequest, TranslateRequest
+from attn_mt.training.best_metric import HIGHER_IS_BETTER
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
 
@@ -259,3 +275,114 @@ def test_cli_missing_config_file(run_cli):
     result = run_cli("validate", "no/such/config.yaml")
     assert result.returncode == 2
     assert "config file not found: no/such/config.yaml" in result.stderr
+
+
+DECLARED = [f"{section}.{f.name}" for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
+
+
+def declaration(dotted: str):
+    """The `key(...)` declaration of `section.key`."""
+    section, name = dotted.split(".")
+    return declared(next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name))
+
+
+@pytest.mark.parametrize("dotted", DECLARED)
+def test_every_key_is_declared_and_explained(dotted):
+    """One line of help per key, naming each choice; --explain prints it with the type and default."""
+    rule = declaration(dotted)
+    assert rule.help and "\n" not in rule.help
+    for choice in rule.choices:
+        assert choice in rule.help, f"{dotted}: the help does not name the choice {choice!r}"
+    text = explain(dotted)
+    section, name = dotted.split(".")
+    default = yaml.safe_load(text.split("  default: ", 1)[1].splitlines()[0])
+    assert text.startswith(f"{dotted}: {rule.help}\n") and default == Config().to_dict()[section][name]
+    assert ("  choices: " in text) == bool(rule.choices)
+    assert ("  bounds: " in text) == bool(rule.bounds())
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_key_is_declared(path):
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for section, keys in raw.items():
+        for name in keys:
+            assert f"{section}.{name}" in DECLARED
+            assert explain(f"{section}.{name}").startswith(f"{section}.{name}: ")
+
+
+def test_explaining_a_section_lists_its_keys_as_yaml_with_the_defaults():
+    for section in SECTIONS:
+        text = explain(section)
+        assert text.startswith(f"# {section}: {SECTIONS[section].__doc__}\n")
+        assert yaml.safe_load(text) == {section: Config().to_dict()[section]}
+    lines = explain("model").splitlines()
+    heads = r"  num_heads: 4 +# transformer: attention heads \(they must divide num_hiddens\)"
+    assert re.fullmatch(heads, lines[8])
+    assert len({line.index("#") for line in lines[2:]}) == 1, "the comments line up in one column"
+
+
+def test_explain_reads_bounds_choices_and_lengths_from_the_declarations():
+    assert explain("train.lr") == (
+        "train.lr: learning rate; the peak one when a schedule warms up\n"
+        "  type: a number\n  default: 0.005\n  bounds: > 0\n"
+    )
+    assert "  choices: none, auto, bf16, fp16\n" in explain("train.amp")
+    assert "  length: 2\n  bounds: in [0, 1) (each item)\n" in explain("train.adam_betas")
+    assert "  bounds: in (0, 1)\n" in explain("train.plateau_factor")
+    assert "  bounds: >= 0\n" in explain("data.subword_sample")
+    assert "  type: a string, a list of strings or null\n  default: null\n" in explain("data.path")
+    assert "  type: an integer or null\n" in explain("model.encoder_layers")
+    beam = explain("decode.beam_size")
+    assert f"  bounds: from 1 to {MAX_BEAM}\n" in beam and "brought inside" in beam
+
+
+def test_declared_decode_bounds_are_the_limits_of_every_command():
+    clamped = {
+        name: (declaration(f"decode.{name}").minimum, declaration(f"decode.{name}").maximum)
+        for name in DECODE_BOUNDS
+        if declaration(f"decode.{name}").clamped_on_open
+    }
+    assert clamped == DECODE_BOUNDS
+
+
+def test_choices_owned_by_other_layers_agree_with_them():
+    """model.type names models/build.py's builders; train.best_metric names best_metric.py's metrics."""
+    assert declaration("model.type").choices == tuple(MODEL_BUILDERS)
+    assert declaration("train.best_metric").choices == tuple(HIGHER_IS_BETTER)
+
+
+def test_bounds_words_and_problems():
+    """Each kind of bound says what it allows, and a value outside gets the same words."""
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(
+            {
+                "data": {"subword_sample": -1},
+                "train": {"plateau_factor": 1.0, "adam_betas": [0.9], "label_smoothing": 1.0},
+                "decode": {"batch_size": 0},
+            }
+        )
+    assert sorted(info.value.problems) == [
+        "data.subword_sample: must be >= 0, got -1",
+        "decode.batch_size: must be > 0, got 0",
+        "train.adam_betas: expected two numbers, got [0.9]",
+        "train.label_smoothing: must be in [0, 1), got 1.0",
+        "train.plateau_factor: must be in (0, 1), got 1.0",
+    ]
+    with pytest.raises(TypeError, match="one lower bound"):
+        key(1, help="a count", minimum=0, above=0)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "code"),
+    [
+        (["--explain", "train.lr"], "train.lr: learning rate; the peak one when a schedule warms up\n", 0),
+        (["--explain", "decode"], "decode:\n  beam_size: 4 ", 0),
+        (["--explain", "train.lrr"], "--explain train.lrr: unknown key (did you mean train.lr?)", 2),
+        (["--explain", "trian"], "--explain trian: unknown section (did you mean train?)", 2),
+        ([], "validate: give a CONFIG to check, or --explain KEY", 2),
+    ],
+)
+def test_cli_validate_explain(args, expected, code, run_cli):
+    result = run_cli("validate", *args)
+    assert result.returncode == code
+    assert expected in (result.stdout if code == 0 else result.stderr)

@@ -36,7 +36,8 @@ from attn_mt.config import load_config
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding.ctranslate2_engine import Ctranslate2Translator, answer_of
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.search import max_output_lengths
+from attn_mt.decoding.outputs import Sampling
+from attn_mt.decoding.search import greedy_search, max_output_lengths
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.machine import cpu_has_vnni
@@ -421,3 +422,61 @@ def test_on_cuda_the_opener_loads_cuda12s_libraries_before_ctranslate2_needs_the
     events.clear()
     open_ctranslate2.open_ctranslate2_folder(folder, "best", "cpu", None)
     assert events[0][:2] == ("translator", "cpu") and ("preload",) not in events
+
+
+# ----- outputs without <pad> or <bos>, and sampling settings CTranslate2 would refuse -----
+
+
+def test_neither_engine_outputs_pad_or_bos_even_where_the_model_ranks_them_first(trained, tmp_path):
+    """The run's output layer biased towards <pad> and <bos>: greedy, beam and sampling leave them out on
+    both engines (CTranslate2 by decoding such sentences again), and the scores stay the model's own."""
+    run = load_run(trained)
+    vocab = run.tgt_vocab
+    never = {vocab.pad_id, vocab.bos_id}
+    with torch.no_grad():
+        run.model.output_layer.bias[vocab.pad_id] += 11.0
+        run.model.output_layer.bias[vocab.bos_id] += 8.0
+    torch_side = translator_for(run)
+    ct2_side = translator_for(open_model(write_ctranslate2(run, tmp_path / "ct2", "float32"), device="cpu"))
+    sentences = [en for en, _ in reverse_pairs(12, seed=4)]
+    settings = {**torch_side.search_settings(False), "never": ()}  # the search as it was without the rule
+    rows = [torch_side.source_ids(t.source_tokens) for t in torch_side.translate(sentences, beam_size=1)]
+    unruled = [
+        greedy_search(run.model, torch.tensor([ids]), torch.tensor([n]), **settings)[0] for ids, n in rows
+    ]
+    assert sum(bool(never & set(h.tokens)) for h in unruled) >= 6  # the bias is real: most would hold one
+    for beam in (1, 2):
+        pair = [engine.translate(sentences, beam_size=beam, nbest=beam) for engine in (torch_side, ct2_side)]
+        for engine, found in zip((torch_side, ct2_side), pair, strict=True):
+            hypotheses = [h for t in found for h in t.hypotheses]
+            assert not any(never & set(h.tokens) for h in hypotheses), (engine.name, beam)
+            sources = [t.source_tokens for t in found for _ in t.hypotheses]
+            forced = engine.force(sources, [h.tokens for h in hypotheses], lambda n: None)
+            for h, row in zip(hypotheses, forced, strict=True):  # scored under the whole distribution
+                assert h.score == float32_approx(sum(row.log_probs), terms=SEARCH_TERMS), (engine.name, beam)
+        if beam == 1:
+            assert [t.hypotheses[0].tokens for t in pair[0]] == [t.hypotheses[0].tokens for t in pair[1]]
+    for engine in (torch_side, ct2_side):
+        drawn = engine.translate(sentences[:4], sampling=Sampling(samples=8, temperature=3.0))
+        assert not any(never & set(h.tokens) for t in drawn for h in t.hypotheses), engine.name
+
+
+def test_sampling_settings_ctranslate2_would_refuse_mean_what_they_mean_for_torch(
+    trained, folder, folder_server, run_cli
+):
+    """A top-k beyond the vocabulary keeps every token; a top-p that float32 rounds to 0 keeps the most
+    probable token alone: both engines, the command line and serve (never a traceback or a 500)."""
+    sentence = "Golf alpha echo."
+    greedy = run_cli("translate", str(folder), sentence, "--beam", "1").stdout.strip()
+    for model in (trained, folder):
+        tiny_p = run_cli("translate", str(model), sentence, "--sample", "2", "--top-p", "1e-46")
+        assert tiny_p.returncode == 0, tiny_p.stderr
+        assert [line.split(" ||| ")[1] for line in tiny_p.stdout.splitlines()] == [greedy, greedy]
+        every = run_cli("translate", str(model), sentence, "--sample", "3", "--top-k", "1000", "--seed", "5")
+        every_too = run_cli("translate", str(model), sentence, "--sample", "3", "--top-k", "0", "--seed", "5")
+        assert every.returncode == 0 and every.stdout.count("\n") == 3, every.stderr
+        if model == trained:  # torch draws from its own per-sentence seeds: top-k 1000 of 320 is top-k 0
+            assert every.stdout == every_too.stdout
+    for body in ({"top_k": 1000}, {"top_p": 1e-46}, {"temperature": 1e-46}):
+        status, answer = call(folder_server, "/translate", {"sentences": [sentence], "sample": 2, **body})
+        assert status == 200 and len(answer["results"][0]["nbest"]) == 2, (body, answer)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from helpers import load_script, make_dry_run
 from synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,25 +171,27 @@ def test_without_a_corpus_the_check_stops_before_any_download(tmp_path):
 
 
 def test_make_gpu_check_with_a_python_sets_up_nothing(tmp_path):
-    clone = tmp_path / "clone"  # a fresh clone: no .venv
-    clone.mkdir()
-    shutil.copy(ROOT / "Makefile", clone / "Makefile")
-    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
-    # a make of its own, not a sub-make of `make test` (which would print its directories and pass on flags)
-    alone = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    given = subprocess.run(
-        ["make", "-n", "gpu-check", "PYTHON=/opt/cuda-python/bin/python3", "ARGS=--quick"],
+    given = make_dry_run(tmp_path, "gpu-check", "PYTHON=/opt/cuda-python/bin/python3", "ARGS=--quick")
+    assert given.strip().splitlines() == ["/opt/cuda-python/bin/python3 scripts/gpu_check.py --quick"]
+    default = make_dry_run(tmp_path, "gpu-check")
+    assert "-m venv .venv" in default and "pip install" in default  # the ordinary way still works
+    assert default.strip().splitlines()[-1] == ".venv/bin/python scripts/gpu_check.py"
+
+
+def test_rows_picks_the_rows_and_lists_the_others_as_not_asked_for(tmp_path):
+    gpu_check = load_script("gpu_check")
+    args = argparse.Namespace(quick=True, ranks=0, rows=["auto", "eval"], config=None, device="cuda")
+    check = gpu_check.Check(args, tmp_path / "corpus.txt", tmp_path)
+    skipped = {name: skip for _, name, _, _, skip in gpu_check.plan(check)}
+    assert [name for name, skip in skipped.items() if skip is None] == [
+        "transformer-gpu (amp auto)",
+        "eval --split test --beam 4",
+    ]
+    assert skipped["serve"] == skipped["d2l_bahdanau"] == "not asked for (--rows)"
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--rows", "auto,turbo"],
         capture_output=True,
         text=True,
-        cwd=clone,
-        check=True,
-        env=alone,
+        check=False,
     )
-    assert given.stdout.strip().splitlines() == ["/opt/cuda-python/bin/python3 scripts/gpu_check.py --quick"]
-    default = subprocess.run(
-        ["make", "-n", "gpu-check"], capture_output=True, text=True, cwd=clone, check=True, env=alone
-    )
-    assert (
-        "-m venv .venv" in default.stdout and "pip install" in default.stdout
-    )  # the ordinary way still works
-    assert default.stdout.strip().splitlines()[-1] == ".venv/bin/python scripts/gpu_check.py"
+    assert refused.returncode == 2 and "--rows: turbo not among book, auto" in refused.stderr

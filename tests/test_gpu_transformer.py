@@ -4,6 +4,7 @@ runs and checkpoints as the book's Transformer, bucketed shapes compiled once ea
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from attn_mt.kernels.loss import smoothed_cross_entropy_sum
 from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import read_metrics
+from attn_mt.training import speed as speed_module
 from attn_mt.training.launch import train
 from attn_mt.training.run_state import STEADY_AFTER, Session
 from attn_mt.training.speed import GpuPath, PlainTorch, choose_speed
@@ -61,12 +63,31 @@ def loss_and_grads(speed, model: Transformer, batch: Batch, tgt_in: torch.Tensor
 
 
 # ----- the choice -----
-def test_auto_takes_the_gpu_path_on_cuda_and_keeps_the_cpu_kernels_on_the_cpu():
-    assert isinstance(choose_speed("auto", torch.device("cuda"), False, 1), GpuPath)
-    assert isinstance(choose_speed("auto", torch.device("cpu"), False, 1), CpuSpeedups)
-    assert type(choose_speed("reference", torch.device("cuda"), False, 1)) is PlainTorch
+def test_auto_takes_only_a_path_verified_on_a_card_and_gpu_opts_in_with_one_notice(monkeypatch, caplog):
+    assert speed_module.VERIFIED_ON_CARDS["gpu"] == ()  # until gpu_check --quick passes on a card
+    cuda = torch.device("cuda")  # a device object only: the choice never touches a GPU
+    with caplog.at_level(logging.INFO, logger="attn_mt"):
+        assert type(choose_speed("auto", cuda, False, 1)) is PlainTorch
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+    assert "auto takes the reference path on cuda" in caplog.text and "not yet" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="attn_mt"):
+        assert isinstance(choose_speed("gpu", cuda, False, 1), GpuPath)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "has not yet been run on a cuda device" in caplog.records[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="attn_mt"):
+        assert type(choose_speed("reference", cuda, False, 1)) is PlainTorch
+        assert isinstance(choose_speed("auto", torch.device("cpu"), False, 1), CpuSpeedups)
+        assert isinstance(choose_speed("gpu", torch.device("cpu"), False, 1), GpuPath)
+    assert not caplog.records  # nothing to explain: the CPU paths are verified by the tests
+    monkeypatch.setitem(speed_module.VERIFIED_ON_CARDS, "gpu", ("cuda",))  # the run that verifies it
+    with caplog.at_level(logging.INFO, logger="attn_mt"):
+        assert isinstance(choose_speed("auto", cuda, False, 1), GpuPath)
+        assert isinstance(choose_speed("gpu", cuda, False, 1), GpuPath)
+    assert not caplog.records
     assert type(choose_speed("auto", torch.device("mps"), False, 1)) is PlainTorch
-    graphs = choose_speed("gpu", torch.device("cpu"), True, 1, "reduce-overhead")
+    graphs = choose_speed("gpu", torch.device("cpu"), True, 1, "reduce-overhead", pad_id=1)
     assert isinstance(graphs, GpuPath) and graphs.bucket
     assert graphs.compile_options == {"dynamic": False, "mode": "reduce-overhead"}
     compiled = choose_speed("gpu", torch.device("cpu"), True, 1)
@@ -89,7 +110,7 @@ def test_loss_and_every_gradient_equal_the_book_path_in_float32(tie, bucket):
     model = transformer(tie=tie)
     batch, tgt_in = ragged_batch()
     expected_loss, expected = loss_and_grads(PlainTorch(), model, batch, tgt_in)
-    speed = GpuPath(1, compile=bucket, compile_mode="reduce-overhead")
+    speed = GpuPath(1, compile=bucket, compile_mode="reduce-overhead", pad_id=1)
     speed.wrap(model)
     prepared = speed.prepare(batch, trim_source=True)
     assert isinstance(prepared, PreparedBatch)
@@ -197,7 +218,7 @@ SHAPES = [(6, 9, 7), (5, 10, 8), (6, 12, 6), (12, 3, 4), (11, 4, 2)]  # rows, so
 def compiled_graphs(mode: str | None) -> list:
     """The graphs torch.compile builds for the GPU path over batches of SHAPES, under `mode`."""
     model = transformer()
-    speed = GpuPath(1, compile=True, compile_mode=mode)
+    speed = GpuPath(1, compile=True, compile_mode=mode, pad_id=1)
     speed.cross_entropy = smoothed_cross_entropy_sum  # the model's graphs only (the loss's: the test below)
     graphs = []
 
@@ -326,3 +347,16 @@ def test_checkpoints_load_both_ways(runs):
         cfg = load_config(TINY, [*RUN, "train.epochs=4", f"train.kernels={other}"])
         result = train(cfg, dirs[kernels], data_path=str(corpus), quiet=True, device="cpu", resume=True)
         assert result.epoch == 4
+
+
+def test_bucketing_pads_rows_and_columns_with_the_given_pad_id():
+    batch, _ = ragged_batch()
+    speed = GpuPath(1, compile=True, compile_mode="reduce-overhead", pad_id=7)
+    speed.wrap(transformer())
+    prepared = speed.prepare(batch, trim_source=True)
+    assert prepared.src.shape == (8, 16) and prepared.tgt.shape == (8, 8)
+    assert (prepared.src[6:] == 7).all() and (prepared.src[:6, 9:] == 7).all()  # rows and columns added
+    assert (prepared.tgt[6:] == 7).all() and (prepared.tgt[:6, 7:] == 7).all()
+    assert prepared.src_lens[6:].tolist() == [1, 1] and prepared.tgt_lens[6:].tolist() == [0, 0]
+    with pytest.raises(ValueError, match="<pad>"):
+        GpuPath(1, compile=True, compile_mode="reduce-overhead")

@@ -18,13 +18,14 @@ import pytest
 import sentencepiece as spm
 import torch
 import yaml
+from near_ties import assert_decodings_agree
 from synthetic import SUBWORD_RUN_SETTINGS, reverse_pairs, train_tiny
 from tolerances import assert_float32_close, decoding_terms
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel, MarianTokenizer
 
 from attn_mt.data.subword import prepare_text
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.outputs import output_length_limits
+from attn_mt.decoding.outputs import Hypothesis, output_length_limits
 from attn_mt.errors import UserError
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.run_dir import load_run
@@ -46,6 +47,7 @@ SENTENCES = [en for en, _ in reverse_pairs(60, seed=23)] + [
     "Charlie 漢 delta.",
 ]
 # attn-mt's preparation changes these pieces (' for ’, NFC: composed é, Ω for the ohm sign)
+GREEDY_TERMS = decoding_terms(steps=12, widest=64, keys_or_vocab=320)  # the subword run's greedy outputs
 TRICKY = ["l’été  à   Zürich ", "Cafe\u0301 delta", "Delta \u2126"]
 
 
@@ -94,6 +96,27 @@ def content(ids: list[int], eos_id: int, start_id: int) -> list[int]:
     """Generated ids without the start token, the <eos> and the padding after it."""
     ids = ids[1:]
     return ids[: ids.index(eos_id)] if eos_id in ids else [i for i in ids if i != start_id]
+
+
+def assert_ids_then_texts(run_dir: Path, folder: Path, ours: list, theirs: list[list[int]]) -> int:
+    """transformers' greedy ids `theirs` agree with attn-mt's translations `ours` up to a near-tie
+    (tests/near_ties.py), and where the ids are equal MarianTokenizer decodes them to attn-mt's text.
+    Returns how many outputs were equal."""
+    run = load_run(run_dir)
+    eos, start = run.tgt_vocab.eos_id, len(run.tgt_vocab)
+    as_translations = [
+        replace(result, hypotheses=[Hypothesis(content(ids, eos, start), 0.0, 0.0)])
+        for result, ids in zip(ours, theirs, strict=True)
+    ]
+    reference = translator_for(run, replace(run.config, decode=replace(run.config.decode, beam_size=1)))
+    assert_decodings_agree(reference, ours, as_translations, beam=1, terms=GREEDY_TERMS)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    same = 0
+    for result, found, ids in zip(ours, as_translations, theirs, strict=True):
+        if found.hypotheses[0].tokens == result.hypotheses[0].tokens:
+            assert tokenizer.decode(ids, skip_special_tokens=True) == result.text, result.source
+            same += 1
+    return same
 
 
 def test_the_folder_holds_what_transformers_reads(subword_run, exported):
@@ -195,18 +218,13 @@ def test_logits_equal_attn_mts_for_the_same_source_and_target_prefix(subword_run
 
 
 def test_greedy_generate_equals_attn_mt_translate_on_every_sentence(subword_run, exported, run_cli, tmp_path):
-    run = load_run(subword_run)
-    tokenizer, _ = loaded(exported)
     ours, theirs = greedy_both(subword_run, exported, SENTENCES)
-    eos, start = run.tgt_vocab.eos_id, len(run.tgt_vocab)
-    for result, ids in zip(ours, theirs, strict=True):
-        assert content(ids, eos, start) == result.hypotheses[0].tokens, result.source
-    texts = tokenizer.batch_decode(theirs, skip_special_tokens=True)
+    assert_ids_then_texts(subword_run, exported, ours, theirs)
     source = tmp_path / "sentences.txt"
     source.write_text("".join(s + "\n" for s in SENTENCES), encoding="utf-8")
     printed = run_cli("translate", str(subword_run), "--input", str(source), "--beam", "1", "--no-split")
     assert printed.returncode == 0, printed.stderr
-    assert printed.stdout.splitlines() == texts
+    assert printed.stdout.splitlines() == [r.text for r in ours]
     assert len({tuple(r.hypotheses[0].tokens) for r in ours}) > len(SENTENCES) // 2  # varied outputs
 
 
@@ -216,12 +234,8 @@ def test_two_vocabularies_and_untied_matrices(two_vocabularies):
     assert not config["share_encoder_decoder_embeddings"] and not config["tie_word_embeddings"]
     assert (two_vocabularies / "target_vocab.json").is_file()
     assert (two_vocabularies / "source.spm").read_bytes() != (two_vocabularies / "target.spm").read_bytes()
-    run = load_run(run_dir)
     ours, theirs = greedy_both(run_dir, two_vocabularies, SENTENCES[:30])
-    tokenizer = AutoTokenizer.from_pretrained(two_vocabularies)
-    for result, ids in zip(ours, theirs, strict=True):
-        assert content(ids, run.tgt_vocab.eos_id, len(run.tgt_vocab)) == result.hypotheses[0].tokens
-        assert tokenizer.decode(ids, skip_special_tokens=True) == result.text
+    assert_ids_then_texts(run_dir, two_vocabularies, ours, theirs)
 
 
 def test_beam_search_agrees_when_both_rank_by_raw_log_probability(subword_run, exported):
@@ -241,7 +255,8 @@ def test_beam_search_agrees_when_both_rank_by_raw_log_probability(subword_run, e
                 out = model.generate(
                     **batch, num_beams=beam, length_penalty=0.0, early_stopping=True, max_new_tokens=limit
                 )[0]
-            if tokenizer.decode(out, skip_special_tokens=True) == result.text:
+            if content(out.tolist(), run.tgt_vocab.eos_id, len(run.tgt_vocab)) == result.hypotheses[0].tokens:
+                assert tokenizer.decode(out, skip_special_tokens=True) == result.text, result.source
                 same += 1
                 continue
             capped = len(out) - 1 == limit or len(result.hypotheses[0].tokens) == limit - 1
@@ -296,9 +311,9 @@ def test_ct2_transformers_converter_gives_attn_mts_ctranslate2_outputs(
     own = ctranslate2.Translator(str(subword_folder)).translate_batch(sources, **options)
     assert [r.hypotheses[0] for r in converted] == [r.hypotheses[0] for r in own]
     ours = translator_for(run).translate(SENTENCES, beam_size=1)
-    assert [r.hypotheses[0] for r in converted] == [
-        run.tgt_vocab.decode(r.hypotheses[0].tokens) for r in ours
-    ]
+    eos, start = run.tgt_vocab.eos_id, len(run.tgt_vocab)
+    theirs = [[start, *run.tgt_vocab.encode(r.hypotheses[0]), eos] for r in converted]
+    assert_ids_then_texts(subword_run, exported, ours, theirs)
 
 
 def test_the_model_card_carries_the_hubs_metadata_and_the_test_scores(subword_run, run_cli, tmp_path):

@@ -11,10 +11,12 @@ import base64
 import io
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from devtools import Browser
 from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 from PIL import Image
 
+from attn_mt.decoding.attention import attention_entropy
 from attn_mt.decoding.scoring import score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
@@ -33,12 +36,18 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
-from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
+from attn_mt.lab.app import MAX_BODY_BYTES
+from attn_mt.lab.inputs import MAX_ELEMENTS
+from attn_mt.lab.stepping import run_search
+from attn_mt.models.attention import (
+    AdditiveAttention,
+    DotProductAttention,
+    MultiHeadAttention,
+    masked_softmax,
+)
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run.open import open_model
-from attn_mt.serving.lab.app import MAX_BODY_BYTES
-from attn_mt.serving.lab.inputs import MAX_ELEMENTS
-from attn_mt.serving.lab.stepping import run_search
+from attn_mt.training.timeline import multiple_indices, point_label, read_timeline
 
 SCREENSHOTS = ROOT / "docs" / "lab"
 TOLERANCE = 1e-6
@@ -283,6 +292,32 @@ def cell_colours(page: Browser, panel: str, name: str) -> list[str]:
     )
 
 
+def test_the_masked_softmax_sentences_say_what_the_fills_compute(lab):
+    scores = [[[1, 2, 3]], [[1, 2, 3]]]
+    code, body = call(
+        lab, "/api/softmax", {"scores": json.dumps(scores), "valid_lens": "[0, 2]", "fill": "1e-6"}
+    )
+    leaked = next(t for t in body["tensors"] if t["name"] == "weight leaked onto masked keys")["values"]
+    valid = torch.softmax(torch.tensor([1.0, 2.0, 3.0]), dim=0)  # what key 3 would get were it valid
+    masked = torch.softmax(torch.tensor([1.0, 2.0, 1e-6]), dim=0)  # what it gets filled with 1e-6
+    assert abs(leaked[1][0] - float(masked[2])) < 1e-6 and abs(float(masked[2]) - float(valid[2])) > 0.5
+    note = body["notes"][0]
+    assert "mask nothing" not in note and "as if they were valid" not in note
+    assert f"Here the most any query leaks is {max(row[0] for row in leaked):.4g}." in note
+    code, body = call(lab, "/api/softmax", {"scores": "[[[10, 12, 5]]]", "valid_lens": "[2]", "fill": "0"})
+    per_key = float(torch.softmax(torch.tensor([10.0, 12.0, 0.0]), dim=0)[2])
+    assert f"{per_key:.0e}" == "5e-06" and "about 5e-6 on each masked key" in body["notes"][0]
+
+
+@pytest.mark.parametrize(("d", "saturated"), [(2, False), (1024, True)])
+def test_the_key_size_panel_says_one_key_takes_all_only_when_it_does(lab, d, saturated):
+    code, body = call(lab, "/api/keysize", {"d": d, "scaled": "false"})
+    weights = next(t for t in body["tensors"] if t["name"] == "attention_weights")["values"][0][0]
+    assert (max(weights) > 0.9) == saturated
+    assert ("nearly all weight on one key" in body["notes"][0]) == saturated
+    assert f"the largest of the 8 weights is {max(weights):.3f}" in body["notes"][0]
+
+
 def test_weights_are_drawn_on_a_fixed_scale_and_other_tensors_centred_at_zero(lab, page):
     show(page, lab, "softmax", scores="[[[0.1, -0.02, 0.01], [5, 0, 0]]]", valid_lens="", fill="attn-mt")
     weights = values(page, "softmax", "masked_softmax(X, valid_lens)")
@@ -309,6 +344,76 @@ def test_weights_are_drawn_on_a_fixed_scale_and_other_tensors_centred_at_zero(la
         "[...f.querySelectorAll('.legend-label')].map((l) => l.textContent)])"
     )
     assert legends == [["centred", ["-5", "0", "5"]], ["weights", ["0", "0.5", "1"]]]
+
+
+def legend_scale(page: Browser, panel: str, name: str) -> str:
+    """The colour scale the legend of tensor `name` names."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(name)}).querySelector('.legend').dataset.scale"
+    )
+
+
+def test_scales_say_what_a_tensor_holds_and_no_value_needs_a_mouse(lab, page):
+    show(page, lab, "softmax", scores="[[[1, 2, 3]], [[1, 2, 3]]]", valid_lens="[0, 2]", fill="attn-mt")
+    assert legend_scale(page, "softmax", "valid_lens") == "sequential"  # lengths, not signed values
+    sentence = english("Alpha bravo charlie delta.")
+    show(page, lab, "decoding", run="transformer", sentence=sentence, beam="1", step="0", row="0", layer="")
+    assert legend_scale(page, "decoding", "mask (1: key may be attended)") == "binary"
+    show(page, lab, "own_translation", run="transformer", sentence=sentence, target=english("un deux ."))
+    assert legend_scale(page, "own_translation", "yours: p(token)") == "probability"  # 0 to 1, not -1 to 1
+    show(page, lab, "scoring")
+    cells = "#panel-scoring figure.tensor[data-name='Q Kᵀ'] td.cell"
+    page.evaluate(f"document.querySelectorAll({json.dumps(cells)})[1].focus()")  # by keyboard, no mouse
+    title = page.evaluate(f"document.querySelectorAll({json.dumps(cells)})[1].title")
+    assert "×" in title
+    focused = "#panel-scoring figure.tensor[data-name='Q Kᵀ'] .focused-entry"
+    assert page.evaluate(f"document.querySelector({json.dumps(focused)}).textContent") == title
+    listed = page.evaluate(
+        "document.querySelectorAll(\"#panel-scoring figure.tensor[data-name='Q Kᵀ'] details li\").length"
+    )
+    assert listed == page.evaluate(f"document.querySelectorAll({json.dumps(cells)}).length")
+    show(page, lab, "nadaraya_watson")
+    dashes = page.evaluate(
+        "[...document.querySelectorAll('#panel-nadaraya_watson figure.plot')[0].querySelectorAll('polyline')]"
+        ".map((l) => l.getAttribute('stroke-dasharray'))"
+    )
+    assert len(set(dashes)) == len(dashes) >= 3  # the lines differ by more than their colour
+
+
+def test_queries_keys_and_values_panel(lab, page):
+    show(page, lab, "cues", stand_out="0", read="2")
+    keys = torch.tensor([[0.2, 0.7], [0.1, 1.0], [1.0, -0.5], [0.1, 0.4], [0.2, 0.9]])
+    query = torch.tensor([0.0, 2.0])
+    assert_close(
+        values(page, "cues", "volitional weights: softmax of the scores"),
+        torch.softmax(keys @ query / 2**0.5, 0),
+    )
+    assert_close(values(page, "cues", "non-volitional weights: no query"), torch.softmax(4 * keys[:, 0], 0))
+    picked = page.evaluate("document.querySelector('#panel-cues p.text').textContent")
+    assert picked == "no query: red coffee cup; your query: research paper"
+    assert slide(page, "cues", "#cues-read", "-2") == "status done"  # wanting nothing to read
+    assert_close(values(page, "cues", "non-volitional weights: no query"), torch.softmax(4 * keys[:, 0], 0))
+    picked = page.evaluate("document.querySelector('#panel-cues p.text').textContent")
+    assert picked == "no query: red coffee cup; your query: red coffee cup"
+    screenshot(page, "cues")
+
+
+def test_self_attention_sees_a_set_of_words_until_positions_are_added(lab, page):
+    show(page, lab, "self_attention", sentence="the dog bit the man", reordered="the man bit the dog", d="8")
+    gaps = values(page, "self_attention", "largest difference of a word's output between the two orders")
+    assert gaps[0] < 1e-5 < 0.1 < gaps[1]  # order decides who bit whom only once positions are added
+    weights = values(page, "self_attention", "self-attention weights, first order").reshape(5, 5)
+    np.testing.assert_allclose(weights.sum(1), np.ones(5), atol=1e-6)
+    assert weights[0, 0] == weights[3, 3]  # "the" twice: the same query and key without positions
+    assert slide(page, "self_attention", "#self-attention-positions", True) == "status done"
+    weights = values(page, "self_attention", "self-attention weights, first order").reshape(5, 5)
+    assert abs(weights[0, 0] - weights[3, 3]) > 1e-4
+    screenshot(page, "self_attention")
+    assert (
+        type_into(page, "self_attention", "#self-attention-reordered", "the cat bit the dog")
+        == "status error"
+    )
 
 
 def test_scoring_functions_panel(lab, page):
@@ -444,25 +549,86 @@ def test_positional_encoding_panel(lab, page):
     )
     assert_close(np.asarray(column), table[:, 4])
     assert_close(series(page, "positions", "column 6"), table[:, 6])  # the chapter's columns 6 to 9
+    marked = page.evaluate(  # the chosen row i = 5 and column c = 4 are outlined in the table
+        "(() => { const f = [...document.querySelectorAll('#panel-positions figure.tensor')]"
+        ".find((f) => f.dataset.name === 'P (positional encoding)');"
+        " const at = (kind, axis) => [...new Set([...f.querySelectorAll(`td.marked-${kind}`)]"
+        ".map((c) => c.dataset.index.split(',')[axis]))];"
+        " return [at('row', 0), at('column', 1)]; })()"
+    )
+    assert marked == [["5"], ["4"]]
     assert slide(page, "positions", "#positions-steps", "3") == "status done"  # i = 5 follows S down to 2
     assert page.evaluate("document.querySelector('#positions-position').value") == "2"
     assert slide(page, "positions", "#positions-steps", "40") == "status done"
     screenshot(page, "positions")
 
 
-def test_multi_head_split_and_merge_panel(lab, page):
-    show(page, lab, "heads", batch="2", steps="3", num_hiddens="8", num_heads="2")
-    X = torch.arange(48.0).reshape(2, 3, 8)
-    split = X.reshape(2, 3, 2, 4).permute(0, 2, 1, 3)  # (B, h, N, d) written out
-    assert_close(values(page, "heads", "split_heads(X)"), split)
-    assert shape_label(page, "heads", "split_heads(X)").endswith("(B, h, N, d) = (2, 2, 3, 4)")
-    assert_close(values(page, "heads", "merge_heads(split_heads(X))"), X)
-    assert slide(page, "heads", "#heads-heads", "4") == "status done"
-    assert_close(values(page, "heads", "split_heads(X)"), X.reshape(2, 3, 4, 2).permute(0, 2, 1, 3))
-    assert shape_label(page, "heads", "the book's layout: split_heads(X).flatten(0, 1)").endswith(
-        "(B·h, N, d) = (8, 3, 2)"
+def test_sliders_offer_only_settings_the_server_takes(lab, page):
+    show(page, lab, "positions", num_steps="60", num_hiddens="32", position="5", dimension="4", shift="3")
+    assert slide(page, "positions", "#positions-hiddens", "64") == "status done"  # S = 60 x H = 64 > 4,096
+    assert page.evaluate("document.querySelector('#positions-steps').max") == "64"
+    assert page.evaluate("document.querySelector('#positions-steps').value") == "60"
+    assert slide(page, "positions", "#positions-steps", "128") == "status done"  # held at 4,096 / 64
+    assert page.evaluate("document.querySelector('#positions-steps').value") == "64"
+    show(page, lab, "complexity", n="128", d="32", k="3")
+    assert page.evaluate("document.querySelector('#complexity-d').max") == "32"  # n x d <= 4,096
+    assert slide(page, "complexity", "#complexity-d", "256") == "status done"
+
+
+def test_unknown_words_are_named_not_silently_read_as_unk(lab):
+    sentence = english("Alpha zulu bravo.", "i lost zorblax .")
+    unknown = "zulu" if not REAL_RUNS else "zorblax"
+    code, body = call(lab, "/api/decoding", {"run": "transformer", "sentence": sentence, "beam": 1})
+    assert f"so the model reads each as <unk>: {unknown!r}" in body["notes"][0]
+    code, body = call(
+        lab, "/api/own_translation", {"run": "gru_bahdanau", "sentence": sentence, "target": "un zzz ."}
     )
+    notes = " ".join(body["notes"])
+    assert f"English vocabulary, so the model reads each as <unk>: {unknown!r}" in notes
+    assert "French vocabulary, so the model reads each as <unk>: 'zzz'" in notes
+    code, body = call(
+        lab, "/api/decoding", {"run": "transformer", "sentence": english("Alpha bravo."), "beam": 1}
+    )
+    assert not any("<unk>" in note for note in body["notes"])
+
+
+def test_multi_head_attention_panel_splits_w_q_x_and_switches_heads_off(lab, page):
+    show(page, lab, "heads", batch="2", steps="3", num_hiddens="8", num_heads="2", seed="0", off="")
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(8, 8, 8, 8, 2, dropout=0.0).eval()
+    X = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        projected = attention.W_q(X)
+        attention(X, X, X)
+    split = projected.reshape(2, 3, 2, 4).permute(0, 2, 1, 3)  # (B, h, N, d) written out: W_q X, not X
+    assert_close(values(page, "heads", "split_heads(W_q X)"), split)
+    assert shape_label(page, "heads", "split_heads(W_q X)").endswith("(B, h, N, d) = (2, 2, 3, 4)")
+    assert_close(values(page, "heads", "each head's attention weights"), attention.attention_weights)
+    with torch.no_grad():
+        full = attention(X, X, X)
+    assert_close(values(page, "heads", "W_o: the output"), full)
+    notes = page.evaluate("[...document.querySelectorAll('#panel-heads p.note')].map((p) => p.textContent)")
+    assert "does not split X" in notes[0] and "columns 1–4, 5–8 (counted from 1) of W_q X" in notes[0]
+    slices = page.evaluate(
+        "[...document.querySelectorAll('#panel-heads figure.tensor .slice-label')].map((l) => l.textContent)"
+    )
+    parts = {part for label in slices for part in label.split(", ")}
+    assert "head 1" in parts and "h=0" not in parts  # heads counted from 1, as in every other label
+    assert type_into(page, "heads", "#heads-off", "2") == "status done"
+    d = 4
+
+    def second_head_off(_module, inputs):
+        return (torch.cat([inputs[0][..., :d], inputs[0][..., d:] * 0], dim=-1),)
+
+    hook = attention.W_o.register_forward_pre_hook(second_head_off)
+    try:
+        with torch.no_grad():
+            without = attention(X, X, X)
+    finally:
+        hook.remove()
+    assert_close(values(page, "heads", "W_o: the output"), without)
     screenshot(page, "heads")
+    assert type_into(page, "heads", "#heads-off", "3") == "status error"  # there are 2 heads
     assert slide(page, "heads", "#heads-heads", "3") == "status error"  # 8 is not divisible by 3
     assert "not divisible" in status(page, "heads")[0] and status(page, "heads")[1] == "422"
 
@@ -548,6 +714,16 @@ def test_the_transformer_panel_diagram_masks_cache_add_norm_and_ffn(lab, page, e
     wait_for_answer(page, "positions")
 
 
+def test_a_block_of_the_transformer_diagram_opens_its_panel_on_the_learners_sentence(lab, page):
+    sentence = english("Charlie delta echo.", "he is calm .")
+    show(page, lab, "transformer", run="transformer", sentence=sentence, target="")
+    page.click("#panel-transformer a.block[data-name='multi-head encoder-decoder attention']")
+    page.wait_for("!document.querySelector('#panel-trained_heads').hidden")
+    wait_for_answer(page, "trained_heads")
+    assert page.evaluate("document.querySelector('#trained-heads-sentence').value") == sentence
+    assert page.evaluate("document.querySelector('#trained-heads-map').value") == "cross"
+
+
 def test_every_head_of_a_trained_transformer(lab, page, engines):
     sentence = english("Alpha bravo charlie.")
     show(page, lab, "trained_heads", run="transformer", map="cross", sentence=sentence)
@@ -595,6 +771,18 @@ def test_every_head_of_a_trained_transformer(lab, page, engines):
     screenshot(page, "trained_heads")
 
 
+def test_the_gru_runs_whole_sentence_attention_map(lab, page, engines):
+    engine = engines["gru_bahdanau"]
+    sentence = english("Alpha bravo charlie delta.", "he is calm .")
+    show(page, lab, "trained_heads", run="gru_bahdanau", map="cross", sentence=sentence)
+    translation = engine.translate([sentence], beam_size=1)[0]
+    expected = torch.from_numpy(engine.attention(translation).maps["cross"])  # (T, S)
+    name = "encoder-decoder attention of gru_bahdanau"
+    assert_close(values(page, "trained_heads", name), expected)
+    assert shape_label(page, "trained_heads", name).endswith(f"(T, S) = {tuple(expected.shape)}")
+    assert legend_scale(page, "trained_heads", name) == "weights"
+
+
 def test_nadaraya_watson_panel(lab, page):
     show(page, lab, "nadaraya_watson", seed="3", w="2.5", epochs="20", lr="0.5", point="7")
     generator = torch.Generator().manual_seed(3)
@@ -633,6 +821,41 @@ def test_nadaraya_watson_panel(lab, page):
     assert_close(values(page, "nadaraya_watson", "non-parametric attention weights"), narrow)
     assert type_into(page, "nadaraya_watson", "#nw-lr", "fast") == "status error"
     assert status(page, "nadaraya_watson")[1] == "422"
+    assert result_count(page, "nadaraya_watson") == 0  # no figure of the inputs before under the error
+
+
+def result_count(page: Browser, panel: str) -> int:
+    """How many elements the panel's result area holds."""
+    return page.evaluate(f"document.querySelectorAll('#panel-{panel} .result *').length")
+
+
+@pytest.mark.parametrize("kernel", ["boxcar", "epanechnikov"])
+def test_the_nadaraya_watson_panel_pools_with_the_books_other_kernels(lab, kernel):
+    code, body = call(lab, "/api/nadaraya_watson", {"kernel": kernel, "w": 20, "epochs": 1})
+    assert code == 200, body
+    data = make_data(torch.Generator().manual_seed(0))
+    u = (data.x_test.unsqueeze(-1) - data.x_train) * 20  # (Q, N)
+    raw = (u.abs() <= 1).double() if kernel == "boxcar" else (1 - u.double() ** 2).clamp(min=0)
+    total = raw.sum(-1, keepdim=True)
+    expected = torch.where(total > 0, raw / total.clamp(min=1e-300), torch.zeros_like(raw))
+    shown_weights = next(t for t in body["tensors"] if t["name"] == "non-parametric attention weights")
+    np.testing.assert_allclose(np.asarray(shown_weights["values"]), expected.numpy(), atol=1e-6)
+    empty = int((total == 0).sum())
+    assert empty > 0  # at w = 20 the window is 0.1 wide: some test inputs see no training input
+    assert f"{empty} of the 50 test inputs have no training input within 1/w" in " ".join(body["notes"])
+    zoomed = next(t for t in body["tensors"] if t["name"].startswith("the same weights, zoomed"))
+    assert zoomed["scale"] == "sequential"
+
+
+def test_the_nadaraya_watson_panel_shows_w_being_learned_by_default(lab):
+    code, body = call(lab, "/api/nadaraya_watson", {})
+    (losses,) = [p["series"][0]["y"] for p in body["plots"] if p["title"].startswith("parametric training")]
+    assert len(losses) == 50
+    # not one jump then a flat line (the book's lr 0.5): after its first epoch the loss still has more
+    # than half of its way down to go
+    assert losses[1] - losses[-1] > 0.5 * (losses[0] - losses[-1]) > 0
+    notes = " ".join(body["notes"])
+    assert "weights reach" not in notes and "root mean square distance" in notes
 
 
 def hypothesis_rows(page: Browser) -> list[str]:
@@ -651,9 +874,9 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     translation = engine.translate([sentence], beam_size=1)[0]
     dump = engine.attention(translation).maps["cross"]  # (T, S) or (L, h, T, S)
     out = translation.hypotheses[0].tokens
-    name = "attention weights" if model == "gru_bahdanau" else "attention weights (layer 1)"
+    name = "attention weights" if model == "gru_bahdanau" else "attention weights (layer 2)"  # from 1
     for t in range(len(out) + 1):
-        show(page, lab, "decoding", run=model, sentence=sentence, beam="1", step=str(t), row="0", layer="1")
+        show(page, lab, "decoding", run=model, sentence=sentence, beam="1", step=str(t), row="0", layer="2")
         assert (
             page.evaluate("document.querySelector('#panel-decoding p.text').textContent") == translation.text
         )
@@ -670,7 +893,7 @@ def test_step_through_decoding_follows_translate_and_the_attention_dump(lab, pag
     )
     assert texts[1].endswith("finished: " + " ".join(engine.tgt_vocab.labels(out)) + " <eos>")
     if model == "transformer":
-        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 1)"))
+        scores = torch.tensor(values(page, "decoding", "scores q·k/√d (layer 2)"))
         scores = scores.reshape(engine.model.num_heads, -1)  # (h, S)
         scores[:, dump.shape[-1] :] = float("-inf")  # the padded source positions are masked
         assert_close(values(page, "decoding", name), torch.softmax(scores, dim=-1))
@@ -762,6 +985,43 @@ def test_replacing_a_token_re_decodes_from_it_as_translate_with_a_prefix(lab, pa
         screenshot(page, "decoding", "decoding_beam_tree")
 
 
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_a_forced_token_shows_only_the_searchs_live_rows(lab, engines, model):
+    engine = engines[model]
+    vocab = engine.tgt_vocab
+    sentence = english("Alpha bravo charlie delta.")
+    first = engine.translate([sentence], beam_size=4)[0].hypotheses[0].tokens[0]
+    other = next(t for t in vocab.idx_to_token[4:] if vocab[t] != first)
+    request = {"run": model, "sentence": sentence, "beam": 4, "step": 0, "row": 0, "replace": other}
+    code, body = call(lab, "/api/decoding", request)
+    assert code == 200, body
+    # beam search scores every row but the forced one -inf: one row is live after step 0
+    assert body["text"]["steps"].endswith(f"1 live hypothesis; kept for the next step: {other}")
+    nodes = body["tree"]["nodes"]
+    assert [n["prefix"] for n in nodes if n["step"] == 1] == [[vocab[other]]]
+    assert all(n["prefix"][0] == vocab[other] for n in nodes if n["step"] >= 1)
+    assert "<pad>" not in {n["token"] for n in nodes}
+    finished = [f["prefix"] for f in body["tree"]["finished"]]
+    tree_prefixes = {tuple(n["prefix"]) for n in nodes}
+    for output in finished:  # every finished output grows from nodes the tree shows
+        assert all(tuple(output[:k]) in tree_prefixes for k in range(len(output) + 1))
+    expected = engine.translate([sentence], beam_size=4, prefix=[other])[0]
+    assert body["text"]["translation"] == expected.text
+    assert "length-normalised score the search ranks them by (the tree shows raw sums" in " ".join(
+        body["notes"]
+    )
+
+
+def test_a_new_sentence_resets_the_step_and_an_error_clears_the_figures(lab, page):
+    sentence = english("Alpha bravo charlie delta.")
+    show(page, lab, "decoding", run="transformer", sentence=sentence, beam="1", step="3", row="0", layer="")
+    assert result_count(page, "decoding") > 0
+    assert type_into(page, "decoding", "#decoding-sentence", english("Alpha.", "go .")) == "status done"
+    assert page.evaluate("document.querySelector('#decoding-step').value") == "0"  # pulled back
+    assert type_into(page, "decoding", "#decoding-replace", "zzzz") == "status error"  # not in the vocabulary
+    assert result_count(page, "decoding") == 0
+
+
 def test_concurrent_step_through_requests_equal_the_same_requests_one_at_a_time(lab):
     sentences = ["Alpha bravo charlie delta.", "Echo foxtrot golf.", "Hotel alpha bravo."]
     requests = [
@@ -808,11 +1068,57 @@ def test_your_own_translation_panel(lab, page, engines):
     assert status(page, "own_translation")[1] == "422"
 
 
+def tensor_names(page: Browser, panel: str) -> list[str]:
+    """The names of the panel's tensors, in page order."""
+    return page.evaluate(
+        f"[...document.querySelectorAll('#panel-{panel} figure.tensor')].map((f) => f.dataset.name)"
+    )
+
+
+def test_watch_it_learn_scrubs_the_timeline_to_the_final_attention(lab, page, run_dirs):
+    path = Path(run_dirs["gru_bahdanau"])
+    timeline = read_timeline(path / "timeline.jsonl")
+    assert timeline is not None
+    last = len(timeline.points) - 1
+    show(page, lab, "timeline", run="gru_bahdanau", probe="1", point=str(last))
+    assert page.evaluate("document.querySelector('#timeline-point').max") == str(last)
+    final = timeline.points[-1]
+    # the last point is the trained model's attention for its greedy output (last.pt, the final weights)
+    run = open_model(path, "last", "cpu")
+    engine = Translator(run.model, run.src_vocab, run.tgt_vocab, run.config, "cpu")
+    translation = engine.translate([timeline.probes[1]], beam_size=1)[0]
+    expected = engine.attention(translation).maps["cross"]
+    shown_last = values(page, "timeline", f"attention at {point_label(final)}")
+    np.testing.assert_allclose(shown_last, expected.reshape(-1), atol=0.0005 + 1e-6, rtol=0)
+    assert final.outputs[1] == translation.text
+    note = page.evaluate("document.querySelector('#panel-timeline p.note').textContent")
+    entropy = float(np.mean(attention_entropy(final.maps[1]["cross"])))
+    assert note.startswith(f"Mean entropy of the attention rows here: {entropy:.3f} nats")
+    assert series(page, "timeline", "this point").tolist() == pytest.approx(
+        [final.scores["train_loss"], final.scores["valid_loss"]]
+    )
+    multiples = [f"small multiple: {point_label(timeline.points[k])}" for k in multiple_indices(last + 1)]
+    assert tensor_names(page, "timeline")[1:] == multiples
+    screenshot(page, "timeline")
+    # scrubbing back to the start shows the untrained model's map
+    assert slide(page, "timeline", "#timeline-point", "0") == "status done"
+    first = values(page, "timeline", "attention at before training")
+    np.testing.assert_allclose(first, timeline.points[0].maps[1]["cross"].reshape(-1), atol=1e-9, rtol=0)
+    # play steps through every point to the last, then stops
+    page.evaluate("document.querySelector('#timeline-play').click()")
+    page.wait_for(
+        f"document.querySelector('#timeline-point').value === '{last}' && "
+        "document.querySelector('#timeline-play').textContent === 'play' && "
+        "document.querySelector('#panel-timeline .status').classList.contains('done')"
+    )
+    np.testing.assert_allclose(values(page, "timeline", f"attention at {point_label(final)}"), shown_last)
+
+
 def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     """The numbers of tensor `name` in the exercise whose heading starts with `section`."""
     return np.asarray(
         page.evaluate(
-            "[...document.querySelectorAll('#panel-exercises div.exercise')]"
+            "[...document.querySelectorAll('#panel-exercises .exercise')]"
             f".find((e) => e.querySelector('h3').textContent.startsWith({json.dumps(section)}))"
             f".querySelector('figure.tensor[data-name={json.dumps(name)}]')"
             ".querySelectorAll('td.cell').values().map((c) => Number(c.dataset.value)).toArray()"
@@ -820,31 +1126,71 @@ def exercise_values(page: Browser, section: str, name: str) -> np.ndarray:
     )
 
 
-def test_exercises_are_answered_live(lab, page, engines):
+def exercise_requests(page: Browser) -> int:
+    """How many requests the page has sent to /api/exercises so far."""
+    return sum(url.endswith("/api/exercises") for url in page.requested_urls())
+
+
+def test_exercises_list_questions_only_and_compute_one_on_request(lab):
+    code, listing = call(lab, "/api/exercises", {})
+    assert code == 200 and len(listing["exercises"]) == 16
+    for exercise in listing["exercises"]:  # nothing of an answer travels before a prediction
+        assert set(exercise) == {"name", "section", "question", "choices"}
+    code, refused = call(lab, "/api/exercises", {"exercise": "empty_rows"})
+    assert code == 422 and "prediction" in refused["error"]  # no experiment without a prediction
+    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all zeros"})
+    (answered,) = body["exercises"]
+    assert answered["outcome"] == "all zeros" and answered["right"] is True
+    assert "the book's (fill -1e6) gives it [0.3333, 0.3333, 0.3333]" in answered["found"]
+    assert "not the book's" in answered["reading"]  # says whose behaviour the answer is
+    code, body = call(
+        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "the same weight on every key"}
+    )
+    assert body["exercises"][0]["right"] is False
+
+
+def test_exercises_are_answered_on_commit_and_kept_across_tabs(lab, page, engines):
     show(page, lab, "exercises")
+    before = exercise_requests(page)
     headings = page.evaluate(
-        "[...document.querySelectorAll('#panel-exercises div.exercise h3')].map((h) => h.textContent)"
+        "[...document.querySelectorAll('#panel-exercises .exercise h3')].map((h) => h.textContent)"
     )
     sections = {h.split(":")[0] for h in headings}
     assert {"Masked softmax", "Scoring functions", "Nadaraya–Watson", "Multi-head attention"} <= sections
     assert {"Positional encoding", "Decoding", "Bahdanau attention"} <= sections and len(headings) == 16
-    hidden = page.evaluate(
-        "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
+    assert page.evaluate("document.querySelectorAll('#panel-exercises div.answer *').length") == 0
+    page.click("#panel-exercises .exercise button.commit")  # no prediction: nothing is computed
+    assert page.evaluate("document.querySelector('#panel-exercises p.mine').textContent").startswith("choose")
+    assert exercise_requests(page) == before
+    page.click("#panel-exercises .exercise input.guess[value='all zeros']")  # the first exercise, by Enter
+    page.press_enter()
+    page.wait_for("document.querySelector('#panel-exercises p.mine').textContent.includes('holds')")
+    assert exercise_requests(page) == before + 1  # one experiment, computed when committed
+    assert page.evaluate("document.querySelector('#panel-exercises p.mine').textContent") == (
+        "you predicted: all zeros. The experiment: all zeros. Your prediction holds."
     )
-    assert hidden == [True] * 16  # no result shows before the learner predicts
-    page.click("#panel-exercises div.exercise button.commit")  # a blank guess reveals nothing
-    assert page.evaluate("document.querySelector('#panel-exercises div.answer').hidden")
-    page.evaluate(
-        "document.querySelectorAll('#panel-exercises div.exercise').forEach((e) => {"
-        " e.querySelector('input.guess').value = 'a guess'; e.querySelector('button.commit').click(); })"
+    page.evaluate(  # every other exercise: its first offered prediction, committed
+        "document.querySelectorAll('#panel-exercises .exercise').forEach((e, k) => { if (k === 0) return;"
+        " e.querySelector('input.guess').checked = true; e.querySelector('button.commit').click(); })"
     )
-    hidden = page.evaluate(
-        "[...document.querySelectorAll('#panel-exercises div.answer')].map((a) => a.hidden)"
+    page.wait_for(
+        "[...document.querySelectorAll('#panel-exercises p.mine')]"
+        ".every((p) => p.textContent.includes('hold'))"
     )
-    assert hidden == [False] * 16
-    assert (
-        page.evaluate("document.querySelector('#panel-exercises p.mine').textContent")
-        == "you predicted: a guess"
+    assert exercise_requests(page) == before + 16
+    verdicts = page.evaluate(
+        "[...document.querySelectorAll('#panel-exercises p.mine')].map((p) => p.className)"
+    )
+    assert set(verdicts) == {"mine right", "mine wrong"}  # the first choice is not always the answer
+    page.click("nav a[data-panel='softmax']")
+    wait_for_answer(page, "softmax")
+    page.click("nav a[data-panel='exercises']")
+    wait_for_answer(page, "exercises")
+    page.wait_for("document.querySelectorAll('#panel-exercises .exercise').length === 16")
+    assert exercise_requests(page) == before + 17  # the list again, and no experiment run again
+    assert page.evaluate(  # every prediction and answer still there
+        "[...document.querySelectorAll('#panel-exercises .exercise')].every((e) =>"
+        " e.querySelector('input.guess:checked') && e.querySelector('p.found'))"
     )
     summed = exercise_values(page, "Scoring functions: When queries", "weights, summed scores").reshape(2, 4)
     np.testing.assert_allclose(summed[0], summed[1], atol=1e-7)  # summing ignores the query
@@ -888,7 +1234,7 @@ def test_exercises_are_answered_live(lab, page, engines):
     decoding = exercise_values(page, "Decoding", "log-probability").reshape(-1, 2)
     np.testing.assert_allclose(decoding[:, 0], decoding[:, 1], atol=1e-5)  # greedy and beam 1 agree
     screenshot(page, "exercises")
-    page.click("#panel-exercises div.exercise a[href^='#softmax']")  # the link opens the panel, set up
+    page.click("#panel-exercises .exercise a[href^='#softmax']")  # the link opens the panel, set up
     page.wait_for("!document.querySelector('#panel-softmax').hidden")
     wait_for_answer(page, "softmax")
     page.wait_for("document.querySelector('#softmax-valid-lens').value === '[0, 2]'")
@@ -897,7 +1243,31 @@ def test_exercises_are_answered_live(lab, page, engines):
     assert_close(values(page, "softmax", "masked_softmax(X, valid_lens)"), expected)
 
 
+def test_the_leave_one_out_exercise_agrees_with_the_panel_its_link_opens(lab):
+    code, body = call(
+        lab,
+        "/api/exercises",
+        {"exercise": "without_leave_one_out", "prediction": "w ends about the same either way"},
+    )
+    (answered,) = body["exercises"]
+    link = answered["link"]
+    assert link.startswith("#nadaraya_watson?")
+    inputs = dict(part.split("=") for part in link.split("?", 1)[1].split("&"))
+    code, panel = call(lab, "/api/nadaraya_watson", inputs)
+    learned = float(panel["text"]["learned_w"].split("=")[1])
+    exercise_w = answered["tensors"][0]["values"][0]
+    assert abs(learned - exercise_w) < 1e-4, (learned, exercise_w)
+    assert answered["outcome"].startswith("w grows much larger") and answered["right"] is False
+
+
 BAD_INPUTS = {
+    "live-no-such-action": ("live", {"action": "fly"}, "action: expected one of status, start, stop"),
+    "live-stop-when-idle": ("live", {"action": "stop"}, "no training is running"),
+    "live-unknown-model": (
+        "live",
+        {"action": "start", "model": "lstm"},
+        "model: expected one of gru_bahdanau",
+    ),
     "text-for-numbers": ("softmax", {"scores": '[[[1, "a"]]]'}, "expected a number"),
     "not-json": ("softmax", {"scores": "[[[1, 2]"}, "not a list of numbers"),
     "ragged": ("softmax", {"scores": "[[[1, 2], [3]]]"}, "same length"),
@@ -919,10 +1289,11 @@ BAD_INPUTS = {
     "complexity-too-many-tokens": ("complexity", {"n": 500}, "between 2 and 128"),
     "complexity-too-large": ("complexity", {"n": 128, "d": 256}, "limit of"),
     "softmax-unknown-fill": ("softmax", {"fill": "-1e9"}, "expected one of"),
-    "trained-heads-unknown-run": (
+    "trained-heads-unknown-run": ("trained_heads", {"run": "mine", "sentence": "alpha ."}, "expected one of"),
+    "trained-heads-gru-self-attention": (
         "trained_heads",
-        {"run": "gru_bahdanau", "sentence": "alpha ."},
-        "expected one of",
+        {"run": "gru_bahdanau", "map": "encoder_self", "sentence": "alpha ."},
+        "one attention is cross",
     ),
     "trained-heads-no-sentence": ("trained_heads", {"sentence": "  "}, "type an English sentence"),
     "transformer-unknown-run": (
@@ -1000,7 +1371,8 @@ LARGEST: list[tuple[str, dict, int]] = [
     ("keysize", {"d": 1024, "scaled": "false"}, 200),
     ("positions", {"num_steps": 64, "num_hiddens": 64, "shift": 512, "position": 63, "dimension": 63}, 200),
     ("positions", {"num_steps": 512, "num_hiddens": 8, "shift": 512, "position": 511}, 200),
-    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 16, "num_heads": 16}, 200),
+    ("heads", {"batch": 8, "steps": 32, "num_hiddens": 16, "num_heads": 16}, 422),  # weights 8·16·32·32
+    ("heads", {"batch": 4, "steps": 8, "num_hiddens": 32, "num_heads": 8, "off": "1 2 3 4 5 6 7"}, 200),
     ("heads", {"batch": 1, "steps": 16, "num_hiddens": 256, "num_heads": 16}, 200),
     ("heads", {"batch": 8, "steps": 32, "num_hiddens": 256, "num_heads": 16}, 422),
     *[
@@ -1018,6 +1390,11 @@ LARGEST: list[tuple[str, dict, int]] = [
         for run in ("gru_bahdanau", "transformer")
     ],
     ("exercises", {}, 200),
+    ("cues", {"stand_out": 3, "read": -3}, 200),
+    ("self_attention", {"sentence": "a " * 16, "reordered": "a " * 16, "d": 64, "positions": "true"}, 200),
+    ("self_attention", {"sentence": "a " * 17, "reordered": "a " * 17}, 422),
+    *[("timeline", {"run": run, "probe": 3, "point": 10**9}, 200) for run in ("gru_bahdanau", "transformer")],
+    ("timeline", {"probe": 4}, 422),
 ]
 MAX_ANSWER_BYTES = 2_000_000  # docs/lab.md
 
@@ -1095,6 +1472,7 @@ DEFAULT_INPUTS = {
     "transformer": {"sentence": "alpha bravo ."},
     "decoding": {"sentence": "alpha bravo ."},
     "own_translation": {"sentence": "alpha bravo .", "target": "un deux ."},
+    "exercises": {"exercise": "empty_rows", "prediction": "all zeros"},
 }
 
 
@@ -1136,3 +1514,65 @@ def test_the_best_beams_path_has_the_dumps_weights_at_every_step(engines, model)
     row = final.prefixes.index(best.tokens)
     eos = float(final.log_probs[row, engine.tgt_vocab.eos_id])
     assert abs(final.scores[row] + eos - best.score) < 1e-5  # the recorded path adds up to the search's score
+
+
+def live(lab: str, **inputs: str) -> dict:
+    """The live panel's answer to `inputs` (200 expected)."""
+    code, answer = call(lab, "/api/live", inputs)
+    assert code == 200, answer
+    return answer
+
+
+def test_live_training_runs_one_at_a_time_is_followed_opens_and_stops(lab):
+    """Last in the module: the run it trains joins the lab's runs."""
+    started = live(lab, action="start", model="gru_bahdanau", seed="3", epochs="2")
+    assert started["state"] == "running" and started["name"] == "live-gru_bahdanau-seed3"
+    code, refused = call(lab, "/api/live", {"action": "start", "model": "transformer"})
+    assert code == 422 and refused["error"] == (
+        "live-gru_bahdanau-seed3 is still training: stop it first (one training at a time)"
+    )
+    deadline = time.monotonic() + 240
+    while (status := live(lab))["state"] == "running":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+    assert status["state"] == "finished" and status["epochs_done"] == 2, status
+    assert status["opened"] == "live-gru_bahdanau-seed3"
+    timeline = read_timeline(Path(status["run_dir"]) / "timeline.jsonl")
+    assert timeline is not None and len(timeline.points) == 3
+    assert status["text"]["translation"] == f"{timeline.probes[0]} → {timeline.points[-1].outputs[0]}"
+    listing = call(lab, "/api/panels")[1]
+    assert {
+        "name": "live-gru_bahdanau-seed3",
+        "model": "gru_bahdanau",
+        "checkpoint": "last.pt",
+        "step": 20,
+    } in (listing["runs"])
+    code, played = call(lab, "/api/timeline", {"run": "live-gru_bahdanau-seed3"})
+    assert code == 200 and played["points"] == 3
+    assert call(lab, "/api/decoding", {"run": "live-gru_bahdanau-seed3", "sentence": "i lost ."})[0] == 200
+    # a long run is stopped: the trainer saves and exits, and the run opens too
+    live(lab, action="start", model="transformer", seed="0", epochs="1000")
+    deadline = time.monotonic() + 240
+    while (status := live(lab))["epochs_done"] < 1:
+        assert time.monotonic() < deadline and status["state"] == "running", status
+        time.sleep(0.5)
+    assert "s left" in status["text"]["live"]
+    stopped = live(lab, action="stop")
+    assert stopped["state"] == "stopped" and stopped["opened"] == "live-transformer-seed0"
+
+
+def test_the_live_panel_starts_follows_and_lists_a_run_in_chromium(lab, page):
+    show(page, lab, "live", model="gru_bahdanau", seed="5", epochs="2")
+    page.evaluate("document.querySelector('#live-start').click()")
+    page.wait_for(
+        "(document.querySelector('#panel-live p.text') || {}).textContent"
+        "?.startsWith('live-gru_bahdanau-seed5: finished')"
+    )
+    assert page.evaluate("document.querySelector('#live-action').value") == "status"
+    assert "action=status" in page.evaluate("location.hash")  # a reload never starts a training again
+    options = page.evaluate("[...document.querySelectorAll('#decoding-run option')].map((o) => o.value)")
+    assert "live-gru_bahdanau-seed5" in options
+    assert "live-gru_bahdanau-seed5" in page.evaluate(
+        "[...document.querySelectorAll('#trained-heads-run option')].map((o) => o.value)"
+    )  # the trained run's attention panel draws a GRU run's whole-sentence map too
+    screenshot(page, "live")

@@ -10,21 +10,22 @@ import sys
 import threading
 import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from email.message import Message
 from pathlib import Path
 
 import pytest
 from devtools import Browser
-from helpers import CHROMIUM_FLAGS, call, server
+from helpers import CHROMIUM_FLAGS, call, multipart, server, worker_counts
 from libretranslatepy import LibreTranslateAPI
 
 from attn_mt.data.sentences import split_line
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
-from attn_mt.serving.guard import cors_policy, host_policy
 from attn_mt.serving.libretranslate import LibreTranslateError, plan
 from attn_mt.serving.schemas import LibreTranslateRequest
+from attn_mt.web.guard import cors_policy, host_policy
 
 PARAGRAPH = "Alpha bravo. Charlie delta echo.  Golf hotel alpha bravo."
 SENTENCES = ["Alpha bravo.", "Charlie delta echo.", "Golf hotel alpha bravo."]
@@ -78,37 +79,155 @@ def test_json_lists_alternatives_and_auto_detection(address, translator):
 
 @pytest.mark.parametrize(
     ("body", "error"),
-    [
+    [  # LibreTranslate's own wording (its app.py), each answered with 400
         ({"q": "Alpha.", "source": "de", "target": "fr"}, "de is not supported"),
-        ({"q": "Alpha.", "source": "en", "target": "es"}, "es is not supported"),
+        ({"q": "Alpha.", "source": "en", "target": "zz"}, "zz is not supported"),
         ({"q": "Alpha.", "source": "en"}, "Invalid request: missing target parameter"),
-        ({"q": "Alpha.", "target": "fr"}, "Invalid request: missing source parameter"),
+        ({"q": "Alpha."}, "Invalid request: missing source parameter"),  # only the first one missing
         ({"q": "Alpha.", "source": "", "target": "fr"}, "Invalid request: missing source parameter"),
         ({"q": "", "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         ({"source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
         ({"q": [], "source": "en", "target": "fr"}, "Invalid request: missing q parameter"),
+        ({"q": "Alpha.", "source": "en", "target": "fr", "format": "xml"}, "xml format is not supported"),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "format": "markdown"},
-            "Invalid request: format: Input should be 'text' or 'html'",
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "abc"},
+            "Invalid request: alternatives parameter is not a number",
         ),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": 1.5},
-            "Invalid request: alternatives",
+            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": 99},
+            "Invalid request: alternatives parameter must be <= 15",
         ),
         (
-            {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "two"},
-            "Invalid request: alternatives",
+            {"q": "a" * 100_000, "source": "en", "target": "fr"},
+            "Invalid request: request (100000) exceeds text limit (64000)",
         ),
+        (
+            {"q": ["Alpha."] * 65, "source": "en", "target": "fr"},
+            "Invalid request: request (65) exceeds text limit (64)",
+        ),
+        ([{"q": "Alpha.", "source": "en", "target": "fr"}], "Invalid JSON format"),
+    ],
+)
+def test_libretranslate_errors_are_its_own_400s(address, body, error):
+    status, answer = call(address, "/translate", body)
+    assert (status, answer["error"]) == (400, error) and answer["problems"], answer
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [  # attn-mt's own limits and checks, in LibreTranslate's shape
         ({"q": ["Hi! " * 1601] * 2, "source": "en", "target": "fr"}, "more than 3200 sentences"),
         (
             {"q": "Alpha.", "source": "en", "target": "fr", "alternatives": "15"},
             "beam size 16 needs at least 32 target vocabulary",
         ),
+        ({"q": 7, "source": "en", "target": "fr"}, "q parameter must be a text or a list of texts"),
     ],
 )
-def test_libretranslate_errors_are_400_with_an_error_line(address, body, error):
+def test_attn_mts_own_refusals_are_400_with_an_error_line(address, body, error):
     status, answer = call(address, "/translate", body)
     assert status == 400 and error in answer["error"], answer
+
+
+def test_forms_queries_and_codes_are_read_as_libretranslate_reads_them(address, translator):
+    alone = translator.translate([SENTENCES[0]])[0].text
+    form = "application/x-www-form-urlencoded"
+    for raw, content_type in (
+        (b"source=en&target=fr", form),  # a form without q
+        (json.dumps({"q": "Alpha.", "source": "en", "target": "fr"}).encode(), form),  # curl -d's default
+    ):
+        status, answer = call(address, "/translate", raw=raw, content_type=content_type)
+        assert (status, answer["error"]) == (400, "Invalid request: missing q parameter"), answer
+    query = urllib.parse.urlencode({"q": SENTENCES[0], "source": "EN", "target": "Fr"})
+    for raw, content_type in ((b"", None), (b"format=", form)):  # fields in the URL query alone
+        status, answer = call(address, f"/translate?{query}", raw=raw, content_type=content_type)
+        assert (status, answer) == (200, {"translatedText": alone}), answer
+    for text_format in (None, ""):  # null or empty: text
+        body = {"q": SENTENCES[0], "source": "EN", "target": "FR", "format": text_format, "alternatives": -1}
+        status, answer = call(address, "/translate", body)
+        assert (status, answer) == (200, {"translatedText": alone}), answer  # -1 alternatives: none
+    status, answer = call(
+        address, "/translate", {"q": SENTENCES[0], "source": "en", "target": "fr", "alternatives": 1.5}
+    )
+    assert status == 200 and "alternatives" in answer  # 1.5 is read as 1, as int() reads it there
+
+
+def test_emoji_alone_come_back_unchanged_and_html_gets_no_alternatives(address):
+    body = {"q": ["🙂👍", "!! 🎉"], "source": "auto", "target": "fr", "alternatives": 2}
+    status, answer = call(address, "/translate", body)
+    assert status == 200 and answer["translatedText"] == ["🙂👍", "!! 🎉"], answer
+    assert answer["alternatives"] == [[], []]
+    assert answer["detectedLanguage"] == [{"language": "en", "confidence": 0.0}] * 2
+    body = {"q": "<p>Alpha bravo.</p>", "source": "en", "target": "fr", "format": "html", "alternatives": 3}
+    status, answer = call(address, "/translate", body)
+    assert status == 200 and answer["alternatives"] == [], answer
+
+
+def test_health_is_libretranslates_and_errors_name_their_problem(address):
+    assert call(address, "/health") == (200, {"status": "ok"})
+    status, answer = call(address, "/nowhere")
+    assert status == 404 and answer["problems"] == [answer["error"]]
+    connection = http.client.HTTPConnection(address, timeout=60)
+    try:  # a body declared over the limit is refused before it is sent
+        connection.putrequest("POST", "/translate")
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(2 << 20))
+        connection.endheaders()
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 413 and answer["problems"] == [answer["error"]]
+
+
+def test_detect_names_the_models_language_with_how_much_its_vocabulary_knows(address):
+    client = LibreTranslateAPI(f"http://{address}/")
+    found = client.detect(SENTENCES[0])
+    assert len(found) == 1 and found[0]["language"] == "en" and 0 < found[0]["confidence"] <= 100
+    assert client.detect("🙂👍") == [{"confidence": 0.0, "language": "en"}]
+    status, answer = call(address, "/detect", {"source": "en"})
+    assert (status, answer["error"]) == (400, "Invalid request: missing q parameter")
+    assert call(address, "/detect")[0] == 405  # a GET, as LibreTranslate answers it
+
+
+def test_libretranslates_page_routes_answer_as_it_does(address, translator):
+    status, settings = call(address, "/frontend/settings")
+    assert status == 200 and settings["language"] == {
+        "source": {"code": "en", "name": "English"},
+        "target": {"code": "fr", "name": "French"},
+    }
+    assert settings["charLimit"] == 64_000 and settings["supportedFilesFormat"] == [".txt", ".html"]
+    assert not settings["suggestions"] and not settings["keyRequired"]
+    status, answer = call(address, "/suggest", {"q": "a", "s": "b", "source": "en", "target": "fr"})
+    assert (status, answer["error"]) == (403, "Suggestions are disabled on this server.")
+    status, spec = call(address, "/spec")
+    assert status == 200 and "/translate" in spec["paths"] and "/detect" in spec["paths"]
+    assert call(address, "/spec", {})[0] == 405 and call(address, "/health", {})[0] == 405
+
+
+def test_translate_file_translates_text_and_html_files_for_download(address, translator):
+    alone = [t.text for t in translator.translate(SENTENCES[:2])]
+    for filename, content, expected in (
+        ("notes.txt", f"{SENTENCES[0]}\n{SENTENCES[1]}\n", f"{alone[0]}\n{alone[1]}\n"),
+        ("page.html", f"<p>{SENTENCES[0]}</p>", f"<p>{alone[0]}</p>"),
+    ):
+        body, kind = multipart({"source": "en", "target": "fr"}, filename, content.encode())
+        status, answer = call(address, "/translate_file", raw=body, content_type=kind)
+        assert status == 200, answer
+        link = answer["translatedFileUrl"]
+        assert link.startswith(f"http://{address}/download_file/") and link.endswith(filename)
+        with urllib.request.urlopen(link, timeout=60) as response:
+            assert response.read().decode() == expected
+            assert filename in response.headers["Content-Disposition"]
+    for fields, filename, error in (
+        ({"source": "en", "target": "fr"}, "slides.pdf", "Invalid request: file format not supported"),
+        ({"target": "fr"}, "notes.txt", "Invalid request: missing source parameter"),
+        ({"source": "en", "target": "zz"}, "notes.txt", "zz is not supported"),
+    ):
+        body, kind = multipart(fields, filename, b"Alpha.")
+        status, answer = call(address, "/translate_file", raw=body, content_type=kind)
+        assert (status, answer["error"]) == (400, error), answer
+    assert call(address, "/download_file/nothing.txt")[0] == 404
 
 
 def test_answers_match_libretranslates_for_alternatives_forms_and_line_breaks(address, translator):
@@ -156,6 +275,23 @@ def test_html_is_translated_text_node_by_text_node_with_its_tags_kept(address, t
     ]
 
 
+def test_html_keeps_its_text_at_any_depth_or_refuses_what_it_cannot_read_whole(address, translator):
+    alone = [t.text for t in translator.translate(SENTENCES[:2])]
+    deep = "<b>" * 300 + SENTENCES[0] + "</b>" * 300  # libxml2 drops text below 255 levels by default
+    unclosed = "<span>" * 200 + SENTENCES[1] + f"<p>{SENTENCES[0]}</p>"
+    body = {"q": [deep, unclosed], "source": "en", "target": "fr", "format": "html"}
+    status, answer = call(address, "/translate", body)
+    assert status == 200, answer
+    assert answer["translatedText"][0] == "<b>" * 300 + alone[0] + "</b>" * 300
+    assert answer["translatedText"][1].startswith("<span>" * 200 + alone[1] + f"<p>{alone[0]}</p>")
+    too_deep = {**body, "q": "<i>" * 1001 + "Alpha." + "</i>" * 1001}
+    status, answer = call(address, "/translate", too_deep)
+    assert (status, answer["error"]) == (
+        400,
+        "Invalid request: the HTML nests elements more than 1000 levels deep",
+    )
+
+
 def test_html_without_its_parser_names_the_extra(translator, monkeypatch):
     monkeypatch.setitem(sys.modules, "lxml", None)  # as if the html extra were not installed
     request = LibreTranslateRequest(q="<p>Alpha.</p>", source="en", target="fr", format="html")
@@ -163,21 +299,36 @@ def test_html_without_its_parser_names_the_extra(translator, monkeypatch):
         plan(request, translator.cfg, lambda line: split_line(line, "en"))
 
 
-def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address):
-    page = "https://webapp.example"
-    for path, method in (("/translate", "POST"), ("/languages", "GET")):
+def test_cross_origin_pages_may_use_the_libretranslate_routes_and_nothing_else(address, translator):
+    page = "https://evil.example"
+    for path, method in (("/languages", "GET"), ("/detect", "POST"), ("/spec", "GET")):
         status, headers = preflight(address, path, page, method)
         assert status == 204 and headers["Access-Control-Allow-Origin"] == "*", path
-        assert "Content-Type" in headers["Access-Control-Allow-Headers"]
-    for path in ("/score", "/info", "/health"):
-        status, headers = preflight(address, path, page, "POST")
+        assert headers["Access-Control-Allow-Methods"] == method
+        assert headers["Access-Control-Allow-Headers"] == "Content-Type"
+    for path, method in (("/score", "POST"), ("/info", "GET"), ("/metrics", "GET"), ("/detect", "PUT")):
+        status, headers = preflight(address, path, page, method)
         assert status == 403 and "Access-Control-Allow-Origin" not in headers, path
+    status, headers = preflight(address, "/translate", page, "POST")  # it cannot see whose JSON follows
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    status, headers = preflight(address, "/detect", page, "POST", asked="content-type, x-api-key")
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers  # a header LibreTranslate needs not
     body = {"q": SENTENCES[0], "source": "en", "target": "fr"}
-    for sent, allowed in ((body, "*"), ({"sentences": [SENTENCES[0]]}, None), ({"q": "", **body}, "*")):
-        headers = answer_headers(address, "/translate", sent, page)
+    for sent, allowed in ((body, "*"), ({"source": "en"}, "*"), ([body], "*")):  # its answers, errors too
+        status, headers = answer_headers(address, "/translate", sent, page)
         assert headers.get("Access-Control-Allow-Origin") == allowed, sent
         assert "Origin" in headers.get("Vary", "")
-    assert answer_headers(address, "/languages", None, page)["Access-Control-Allow-Origin"] == "*"
+    assert answer_headers(address, "/languages", None, page)[1]["Access-Control-Allow-Origin"] == "*"
+    own = {"sentences": [SENTENCES[0]], "beam": 4, "attention": True}
+    before = worker_counts(address)["sentences"]
+    status, headers = answer_headers(address, "/translate", own, page)
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers  # refused before decoding
+    form = urllib.parse.urlencode({"sentences": SENTENCES[0]}).encode()
+    status, _ = answer_headers(address, "/score", None, page, raw=form)
+    assert status == 415  # a page's form, which needs no preflight, to serve's own API
+    assert worker_counts(address)["sentences"] == before
+    status, headers = answer_headers(address, "/translate", own, f"http://{address}")
+    assert status == 200  # serve's own pages: same origin
 
 
 class BlankPage(http.server.BaseHTTPRequestHandler):
@@ -202,8 +353,15 @@ CROSS_ORIGIN_CALLS = """(async () => {
   const read = async (path, init) => {
     try { return await (await fetch("BASE" + path, init)).json(); } catch (e) { return "blocked"; }
   };
+  const page = new FormData();  // what LibreTranslate's own web page posts
+  for (const [k, v] of [["q", TEXT], ["source", "en"], ["target", "fr"], ["format", "text"],
+                        ["alternatives", "3"], ["api_key", ""]]) page.append(k, v);
   return {
-    translated: await read("/translate", json({q: TEXT, source: "en", target: "fr"})),
+    translated: await read("/translate", {method: "POST",
+                                          body: new URLSearchParams({q: TEXT, source: "en", target: "fr"})}),
+    formdata: await read("/translate", {method: "POST", body: page}),
+    json_translate: await read("/translate", json({q: TEXT, source: "en", target: "fr"})),
+    detected: await read("/detect", json({q: TEXT})),
     languages: await read("/languages"),
     score: await read("/score", json({pairs: [{source: "Alpha.", target: "un ."}]})),
     own: await read("/translate", json({sentences: ["Alpha."]})),
@@ -228,8 +386,12 @@ def test_a_web_page_of_another_origin_translates_through_the_libretranslate_rout
         site.shutdown()
     client = LibreTranslateAPI(f"http://{address}/")
     assert found["translated"]["translatedText"] == client.translate(PARAGRAPH, "en", "fr")
-    assert found["languages"] == client.languages()
+    assert found["formdata"]["translatedText"] == found["translated"]["translatedText"]
+    assert found["languages"] == client.languages() and found["detected"][0]["language"] == "en"
     assert found["score"] == found["own"] == found["info"] == "blocked"  # serve's own API stays its own
+    assert (
+        found["json_translate"] == "blocked"
+    )  # its preflight cannot tell LibreTranslate's JSON from serve's
 
 
 def test_host_names_and_origins_are_the_users_to_widen(run_dir):
@@ -264,16 +426,18 @@ def test_listening_on_every_address_answers_the_machines_addresses_but_no_other_
     assert cors_policy(None).allowed("https://a.example", libretranslate=False) is None
 
 
-def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, Message]:
+def preflight(
+    address: str, path: str, origin: str, method: str, asked: str = "content-type"
+) -> tuple[int, Message]:
     """A browser's CORS preflight for `method` on `path` from a page of `origin`: status and headers."""
     connection = http.client.HTTPConnection(address, timeout=60)
     try:
-        asked = {
+        headers = {
             "Origin": origin,
             "Access-Control-Request-Method": method,
-            "Access-Control-Request-Headers": "content-type",
+            "Access-Control-Request-Headers": asked,
         }
-        connection.request("OPTIONS", path, headers=asked)
+        connection.request("OPTIONS", path, headers=headers)
         response = connection.getresponse()
         response.read()
         return response.status, response.headers
@@ -281,16 +445,23 @@ def preflight(address: str, path: str, origin: str, method: str) -> tuple[int, M
         connection.close()
 
 
-def answer_headers(address: str, path: str, body: dict | None, origin: str) -> Message:
-    """The headers of the answer to a request from a page of `origin`."""
+def answer_headers(
+    address: str, path: str, body: object, origin: str, raw: bytes | None = None
+) -> tuple[int, Message]:
+    """The status and headers of the answer to a request from a page of `origin` (a JSON body, a
+    form's `raw` bytes, or a GET)."""
     connection = http.client.HTTPConnection(address, timeout=60)
     try:
-        data = None if body is None else json.dumps(body)
-        headers = {"Origin": origin, **({} if body is None else {"Content-Type": "application/json"})}
-        connection.request("GET" if body is None else "POST", path, body=data, headers=headers)
+        headers = {"Origin": origin}
+        data = raw
+        if raw is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
+        connection.request("GET" if data is None else "POST", path, body=data, headers=headers)
         response = connection.getresponse()
         response.read()
-        return response.headers
+        return response.status, response.headers
     finally:
         connection.close()
 

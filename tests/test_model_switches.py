@@ -15,16 +15,17 @@ from synthetic import TINY, TINY_EVERY_STEP, close_run_log, reverse_pairs, write
 
 from attn_mt.config import ConfigError, ModelConfig, config_from_dict, load_config
 from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.outputs import Sampling
 from attn_mt.errors import UserError
+from attn_mt.lab.exercises import learned_or_no_positions
+from attn_mt.lab.inputs import LabError
+from attn_mt.lab.stepping import stepping_panel
+from attn_mt.lab.transformer import transformer_panel
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.models.build import build_model
 from attn_mt.models.transformer import Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import load_run
-from attn_mt.serving.lab.exercises import learned_or_no_positions
-from attn_mt.serving.lab.inputs import LabError
-from attn_mt.serving.lab.stepping import stepping_panel
-from attn_mt.serving.lab.transformer import transformer_panel
 from attn_mt.shipping.average import average_weights
 from attn_mt.shipping.ctranslate2_export import _check_transformer
 from attn_mt.training.launch import train
@@ -236,4 +237,44 @@ def test_the_lab_compares_opened_runs_that_differ_in_a_switch(corpus):
         assert f"{name} (model.positional_encoding: {name}) {loss:.4f}" in found
     assert "Their configs differ only in model.positional_encoding." in found
     alone = learned_or_no_positions({"sinusoidal": runs["sinusoidal"]})["found"]
-    assert alone.startswith("Measured on a 2-core AMD EPYC") and "--set model.positional_encoding=" in alone
+    assert (
+        alone.startswith("Measured, not computed now: on a 2-core AMD EPYC")
+        and "--set model.positional_encoding=" in alone
+    )
+
+
+def test_a_learned_table_too_short_for_the_data_is_refused_before_the_run_directory(
+    corpus, tmp_path, run_cli
+):
+    """`validate` refuses a table shorter than data.max_len allows; `train` one shorter than a valid sentence
+    before it makes the run directory, so the corrected command starts it; and the search never asks the
+    table for a position it lacks (outputs stop at model.max_positions tokens with <eos>)."""
+    learned = ["--set", "model.type=transformer", "--set", "model.positional_encoding=learned"]
+    checked = run_cli("validate", str(TINY), *learned, "--set", "model.max_positions=3")
+    assert checked.returncode == 2
+    assert "model.max_positions: a learned table of 3 positions is shorter than the training sentences " in (
+        checked.stderr
+    )
+    run_dir = tmp_path / "run"
+    settings = [*learned, "--set", "data.max_len=5", "--set", "train.epochs=1"]
+    for option in TINY_EVERY_STEP:
+        settings += ["--set", option]
+    args = ["train", str(TINY), "--data", str(corpus), "--run-dir", str(run_dir), "-q", *settings]
+    refused = run_cli(*args, "--set", "model.max_positions=5")
+    close_run_log()
+    assert refused.returncode == 2 and "the valid split holds" in refused.stderr, refused.stderr
+    assert "raise model.max_positions to 7" in refused.stderr  # 6 words and <eos> (reverse_pairs)
+    assert not run_dir.exists()
+    corrected = run_cli(*args, "--set", "model.max_positions=7")
+    close_run_log()
+    assert corrected.returncode == 0, corrected.stderr
+    engine = translator_for(load_run(run_dir))
+    long_sentence = " ".join(["golf"] * 8) + " ."  # allowed 1.5 x 11 + 5 = 21 output tokens without the table
+    drawn = engine.translate([long_sentence] * 3, sampling=Sampling(samples=4, temperature=100.0, seed=1))
+    lengths = [len(h.tokens) + 1 for t in drawn for h in t.hypotheses]
+    assert max(lengths) == 7  # a nearly uniform draw rarely ends: the table's size stops it
+    beams = engine.translate([long_sentence], beam_size=3, nbest=3)[0].hypotheses
+    assert all(len(h.tokens) < 7 for h in beams)
+    assert engine.translate([long_sentence], beam_size=1, prefix=["un " * 6])[0].text.startswith("un un")
+    with pytest.raises(UserError, match="the output of its sentence may hold at most 6"):
+        engine.translate([long_sentence], beam_size=1, prefix=["un " * 7])

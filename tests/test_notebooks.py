@@ -4,20 +4,15 @@ corpus read it from $ATTN_MT_DATA and fail, never skip, without it."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from helpers import ROOT
-from nbclient import NotebookClient
+from notebook_kernel import execute_notebook, kernel_environment
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 DOC = ROOT / "docs" / "notebooks.md"
-CELL_TIMEOUT_S = 300
-KERNEL = "attn-mt-tests"
 WHERE_FROM = "import attn_mt; print(attn_mt.__file__)"
 
 
@@ -32,23 +27,8 @@ SYNTHETIC_NOTEBOOKS = [path for path in NOTEBOOKS if not needs_corpus(path)]
 
 @pytest.fixture
 def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A kernelspec for this very Python, found through $JUPYTER_PATH, and an environment in which the
-    kernel imports this checkout's attn_mt on one torch thread; returns the folder the kernel runs in."""
-    spec = tmp_path / "jupyter" / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
-    )
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the tiny runs train faster on one thread of a busy machine
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.setenv("TMPDIR", str(work))  # the notebooks' corpora and runs (tempfile.mkdtemp) land here
-    return work
+    """A Jupyter kernel that imports this checkout's attn_mt; returns the folder it runs in."""
+    return kernel_environment(tmp_path, monkeypatch)
 
 
 def execute(path: Path, folder: Path, first_cells: int = 0, then: str = "") -> nbformat.NotebookNode:
@@ -59,22 +39,22 @@ def execute(path: Path, folder: Path, first_cells: int = 0, then: str = "") -> n
         notebook.cells = [cell for cell in notebook.cells if cell.cell_type == "code"][:first_cells]
         notebook.cells.append(nbformat.v4.new_code_cell(then))
     notebook.cells.insert(0, nbformat.v4.new_code_cell(WHERE_FROM))
-    client = NotebookClient(
-        notebook, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL, resources={"metadata": {"path": str(folder)}}
-    )
-    client.execute()
-    return notebook
+    return execute_notebook(notebook, folder)
 
 
 def check_ran(notebook: nbformat.NotebookNode) -> None:
-    """The kernel imported this checkout's attn_mt, the notebook showed at least one picture, and one that
-    translates showed a translation's table (attn-mt's rich display)."""
+    """The kernel imported this checkout's attn_mt, the notebook showed at least one picture, one that
+    translates showed a translation's table (attn-mt's rich display), and no cell showed a bare number."""
     printed = notebook.cells[0].outputs[0]["text"].strip()
     assert Path(printed).resolve() == ROOT / "attn_mt" / "__init__.py"
     data = [output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", [])]
     assert any("image/png" in d or "data:image/png;base64," in d.get("text/html", "") for d in data)
     if any("translate_full" in cell.source for cell in notebook.cells):
         assert any("<b>source tokens</b>" in d.get("text/html", "") for d in data)
+    for cell in notebook.cells[1:]:  # no cell shows a stray return value, such as write_text's count
+        for output in cell.get("outputs", []):
+            shown = output.get("data", {}).get("text/plain", "").strip()
+            assert not shown.isdigit(), f"a bare number {shown} under the cell ending {cell.source[-80:]!r}"
 
 
 def test_the_notebooks_are_stored_without_outputs():

@@ -15,7 +15,14 @@ from tolerances import float32_approx
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import translate_lines
 from attn_mt.decoding.outputs import Sampling
-from attn_mt.decoding.search import Sampler, beam_search, forced_log_probs, greedy_search, sample_pick
+from attn_mt.decoding.search import (
+    Sampler,
+    beam_search,
+    forced_log_probs,
+    greedy_pick,
+    greedy_search,
+    sample_pick,
+)
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -188,6 +195,40 @@ def test_sampling_settings_are_checked():
     assert Sampling(seed=1).seed_for(["a", "b"], 0) == Sampling(seed=1, top_k=3).seed_for(["a", "b"], 0)
 
 
+def test_no_search_chooses_a_token_it_may_never_output_and_scores_stay_the_models():
+    """Token 0 is the most probable (0.5, then 0.3 and 0.2): left out, greedy takes token 1 and sampling
+    draws tokens 1 and 2 only, each scored under the whole distribution (log 0.3, log 0.2)."""
+    logits = torch.tensor([[0.5, 0.3, 0.2]]).log().repeat(4, 1)  # (4, 3)
+    never = torch.tensor([0])
+    scores, tokens = greedy_pick(logits.clone(), None, 2, never=never)
+    assert tokens.tolist() == [1] * 4 and scores.tolist() == pytest.approx([math.log(0.3)] * 4, abs=1e-6)
+    draws = torch.tensor([0.1, 0.55, 0.85, 0.999])  # of the kept 0.3 + 0.2: 0.6 is the border
+    scores, tokens = sample_pick(logits.clone(), None, 2, Sampler(1.0, 0, 1.0, (0,) * 4), draws, never=never)
+    assert tokens.tolist() == [1, 1, 2, 2]
+    assert scores.tolist() == pytest.approx([math.log(0.3)] * 2 + [math.log(0.2)] * 2, abs=1e-6)
+    model, (src, lens) = ToyAttentionModel(), toy_batch()
+    free = greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS)
+    common = {token for h in free for token in h.tokens}
+    left_out = tuple(sorted(common, key=lambda t: -sum(h.tokens.count(t) for h in free))[:2])
+    ruled = [
+        *greedy_search(model, src, lens, bos_id=BOS, eos_id=EOS, never=left_out),
+        *(
+            h
+            for hyps in beam_search(
+                model, src, lens, beam_size=3, nbest=3, bos_id=BOS, eos_id=EOS, never=left_out
+            )
+            for h in hyps
+        ),
+    ]
+    for h in ruled:
+        assert not set(left_out) & set(h.tokens)
+    for i, h in enumerate(ruled[: len(TOY_SENTENCES)]):  # greedy's, one per sentence
+        expected = sum(
+            forced_log_probs(model, src[i : i + 1], lens[i : i + 1], [h.tokens], bos_id=BOS, eos_id=EOS)[0]
+        )
+        assert h.score == float32_approx(expected, terms=200)
+
+
 # ----- through the engine and the command line, on a trained run -----
 
 
@@ -263,6 +304,95 @@ def test_cli_prefix_and_sample(tiny_runs, run_cli, tmp_path):
         result = run_cli("translate", run, "golf .", "hotel .", *args)
         assert result.returncode == 2, (args, result)
         assert re.search(message, result.stderr), (args, result.stderr)
+
+
+@pytest.mark.parametrize("name", ["gru_bahdanau", "transformer"])
+def test_samples_hold_no_pad_or_bos_and_prefixes_follow_the_same_rule(tiny_runs, run_cli, name):
+    """At temperature 100 every token is about equally likely; still no sample holds <pad> or <bos>,
+    which a prefix may not force either; <unk> (a training target) may be in both."""
+    run = str(getattr(tiny_runs, name))
+    drawn = run_cli(
+        "translate", run, "golf alpha .", "hotel echo .", "--sample", "16", "--temperature", "100"
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    texts = [line.split(" ||| ")[1] for line in drawn.stdout.splitlines()]
+    assert len(texts) == 32 and len({t for t in texts}) > 16  # nearly uniform draws: almost all differ
+    assert not any(token in text.split() for text in texts for token in ("<pad>", "<bos>"))
+    refused = run_cli("translate", run, "golf .", "--prefix", "un <bos>")
+    assert refused.returncode == 2 and "holds <bos>: no output holds <pad> or <bos>" in refused.stderr
+    forced = run_cli("translate", run, "golf .", "--prefix", "<unk> un", "--beam", "1")
+    assert forced.returncode == 0 and forced.stdout.startswith("<unk> un"), forced.stderr
+
+
+def test_input_and_prefixes_cannot_both_be_standard_input(tiny_runs, run_cli, monkeypatch):
+    import io
+    import sys
+
+    run = str(tiny_runs.gru_bahdanau)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"un\n\n")))  # piped, not a terminal
+    for args in (["--input", "-", "--prefix-file", "-"], ["--prefix-file", "-"]):
+        result = run_cli("translate", run, *args)
+        assert result.returncode == 2, (args, result)
+        assert "--input and --prefix-file cannot both read standard input" in result.stderr
+    given = run_cli("translate", run, "golf .", "hotel .", "--prefix-file", "-", "--beam", "1")  # arguments
+    assert given.returncode == 0 and given.stdout.startswith("un"), given.stderr
+
+
+def test_outputs_naming_one_file_or_an_input_are_refused_before_anything_is_written(
+    tiny_runs, run_cli, tmp_path
+):
+    run = str(tiny_runs.gru_bahdanau)
+    source = tmp_path / "source.en"
+    source.write_text("golf alpha .\nhotel .\n", encoding="utf-8")
+    (tmp_path / "link.en").symlink_to(source)
+    (tmp_path / "hard.en").hardlink_to(source)
+    both, other = tmp_path / "both.txt", tmp_path / "other.txt"
+    cases = [
+        (
+            ["translate", run, "-i", str(source), "-o", str(both), "--alignments", str(both)],
+            "--output and --alignments name the same file",
+        ),
+        (
+            ["translate", run, "-i", str(source), "-o", str(tmp_path / "x" / ".." / "source.en")],
+            "--output .* is the file --input reads",
+        ),
+        (
+            ["translate", run, "-i", str(source), "--alignments", str(tmp_path / "link.en")],
+            "--alignments .* is the file --input reads",
+        ),
+        (
+            ["translate", run, "-i", str(source), "-o", str(tmp_path / "hard.en")],
+            "--output .* is the file --input reads",
+        ),
+        (
+            ["translate", run, "golf .", "--prefix-file", str(source), "-o", str(source)],
+            "is the file --prefix-file reads",
+        ),
+        (
+            ["translate", run, "golf .", "-o", str(other), "--attention-dir", str(other)],
+            "--output and --attention-dir name the same path",
+        ),
+        (
+            ["score", run, "-s", str(source), "-t", str(source), "-o", str(both), "--alignments", str(both)],
+            "--output and --alignments name the same file",
+        ),
+        (
+            ["score", run, "-s", str(source), "-t", str(tmp_path / "hard.en"), "--alignments", str(source)],
+            "--alignments .* is the file --source reads",
+        ),
+    ]
+    for args, message in cases:
+        result = run_cli(*args)
+        assert result.returncode == 2 and re.search(message, result.stderr), (args, result)
+        assert source.read_text(encoding="utf-8") == "golf alpha .\nhotel .\n"
+        assert not both.exists() and not other.exists() and not (tmp_path / "x").exists()
+    assert (
+        run_cli("translate", run, "-i", str(source), "-o", str(both), "--alignments", str(other)).returncode
+        == 0
+    )
+    assert len(both.read_text(encoding="utf-8").splitlines()) == 2 and "-" in other.read_text(
+        encoding="utf-8"
+    )
 
 
 def test_python_api_takes_prefixes_and_sampling(tiny_runs):

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import load_script
-from synthetic import TINY
+from synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.models.build import build_model
+from attn_mt.training.launch import train
+from attn_mt.training.trainer import Trainer
 
 profile_step = load_script("profile_step")
 TINY_ARGS = [
@@ -135,3 +137,48 @@ def test_the_peak_table_matches_card_names_in_order(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device, name=name: name)
         assert profile_step.card_peak(cuda, None) == (peak, name)
     assert profile_step.card_peak(torch.device("cpu"), 2.5) == (2.5, "cpu")
+
+
+def test_the_profile_times_the_trainers_own_step_on_the_batches_train_trains_on(tmp_path, monkeypatch):
+    """`attn-mt train` and the profile on one corpus: the same Trainer.train_step over the same batches, in
+    the same order, with the same loss totals and metrics lines (their ms a step: docs/gpu.md)."""
+    corpus = write_corpus(tmp_path / "reverse.txt", n=300)
+    settings = [*TINY_RUN_SETTINGS[:3], "train.threads=1", "train.log_every=2", "train.kernels=reference"]
+    seen: dict[str, list] = {"train": [], "profile": []}
+    calls: dict[str, int] = {"train": 0, "profile": 0}
+    step, train_step = Trainer._step, Trainer.train_step
+    who = ["train"]
+
+    def recorded_step(self, batches, *args):
+        seen[who[0]].append([(b.src.clone(), b.tgt.clone()) for b in batches])
+        return step(self, batches, *args)
+
+    def counted_train_step(self, *args):
+        calls[who[0]] += 1
+        return train_step(self, *args)
+
+    monkeypatch.setattr(Trainer, "_step", recorded_step)
+    monkeypatch.setattr(Trainer, "train_step", counted_train_step)
+    cfg = load_config(TINY, [*settings, "train.max_steps=4", "train.valid_every=0"])
+    train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    who[0] = "profile"
+    out = tmp_path / "profile"
+    args = ["--warmup", "1", "--steps", "2", "--trace-steps", "1", "--variants", "reference"]
+    overrides = [arg for setting in settings for arg in ("--set", setting)]
+    assert (
+        profile_step.main(
+            [str(TINY), "--device", "cpu", "--data", str(corpus), *args, *overrides, "--out", str(out)]
+        )
+        == 0
+    )
+    assert calls == {"train": 4, "profile": 4}  # 1 warm-up + 2 timed + 1 traced
+    assert len(seen["profile"]) == len(seen["train"]) == 4
+    for ours, theirs in zip(seen["profile"], seen["train"], strict=True):
+        for (src, tgt), (src_t, tgt_t) in zip(ours, theirs, strict=True):
+            assert torch.equal(src, src_t) and torch.equal(tgt, tgt_t)
+    profiled = [json.loads(line) for line in (out / "reference" / "metrics.jsonl").read_text().splitlines()]
+    trained = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in profiled] == [r["step"] for r in trained if "loss" in r] == [2, 4]
+    assert [r["loss"] for r in profiled] == [
+        r["loss"] for r in trained if "loss" in r
+    ]  # the same loss totals

@@ -22,10 +22,13 @@ from attn_mt.commands.evaluate import run_eval
 from attn_mt.commands.report import run_report
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import compare_eval_dirs
+from attn_mt.report.timeline import timeline_section
+from attn_mt.training.timeline import read_timeline
 
 DUMPS = 3  # attention dumps written by the evaluation of each run
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-RUN_PARTS = ("overview", "config", "data", "curves", "scores", "samples")
+RUN_PARTS = ("overview", "config", "data", "curves", "timeline", "scores", "samples")
+PROBES = 4  # the timeline's probe sentences (four spread over the valid split)
 
 
 class PageParser(HTMLParser):
@@ -127,7 +130,8 @@ def test_one_run_report_shows_config_training_scores_and_gallery(runs):
     assert "comparison" not in parser.ids
     heatmaps = sorted((run_dir / "eval" / "test" / "attention").glob("*_cross.png"))
     assert len(heatmaps) == DUMPS
-    assert len(parser.images) == 1 + DUMPS  # training curves + one cross-attention heatmap per dump
+    # training curves, one row of small multiples per timeline probe, one cross-attention heatmap per dump
+    assert len(parser.images) == 1 + PROBES + DUMPS
     inlined = {base64.b64decode(img["src"].split(",", 1)[1]) for img in parser.images}
     assert {png.read_bytes() for png in heatmaps} <= inlined
 
@@ -164,6 +168,23 @@ def test_one_run_report_shows_config_training_scores_and_gallery(runs):
     assert f"{summary['eos_share']:.3f}" in card
     assert "Nothing is missing." in parser.text["missing"]
 
+    timeline = read_timeline(run_dir / "timeline.jsonl")
+    assert timeline is not None and len(timeline.probes) == PROBES
+    learning = parser.text["run-1-timeline"]
+    assert f"the first recorded point, 10%, 50% and the last of {len(timeline.points)} points" in learning
+    for probe, sentence in enumerate(timeline.probes):
+        assert f"{sentence} → {timeline.points[-1].outputs[probe]}" in learning
+    alts = [img["alt"] for img in parser.images if img["alt"].endswith("as training went on")]
+    assert alts == [f"attention of {sentence} as training went on" for sentence in timeline.probes]
+
+
+def test_a_run_without_a_timeline_has_no_timeline_section(runs, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(runs["transformer"], bare)
+    (bare / "timeline.jsonl").unlink()
+    assert timeline_section(bare, "run-1-timeline") == ""
+    assert timeline_section(runs["transformer"], "run-1-timeline").count("<img ") == PROBES
+
 
 def test_two_runs_side_by_side_with_paired_bootstrap(runs, tmp_path):
     gru, transformer = runs["gru_bahdanau"], runs["transformer"]
@@ -177,7 +198,8 @@ def test_two_runs_side_by_side_with_paired_bootstrap(runs, tmp_path):
     assert "transformer against baseline gru_bahdanau" in side and "stored by" in side
     for key in ("bleu", "chrf", "ter"):
         assert f"{stored['compare'][key]['system']['p_value']:.4f}" in side
-    assert len(parser.images) == 1 + (1 + DUMPS) + (1 + 3 * DUMPS)  # all runs' curves, then each run's own
+    # all runs' curves, then each run's own curves, timeline and dumps
+    assert len(parser.images) == 1 + (1 + PROBES + DUMPS) + (1 + PROBES + 3 * DUMPS)
 
     swapped, _ = parse_page(run_report([transformer, gru], tmp_path / "swapped.html"))
     assert "transformer against baseline gru_bahdanau" in swapped.text["comparison"]
@@ -217,7 +239,8 @@ def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
     assert "never evaluated" in missing and "metrics.jsonl not found" in missing
     assert "config.yaml not found" in missing and "run_summary.json not found" in missing
     assert "no metrics.jsonl records" in parser.text["run-2-curves"]
-    assert len(parser.images) == 2  # the comparison curves and no_dumps' own curves; no heatmaps anywhere
+    # the comparison curves, no_dumps' own curves, and the timelines of no_dumps and unevaluated; no dumps
+    assert len(parser.images) == 2 + 2 * PROBES
     assert "no attention dump for sentence" in parser.text["run-1-samples"]
     beam = json.loads((no_dumps / "eval" / "test" / "scores.json").read_text())["beam_size"]
     assert f"--split test --beam {beam} --attention " in parser.text["run-1-samples"]  # the same outputs
@@ -253,7 +276,8 @@ def test_cli_writes_the_report(runs, tmp_path, run_cli):
     assert result.returncode == 0, result.stderr
     assert str(out) in result.stdout
     parser, _ = parse_page(out)
-    assert len(parser.images) == 1 + 3 * DUMPS  # curves + encoder self, decoder self and cross per dump
+    # curves, the timeline's probes, encoder self, decoder self and cross per dump
+    assert len(parser.images) == 1 + PROBES + 3 * DUMPS
 
 
 def test_missing_chromium_names_the_install_step_and_installs_nothing(monkeypatch):
@@ -309,4 +333,5 @@ def test_report_renders_in_headless_chromium(runs, chromium, tmp_path):
     dom = result.stdout
     for section in ("comparison", "run-1-curves", "run-2-samples", "missing"):
         assert f'id="{section}"' in dom
-    assert dom.count("<img ") == 1 + (1 + DUMPS) + (1 + 3 * DUMPS)  # GRU: 1 map per dump, Transformer: 3
+    # GRU: 1 map per dump, Transformer: 3; each run's timeline: one row of small multiples per probe
+    assert dom.count("<img ") == 1 + (1 + PROBES + DUMPS) + (1 + PROBES + 3 * DUMPS)

@@ -89,6 +89,25 @@ def test_labels_show_word_starts_and_continuations():
     assert starts[0] and sum(starts) == 2
 
 
+def test_a_lone_space_piece_adds_no_space_and_makes_no_word():
+    """A lone "▁" at the start, after a word (before a word-start piece and before a continuation) and
+    at the end: single spaces, no outer ones, two words, and every piece still labelled."""
+    texts = [prepare_text(s) for pair in reverse_pairs(200) for s in pair]
+    vocab = learn_subwords(texts, "unigram", 320, "t")
+    space = vocab.token_to_idx["\u2581"]
+    alpha, golf = vocab.encode_text("Alpha"), vocab.encode_text("golf")
+    continued = [vocab.token_to_idx[p] for p in vocab.tokenize("golf")]
+    continued[0] = vocab.token_to_idx.get(vocab.idx_to_token[continued[0]][1:], continued[0])
+    for ids in ([space, *alpha, space, *golf, space], [space, space, *alpha, space, *golf]):
+        assert vocab.processor.decode(ids) != "Alpha golf" and vocab.detokenize(ids) == "Alpha golf"
+        groups = word_groups(vocab.word_starts(ids))
+        assert [vocab.detokenize([ids[p] for p in group]) for group in groups] == ["Alpha", "golf"]
+        assert len(vocab.labels(ids)) == len(ids) and vocab.labels(ids).count("\u2423") == ids.count(space)
+    ids = [*alpha, space, *continued, vocab.eos_id]
+    groups = word_groups(vocab.word_starts(ids))
+    assert len(groups) == 3 and groups[-1] == [len(ids) - 1]  # Alpha, the piece after the space, <eos>
+
+
 def test_vocabulary_size_beyond_the_text_is_a_user_error():
     texts = [prepare_text(s) for pair in reverse_pairs(50) for s in pair]
     with pytest.raises(

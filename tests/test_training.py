@@ -25,6 +25,7 @@ from attn_mt.run.checkpoint import load_checkpoint, snapshot
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import count_parameters, train
 from attn_mt.training.optim import build_optimizer
+from attn_mt.training.timeline import read_timeline
 from attn_mt.training.validation import spread_subset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +173,14 @@ RESUME_CASES = {
 def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus, case):
     """Stopped by max_steps between two validations (which validates once more), then resumed."""
     config, extra = RESUME_CASES[case]
-    overrides = [*SYNTH, "train.epochs=2", "train.log_every=1", "train.valid_every=3", *extra]
+    overrides = [
+        *SYNTH,
+        "train.epochs=2",
+        "train.log_every=1",
+        "train.valid_every=3",
+        "train.timeline=true",
+        *extra,
+    ]
     straight = tmp_path / "straight"
     train(load_config(config, overrides), straight, data_path=str(corpus), quiet=True, device="cpu")
     resumed = tmp_path / "resumed"
@@ -196,6 +204,11 @@ def test_resume_reproduces_uninterrupted_run_exactly(tmp_path, corpus, case):
     )
     assert second.stopped_because == "epochs"
     assert losses(resumed) == losses(straight)
+    # the timeline too: the first session's final point (step 5) is dropped on resume, as in metrics.jsonl
+    timelines = [read_timeline(run / "timeline.jsonl") for run in (straight, resumed)]
+    assert [[(p.step, p.outputs, p.scores) for p in t.points] for t in timelines if t] == 2 * [
+        [(p.step, p.outputs, p.scores) for p in timelines[0].points]
+    ]
     lrs = {r["lr"] for r in read_metrics(straight / "metrics.jsonl")}
     assert len(lrs) > 1 if case == "bahdanau-plateau" else lrs == {0.005}
     a = load_checkpoint(straight / "checkpoints" / "last.pt")
@@ -447,3 +460,24 @@ def test_the_first_validation_writes_last_pt_whatever_checkpoint_minutes_says(tm
     train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu", on_validation=look)
     assert seen[0] == (2, True, True)
     assert load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["step"] == 4
+
+
+def test_a_refusal_before_the_first_checkpoint_leaves_no_run_directory(tmp_path, corpus, monkeypatch):
+    """A new run refused while training, before it saved anything, is removed (an empty directory given
+    for it is emptied again), so the same command starts it afresh without --overwrite."""
+    from attn_mt.training import validation
+
+    def refuse(self):
+        raise UserError("refused at the first validation")
+
+    cfg = load_config(TINY, [*SYNTH, "train.epochs=1"])
+    given = tmp_path / "given"
+    given.mkdir()
+    with monkeypatch.context() as patch:
+        patch.setattr(validation.Validator, "run", refuse)
+        for run_dir in (tmp_path / "new", given):
+            with pytest.raises(UserError, match="refused at the first validation"):
+                train(cfg, run_dir, data_path=str(corpus), quiet=True, device="cpu")
+    assert not (tmp_path / "new").exists() and given.is_dir() and not any(given.iterdir())
+    train(cfg, tmp_path / "new", data_path=str(corpus), quiet=True, device="cpu")
+    assert (tmp_path / "new" / "checkpoints" / "last.pt").is_file()

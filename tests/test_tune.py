@@ -153,3 +153,56 @@ def test_greedy_is_decoded_once_and_ties_go_to_the_smaller_beam_then_the_runs_al
     assert best_pair(rows, current_alpha=1.0) == rows[1]  # 1.4 is nearer 1.0 than 0.6 is
     assert best_pair([*rows, TunedPair(1, None, 50.0, 0, 1)], current_alpha=1.0).beam_size == 1
     assert best_pair([*rows, TunedPair(6, 2.0, 50.5, 0, 1)], current_alpha=1.0).length_penalty == 2.0
+
+
+def test_every_value_is_checked_before_the_model_is_opened(run_dir, run_cli, monkeypatch):
+    """Beams and alphas outside attn_mt/limits.py's bounds (NaN too) are refused by tune's own option
+    names before anything is opened or decoded."""
+    from attn_mt.commands import tune
+
+    def not_opened(*args, **kwargs):
+        raise AssertionError("the model was opened before the values were checked")
+
+    monkeypatch.setattr(tune, "open_model", not_opened)
+    for args, message in [
+        (
+            ["--beams", "1,2", "--length-penalties", "0.6,12"],
+            "--length-penalties: each alpha must be from 0 to 10, got 12",
+        ),
+        (["--length-penalties", "nan"], "--length-penalties: each alpha must be from 0 to 10, got nan"),
+        (["--length-penalties=-0.5"], "--length-penalties: each alpha must be from 0 to 10, got -0.5"),
+        (["--beams", "0,2"], "--beams: each beam size must be from 1 to 16, got 0"),
+        (["--beams", "1,17"], "--beams: each beam size must be from 1 to 16, got 17"),
+    ]:
+        result = run_cli("tune", str(run_dir), *args, "--device", "cpu")
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+
+
+def test_tune_write_that_cannot_write_every_file_changes_nothing_and_decodes_nothing(run_dir, run_cli):
+    """A run folder where config_history.jsonl cannot be written (a folder stands there) is refused before
+    decoding, and every file keeps its bytes (config.yaml was once rewritten, with no history line)."""
+    (run_dir / "config_history.jsonl").mkdir()
+    before = digests(run_dir)
+    result = run_cli("tune", str(run_dir), "--beams", "1,2", "--write", "--device", "cpu")
+    assert result.returncode == 2 and "config_history.jsonl is a folder" in result.stderr, result.stderr
+    assert "valid BLEU" not in result.stdout  # refused before the table
+    assert digests(run_dir) == before
+
+
+def test_files_are_replaced_together_or_not_at_all(tmp_path):
+    from attn_mt.errors import UserError
+    from attn_mt.run.file_writes import check_writable, replace_files
+
+    kept, new = tmp_path / "kept.txt", tmp_path / "new.txt"
+    kept.write_text("before\n", encoding="utf-8")
+    kept.chmod(0o640)
+    with pytest.raises(UserError, match="cannot write"):
+        replace_files({kept: "after\n", tmp_path / "missing" / "x.txt": "x\n"}, "test")
+    assert kept.read_text(encoding="utf-8") == "before\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "kept.txt"
+    ]
+    replace_files({kept: "after\n", new: "new\n"}, "test")
+    assert (kept.read_text(encoding="utf-8"), new.read_text(encoding="utf-8")) == ("after\n", "new\n")
+    assert kept.stat().st_mode & 0o777 == 0o640  # a replaced file keeps its mode
+    with pytest.raises(UserError, match="cannot write in"):
+        check_writable([tmp_path / "missing" / "x.txt"], "test")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_mt.errors import UserError
+from attn_mt.lab.server import run_lab_server
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
-from attn_mt.serving.guard import split_names
-from attn_mt.serving.lab.server import run_lab_server
+from attn_mt.web.guard import split_names
 
 
 def run_names(run_dirs: list[Path]) -> list[str]:

@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from attn_mt.commands.translate import read_text_lines, refuse_directories, write_alignments
+from attn_mt.commands.line_warnings import print_line_warnings
+from attn_mt.commands.output_files import STDIN, refuse_directories, refuse_shared_paths
+from attn_mt.commands.translate import read_text_lines, write_alignments
 from attn_mt.decoding.alignments import WordAlignment
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.outputs import with_length_penalty
@@ -52,18 +54,22 @@ def run_score(
     quantize: str | None = None,
     split: bool = True,
     alignments: Path | None = None,
+    verbose: bool = False,
 ) -> None:
     """Score every target line against its source line and write one record per line.
 
     With `split` (the default, as `translate`), a line pair is scored sentence by sentence and its
     record adds them up (decoding/scoring.py: `score_lines`); without it each line is one sentence.
     `alignments`: a file to write each target line's Pharaoh word alignment to, as `translate
-    --alignments` writes its outputs'.
+    --alignments` writes its outputs'. `verbose`: every warning line, unknown words undigested.
     """
     if output_format not in FORMATS:
         raise UserError(f"--format {output_format!r}: expected one of {', '.join(FORMATS)}")
     refuse_directories(output, alignments)
-    if source_file == "-" and target_file == "-":
+    refuse_shared_paths(
+        {"--output": output, "--alignments": alignments}, {"--source": source_file, "--target": target_file}
+    )
+    if source_file == STDIN and target_file == STDIN:
         raise UserError("--source and --target cannot both be standard input")
     sources = read_text_lines(source_file, "--source")
     targets = read_text_lines(target_file, "--target")
@@ -78,9 +84,7 @@ def run_score(
     run = open_model(run_dir, checkpoint, device, quantize)
     engine = translator_for(run, with_length_penalty(run.config, length_penalty))
     scored = score_lines(engine, sources, targets, split, progress=True, alignments=alignments is not None)
-    for number, pair in enumerate(scored, start=1):
-        for warning in pair.warnings:
-            print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
+    print_line_warnings([pair.warnings for pair in scored], verbose)
     if output_format == "jsonl":
         lines = [json.dumps(score_record(i, s), ensure_ascii=False) for i, s in enumerate(scored, start=1)]
     else:

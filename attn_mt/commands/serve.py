@@ -8,8 +8,9 @@ from attn_mt.decoding.ensembles import open_models
 from attn_mt.errors import UserError
 from attn_mt.serving.admission import LARGEST_WORK, Admission
 from attn_mt.serving.connections import ConnectionLimits
-from attn_mt.serving.guard import cors_policy, split_names
+from attn_mt.serving.exposure import access_policy
 from attn_mt.serving.server import run_server
+from attn_mt.web.guard import cors_policy, split_names
 
 MAX_TIMEOUT_S = 3600  # the most any of serve's timeouts may be, in seconds
 
@@ -34,6 +35,10 @@ def run_serve(
     body_timeout: float = 30.0,
     keep_alive_timeout: float = 5.0,
     limit_concurrency: int = 4096,
+    api_keys: Path | None = None,
+    no_auth: bool = False,
+    req_limit: int | None = None,
+    char_limit: int | None = None,
 ) -> None:
     """Serve translations of one run (or export file, or several as an ensemble) over HTTP until
     interrupted (Ctrl-C or SIGTERM)."""
@@ -69,6 +74,7 @@ def run_serve(
         limit_concurrency=limit_concurrency,
         shutdown_timeout_s=shutdown_timeout,
     )
+    access = access_policy(host, api_keys, no_auth, req_limit, char_limit)
     run = open_models(models, checkpoint, device, quantize)
     run_server(
         run,
@@ -81,4 +87,5 @@ def run_serve(
         cors,
         admission,
         connections,
+        access,
     )

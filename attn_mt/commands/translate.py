@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from attn_mt.commands.line_warnings import print_line_warnings
+from attn_mt.commands.output_files import STDIN, refuse_directories, refuse_shared_paths
 from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
 from attn_mt.decoding.engine import check_sampling, collections_paused
 from attn_mt.decoding.engines import translator_for
@@ -40,13 +42,13 @@ def read_input_lines(input_file: str | None, texts: list[str]) -> list[str]:
             raise UserError(
                 "nothing to translate: give sentences as arguments, --input FILE, or pipe text in"
             )
-        input_file = "-"
+        input_file = STDIN
     return read_text_lines(input_file, "--input")
 
 
 def read_text_lines(input_file: str, option: str) -> list[str]:
     """The lines of a UTF-8 file, or of stdin for "-"; a missing or non-UTF-8 file names `option`."""
-    if input_file == "-":
+    if input_file == STDIN:
         data = sys.stdin.buffer.read()
         name = "standard input"
     else:
@@ -139,13 +141,6 @@ def line_prefixes(prefix: str | None, prefix_file: str | None, count: int) -> li
     return prefixes
 
 
-def refuse_directories(output: Path | None, alignments: Path | None) -> None:
-    """Refuse an --output or --alignments path that is a directory: each names a file to write."""
-    for option, path in (("--output", output), ("--alignments", alignments)):
-        if path is not None and path.is_dir():
-            raise UserError(f"{option} {path} is a directory; give a file path")
-
-
 def write_alignments(path: Path, lines: list[WordAlignment]) -> None:
     """Each line's word alignment as one line of Pharaoh pairs in `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,16 +165,28 @@ def run_translate(
     prefix_file: str | None = None,
     sampling: Sampling | None = None,
     alignments: Path | None = None,
+    verbose: bool = False,
 ) -> None:
     """Translate every input line and write one output line (or `nbest` lines, or one per sample) per
     input line.
 
     With `split`, each line is translated sentence by sentence (decoding/lines.py); a line with a
-    prefix is translated whole. Texts that name models (`models_and_texts`) make an ensemble.
+    prefix is translated whole. Texts that name models (`models_and_texts`) make an ensemble. Warnings
+    go to stderr, unknown words digested after the first few lines unless `verbose` (line_warnings.py).
     """
     refuse_directories(output, alignments)
+    refuse_shared_paths(
+        {"--output": output, "--alignments": alignments},
+        {"--input": input_file, "--prefix-file": prefix_file},
+        {"--attention-dir": attention_dir},
+    )
     check_sampling(sampling, beam, nbest)
     models, texts = models_and_texts(run_dir, texts)
+    if prefix_file == STDIN and not texts and input_file in (None, STDIN):
+        raise UserError(
+            "--input and --prefix-file cannot both read standard input: give the sentences or the "
+            "prefixes as a file (or the sentences as arguments)"
+        )
     lines = read_input_lines(input_file, texts)
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
     run = open_models(models, checkpoint, device, quantize)
@@ -189,9 +196,7 @@ def run_translate(
             translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
         )
         outputs = nbest if sampling is None else sampling.samples
-        for number, result in enumerate(results, start=1):
-            for warning in result.warnings:
-                print(f"attn-mt: warning: line {number}: {warning}", file=sys.stderr)
+        print_line_warnings([result.warnings for result in results], verbose)
         if outputs > 1:
             out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, outputs)]
         else:

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from attn_mt.config import config_from_dict, save_config
+from attn_mt.config import config_from_dict
 from attn_mt.decoding.engine import check_search
 from attn_mt.decoding.engines import translator_for
 from attn_mt.errors import UserError
@@ -23,6 +23,8 @@ from attn_mt.evaluation.tuning import (
     table_row,
     tune_decoding,
 )
+from attn_mt.limits import DECODE_BOUNDS, length_penalty_problem, out_of_bounds
+from attn_mt.run.file_writes import check_writable, replace_files
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths
@@ -47,8 +49,22 @@ def parse_list(option: str, text: str, kind: type) -> list[Any]:
     return values
 
 
-def check_tunable(run: LoadedRun, beams: list[int], alphas: list[float], write: bool) -> None:
-    """Refuse what tune cannot do: runs without a valid split, --write outside a run directory, bad values."""
+def check_values(beams: list[int], alphas: list[float]) -> None:
+    """Refuse a beam or length penalty outside attn_mt/limits.py's bounds (NaN included), naming tune's
+    own options, before a model is opened or a sentence decoded."""
+    for beam in beams:
+        problem = out_of_bounds(beam, *DECODE_BOUNDS["beam_size"])
+        if problem:
+            raise UserError(f"--beams: each beam size {problem}")
+    for alpha in alphas:
+        problem = length_penalty_problem(alpha)
+        if problem:
+            raise UserError(f"--length-penalties: each alpha {problem}")
+
+
+def check_tunable(run: LoadedRun, beams: list[int], write: bool) -> None:
+    """Refuse what tune cannot do with this run: no valid split, --write outside a run directory, a beam
+    its vocabulary cannot fill or under its n-best."""
     data = run.config.data
     if data.mode == "book":
         raise UserError("tune: this run was trained in book mode, which holds no valid split out to tune on")
@@ -65,9 +81,6 @@ def check_tunable(run: LoadedRun, beams: list[int], alphas: list[float], write: 
         raise UserError(
             f"--beams: {min(beams)} is smaller than the run's decode.nbest = {run.config.decode.nbest}"
         )
-    for alpha in alphas:
-        if not alpha >= 0:
-            raise UserError(f"--length-penalties: {alpha} is negative; each alpha must be 0 or more")
 
 
 def read_summary(paths: RunPaths) -> dict[str, Any]:
@@ -83,11 +96,17 @@ def read_summary(paths: RunPaths) -> dict[str, Any]:
     return summary
 
 
+def written_files(paths: RunPaths) -> list[Path]:
+    """The files `tune --write` may write: the config, its history and the run summary."""
+    return [paths.config, paths.config_history, paths.summary]
+
+
 def write_best(
     paths: RunPaths, run: LoadedRun, summary: dict[str, Any], best: dict[str, Any], rows: list[dict[str, Any]]
 ) -> list[str]:
     """Store the best pair as decode.beam_size/length_penalty in config.yaml (history in
-    config_history.jsonl) and the table that chose it in run_summary.json; returns the changes made."""
+    config_history.jsonl) and the table that chose it in run_summary.json, all files or none
+    (run/file_writes.py); returns the changes made."""
     from attn_mt.training.resume import config_changes
 
     decode = run.config.decode
@@ -95,10 +114,15 @@ def write_best(
     tuned = replace(run.config, decode=replace(decode, beam_size=best["beam_size"], length_penalty=alpha))
     config_from_dict(tuned.to_dict(), "the tuned config")  # still valid (nbest was checked against the beams)
     changes = config_changes(run.config, tuned)
+    contents: dict[Path, str] = {}
     if changes:
-        save_config(tuned, paths.config)
-        with paths.config_history.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"step": run.step, "changes": changes, "by": "tune"}) + "\n")
+        history = paths.config_history.read_text(encoding="utf-8") if paths.config_history.is_file() else ""
+        if history and not history.endswith("\n"):
+            history += "\n"
+        contents[paths.config] = tuned.to_yaml()
+        contents[paths.config_history] = (
+            history + json.dumps({"step": run.step, "changes": changes, "by": "tune"}) + "\n"
+        )
     summary[SUMMARY_KEY] = {
         "beam_size": tuned.decode.beam_size,
         "length_penalty": tuned.decode.length_penalty,
@@ -108,7 +132,8 @@ def write_best(
         "step": run.step,
         "pairs": rows,
     }
-    paths.summary.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    contents[paths.summary] = json.dumps(summary, indent=2) + "\n"
+    replace_files(contents, "tune --write")
     return [f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items()]
 
 
@@ -124,10 +149,14 @@ def run_tune(
     """Decode the valid split with each pair, print the table and the best pair; with `write`, store it."""
     beams = parse_list("--beams", beams_text, int)
     alphas = parse_list("--length-penalties", alphas_text, float)
+    check_values(beams, alphas)
     run = open_model(run_dir, checkpoint, device)
-    check_tunable(run, beams, alphas, write)
+    check_tunable(run, beams, write)
     paths = RunPaths(Path(run_dir))
-    summary = read_summary(paths) if write else {}
+    summary = {}
+    if write:  # everything --write needs is checked before the first sentence is decoded
+        summary = read_summary(paths)
+        check_writable(written_files(paths), "tune --write")
     sources, refs = split_examples(run, "valid", data_path, Path(run_dir))
     typer.echo(
         f"tuning decoding on the valid split ({len(sources)} sentences), checkpoint {run.checkpoint.name} "

@@ -20,6 +20,8 @@ from attn_mt.data.vocab import Vocab
 if TYPE_CHECKING:
     import torch
 
+UNKNOWN_SOURCE = "unknown source tokens, read as <unk>"  # a warning's kind; its words follow ": "
+
 
 @dataclass
 class SourceInfo:
@@ -42,7 +44,7 @@ class SourceInfo:
         if self.empty:
             out.append("empty sentence")
         if self.oov:
-            out.append(f"unknown source tokens, read as <unk>: {' '.join(self.oov)}")
+            out.append(f"{UNKNOWN_SOURCE}: {' '.join(self.oov)}")
         if self.truncated:
             out.append(
                 f"source cut to {self.max_len} tokens incl. <eos> ({self.truncated} dropped: the end "

@@ -56,6 +56,12 @@ def prepare_text(text: str, normalize_apostrophes: bool = False) -> str:
         text = unicodedata.normalize("NFC", text)
         if normalize_apostrophes:
             text = text.replace("\u2019", "'").replace("\u2018", "'")
+    return single_spaced(text)
+
+
+def single_spaced(text: str) -> str:
+    """`text` with runs of spaces made one and no outer spaces: the spacing rule of `prepare_text` on the
+    way in and of every output's text on the way out (`SubwordVocab.detokenize`)."""
     if "  " in text:
         text = ASCII_SPACES.sub(" ", text)
     return text.strip(" ")
@@ -94,15 +100,20 @@ class SubwordVocab(Vocab):
         return SubwordVocab, (self.model_proto,)
 
     def detokenize(self, ids: Iterable[int]) -> str:
-        """Natural text of `ids`: pieces joined, "▁" back to spaces, bytes back to characters.
+        """The text of an output: pieces joined, "▁" back to spaces, bytes back to characters, then
+        spaced as text is on the way in (`single_spaced`).
 
-        Special ids (<unk>, <pad>, <bos>, <eos>) are dropped, so no output ever shows them. A control
-        character or line break that byte pieces spell (a sampled output can: the 256 byte pieces
-        cover every byte) becomes U+FFFD, so one output stays one line of text.
+        This is the one place an output's ids become its text, for every engine and surface. A lone "▁"
+        piece (a space on its own) at the start or end adds no space, and one after a word adds no
+        second space; the ids keep it, so labels and alignments still count every piece. Special ids
+        (<unk>, <pad>, <bos>, <eos>) are dropped, so no output ever shows them. A control character or
+        line break that byte pieces spell (a sampled output can: the 256 byte pieces cover every byte)
+        becomes U+FFFD, so one output stays one line of text.
         """
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        return self.processor.decode([i for i in ids if i not in self._hidden]).translate(NOT_TEXT)
+        text = self.processor.decode([i for i in ids if i not in self._hidden])
+        return single_spaced(text.translate(NOT_TEXT))
 
     def labels(self, ids: Iterable[int]) -> list[str]:
         """Readable piece labels: a word-initial piece without its "▁", a continuation piece as "·piece".
@@ -124,10 +135,27 @@ class SubwordVocab(Vocab):
         return out
 
     def word_starts(self, ids: Sequence[int]) -> list[bool]:
-        """For each id, whether its piece starts a new word (special tokens count as their own word)."""
-        starts = []
-        for i, piece in zip(ids, self.decode(ids), strict=True):
-            starts.append(i in self._hidden or piece.startswith(WORD_START) or not starts)
+        """For each id, whether its piece starts a new word (special tokens count as their own word).
+
+        A lone "▁" is a space, never a word of its own: the lone "▁"s right before a word begin that
+        word (the piece after them starts it, with or without its own "▁"), and those with no word
+        after them (before <eos>, or at the end) end the word before. So the words are the words of the
+        output's text (`detokenize`), and word indices (alignments) count them.
+        """
+        pieces = self.decode(ids)
+        starts = [False] * len(pieces)
+        spaces = 0  # lone "▁"s since the last other piece
+        for k, (i, piece) in enumerate(zip(ids, pieces, strict=True)):
+            if i in self._hidden:
+                starts[k], spaces = True, 0
+            elif piece == WORD_START:
+                spaces += 1
+            else:
+                if spaces or piece.startswith(WORD_START) or k == 0:
+                    starts[k - spaces] = True
+                spaces = 0
+        if starts:
+            starts[0] = True
         return starts
 
     def save(self, path: str | Path) -> None:

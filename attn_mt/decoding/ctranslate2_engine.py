@@ -14,8 +14,8 @@ make its output attn-mt's (decoding/search.py states attn-mt's conventions):
      ranks the K finished hypotheses, which come with their <eos>.
   4. At the length limit attn-mt forces <eos>; CTranslate2 stops there without it, so such a
      hypothesis is scored again with its <eos> (`score_batch`), giving attn-mt's score.
-Beam search still differs in three cases. The best output is the same except in the first and,
-rarely, the third:
+Beam search still differs in four cases. The best output is the same except in the first, the
+fourth and, rarely, the third:
   * which hypotheses count as finished and when the search stops: CTranslate2 may go on after
     attn-mt's search has K finished hypotheses, or not count one that attn-mt's does, and so return
     another output (0 to 2 of 120 sentences at beams 2 to 4 on the tests' tiny subword runs of
@@ -25,6 +25,10 @@ rarely, the third:
     best by the length penalty is in both (it finished last or scores highest), the rest can differ.
   * at the length limit attn-mt closes the best K candidates that do not end, CTranslate2 the best
     K of all candidates.
+  * <pad> or <bos> among the best 2K candidates of a step (only an undertrained model ranks them so
+    high): attn-mt's search never keeps them, CTranslate2's keeps them as live hypotheses unless an
+    output ends up holding one (see below), so the others can differ (at beam 3 on 300 sentences,
+    2 n-best lists of the tests' tiny word-level Transformer, none of its subword run).
 
 A target prefix goes to CTranslate2 as `target_prefix`, which forces it through the same steps;
 every prefixed hypothesis is scored again with `score_batch`, so its score includes the prefix's
@@ -33,6 +37,14 @@ distribution, as the torch engine scores samples). Sampling maps onto `sampling_
 `sampling_topp` and `sampling_temperature`, `num_hypotheses` samples per sentence; CTranslate2 draws
 with its own generator, seeded once per process (`set_random_seed`), not per sentence, so its
 samples differ from the torch engine's and may change with the batch a sentence is drawn in.
+CTranslate2 refuses settings the torch engine reads without trouble, so they are mapped to what
+they mean: a top-k at least the vocabulary's size keeps every token (0), and a top-p or temperature
+that float32 rounds to 0 becomes float32's smallest normal number (the most probable token alone).
+
+No output holds <pad> or <bos> (outputs.py's `never_output_ids`). CTranslate2's `suppress_sequences`
+leaves them out by renormalising over the other tokens, which would change the scores of greedy and
+beam search, so those run without it and a sentence whose answer holds one is decoded again with it
+and scored again with `score_batch` (its score is then the model's own); samples always use it.
 
 Batches go to `workers` single-thread CTranslate2 translators at once (asynchronous calls), which
 beats one translator with several OpenMP threads (docs/shipping.md).
@@ -56,6 +68,7 @@ from attn_mt.decoding.outputs import (
     Translation,
     gnmt_length_penalty,
     max_source_tokens,
+    never_output_ids,
     output_length_limits,
 )
 from attn_mt.errors import UserError
@@ -65,16 +78,18 @@ if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention
 
 BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
+SMALLEST_FLOAT32 = float(np.finfo(np.float32).tiny)  # what a top-p or temperature that rounds to 0 becomes
 
 
-def sampling_options(sampling: Sampling | None) -> dict[str, object]:
-    """CTranslate2's sampling options for `sampling` (none without it: its search takes the arg-max)."""
+def sampling_options(sampling: Sampling | None, vocab_size: int) -> dict[str, object]:
+    """CTranslate2's sampling options for `sampling` (none without it: its search takes the arg-max),
+    mapped into the ranges CTranslate2 accepts as the module docstring says."""
     if sampling is None:
         return {}
     return dict(
-        sampling_topk=sampling.top_k,
-        sampling_topp=sampling.top_p,
-        sampling_temperature=sampling.temperature,
+        sampling_topk=0 if sampling.top_k >= vocab_size else sampling.top_k,
+        sampling_topp=max(sampling.top_p, SMALLEST_FLOAT32),
+        sampling_temperature=max(sampling.temperature, SMALLEST_FLOAT32),
     )
 
 
@@ -114,6 +129,8 @@ class Ctranslate2Translator:
         self.model, self.src_vocab, self.tgt_vocab, self.cfg = model, src_vocab, tgt_vocab, cfg
         self.device = model.device
         self.max_src = max_source_tokens(cfg)
+        self.never = set(never_output_ids(tgt_vocab))
+        self.suppressed = [[token] for token in tgt_vocab.decode(sorted(self.never))]
 
     def attention_description(self) -> str:
         """What `attention` can show, for /info and the explorer page."""
@@ -152,9 +169,11 @@ class Ctranslate2Translator:
         nbest: int,
         prefixes: list[list[str]] | None = None,
         sampling: Sampling | None = None,
+        suppress: bool = False,
     ) -> list[_Call]:
         """Queue the sentences `members`, grouped by length limit, in batches of decode.batch_size;
-        `prefixes` (target tokens) and `sampling` as the module docstring says."""
+        `prefixes` (target tokens), `sampling` and `suppress` (<pad> and <bos>: samples always) as the
+        module docstring says."""
         groups: dict[int, list[int]] = {}
         for k in members:
             groups.setdefault(limits[k], []).append(k)
@@ -179,7 +198,8 @@ class Ctranslate2Translator:
                     max_input_length=0,
                     return_scores=True,
                     return_end_token=True,
-                    **sampling_options(sampling),
+                    suppress_sequences=self.suppressed if suppress or sampling else None,
+                    **sampling_options(sampling, len(self.tgt_vocab)),
                 )
                 calls.append(_Call(chunk, answers))
         return calls
@@ -273,11 +293,16 @@ class Ctranslate2Translator:
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
             advance(len(call.members))
+        again = [k for k, hyps in enumerate(found) if any(self.never.intersection(ids) for ids, _, _ in hyps)]
+        for call in self._submit(texts, limits, again, beam, nbest, forced, sampling, suppress=True):
+            for k, answer in zip(call.members, call.answers, strict=True):
+                found[k] = self._hypotheses(answer, penalty)
+        rescore = set(again)
         cut = [
             (k, h, ids)
             for k, hyps in enumerate(found)
             for h, (ids, _, ended) in enumerate(hyps)
-            if not ended or sampling is not None or (prefixes is not None and prefixes[k])
+            if not ended or sampling is not None or (prefixes is not None and prefixes[k]) or k in rescore
         ]
         for (k, h, ids), score in zip(cut, self._rescore(texts, cut), strict=True):
             found[k][h] = (ids, score, True)

@@ -10,8 +10,12 @@ the caller reads before asking (`search_attention`, `all_attention_maps`, `searc
 
 A target prefix is given as text and prepared as the training data's target side was (the same
 preprocessing, tokenizer and subword pieces, `prefix_ids`); the search then forces those ids first
-(decoding/search.py). Its words must all be in the target vocabulary, and it must leave room for
-the <eos> within the sentence's output length limit; a blank prefix is no prefix.
+(decoding/search.py). Its words must all be in the target vocabulary (a word it lacks would be
+<unk>), it may not hold a token no output holds (<pad>, <bos>: outputs.py's `never_output_ids`) or
+<eos>, and it must leave room for the <eos> within the sentence's output length limit; a blank
+prefix is no prefix. No engine's output, searched or sampled, holds <pad> or <bos> either; <unk> is a
+training target (the corpus's rare words), so an output may hold it and a prefix may force it when
+written as `<unk>` (a word the vocabulary lacks is refused: the model would read it as <unk>).
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attn_mt.config import Config
-from attn_mt.data.vocab import Vocab
+from attn_mt.data.vocab import UNK, Vocab
 from attn_mt.decoding.outputs import (
     PROGRESS_DELAY_S,
     Hypothesis,
     Sampling,
     Translation,
+    never_output_ids,
     output_length_limits,
+    position_limit,
     prepare_sentence,
 )
 from attn_mt.errors import UserError
@@ -172,20 +178,27 @@ def prefix_ids(engine: Engine, sources: list[list[str]], prefixes: list[str]) ->
     if len(prefixes) != len(sources):
         raise UserError(f"{len(prefixes)} prefixes for {len(sources)} sentences: give one per sentence")
     cfg, vocab = engine.cfg, engine.tgt_vocab
-    specials = {vocab.unk_id, vocab.pad_id, vocab.bos_id, vocab.eos_id}
+    never = {*never_output_ids(vocab), vocab.eos_id}
     found = []
     for number, (source, text) in enumerate(zip(sources, prefixes, strict=True), start=1):
         tokens = prepare_sentence(cfg, vocab, text) if text.strip() and source else []
         ids = vocab.encode(tokens)
-        bad = [t for t, i in zip(tokens, ids, strict=True) if i in specials]
-        if bad:
+        lacking = [t for t, i in zip(tokens, ids, strict=True) if i == vocab.unk_id and t != UNK]
+        if lacking:
             raise UserError(
                 f"prefix {number} ({text[:40]!r}) holds what the target vocabulary lacks: "
-                f"{' '.join(dict.fromkeys(bad))}; a prefix can only force tokens the model can output"
+                f"{' '.join(dict.fromkeys(lacking))}; a prefix can only force tokens the model can output"
+            )
+        special = [t for t, i in zip(tokens, ids, strict=True) if i in never]
+        if special:
+            raise UserError(
+                f"prefix {number} ({text[:40]!r}) holds {' '.join(dict.fromkeys(special))}: no output holds "
+                "<pad> or <bos>, and <eos> ends it; a prefix can only force tokens the model can output"
             )
         if ids:
+            dc = cfg.decode
             limit = output_length_limits(
-                [engine.source_ids(source)[1]], cfg.decode.max_len_a, cfg.decode.max_len_b
+                [engine.source_ids(source)[1]], dc.max_len_a, dc.max_len_b, position_limit(cfg)
             )
             if len(ids) >= limit[0]:
                 raise UserError(

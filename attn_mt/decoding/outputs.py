@@ -100,14 +100,25 @@ class Sampling:
         return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
 
 
+def never_output_ids(vocab: Vocab) -> tuple[int, ...]:
+    """The target ids no engine's output may hold, greedy, beam or sampled: <pad> and <bos>, which are
+    never a training target (decoding/search.py). <unk> is one (the corpus's rare words), <eos> ends."""
+    return (vocab.pad_id, vocab.bos_id)
+
+
 def gnmt_length_penalty(length: int, alpha: float) -> float:
     """GNMT's length penalty ((5 + length) / 6) ** alpha; `length` counts the <eos>."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def output_length_limits(src_lens: Sequence[int], max_len_a: float, max_len_b: float) -> list[int]:
-    """floor(max_len_a * src_len + max_len_b) per sentence: the target-token budget incl. <eos>."""
+def output_length_limits(
+    src_lens: Sequence[int], max_len_a: float, max_len_b: float, positions: int | None = None
+) -> list[int]:
+    """floor(max_len_a * src_len + max_len_b) per sentence, at most `positions` when given
+    (`position_limit`): the target-token budget incl. <eos>."""
     limits = [math.floor(float(n) * max_len_a + max_len_b) for n in src_lens]
+    if positions is not None:
+        limits = [min(limit, positions) for limit in limits]
     if limits and min(limits) < 1:
         shortest = src_lens[limits.index(min(limits))]
         raise UserError(
@@ -115,6 +126,14 @@ def output_length_limits(src_lens: Sequence[int], max_len_a: float, max_len_b: f
             f"{int(shortest)} tokens; raise decode.max_len_b"
         )
     return limits
+
+
+def position_limit(cfg: Config) -> int | None:
+    """The most output tokens, <eos> included, the decoder has positions for: a learned position table's
+    model.max_positions (the decoder reads <bos> and all but the last token); None for other models."""
+    model = cfg.model
+    learned = model.type == "transformer" and model.positional_encoding == "learned"
+    return model.max_positions if learned else None
 
 
 def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
@@ -129,8 +148,12 @@ def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
 
 
 def max_source_tokens(cfg: Config) -> int:
-    """Longest source (tokens incl. <eos>) a run translates: the book's num_steps, else 4 x data.max_len."""
-    return cfg.data.num_steps if cfg.data.mode == "book" else 4 * cfg.data.max_len
+    """Longest source (tokens incl. <eos>) a run translates: the book's num_steps, else 4 x data.max_len,
+    and never more than a learned position table holds (`position_limit`); a longer one is cut, with
+    a warning."""
+    longest = cfg.data.num_steps if cfg.data.mode == "book" else 4 * cfg.data.max_len
+    table = position_limit(cfg)
+    return longest if table is None else min(longest, table)
 
 
 def prepare_sentence(cfg: Config, src_vocab: Vocab, sentence: str) -> list[str]:

@@ -65,6 +65,7 @@ class Scored:
 
 
 EMPTY_TARGET_NOTE = "an empty target: scored as the model ending at once (<eos> alone)"
+UNKNOWN_TARGET = "unknown target tokens, scored as <unk>"  # a warning's kind; its words follow ": "
 
 
 def blank_pairs(sources: list[str], targets: list[str]) -> list[tuple[int, str]]:
@@ -122,7 +123,7 @@ def score_with(
         if not ids:
             warnings.append(EMPTY_TARGET_NOTE)
         if unknown:
-            warnings.append(f"unknown target tokens, scored as <unk>: {' '.join(dict.fromkeys(unknown))}")
+            warnings.append(f"{UNKNOWN_TARGET}: {' '.join(dict.fromkeys(unknown))}")
         log_prob = float(sum(found.log_probs))
         score = log_prob / gnmt_length_penalty(len(ids) + 1, alpha)
         alignment = None

@@ -9,7 +9,8 @@ Both searches only call `encode`, `init_state`, `step` and `reorder_state` (see
 
 Conventions shared by both searches:
 * A sentence may emit at most `max_len = floor(max_len_a * src_len + max_len_b)` target tokens,
-  counting the closing <eos> (`src_len` counts the source <eos>, as `Batch.src_lens` does). At
+  counting the closing <eos> (`src_len` counts the source <eos>, as `Batch.src_lens` does), and at
+  most `positions` (a learned position table's size: outputs.py's `position_limit`) when given. At
   step `max_len` only <eos> is allowed, so every output ends with <eos> and holds at most
   `max_len - 1` real tokens.
 * `Hypothesis.score` is the sum of the log-probabilities of its tokens and of the <eos>.
@@ -44,6 +45,12 @@ of taking its arg-max. Each row has its own random stream (`Sampler.seeds`), so 
 depends on its seed only, never on the other rows of the batch. A sample's score is its
 log-probability under the model's own distribution (temperature 1, nothing cut), the number
 `attn-mt score` gives for it.
+
+Tokens no output may hold (`never`: the translator passes <pad> and <bos>, which are never a training
+target, so they mean nothing as output) are left out of every choice, greedy, beam or drawn, but not
+out of the normaliser: a score stays the log-probability under the model's whole distribution, the
+number forced decoding gives. <unk> is a training target (it stands for the rare words of the corpus),
+so an output may hold it.
 """
 
 from __future__ import annotations
@@ -62,9 +69,13 @@ from attn_mt.models.base import DecoderState, EncoderDecoder
 CROSS_ATTENTION = "cross"
 
 
-def max_output_lengths(src_lens: torch.Tensor, max_len_a: float, max_len_b: float) -> torch.Tensor:
-    """floor(max_len_a * src_len + max_len_b) per sentence (B,): the target-token budget incl. <eos>."""
-    return torch.tensor(output_length_limits(src_lens.tolist(), max_len_a, max_len_b), dtype=torch.long)
+def max_output_lengths(
+    src_lens: torch.Tensor, max_len_a: float, max_len_b: float, positions: int | None = None
+) -> torch.Tensor:
+    """floor(max_len_a * src_len + max_len_b) per sentence (B,), at most `positions` when given: the
+    target-token budget incl. <eos>."""
+    limits = output_length_limits(src_lens.tolist(), max_len_a, max_len_b, positions)
+    return torch.tensor(limits, dtype=torch.long)
 
 
 def _check_inputs(src: torch.Tensor, src_lens: torch.Tensor) -> None:
@@ -110,16 +121,22 @@ def _argmax_rows(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def greedy_pick(
-    logits: torch.Tensor, at_limit: torch.Tensor | None, eos_id: int, forced: torch.Tensor | None = None
+    logits: torch.Tensor,
+    at_limit: torch.Tensor | None,
+    eos_id: int,
+    forced: torch.Tensor | None = None,
+    never: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (N, V) -> (log-probability, token) of each row's most probable token, both (N,).
 
     The same as `log_softmax(logits).max(-1)` (rows in `at_limit` may only take <eos>, scored under
     the whole distribution) without writing the (N, V) log-probabilities: the normaliser is one
     logsumexp per row and the arg-max is taken on the logits. Rows whose `forced` (N,) id is not -1
-    take that token instead, scored the same way.
+    take that token instead, scored the same way. The `never` ids (module docstring) are set to -inf
+    in `logits` itself once the normaliser is taken.
     """
     normaliser = torch.logsumexp(logits, dim=-1)  # (N,)
+    _leave_out(logits, never)
     if at_limit is not None:
         logits = _only_eos(logits, at_limit, eos_id)
     best, tokens = _argmax_rows(logits)  # (N,), (N,)
@@ -163,14 +180,17 @@ def sample_pick(
     sampler: Sampler,
     draws: torch.Tensor,
     forced: torch.Tensor | None = None,
+    never: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits (N, V) -> (log-probability, token) of a token drawn per row, both (N,).
 
     The logits are divided by the temperature; the top-k most probable tokens, then the fewest top
     tokens whose probability reaches top-p, are kept (always at least one); `draws` (N,) uniform in
-    [0, 1) pick one of them by inverse transform. The log-probability is the model's own.
+    [0, 1) pick one of them by inverse transform. The log-probability is the model's own. The `never`
+    ids are never drawn (set to -inf in `logits` itself, as `greedy_pick` does).
     """
     normaliser = torch.logsumexp(logits, dim=-1)  # (N,)
+    _leave_out(logits, never)
     if at_limit is not None:
         logits = _only_eos(logits, at_limit, eos_id)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (N, V) <= 0: no inf - inf at tiny temperatures
@@ -189,6 +209,17 @@ def sample_pick(
     if forced is not None:
         tokens = torch.where(forced >= 0, forced, tokens)
     return logits.gather(1, tokens.unsqueeze(1)).squeeze(1) - normaliser, tokens
+
+
+def _leave_out(scores: torch.Tensor, never: torch.Tensor | None) -> None:
+    """-inf, in place, for the `never` (M,) ids of every row (N, V): no search may choose them."""
+    if never is not None:
+        scores.index_fill_(-1, never, -math.inf)
+
+
+def _never_ids(never: tuple[int, ...], device: torch.device) -> torch.Tensor | None:
+    """The ids no output may hold, as a (M,) tensor for `_leave_out`; None when there are none."""
+    return torch.tensor(never, dtype=torch.long, device=device) if never else None
 
 
 def _only_eos(log_probs: torch.Tensor, at_limit: torch.Tensor, eos_id: int) -> torch.Tensor:
@@ -250,15 +281,19 @@ def greedy_search(
     need_attention: bool = False,
     prefix: list[list[int]] | None = None,
     sampler: Sampler | None = None,
+    never: tuple[int, ...] = (),
+    positions: int | None = None,
 ) -> list[Hypothesis]:
     """Pick the most probable token at every step (with `sampler`, draw one); one Hypothesis per
-    sentence, in input order. `prefix[i]` forces sentence i's first tokens (module docstring)."""
+    sentence, in input order. `prefix[i]` forces sentence i's first tokens; no output holds a `never`
+    id (module docstring)."""
     _check_inputs(src, src_lens)
     batch, device = src.shape[0], src.device
     if batch == 0:
         return []
-    limits = max_output_lengths(src_lens, max_len_a, max_len_b).tolist()  # per live row
+    limits = max_output_lengths(src_lens, max_len_a, max_len_b, positions).tolist()  # per live row
     forced = _forced_ids(prefix, limits, eos_id, device)  # (B, P) or None
+    left_out = _never_ids(never, device)  # (M,) or None
     streams = None
     if sampler is not None:
         if len(sampler.seeds) != batch:
@@ -277,10 +312,12 @@ def greedy_search(
         logits, state, cross = _step_logits(model, tokens, state, need_attention)  # (N, V)
         at_limit = _at_limit(limits, t, device) if t + 1 == min(limits) else None
         if streams is None:
-            best, tokens = greedy_pick(logits, at_limit, eos_id, _forced_at(forced, t))  # (N,), (N,)
+            best, tokens = greedy_pick(logits, at_limit, eos_id, _forced_at(forced, t), left_out)  # (N,)
         else:
             draws = torch.tensor([streams[i].random() for i in sentence.tolist()], device=device)  # (N,)
-            best, tokens = sample_pick(logits, at_limit, eos_id, sampler, draws, _forced_at(forced, t))
+            best, tokens = sample_pick(
+                logits, at_limit, eos_id, sampler, draws, _forced_at(forced, t), left_out
+            )
         scores = scores + best
         history[:, t] = tokens
         if cross is not None:
@@ -328,10 +365,12 @@ def beam_search(
     max_len_b: float = 10,
     need_attention: bool = False,
     prefix: list[list[int]] | None = None,
+    never: tuple[int, ...] = (),
+    positions: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Vectorised beam search over (sentences x beam); per sentence its `nbest` outputs, best first.
 
-    `prefix[i]` forces sentence i's first tokens (module docstring)."""
+    `prefix[i]` forces sentence i's first tokens; no output holds a `never` id (module docstring)."""
     if beam_size < 1:
         raise UserError(f"beam size must be at least 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
@@ -340,8 +379,9 @@ def beam_search(
     batch, device, K = src.shape[0], src.device, beam_size
     if batch == 0:
         return []
-    limits = max_output_lengths(src_lens, max_len_a, max_len_b).tolist()  # per live sentence
+    limits = max_output_lengths(src_lens, max_len_a, max_len_b, positions).tolist()  # per live sentence
     forced = _forced_ids(prefix, limits, eos_id, device)  # (B, P) or None: per live sentence
+    left_out = _never_ids(never, device)  # (M,) or None
     src_len_list = src_lens.tolist()
     max_steps = max(limits)
     state = model.init_state(model.encode(src, src_lens))
@@ -357,6 +397,7 @@ def beam_search(
         n, width = scores.shape
         logits, state, cross = _step_logits(model, tokens, state, need_attention)  # (n*w, V)
         log_probs = torch.log_softmax(logits, dim=-1)  # (n*w, V)
+        _leave_out(log_probs, left_out)
         vocab = log_probs.shape[-1]
         if vocab < 2 * K:
             raise UserError(f"beam size {K} needs at least {2 * K} target vocabulary entries, got {vocab}")

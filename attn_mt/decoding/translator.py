@@ -14,7 +14,13 @@ from attn_mt.data.encode import encode_sources
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
 from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
-from attn_mt.decoding.outputs import Sampling, Translation, max_source_tokens
+from attn_mt.decoding.outputs import (
+    Sampling,
+    Translation,
+    max_source_tokens,
+    never_output_ids,
+    position_limit,
+)
 from attn_mt.decoding.search import Sampler, beam_search, forced_log_probs, greedy_search
 from attn_mt.models.base import EncoderDecoder
 
@@ -132,13 +138,16 @@ class Translator:
         return translate_with(self, sentences, beam_size, nbest, need_attention, progress, prefix, sampling)
 
     def search_settings(self, need_attention: bool) -> dict[str, object]:
-        """The keyword arguments greedy and beam search share: special ids, length limit, attention."""
+        """The keyword arguments greedy and beam search share: special ids (and those no output may
+        hold), length limits (a learned position table's size too), attention."""
         dc = self.cfg.decode
         return dict(
             bos_id=self.tgt_vocab.bos_id,
             eos_id=self.tgt_vocab.eos_id,
+            never=never_output_ids(self.tgt_vocab),
             max_len_a=dc.max_len_a,
             max_len_b=dc.max_len_b,
+            positions=position_limit(self.cfg),
             need_attention=need_attention,
         )
 

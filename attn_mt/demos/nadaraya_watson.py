@@ -66,12 +66,33 @@ def gaussian_attention_weights(
     return torch.softmax(-((distances * w) ** 2) / 2, dim=-1)  # (Q, K)
 
 
-def kernel_spread(queries: torch.Tensor, keys: torch.Tensor, w: torch.Tensor | float) -> torch.Tensor:
+KERNELS = ("gaussian", "boxcar", "epanechnikov")  # the current book's three
+
+
+def kernel_attention_weights(
+    queries: torch.Tensor, keys: torch.Tensor, w: float = 1.0, kernel: str = "gaussian"
+) -> torch.Tensor:
+    """Weights k(u_k) / sum_k k(u_k), u = (q - k) w, for queries (Q,) over keys (Q, K) or (K,), with the
+    Gaussian k(u) = exp(-u^2 / 2), the boxcar k(u) = 1 where |u| <= 1, or Epanechnikov's
+    k(u) = max(0, 1 - u^2). A query whose window (|u| <= 1) holds no key gets all-zero weights."""
+    if kernel == "gaussian":
+        return gaussian_attention_weights(queries, keys, w)
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    u = (queries.unsqueeze(-1) - keys) * w  # (Q, K)
+    raw = (u.abs() <= 1).to(u.dtype) if kernel == "boxcar" else (1 - u**2).clamp(min=0)  # (Q, K)
+    total = raw.sum(dim=-1, keepdim=True)  # (Q, 1)
+    return torch.where(total > 0, raw / total.clamp(min=torch.finfo(u.dtype).tiny), torch.zeros_like(raw))
+
+
+def kernel_spread(
+    queries: torch.Tensor, keys: torch.Tensor, w: torch.Tensor | float, kernel: str = "gaussian"
+) -> torch.Tensor:
     """How far from each query (Q,) its weights reach over keys (K,): sqrt(sum_k a_k (q - k_k)^2), (Q,).
 
-    For keys spread densely around the query this is the bandwidth 1/w.
+    For keys spread densely around the query this is proportional to the bandwidth 1/w.
     """
-    weights = gaussian_attention_weights(queries, keys, w)  # (Q, K)
+    weights = kernel_attention_weights(queries, keys, w, kernel)  # (Q, K)
     distances = queries.unsqueeze(-1) - keys  # (Q, K)
     return (weights * distances**2).sum(dim=-1).sqrt()  # (Q,)
 

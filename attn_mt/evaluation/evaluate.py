@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.errors import UserError
-from attn_mt.evaluation.scores import BOOK_SENTENCES, RAW_BOOK_SENTENCES, SCORED_TEXT
+from attn_mt.evaluation.scores import SCORED_TEXT, book_pairs
 from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths
 
@@ -42,9 +42,7 @@ def split_examples(
     (named in its data_report.json), else the usual search ($ATTN_MT_DATA, the cache, a download).
     """
     if split == "book":
-        pairs = RAW_BOOK_SENTENCES if run.config.data.tokenizer == "sentencepiece" else BOOK_SENTENCES
-        if run.config.data.direction == "fr-en":
-            pairs = tuple((fr, en) for en, fr in pairs)
+        pairs = book_pairs(run.config.data.tokenizer, run.config.data.direction)
         return [src for src, _ in pairs], [[tgt] for _, tgt in pairs]
     if run.config.data.mode == "book":
         raise UserError(

@@ -38,6 +38,14 @@ RAW_BOOK_SENTENCES = (  # the same four pairs as fra.txt writes them, for runs o
     ("He's calm.", "Il est calme."),
     ("I'm home.", "Je suis chez moi."),
 )
+
+
+def book_pairs(tokenizer: str, direction: str) -> tuple[tuple[str, str], ...]:
+    """The book's four (source, reference) pairs as a run with this tokenizer and direction reads them."""
+    pairs = RAW_BOOK_SENTENCES if tokenizer == "sentencepiece" else BOOK_SENTENCES
+    return tuple((fr, en) for en, fr in pairs) if direction == "fr-en" else pairs
+
+
 # Which text the scores were computed on, by data.tokenizer. Scores on different texts are not comparable.
 SCORED_TEXT = {
     "book": "lowercased, book-tokenised",

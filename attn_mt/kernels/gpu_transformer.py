@@ -1,4 +1,4 @@
-"""The Transformer's training pass shaped for a GPU: `train.kernels: gpu`, and `auto` on CUDA.
+"""The Transformer's training pass shaped for a GPU: `train.kernels: gpu` (training/speed.py).
 
 Shapes: B batch rows, S source steps, T target steps, H hidden, h heads, d = H / h, V target
 vocabulary, M real target tokens.
@@ -12,7 +12,8 @@ the book's names and load either way), in fewer and larger steps:
   a real query's causal window never reaches a padded key; the encoder's and the cross attention
   share one additive bias (B, 1, 1, S) built once per batch, and no `masked_fill` runs (every
   source has at least one real token, so no query is left without a key);
-- the residual stream in the autocast dtype (see `embed`), layer norms accumulating in float32.
+- the residual stream in the autocast dtype (see `embed`), layer norms with their weights in that
+  dtype, accumulating in float32 (see `layer_norm`).
 `token_loss` scores only the real target positions, gathered by an index the host computed while
 collating (`prepare_batch`), so the output layer and the loss never see a padded position.
 For CUDA graphs (a compile mode that captures them, training/speed.py's GpuPath), `prepare_batch`
@@ -85,10 +86,11 @@ class PreparedBatch(Batch):
         return self
 
 
-def prepare_batch(batch: Batch, pad_id: int, trim_source: bool, bucket: bool) -> PreparedBatch:
+def prepare_batch(batch: Batch, pad_id: int | None, trim_source: bool, bucket: bool) -> PreparedBatch:
     """`batch` trimmed, padded to its bucket's shape when `bucket`, with its real target positions.
 
-    Called where the batch is collated (on the host, or on the device in tests and the profile).
+    Called where the batch is collated (on the host, or on the device in tests). `pad_id`, the
+    vocabulary's <pad>, fills the rows and columns bucketing adds (unused without `bucket`).
     """
     batch = batch.trimmed(source=trim_source)
     src, src_lens, tgt, tgt_lens = batch.src, batch.src_lens, batch.tgt, batch.tgt_lens
@@ -115,7 +117,9 @@ def source_bias(src_lens: torch.Tensor, width: int, dtype: torch.dtype) -> torch
 
     Its rows are allocated BIAS_ALIGNMENT columns wide and sliced to S, so every stride but the last
     is a multiple of that alignment: the memory-efficient attention kernel then takes it as it is,
-    where a row of S columns would be padded and copied again by every attention call.
+    where a row of S columns would be padded and copied again by every attention call (recent
+    torch's preprocess_mask checks the strides; releases that checked the last size instead copy
+    it unless S is a multiple of 16: tests/cuda_rules.py).
     """
     columns = round_up(width, BIAS_ALIGNMENT)
     positions = torch.arange(columns, device=src_lens.device)  # (S',)
@@ -126,13 +130,21 @@ def source_bias(src_lens: torch.Tensor, width: int, dtype: torch.dtype) -> torch
 
 
 def layer_norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    """`norm` applied in `x`'s dtype: the statistics accumulate in float32 inside the kernel.
+    """`norm` applied in `x`'s dtype, its weight and bias cast to that dtype: (..., H) -> (..., H).
 
-    Autocast would widen a bfloat16 input to float32 (and return float32); outside it,
-    layer_norm takes a half-precision input with float32 weights and returns the input's dtype.
+    CUDA's layer norm kernel reads the weight and bias as the input's type and refuses float32 ones
+    on a bfloat16 input (the CPU's kernel accepts the mix; tests/cuda_rules.py holds the CPU to
+    CUDA's rule). So the parameters are cast to the stream's dtype, not the stream to float32:
+    either way the kernel accumulates the mean and variance in float32 (its accumulation type),
+    but casting two (H,) vectors is free, where widening the (B, N, H) stream and narrowing the
+    output again would add two passes over it each way in eager mode. The weight's and bias's
+    gradients are summed in float32 inside the kernel and rounded once to the stream's dtype, as
+    autocast already does for every matrix product's weight. Autocast is off here because it would
+    widen the input to float32 and return float32.
     """
+    weight, bias = norm.weight.to(x.dtype), norm.bias.to(x.dtype)  # (H,), (H,)
     with torch.autocast(x.device.type, enabled=False):
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        return F.layer_norm(x, norm.normalized_shape, weight, bias, norm.eps)
 
 
 def add_norm(block: AddNorm, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:

@@ -215,13 +215,15 @@ def output_layer_loss(
 
 
 class SmoothedCrossEntropySum(torch.autograd.Function):
-    """Summed label-smoothed cross-entropy of logits (M, V) against targets (M,), in one pass each way.
+    """Summed label-smoothed cross-entropy of logits (M, V) against targets (M,), as one autograd node.
 
     The same sum as F.cross_entropy(x.float(), target, reduction="sum", label_smoothing=eps), for a
-    GPU: forward widens the logits to float32 once for the log-sum-exp, the target's logit and the
-    mean, and keeps only the logits (in their own dtype) and the (M,) log-sum-exps; backward builds
-    the gradient softmax(x) - (1 - eps) one_hot - eps / V in float32 and returns it in the logits'
-    dtype. Under torch.compile each direction fuses into one or two kernels.
+    GPU: forward widens the logits to float32 for the log-sum-exp, the target's logit and the mean,
+    and keeps only the logits (in their own dtype) and the (M,) log-sum-exps; backward builds the
+    gradient softmax(x) - (1 - eps) one_hot - eps / V in float32 and returns it in the logits'
+    dtype. Eager, each direction is several passes over (M, V) float32 values (the widening, the
+    log-sum-exp, the mean; the softmax, the one-hot terms, the narrowing); only under torch.compile
+    (train.compile) does each direction fuse into one or two kernels.
     """
 
     @staticmethod

@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from sacrebleu.metrics import CHRF
 
-from attn_mt.config import improves
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORES_FILE, compare_eval_dirs, read_eval_files
 from attn_mt.run.run_dir import RunPaths, describe_contents, parse_metrics
+from attn_mt.training.best_metric import improves
 
 SPLIT_ORDER = ("test", "valid", "book")  # the splits `attn-mt eval` writes, in the report's order
 DUMP_STEM = re.compile(r"^\d+$")  # attention dumps are named by the sentence index: 0000.json, 0000_cross.png

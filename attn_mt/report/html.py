@@ -26,6 +26,7 @@ from attn_mt.report.collect import (
     select_gallery,
 )
 from attn_mt.report.figures import comparison_data_uri, curves_data_uri, file_data_uri
+from attn_mt.report.timeline import timeline_section
 
 GALLERY_PER_END = 3  # sentences shown from each end of the sentence-chrF ranking, per split
 SIGNIFICANCE = 0.05  # p-value below which the paired bootstrap calls a difference significant
@@ -401,6 +402,7 @@ def run_section(run: RunInfo, anchor: str) -> str:
         config_section(run, f"{anchor}-config"),
         data_section(run, f"{anchor}-data"),
         curves_section(run, f"{anchor}-curves"),
+        timeline_section(run.root, f"{anchor}-timeline"),
         scores_section(run, f"{anchor}-scores"),
         samples_section(run, f"{anchor}-samples"),
     ]

@@ -71,6 +71,11 @@ class RunPaths:
         return self.root / "metrics.jsonl"
 
     @property
+    def timeline(self) -> Path:
+        """The probes' outputs and attention at each recorded validation (train.timeline)."""
+        return self.root / "timeline.jsonl"
+
+    @property
     def log(self) -> Path:
         """The human-readable training log."""
         return self.root / "train.log"

@@ -2,15 +2,19 @@
 
 Routes: `GET /` the attention explorer, `GET /page/*` its script and style, `POST /translate`
 (attn-mt's body, or LibreTranslate's as JSON or a form: serving/libretranslate.py), `POST /score`
-(the model's log-probability of given translations), `GET /languages`
-(LibreTranslate's), `GET /health`, `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
+(the model's log-probability of given translations), `GET /languages` and LibreTranslate's
+other routes (serving/libretranslate_routes.py), `GET /health` (LibreTranslate's `{"status":
+"ok"}`), `GET /metrics` (serving/metrics.py), `GET /info`, `GET /openapi.json`, and `GET /docs`, FastAPI's
 Swagger UI page with its script and style served from `/docs/static/*` (the files the
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
-LibreTranslate answers); a request never sees a traceback. A client that disconnects while its
-translation is still queued has its job cancelled, so the worker never decodes it. Before any of
-this, serving/guard.py checks the Host header, that a body is JSON (or LibreTranslate's form), and
-which web pages' origins may read the answers (CORS).
+LibreTranslate answers), or 503 when the queue is full (with `Retry-After`), the request's deadline
+passed or the server is stopping (serving/admission.py, serving/batcher.py); a request never sees a
+traceback. A client that disconnects while its translation is still queued has its job cancelled,
+so the worker never decodes it. Before any of this, web/guard.py checks the Host header, that a
+body is JSON (or LibreTranslate's form), and which web pages' origins may use the server (CORS);
+then serving/access.py checks API keys and per-client limits. serving/metrics.py logs a line and
+counts metrics for every request.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,22 +39,25 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attn_mt.decoding.scoring import blank_pairs
+from attn_mt.serving.access import Access, AccessPolicy, until_replayed
 from attn_mt.serving.admission import Admission, request_work
 from attn_mt.serving.batcher import Batcher, DeadlinePassedError, QueueFullError, ShuttingDownError
-from attn_mt.serving.guard import CorsPolicy, Guard, HostPolicy
-from attn_mt.serving.http import error_response, read_body, replaying
 from attn_mt.serving.libretranslate import (
+    INVALID_JSON,
+    LibreTranslateCall,
     LibreTranslateError,
     answer,
     form_as_json,
     languages,
     model_languages,
     plan,
+    read_translate,
 )
+from attn_mt.serving.libretranslate_routes import add_libretranslate_routes
+from attn_mt.serving.metrics import Metrics, RequestLog, note_sentences
 from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
     MAX_SPLIT_SENTENCES,
-    ErrorBody,
     Info,
     Language,
     LibreTranslateRequest,
@@ -60,10 +68,13 @@ from attn_mt.serving.schemas import (
     TranslateResponse,
 )
 from attn_mt.serving.service import DecodeOptions, RequestError, ScoreOptions, TranslationService
+from attn_mt.web.guard import CorsPolicy, Guard, HostPolicy
+from attn_mt.web.http import BodyLimit, ErrorBody, answer_errors_as_json, error_response, read_body, replaying
 
 PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
 FORM_TYPE = b"application/x-www-form-urlencoded"
+MULTIPART_TYPE = b"multipart/form-data"
 CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
@@ -76,7 +87,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 LIBRETRANSLATE = "libretranslate"  # the tag of a LibreTranslate body in validation errors
 ATTN_MT = "attn-mt"
-LIBRETRANSLATE_NEEDS = ("q", "source", "target")  # fields LibreTranslate refuses to go without
+LIBRETRANSLATE_FORMS = frozenset({"/translate", "/detect", "/suggest"})  # POST routes that take its forms
+LIBRETRANSLATE_PATHS = frozenset(  # routes any page --cors-origins allows may use (a / entry: a folder)
+    {"/translate", "/languages", "/detect", "/translate_file", "/download_file/", "/suggest"}
+    | {"/frontend/settings", "/spec", "/health"}
+)
+ROUTES = frozenset(  # the routes metrics count by name (serving/metrics.py)
+    {"/", "/docs", "/openapi.json", "/info", "/score", "/metrics"} | LIBRETRANSLATE_PATHS
+) - {"/download_file/"}
 log = logging.getLogger("attn_mt.serving")
 
 
@@ -85,7 +103,9 @@ def body_kind(body: Any) -> str:
     `sentences`), attn-mt's otherwise."""
     if isinstance(body, LibreTranslateRequest):
         return LIBRETRANSLATE
-    if isinstance(body, dict) and ("q" in body or ("sentences" not in body and "target" in body)):
+    if isinstance(body, dict) and (
+        "q" in body or ("sentences" not in body and body.keys() & {"source", "target"})
+    ):
         return LIBRETRANSLATE
     return ATTN_MT
 
@@ -104,22 +124,6 @@ FORM_BODY = {
 }
 
 
-def answer_errors_as_json(app: FastAPI, logger: logging.Logger, failed: str) -> None:
-    """HTTP errors (404, 405 with its Allow, ...) and any unexpected exception as one-line JSON answers;
-    the exception is logged with its traceback and the client is told only `internal error: {failed}`."""
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        response = error_response(exc.status_code, str(exc.detail))
-        response.headers.update(exc.headers or {})  # e.g. a 405's Allow, which RFC 9110 requires
-        return response
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("error while answering %s %s", request.method, request.url.path)
-        return error_response(500, f"internal error: {failed}")
-
-
 def describe(error: dict[str, Any]) -> str:
     """One validation problem as `where: what`, e.g. `sentences[2]: Input should be a valid string`."""
     where = ""
@@ -135,18 +139,6 @@ def describe(error: dict[str, Any]) -> str:
     elif error.get("type") in ("model_attributes_type", "model_type") and not where:
         message = 'expected a JSON object such as {"sentences": ["i lost ."]}, sent as application/json'
     return f"{where or 'body'}: {message}"
-
-
-def libretranslate_problems(body: Any, errors: list[dict[str, Any]], problems: list[str]) -> list[str]:
-    """A LibreTranslate body's problems as LibreTranslate words them: `missing q parameter` for a `q`,
-    `source` or `target` left out or empty (whatever else it says about them), then the others."""
-    missing = [name for name in LIBRETRANSLATE_NEEDS if not (isinstance(body, dict) and body.get(name))]
-    others = [
-        problem
-        for error, problem in zip(errors, problems, strict=True)
-        if not (len(error.get("loc", ())) > 2 and error["loc"][2] in missing)
-    ]
-    return [f"missing {name} parameter" for name in missing] + others
 
 
 async def until_disconnect(receive: Receive) -> None:
@@ -190,28 +182,43 @@ async def results_unless_gone(job: Future, receive: Receive, timeout: float | No
         raise UnavailableError(f"the server is shutting down: {exc}") from None
 
 
-class FormBodies:
-    """A LibreTranslate form posted to /translate reaches the route as the same JSON object.
+async def multipart_as_form(scope: Scope, body: bytes) -> bytes:
+    """A multipart/form-data body's text fields as the same form, urlencoded (files are left out)."""
+    try:
+        async with Request(scope, replaying(body, until_replayed)).form(max_files=0) as form:
+            return urlencode(
+                [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
+            ).encode()
+    except HTTPException:  # a body multipart cannot read: the form has no fields
+        return b""
 
-    LibreTranslate's Python bindings post `application/x-www-form-urlencoded`; any other form (one
-    without `q`) passes unchanged and is refused as attn-mt's API refuses non-JSON bodies.
+
+class FormBodies:
+    """A LibreTranslate form posted to one of `paths` reaches its route as the same JSON object.
+
+    LibreTranslate's Python bindings post `application/x-www-form-urlencoded`, and LibreTranslate
+    reads a form's fields from the URL query too (a POST without a body may carry them all there);
+    both come to the route as one JSON object (serving/libretranslate.py `form_as_json`).
     """
 
-    def __init__(self, app: ASGIApp):
-        self.app = app
+    def __init__(self, app: ASGIApp, paths: frozenset[str]):
+        self.app, self.paths = app, paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/translate"):
+        if not (scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.paths):
             await self.app(scope, receive, send)
             return
         kind = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
-        if kind != FORM_TYPE:
+        if kind not in (FORM_TYPE, MULTIPART_TYPE, b""):
             await self.app(scope, receive, send)
             return
         body = await read_body(receive, MAX_BODY_BYTES)
         if body is None:
             return
-        converted = form_as_json(body)
+        query = scope.get("query_string", b"")
+        if kind == MULTIPART_TYPE:  # LibreTranslate's web page posts FormData
+            body = await multipart_as_form(scope, body)
+        converted = form_as_json(body, query) if kind or not body else None
         if converted is not None:
             kept = [(k, v) for k, v in scope["headers"] if k not in (b"content-type", b"content-length")]
             sized = [
@@ -222,44 +229,18 @@ class FormBodies:
         await self.app(scope, replaying(converted or body, receive), send)
 
 
-class BodyLimit:
-    """ASGI middleware: reads a request's whole body first and refuses one over `max_bytes` with 413."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        declared = headers.get(b"content-length", b"").decode("latin-1").strip()
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await self.refuse(scope, receive, send)
-            return
-        body = await read_body(receive, self.max_bytes)
-        if body is None:  # the client went away before sending its request; nothing to answer
-            return
-        if len(body) > self.max_bytes:
-            await self.refuse(scope, receive, send)
-            return
-        await self.app(scope, replaying(body, receive), send)
-
-    async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer 413 without reading the rest of the body."""
-        response = error_response(413, f"the request body is larger than {self.max_bytes} bytes")
-        await response(scope, receive, send)
-
-
 def create_app(
     service: TranslationService,
     batcher: Batcher,
     hosts: HostPolicy,
     cors: CorsPolicy,
     admission: Admission | None = None,
+    access: AccessPolicy | None = None,
 ) -> FastAPI:
     """The application over one loaded run and its decoding worker, answering the Host headers of
-    `hosts` and the web pages `cors` allows (serving/guard.py), within `admission`'s limits."""
+    `hosts`, the web pages `cors` allows (web/guard.py) and the clients `access` lets in
+    (serving/access.py: API keys and per-client limits; none by default), within `admission`'s
+    limits (serving/admission.py: deadlines and the queue's bound)."""
     admission = admission or Admission()
     app = FastAPI(
         title="attn-mt",
@@ -281,18 +262,23 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     app.mount("/page", StaticFiles(directory=PAGE_DIR), name="page")
     app.mount("/docs/static", StaticFiles(packages=[DOCS_STATIC]), name="docs-static")
-    app.add_middleware(FormBodies)
+    metrics = Metrics(queue_depth=lambda: batcher.queued_jobs, worker=batcher)
+    app.add_middleware(Access, policy=access or AccessPolicy(), max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(FormBodies, paths=LIBRETRANSLATE_FORMS)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-    app.add_middleware(  # added last, so it runs first
+    app.add_middleware(
         Guard,
         hosts=hosts,
-        takes_body=frozenset({"/translate", "/score"}).__contains__,
+        takes_body=frozenset({"/translate", "/score", "/detect", "/suggest"}).__contains__,
         cors=cors,
-        form_paths=frozenset({"/translate"}),
-        libretranslate_paths=frozenset({"/translate", "/languages"}),
+        form_paths=LIBRETRANSLATE_FORMS | {"/translate_file"},
+        libretranslate_paths=LIBRETRANSLATE_PATHS,
+        shared_paths=frozenset({"/translate"}),  # LibreTranslate's body and serve's own
         max_peek_bytes=MAX_BODY_BYTES,
     )
-    waiting: set[Future] = set()  # jobs of requests still waiting for their answer
+    app.add_middleware(  # added last, so it runs first: it sees every request, refusals too
+        RequestLog, metrics=metrics, routes=ROUTES, prefixes=("/download_file/", "/page/", "/docs/static/")
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -305,9 +291,8 @@ def create_app(
             message = f"the body is not valid JSON: {detail}{where}"
             return error_response(400, message, [message])
         problems = [describe(e) for e in errors]
-        if any(LIBRETRANSLATE in e.get("loc", ()) for e in errors):  # LibreTranslate answers 400
-            problems = libretranslate_problems(exc.body, errors, problems)
-            return error_response(400, "Invalid request: " + "; ".join(problems), problems)
+        if request.url.path == "/translate" and exc.body is not None and not isinstance(exc.body, dict):
+            return error_response(400, INVALID_JSON, problems)  # LibreTranslate's answer to a list body
         return error_response(
             422,
             problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems),
@@ -339,19 +324,14 @@ def create_app(
         )
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
-        """Liveness: `ok`, the requests waiting for an answer, and how much the decoding worker has done."""
-        return {
-            "status": "ok",
-            "waiting": len(waiting),
-            "batches": batcher.batches,
-            "sentences": batcher.sentences,
-            "dropped": batcher.dropped,
-            "queued_work": round(batcher.queued_work),
-            "refused": batcher.refused,
-            "expired": batcher.expired,
-            "stopped": batcher.stopped,
-        }
+    async def health() -> dict[str, str]:
+        """Liveness, as LibreTranslate answers it: `{"status": "ok"}` (the counts are at /metrics)."""
+        return {"status": "ok"}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        """Prometheus' text format: requests, latency, rejections, sentences, queue depth."""
+        return metrics.response()
 
     @app.get("/info", response_model=Info)
     async def info() -> Info:
@@ -369,7 +349,8 @@ def create_app(
         sentences: list[Any], options: DecodeOptions | ScoreOptions, connection: Request, deadline: float
     ) -> Any:
         """The sentences' (or pairs') results from the decoding worker, or None if the client left first;
-        UnavailableError when the queue is full, the server stopping, or the deadline passed first."""
+        the request log and metrics count the sentences of results that came back; UnavailableError when
+        the queue is full, the server stopping, or the deadline passed first."""
         if isinstance(options, DecodeOptions):
             width = options.beam if options.sampling is None else options.outputs
             work = request_work(sentences, width, options.attention)
@@ -381,11 +362,10 @@ def create_app(
             raise UnavailableError(str(exc), exc.retry_after_s) from None
         except ShuttingDownError as exc:
             raise UnavailableError(str(exc)) from None
-        waiting.add(job)
-        try:
-            return await results_unless_gone(job, connection.receive, deadline - time.monotonic())
-        finally:
-            waiting.discard(job)
+        results = await results_unless_gone(job, connection.receive, deadline - time.monotonic())
+        if results is not None:
+            note_sentences(connection.state, len(sentences))
+        return results
 
     def rendered(make: Callable[[], BaseModel], **dump: Any) -> Awaitable[Response]:
         """The answer built and written as JSON on a thread of its own, so a large one does not hold
@@ -408,7 +388,14 @@ def create_app(
         A body with `q` is LibreTranslate's (serving/libretranslate.py), as JSON or a form.
         """
         if isinstance(request, LibreTranslateRequest):
-            return await translate_libretranslate(request, connection)
+            try:
+                call = read_translate(request.model_dump())
+            except LibreTranslateError as exc:
+                return error_response(400, str(exc), [str(exc)])
+            answered = await translate_libretranslate(call, connection)
+            if isinstance(answered, LibreTranslateResponse):
+                return await rendered(lambda: answered, exclude_none=True)
+            return answered
         try:
             deadline = admission.deadline(request.timeout)
             options = service.options(request)
@@ -428,12 +415,14 @@ def create_app(
             )
         )
 
-    async def translate_libretranslate(request: LibreTranslateRequest, connection: Request) -> Any:
-        """LibreTranslate's translate: texts split into sentences, decoded, joined back."""
+    async def translate_libretranslate(
+        call: LibreTranslateCall, connection: Request
+    ) -> LibreTranslateResponse | JSONResponse:
+        """LibreTranslate's translate: texts split into sentences, decoded, joined back (or an error)."""
         config = service.run.config
         try:
-            work = plan(request, config, service.split)
-            nbest = request.alternatives + 1
+            work = plan(call, config, service.split)
+            nbest = call.alternatives + 1
             beam = max(config.decode.beam_size, nbest)
             options = service.options(TranslateRequest(sentences=["-"], beam=beam, nbest=nbest))
         except (LibreTranslateError, RequestError) as exc:
@@ -442,7 +431,7 @@ def create_app(
         results = await decoded(work.sentences, options, connection, deadline) if work.sentences else []
         if results is None:
             return error_response(CLIENT_GONE, "the client closed its connection before the answer")
-        return await rendered(lambda: answer(request, work, results, config), exclude_none=True)
+        return await asyncio.to_thread(answer, call, work, results, config)  # off the event loop, as rendered
 
     @app.post(
         "/score", response_model=ScoreResponse, response_model_exclude_none=True, responses=ERROR_RESPONSES
@@ -473,5 +462,9 @@ def create_app(
     async def language_list() -> list[Language]:
         """LibreTranslate's language list: the model's source language with its target, and the target."""
         return languages(service.run.config)
+
+    add_libretranslate_routes(
+        app, service.run, translate_libretranslate, keys_needed=bool(access and access.keys)
+    )
 
     return app

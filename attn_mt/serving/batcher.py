@@ -144,6 +144,12 @@ class Batcher:
         with self._lock:
             return self._queued_work()
 
+    @property
+    def queued_jobs(self) -> int:
+        """The jobs with sentences waiting for a batch (those given up excepted)."""
+        with self._lock:
+            return sum(1 for job in self._jobs if not job.future.done())
+
     def _queued_work(self) -> float:
         return sum(job.unit_work * job.left for job in self._jobs)
 

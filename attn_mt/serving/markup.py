@@ -1,8 +1,11 @@
 """LibreTranslate's `format: html`: the text nodes of an HTML fragment translated, its tags kept.
 
 The fragment is parsed by lxml's HTML parser (the optional extra `html`: `pip install
-'attn-mt[html]'`), never by regular expressions. Its text nodes (an element's text, and the text
-after each element up to the next tag) are translated one by one, in document order; the text of
+'attn-mt[html]'`), never by regular expressions, with libxml2's `huge_tree` option: without it,
+elements nested deeper than 255 levels lose their text. A fragment nested deeper than
+`MAX_DEPTH` is refused (`UnreadableMarkupError`) rather than read with text missing. Its text
+nodes (an element's text, and the text after each element up to the next tag) are translated one
+by one, in document order; the text of
 `<script>`, `<style>` and comments, and of any element marked `translate="no"`, is left as it is.
 The fragment is written back with every tag and attribute it had, its text escaped as HTML.
 """
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 UNTRANSLATED = frozenset({"script", "style", "code", "pre", "textarea"})  # text that is not prose
+MAX_DEPTH = 1000  # elements nested deeper are refused; libxml2 keeps ~2,000 levels with huge_tree
 HTML_EXTRA = "format html needs the optional extra html: pip install 'attn-mt[html]'"
 
 
@@ -50,6 +54,17 @@ class Markup:
         return html.escape(root.text or "", quote=False) + inner
 
 
+def nesting(root: Any) -> int:
+    """How many levels deep the tree under `root` nests its elements (root alone: 0)."""
+    from lxml import etree
+
+    depth = deepest = 0
+    for event, _ in etree.iterwalk(root, events=("start", "end")):
+        depth += 1 if event == "start" else -1
+        deepest = max(deepest, depth)
+    return deepest - 1
+
+
 def parse_markup(text: str) -> Markup:
     """An HTML fragment and its text nodes to translate; ParserMissingError without lxml."""
     try:
@@ -58,9 +73,12 @@ def parse_markup(text: str) -> Markup:
     except ImportError:
         raise ParserMissingError(HTML_EXTRA) from None
     try:
-        root = lxml_html.fragment_fromstring(text, create_parent="div")
+        parser = lxml_html.HTMLParser(huge_tree=True)  # deep nesting keeps its text
+        root = lxml_html.fragment_fromstring(text, create_parent="div", parser=parser)
     except (ValueError, etree.LxmlError) as exc:  # e.g. control characters, which HTML cannot hold
         raise UnreadableMarkupError(f"the HTML cannot be read: {exc}") from None
+    if nesting(root) > MAX_DEPTH:
+        raise UnreadableMarkupError(f"the HTML nests elements more than {MAX_DEPTH} levels deep")
     slots: list[tuple[int, str]] = []
     kept_as_is: set[Any] = set()  # elements whose text stays: untranslated tags, translate="no"
     for at, element in enumerate(root.iter()):

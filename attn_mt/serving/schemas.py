@@ -8,7 +8,7 @@ read, such as a file name. A count such as `nbest` takes any JSON number that is
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -277,62 +277,74 @@ class ScoreResponse(BaseModel):
     length_penalty: float
 
 
-class ErrorBody(BaseModel):
-    """Every error answer: what was wrong, in one line, and the problems one by one."""
-
-    error: str
-    problems: list[str] = Field(default_factory=list)
-
-
 # ----- LibreTranslate's API (serving/libretranslate.py) -----
 
 MAX_TEXT_CHARS = MAX_REQUEST_CHARS  # characters in one LibreTranslate request's texts together
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS)]
 
 
-ALTERNATIVES_TEXT = tuple(str(n) for n in range(MAX_BEAM))  # "0" ... "15"
+FORMAT_SCHEMA = {"anyOf": [{"type": "string", "enum": ["text", "html", ""]}, {"type": "null"}]}
+MAX_ALTERNATIVES = MAX_BEAM - 1  # the n-best list is at most MAX_BEAM long, the translation first
 
 
-def digits_as_count(value: Any) -> Any:
-    """LibreTranslate's `alternatives` as its server reads it: a count, or the count's digits ("3")."""
-    return int(value) if isinstance(value, str) and value in ALTERNATIVES_TEXT else whole_number(value)
-
-
-Alternatives = Annotated[
-    int,
-    Field(ge=0, le=MAX_BEAM - 1),
-    BeforeValidator(digits_as_count),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "integer", "minimum": 0, "maximum": MAX_BEAM - 1},
-                {"type": "string", "enum": list(ALTERNATIVES_TEXT)},
-            ]
-        }
-    ),
-]
+def documented(schema: dict[str, Any]) -> Any:
+    """A LibreTranslate field taken as sent (serving/libretranslate.py reads it by LibreTranslate's
+    rules and wording), documented with `schema`."""
+    return Annotated[Any, WithJsonSchema(schema)]
 
 
 class LibreTranslateRequest(BaseModel):
-    """LibreTranslate's translate request, as its clients send it (JSON, or a form with the same fields)."""
+    """LibreTranslate's translate request, as its clients send it (JSON, or a form with the same fields).
 
-    model_config = ConfigDict(extra="ignore")  # clients may send fields of newer LibreTranslate versions
+    The fields are not validated here: LibreTranslate's own checks and wording apply
+    (serving/libretranslate.py `read_translate`); the schema documents what is taken.
+    """
 
-    q: (
-        Annotated[Text, Field(min_length=1)]
-        | Annotated[list[Text], Field(min_length=1, max_length=MAX_SENTENCES)]
-    ) = Field(description="A text, or a list of texts; each line is split into sentences and translated.")
-    source: Annotated[StrictStr, Field(min_length=1)] = Field(
-        description='The model\'s source language code, or "auto".'
+    model_config = ConfigDict(
+        extra="ignore",  # clients may send fields of newer LibreTranslate versions
+        json_schema_extra={"required": ["q", "source", "target"]},
     )
-    target: Annotated[StrictStr, Field(min_length=1)] = Field(description="The model's target language code.")
-    format: Literal["text", "html"] = Field(
-        "text", description='"text", or "html": the text nodes are translated, the tags kept.'
+
+    q: documented(
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": MAX_TEXT_CHARS},
+                    "minItems": 1,
+                    "maxItems": MAX_SENTENCES,
+                },
+            ]
+        }
+    ) = Field(
+        None, description="A text, or a list of texts; each line is split into sentences and translated."
     )
-    alternatives: Alternatives = Field(
-        0, description="How many alternative translations, from the n-best list (a number, or its digits)."
+    source: documented({"type": "string", "minLength": 1}) = Field(
+        None, description='The model\'s source language code (any case), or "auto".'
     )
-    api_key: StrictStr | None = Field(None, description="Accepted and ignored: the server has no keys.")
+    target: documented({"type": "string", "minLength": 1}) = Field(
+        None, description="The model's target language code (any case)."
+    )
+    format: documented(FORMAT_SCHEMA) = Field(
+        None,
+        description='"text" (also null or empty), or "html": the text nodes are translated, the tags kept.',
+    )
+    alternatives: documented(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMaximum": MAX_ALTERNATIVES + 1},  # int() of it: 0 to 15
+                {"type": "string"},  # its digits; other texts are refused with LibreTranslate's words
+            ]
+        }
+    ) = Field(
+        0,
+        description="How many alternative translations, from the n-best list (a number, or its digits; "
+        f"below 0 is 0, at most {MAX_ALTERNATIVES}).",
+    )
+    api_key: documented({}) = Field(  # any value: LibreTranslate ignores one it does not need
+        None, description="An API key (a text), when the server was started with --api-keys."
+    )
 
 
 class DetectedLanguage(BaseModel):

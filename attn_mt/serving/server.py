@@ -7,6 +7,7 @@ answers the rest 503, and logs how many that was; a second signal exits at once.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -17,33 +18,28 @@ from types import FrameType
 
 import uvicorn
 
-from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
+from attn_mt.serving.access import AccessPolicy
 from attn_mt.serving.admission import Admission
 from attn_mt.serving.batcher import Batcher
 from attn_mt.serving.connections import ConnectionLimits, OutOfFilesLog, quiet_out_of_files, raise_fd_limit
-from attn_mt.serving.guard import CorsPolicy, host_policy
+from attn_mt.serving.exposure import exposure_warnings
 from attn_mt.serving.service import TranslationService
+from attn_mt.web.guard import CorsPolicy, host_policy
+from attn_mt.web.listen import bind
 
 ANSWER_MARGIN_S = 1.0  # of the shutdown timeout, kept for writing the last answers (at most a quarter)
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: a free port the system picks)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise UserError(f"--host {host}: cannot resolve it ({exc.strerror})") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-        sock.listen(1024)
-    except OSError as exc:
-        sock.close()
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
+def log_requests() -> None:
+    """Send serve's log (a line per request: serving/metrics.py; warnings) to stderr, once."""
+    logger = logging.getLogger("attn_mt.serving")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def say(message: str) -> None:
@@ -97,6 +93,7 @@ def run_server(
     cors: CorsPolicy,
     admission: Admission | None = None,
     connections: ConnectionLimits | None = None,
+    access: AccessPolicy | None = None,
 ) -> None:
     """Bind host:port and serve translations of the loaded `run` until interrupted (Ctrl-C or SIGTERM)."""
     from attn_mt.serving.app import create_app
@@ -116,7 +113,10 @@ def run_server(
         batch_work=admission.batch_work,
         short_work=admission.short_work,
     )
-    app = create_app(service, batcher, host_policy(host, bound_port, allowed_hosts), cors, admission)
+    app = create_app(service, batcher, host_policy(host, bound_port, allowed_hosts), cors, admission, access)
+    log_requests()
+    for line in exposure_warnings(host, access or AccessPolicy()):
+        print(line, file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", **connections.uvicorn_options())
     server = StoppingServer(config, batcher, connections.shutdown_timeout_s, files)
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

@@ -12,11 +12,12 @@ from typing import Any
 
 import torch
 
-from attn_mt.config import HIGHER_IS_BETTER, load_config
+from attn_mt.config import load_config
 from attn_mt.errors import UserError
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.kept_checkpoints import kept_checkpoints
 from attn_mt.run.run_dir import check_run_dir
+from attn_mt.training.best_metric import HIGHER_IS_BETTER
 
 COMPARED_SECTIONS = ("data", "model")  # train.* and decode.* may differ (a resumed run's --set)
 

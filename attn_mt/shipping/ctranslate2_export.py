@@ -31,7 +31,6 @@ import numpy as np
 import torch
 
 import attn_mt
-from attn_mt.config import refuse_switches
 from attn_mt.decoding.outputs import max_source_tokens
 from attn_mt.errors import UserError
 from attn_mt.machine import cpu_has_vnni
@@ -46,6 +45,7 @@ from attn_mt.run.ctranslate2_folder import (
 )
 from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths, load_run
+from attn_mt.shipping.switches import refuse_switches
 
 EXPORT_FORMATS = ("pt", "onnx", "ctranslate2")  # what `attn-mt export --format` writes
 SEVEN_BIT_RANGE = 63  # int8 weights kept within +-63 where the CPU's int8 products would saturate

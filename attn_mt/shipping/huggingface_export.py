@@ -28,6 +28,10 @@ sentencepiece applies before cutting pieces (it collapses spaces itself): Marian
 attn-mt's pieces. The one gap: a combining mark NFC itself replaces (U+0340, U+0341, U+0343, U+0344,
 some Tibetan vowel signs) after a letter NFC then joins it with, which rules applied in one pass
 cannot; model_card.py lists the preparation and its effect.
+The way out follows attn-mt's too: an output's text has single spaces and no outer ones
+(data/subword.py's `single_spaced`, which a lone "▁" piece would otherwise break). The exported
+models carry that as their denormaliser, which sentencepiece applies to decoded text, so
+MarianTokenizer's decode gives attn-mt's text for the same ids.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import torch
 from sentencepiece import sentencepiece_model_pb2
 
 import attn_mt
-from attn_mt.config import Config, ModelConfig, load_config, refuse_switches
+from attn_mt.config import Config, ModelConfig, load_config
 from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import BOS, EOS, UNK
 from attn_mt.decoding.outputs import max_source_tokens
@@ -58,6 +62,7 @@ from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import RunPaths, check_run_dir, load_run
 from attn_mt.shipping.ctranslate2_export import max_positions
 from attn_mt.shipping.model_card import write_model_card
+from attn_mt.shipping.switches import refuse_switches
 
 INSTALL_HINT = "pip install 'attn-mt[huggingface]'"
 START_TOKEN = "<pad>"  # Marian's decoder start and padding token, appended after attn-mt's vocabulary
@@ -67,6 +72,9 @@ WEIGHTS_FILE = "model.safetensors"
 UNICODE_CODE_POINTS = 0x110000
 SURROGATES = (0xD800, 0xDFFF)  # not characters: no normalisation rule
 META_FILE = "attn_mt_export.json"
+# the denormaliser's map: two spaces to one. sentencepiece applies a denormaliser only when its map is
+# not empty; its remove_extra_whitespaces then does the work, as single_spaced does for attn-mt's outputs
+OUTPUT_SPACING_RULES = {"  ": " "}
 
 
 def import_huggingface() -> Any:
@@ -282,32 +290,44 @@ def preparation_rules(apostrophes: bool) -> dict[str, str]:
 
 
 def with_preparation(model_proto: bytes, apostrophes: bool) -> bytes:
-    """The sentencepiece model with attn-mt's preparation compiled into its normaliser (module docstring).
+    """The sentencepiece model with attn-mt's preparation compiled into its normaliser and attn-mt's output
+    spacing into its denormaliser (module docstring); the pieces and their scores stay the run's."""
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    preparation = compiled_rules(preparation_rules(apostrophes))
+    model.normalizer_spec.name = preparation.name
+    model.normalizer_spec.precompiled_charsmap = preparation.precompiled_charsmap
+    spacing = model.denormalizer_spec
+    spacing.name = "attn_mt_output_spacing"
+    spacing.precompiled_charsmap = compiled_rules(OUTPUT_SPACING_RULES).precompiled_charsmap
+    spacing.add_dummy_prefix = False
+    spacing.escape_whitespaces = False
+    spacing.remove_extra_whitespaces = True
+    return model.SerializeToString()
+
+
+def compiled_rules(rules: dict[str, str]) -> sentencepiece_model_pb2.NormalizerSpec:
+    """`rules` (text -> replacement) as a sentencepiece normaliser with them compiled into its map.
 
     sentencepiece compiles rules only while training, so a throwaway character model is trained on a
-    few letters with the rules and its compiled normaliser copied into the run's model; the pieces,
-    their scores and the whitespace handling stay the run's.
+    few letters with the rules and its normaliser is returned.
     """
     with tempfile.TemporaryDirectory() as folder:
-        rules = Path(folder) / "rules.tsv"
-        rows = (f"{_code_points(a)}\t{_code_points(b)}\n" for a, b in preparation_rules(apostrophes).items())
-        rules.write_text("".join(rows), encoding="utf-8")
+        written = Path(folder) / "rules.tsv"
+        rows = (f"{_code_points(a)}\t{_code_points(b)}\n" for a, b in rules.items())
+        written.write_text("".join(rows), encoding="utf-8")
         compiled = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(["a b c d e f g h"] * 50),
             model_writer=compiled,
             model_type="char",
             vocab_size=12,
-            normalization_rule_tsv=str(rules),
+            normalization_rule_tsv=str(written),
             minloglevel=2,
         )
     throwaway = sentencepiece_model_pb2.ModelProto()
     throwaway.ParseFromString(compiled.getvalue())
-    model = sentencepiece_model_pb2.ModelProto()
-    model.ParseFromString(model_proto)
-    model.normalizer_spec.name = throwaway.normalizer_spec.name
-    model.normalizer_spec.precompiled_charsmap = throwaway.normalizer_spec.precompiled_charsmap
-    return model.SerializeToString()
+    return throwaway.normalizer_spec
 
 
 def _code_points(text: str) -> str:

@@ -35,12 +35,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from attn_mt.config import refuse_switches
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.models.transformer import Transformer
 from attn_mt.run.opened import LoadedRun
+from attn_mt.shipping.switches import refuse_switches
 
 if TYPE_CHECKING:
     import onnxruntime

@@ -114,8 +114,11 @@ def fine_tuning_parent(spec: str, cfg: Config, keep_optimizer: bool) -> Parent:
     return parent
 
 
-def refuse_own_parent(spec: str, run_dir: Path) -> None:
-    """Refuse a --run-dir that is the --init-from run or holds it: the new run would replace its parent."""
+def refuse_own_parent(spec: str | None, run_dir: Path) -> None:
+    """Refuse a --run-dir that is the --init-from run or holds it: the new run would replace its parent
+    (`spec` None: no --init-from, nothing to refuse)."""
+    if spec is None:
+        return
     root = split_spec(spec)[0].resolve()
     if run_dir.resolve() in (root, *root.parents):
         raise UserError(

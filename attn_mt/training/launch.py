@@ -11,7 +11,8 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from attn_mt.run.run_dir import (
     read_parent,
     truncate_metrics,
 )
+from attn_mt.training.checkpointing import restore_trainer
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
 from attn_mt.training.init_from import Parent, fine_tuning_parent, refuse_own_parent, start_from
 from attn_mt.training.logs import detach_log_file, setup_logging
@@ -43,6 +45,7 @@ from attn_mt.training.speed import kernels_apply
 from attn_mt.training.stopping import StopReason
 from attn_mt.training.tensorboard import TensorBoardLog, require_tensorboard
 from attn_mt.training.trainer import Trainer
+from attn_mt.training.validation import spread_subset
 
 log = logging.getLogger("attn_mt")
 
@@ -75,36 +78,44 @@ def train(
     try:
         paths = RunPaths(run_dir)
         setup_logging(None, quiet or not ctx.is_main)
-        if init_from is not None:
-            refuse_own_parent(init_from, paths.root)
+        refuse_own_parent(init_from, paths.root)
         if auto_resume:
             resume, overwrite = choose_auto_resume(paths, ctx)
         cfg, saved_cfg = resolve_config(paths, cfg, overrides or [], resume, overwrite, ctx.is_main, flag)
         parent = None if resume or init_from is None else fine_tuning_parent(init_from, cfg, keep_optimizer)
         dev = training_device(cfg, device, ctx)
         data = load_run_data(cfg, data_path, paths, resume, parent)
+        check_valid_positions(cfg, data)
         resumed = resume_state(paths, cfg, data, flag) if resume else None
-        # every refusal is above: the run directory is created, replaced or written only from here on
+        # every refusal found before training is above: the run directory is created, replaced or
+        # written only from here on, and a refusal met later removes a new run that saved nothing
+        made = not run_dir.exists()
         if ctx.is_main and not resume:
             prepare_run_dir(run_dir, overwrite)
         ctx.barrier()
-        setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
-        log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
-        log.info("device %s, %d CPU threads, %d process(es)", dev, torch.get_num_threads(), ctx.world_size)
-        write_run_files(paths, cfg, data, ctx, resume)
-        trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
-        if on_validation is not None:
-            trainer.on_validation.append(on_validation)
-        start_trainer(trainer, saved_cfg, resumed, flag)
-        if parent is not None:
-            start_from(trainer, parent, keep_optimizer, ctx.is_main)
-        if ctx.rank > 0:
-            torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
-        log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
-        return fit_and_report(trainer, paths, ctx)
+        with unmade_on_refusal(paths, ctx.is_main and not resume, made):
+            setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
+            log_start(paths, resume, dev, ctx)
+            write_run_files(paths, cfg, data, ctx, resume)
+            trainer = Trainer(cfg, paths, data, dev, quiet, ctx)
+            if on_validation is not None:
+                trainer.on_validation.append(on_validation)
+            start_trainer(trainer, saved_cfg, resumed, flag)
+            if parent is not None:
+                start_from(trainer, parent, keep_optimizer, ctx.is_main)
+            if ctx.rank > 0:
+                torch.manual_seed(cfg.train.seed + 7919 * ctx.rank + trainer.progress.step)
+            log.info("model %s with %s parameters", cfg.model.type, f"{count_parameters(trainer.model):,}")
+            return fit_and_report(trainer, paths, ctx)
     finally:
         detach_log_file()
         shutdown_distributed()
+
+
+def log_start(paths: RunPaths, resume: bool, device: torch.device, ctx: DistContext) -> None:
+    """The log's first lines: the run directory, and the device, threads and processes it trains on."""
+    log.info("run directory %s (%s)", paths.root, "resuming" if resume else "new run")
+    log.info("device %s, %d CPU threads, %d process(es)", device, torch.get_num_threads(), ctx.world_size)
 
 
 def training_device(cfg: Config, device: str, ctx: DistContext) -> torch.device:
@@ -135,6 +146,27 @@ def load_run_data(
     if parent is not None:
         data.report["vocab_from"] = str(parent.root)
     return data
+
+
+def check_valid_positions(cfg: Config, data: NMTData) -> None:
+    """Refuse a learned position table shorter than a sentence validation reads (the training sentences
+    are bounded by the config check, config.py's `_check_positions`; the valid split's are not)."""
+    model = cfg.model
+    if model.type != "transformer" or model.positional_encoding != "learned":
+        return
+    longest, text = 0, ""
+    for example in spread_subset(data.valid, cfg.train.valid_max_sentences):
+        sides = [(data.src_vocab, example.src), *((data.tgt_vocab, ref) for ref in example.refs)]
+        for vocab, sentence in sides:
+            positions = len(vocab.encode_text(sentence)) + 1  # with <eos> (source) or <bos> (target)
+            if positions > longest:
+                longest, text = positions, sentence
+    if longest > model.max_positions:
+        raise UserError(
+            f"model.max_positions = {model.max_positions}: the valid split holds {text[:60]!r}, "
+            f"{longest} positions with <eos> or <bos>, longer than the learned position table; raise "
+            f"model.max_positions to {longest}"
+        )
 
 
 def run_vocabs(
@@ -209,6 +241,25 @@ def prepare_run_dir(run_dir: Path, overwrite: bool) -> RunPaths:
     return RunPaths(run_dir)
 
 
+@contextmanager
+def unmade_on_refusal(paths: RunPaths, new_run: bool, made: bool) -> Iterator[None]:
+    """A new run refused (UserError) before it saved a checkpoint leaves no trace: the directory it `made`
+    is removed, one that was there is emptied again, so the corrected command starts the run without
+    --overwrite. A run with a checkpoint, a resumed run and any other failure keep their files."""
+    try:
+        yield
+    except UserError:
+        saved = paths.checkpoints.is_dir() and any(paths.checkpoints.glob("*.pt"))
+        if new_run and not saved:
+            detach_log_file()  # train.log is closed before it is deleted
+            if made:
+                shutil.rmtree(paths.root, ignore_errors=True)
+            else:
+                for entry in list(paths.root.iterdir()):
+                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        raise
+
+
 def resume_state(paths: RunPaths, cfg: Config, data: NMTData, flag: str) -> dict[str, Any]:
     """last.pt of a run to resume, checked to fit the corpus's vocabularies and the run's model."""
     for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
@@ -265,13 +316,15 @@ def start_trainer(
         if trainer.cfg.train.tensorboard and trainer.dist.is_main:
             trainer.tensorboard = TensorBoardLog.for_run(paths)
         return
-    trainer.restore(state)
+    restore_trainer(trainer, state)
     if trainer.cfg.train.tensorboard and trainer.dist.is_main:  # before metrics.jsonl is truncated
         trainer.tensorboard = TensorBoardLog.for_run(paths, trainer.progress.step)
     if trainer.dist.is_main:
         for stale in paths.checkpoints.glob(".*.tmp"):
             stale.unlink(missing_ok=True)  # left by a process killed while writing
         truncate_metrics(paths.metrics, trainer.progress.step)
+        if paths.timeline.exists():
+            truncate_metrics(paths.timeline, trainer.progress.step)
         record_config_changes(paths, saved_cfg, trainer.cfg, trainer.progress.step, flag)
     log.info("resumed at step %d (epoch %d)", trainer.progress.step, trainer.progress.epoch)
 
@@ -328,6 +381,8 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "tokens_per_s": round(result.tokens_per_s, 1),
         "steady_tokens_per_s": None if steady is None else round(steady, 1),
         "wall_s": round(result.wall_s, 2),
+        "hooks_s": round(trainer.hook_s, 2),  # the timeline's recording and other hooks, off the clock
+        "compile_s": round(trainer.compile_s, 2),
         "stop_reason": result.stopped_because.value,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),

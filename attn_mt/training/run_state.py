@@ -95,15 +95,17 @@ class Session:
         self.window_start, self.window_tokens = now, 0
         return rate
 
-    def result(self, run_dir: Path, progress: Progress, stopped_because: StopReason) -> TrainResult:
-        """The session's TrainResult, ended now."""
+    def result(
+        self, run_dir: Path, progress: Progress, stopped_because: StopReason, hooks_s: float = 0.0
+    ) -> TrainResult:
+        """The session's TrainResult, ended now; its tokens/s leaves out `hooks_s` (the timeline's, ...)."""
         wall = time.perf_counter() - self.started
         return TrainResult(
             run_dir,
             progress.step,
             progress.epoch,
             self.last_loss,
-            self.tokens / max(wall, 1e-9),
+            self.tokens / max(wall - hooks_s, 1e-9),
             wall,
             stopped_because,
             self.steady_tokens_per_s,

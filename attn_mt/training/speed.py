@@ -13,6 +13,7 @@ kernels/gpu_transformer.py. attn_mt/kernels is imported only when its kernels ap
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 import torch
@@ -21,7 +22,20 @@ from torch import nn
 from attn_mt.data.batch import Batch
 from attn_mt.errors import UserError
 from attn_mt.models.base import EncoderDecoder
+from attn_mt.training.compiling import prepare_compile
 from attn_mt.training.loss import masked_cross_entropy
+
+log = logging.getLogger("attn_mt")
+
+VERIFIED_ON_CARDS: dict[str, tuple[str, ...]] = {
+    "reference": ("cuda",),  # gpu_check --quick on an H200: 53.89 test BLEU (docs/benchmarks.md, "One GPU")
+    "gpu": (),  # equal to the reference on the CPU (tests); not yet run on any card
+}
+"""The accelerator device types on which each `train.kernels` path has passed `gpu_check --quick`.
+
+`auto` takes a path on a card only from here; the run that verifies a path on a card adds its
+device type, with its table in docs/benchmarks.md. The CPU paths are verified by the test suite.
+"""
 
 
 class ParameterLayout(Protocol):
@@ -128,7 +142,7 @@ class PlainTorch:
 
 
 class GpuPath(PlainTorch):
-    """`train.kernels: gpu` (`auto` on CUDA): the Transformer's step from kernels/gpu_transformer.py.
+    """`train.kernels: gpu` (`auto` once VERIFIED_ON_CARDS lists a card): kernels/gpu_transformer.py's step.
 
     Other models train as with `reference`. With one process the output layer and the loss see
     the real target tokens only (DDP goes through the forward). Under train.compile the step is
@@ -139,11 +153,18 @@ class GpuPath(PlainTorch):
 
     name = "gpu"
 
-    def __init__(self, processes: int, compile: bool, compile_mode: str | None = None):
+    def __init__(
+        self, processes: int, compile: bool, compile_mode: str | None = None, pad_id: int | None = None
+    ):
         from attn_mt.kernels.loss import smoothed_cross_entropy_sum
 
         self.processes = processes
         self.bucket = compile and compile_mode in GRAPH_MODES
+        if self.bucket and pad_id is None:
+            raise ValueError("bucketing pads batches with the vocabulary's <pad>: give its pad_id")
+        self.pad_id = pad_id  # used only to pad bucketed batches
+        if compile:
+            prepare_compile()  # before the first torch.compile, which fixes inductor's cache folder
         # compiled, the loss's float32 passes over the (M, V) logits fuse into one kernel each way; M
         # (the batch's real tokens) changes every step, so it is dynamic, and no CUDA graph is taken
         self.cross_entropy = (
@@ -151,11 +172,6 @@ class GpuPath(PlainTorch):
         )
         self.applies = False  # whether the model has a GPU pass; wrap() decides
         self.compile_options = {"dynamic": False, "mode": compile_mode} if self.bucket else {"dynamic": True}
-        if self.bucket:
-            import torch._dynamo.config as dynamo_config
-
-            # one graph per bucket shape: torch's default of 8 would fall back to eager mode
-            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 64)
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model behind its GPU pass (kernels/gpu_transformer.py), sharing its parameters."""
@@ -171,18 +187,18 @@ class GpuPath(PlainTorch):
             return batch
         from attn_mt.kernels.gpu_transformer import prepare_batch
 
-        return prepare_batch(batch, 0, trim_source, self.bucket)
+        return prepare_batch(batch, self.pad_id, trim_source, self.bucket)
 
     def loss(
         self, net: nn.Module, batch: Batch, tgt_in: torch.Tensor, label_smoothing: float
     ) -> torch.Tensor:
-        """The fused, real-tokens-only loss (kernels/gpu_transformer.py's token_loss), summed."""
+        """The real-tokens-only loss, summed (gpu_transformer.token_loss; fused when compiled)."""
         if not self.applies:
             return super().loss(net, batch, tgt_in, label_smoothing)
         from attn_mt.kernels.gpu_transformer import PreparedBatch, prepare_batch, token_loss
 
         if not isinstance(batch, PreparedBatch):  # not collated by the trainer (tests, the profile)
-            batch = prepare_batch(batch, 0, trim_source=False, bucket=False)
+            batch = prepare_batch(batch, self.pad_id, trim_source=False, bucket=False)
         return token_loss(
             net, batch, tgt_in, label_smoothing, self.processes == 1, cross_entropy=self.cross_entropy
         )
@@ -195,8 +211,8 @@ def kernels_apply(choice: str, device: torch.device, compile: bool) -> bool:
     """Whether a run on `device` uses the CPU kernels: `auto` and `cpu` on the CPU, never with compile.
 
     torch.compile traces the book modules and fuses them itself; the kernels are tested on the CPU
-    only, so on any other device `cpu` is an error (and `auto` is the GPU path on CUDA, see
-    gpu_path_applies, and the reference path elsewhere).
+    only, so on any other device `cpu` is an error (and `auto` is the GPU path where
+    VERIFIED_ON_CARDS lists the device, see gpu_path_applies, and the reference path elsewhere).
     """
     if choice in ("reference", "gpu") or compile:
         return False
@@ -208,16 +224,48 @@ def kernels_apply(choice: str, device: torch.device, compile: bool) -> bool:
 
 
 def gpu_path_applies(choice: str, device: torch.device) -> bool:
-    """Whether a run takes the GPU path: `gpu` on any device (tested on the CPU), `auto` on CUDA."""
-    return choice == "gpu" or (choice == "auto" and device.type == "cuda")
+    """Whether a run takes the GPU path: `gpu` on any device, `auto` where VERIFIED_ON_CARDS lists it."""
+    return choice == "gpu" or (choice == "auto" and device.type in VERIFIED_ON_CARDS["gpu"])
+
+
+def explain_choice(choice: str, device: torch.device) -> str | None:
+    """The one log line a run's kernels choice calls for on `device`, or None.
+
+    `auto` on a card the GPU path has not passed gpu_check on takes the reference path, and says
+    so; `gpu` there runs as asked and says once that it has not been run on a card of that type.
+    """
+    if device.type == "cpu" or device.type in VERIFIED_ON_CARDS["gpu"]:
+        return None
+    if choice == "auto" and device.type in VERIFIED_ON_CARDS["reference"]:
+        return (
+            f"train.kernels: auto takes the reference path on {device.type}: the GPU path has not yet "
+            "passed gpu_check on a GPU (train.kernels: gpu opts in; docs/gpu.md)"
+        )
+    if choice == "gpu":
+        return (
+            f"train.kernels: gpu has not yet been run on a {device.type} device; it is proven equal to the "
+            "reference path on the CPU only (docs/gpu.md)"
+        )
+    return None
 
 
 def choose_speed(
-    choice: str, device: torch.device, compile: bool, processes: int, compile_mode: str | None = None
+    choice: str,
+    device: torch.device,
+    compile: bool,
+    processes: int,
+    compile_mode: str | None = None,
+    pad_id: int | None = None,
 ) -> Speed:
-    """`train.kernels` for a run of `processes` processes on `device`: PlainTorch, the CPU or the GPU path."""
+    """`train.kernels` for a run of `processes` processes on `device`: PlainTorch, the CPU or the GPU path.
+
+    `pad_id` is the vocabulary's <pad>, which the GPU path pads bucketed batches with (needed then).
+    """
+    notice = explain_choice(choice, device)
+    if notice:
+        log.log(logging.WARNING if choice == "gpu" else logging.INFO, notice)
     if gpu_path_applies(choice, device):
-        return GpuPath(processes, compile, compile_mode)
+        return GpuPath(processes, compile, compile_mode, pad_id)
     if not kernels_apply(choice, device, compile):
         return PlainTorch()
     from attn_mt.kernels import for_training  # here only: a reference run never imports the kernels

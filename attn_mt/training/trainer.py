@@ -11,31 +11,34 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from attn_mt.config import Config, improves
+from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.data.prefetch import batch_feed
 from attn_mt.models.build import build_model
-from attn_mt.run.checkpoint import save_checkpoint, snapshot
+from attn_mt.run.checkpoint import snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths
+from attn_mt.training.best_metric import improves
+from attn_mt.training.checkpointing import save_trainer, trainer_state
+from attn_mt.training.compiling import compiled, prepare_compile, warm_up
 from attn_mt.training.display import TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
-from attn_mt.training.precision import choose_amp, restore_scaler
-from attn_mt.training.random_state import restore_rng, rng_state
+from attn_mt.training.precision import choose_amp
 from attn_mt.training.run_state import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopBounds, StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
+from attn_mt.training.timeline import Timeline
 from attn_mt.training.validation import Validator
 
 log = logging.getLogger("attn_mt")
@@ -72,13 +75,17 @@ class Trainer:
             xavier_init_(self.model)
         # the kernels run the book's architecture only: a model with an exercise switch trains on plain torch
         kernels = "reference" if cfg.model.switches else tc.kernels
-        self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size)
+        if tc.compile:
+            prepare_compile()  # before any torch.compile (the GPU path compiles its loss when built)
+        world, pad_id = self.dist.world_size, data.src_vocab.pad_id
+        self.speed = choose_speed(kernels, device, tc.compile, world, tc.compile_mode, pad_id)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
-        self.net: torch.nn.Module = torch.compile(net, **self.speed.compile_options) if tc.compile else net
+        self.net: torch.nn.Module = compiled(net, self.speed.compile_options, tc)
+        self.compile_s = 0.0  # seconds of this session's warm-up (compiling), outside the training clock
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -87,10 +94,15 @@ class Trainer:
         self.prefetch = tc.prefetch_batches if device.type == "cuda" else 0  # steps of batches made ahead
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
         self.signals = StopSignals()
-        self._best_state: dict[str, Any] | None = None
+        self.best_state: dict[str, Any] | None = None
         self.on_validation: list[Callable[[Trainer], None]] = []
-        self.hook_s = 0.0  # seconds spent in on_validation hooks, left out of the training clock
-        self._last_save = time.monotonic()
+        self.timeline = (
+            Timeline(self.model, data, cfg, device, paths.timeline)
+            if tc.timeline and self.dist.is_main
+            else None
+        )
+        self.hook_s = 0.0  # seconds in the timeline and on_validation hooks, left out of the training clock
+        self.last_save = time.monotonic()
         self.session = Session(training_start=time.perf_counter())  # fit starts the real one
         self.tensorboard: TensorBoardLog | None = None  # train.tensorboard (training/launch.py opens it)
         self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, when train.grad_clip > 0
@@ -109,27 +121,16 @@ class Trainer:
         score the steps since the last validation, save last.pt.
         """
         tc, pr = self.cfg.train, self.progress
-        self._start()
+        self.start()
         stop: StopReason | None = None
-        with self.signals, self._display() as bar:
+        with self.signals, self.display() as bar:
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
-                steps = self.dist.step_batches(plan, pr.batch_in_epoch, tc.accum_steps)  # this rank's batches
-                with batch_feed(steps, self.collate, self.prefetch, pin=True) as feed:
+                with self.epoch_feed(plan) as feed:
                     while stop is None and pr.batch_in_epoch < len(plan):
                         time_used = self._time_used()
                         asked = self.signals.caught or time_used >= 1.0
-                        step_started = time.perf_counter()
-                        batches = next(feed)
-                        loss_sum, tokens, any_asked = self._step(batches, asked, time_used)
-                        self.session.time_step(time.perf_counter() - step_started, tokens)
-                        taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
-                        pr.count_step(taken, tokens, self._training_seconds())
-                        self.totals.add(loss_sum, pr.step)
-                        self.session.count(tokens)
-                        bar.step(pr.step, pr.elapsed_s)
-                        if pr.step % tc.log_every == 0:
-                            self._log_window(bar)
+                        any_asked = self.train_step(feed, bar, asked, time_used)
                         due = tc.valid_every and pr.step % tc.valid_every == 0
                         if due and self._validate_and_checkpoint(self._epoch_loss()):
                             stop = StopReason.PATIENCE
@@ -148,18 +149,53 @@ class Trainer:
             self.save()
         if self.tensorboard is not None:
             self.tensorboard.close()
-        return self.session.result(self.paths.root, pr, stop)
+        return self.session.result(self.paths.root, pr, stop, self.hook_s)
 
-    def _start(self) -> None:
-        """Plan the schedule, settle train.amp=auto and start this session's clocks."""
+    def start(self) -> None:
+        """Record the untrained timeline point, plan the schedule, settle train.amp=auto, compile
+        (train.compile), start this session's clocks."""
         tc = self.cfg.train
+        if (
+            self.timeline is not None and self.progress.step == 0
+        ):  # the untrained model, before the clock starts
+            self.timeline.record(0, 0, 0.0, {})
         total = tc.epochs * self._steps_per_epoch()
         self.schedule.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.model.train()
         self.settle_amp()
+        warm_up(self)
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
     # ----- one optimiser step -----
+    def epoch_feed(
+        self, plan: Sequence[Sequence[int]]
+    ) -> contextlib.AbstractContextManager[Iterator[list[Batch]]]:
+        """This rank's steps of an epoch's `plan` from where the epoch stands, collated (a thread on CUDA)."""
+        steps = self.dist.step_batches(plan, self.progress.batch_in_epoch, self.cfg.train.accum_steps)
+        return batch_feed(steps, self.collate, self.prefetch, pin=True)
+
+    def train_step(
+        self, feed: Iterator[list[Batch]], bar: TrainingDisplay, stop_asked: bool, time_used: float
+    ) -> bool:
+        """One step of `fit`: the next batches of `feed` trained on and counted; logged every log_every steps.
+
+        The step is timed from taking its batches to the update (Session.time_step). Returns whether
+        any rank asked to stop. scripts/profile_step.py times this same method.
+        """
+        pr = self.progress
+        step_started = time.perf_counter()
+        batches = next(feed)
+        loss_sum, tokens, any_asked = self._step(batches, stop_asked, time_used)
+        self.session.time_step(time.perf_counter() - step_started, tokens)
+        taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
+        pr.count_step(taken, tokens, self._training_seconds())
+        self.totals.add(loss_sum, pr.step)
+        self.session.count(tokens)
+        bar.step(pr.step, pr.elapsed_s)
+        if pr.step % self.cfg.train.log_every == 0:
+            self._log_window(bar)
+        return any_asked
+
     def _step(self, batches: list[Batch], stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
 
@@ -222,23 +258,19 @@ class Trainer:
         """Under DDP, unless `sync`: accumulate this backward's gradients locally (no all-reduce)."""
         return contextlib.nullcontext() if sync or self.ddp is None else self.ddp.no_sync()
 
-    def settle_amp(self, probe_batches: int = 3) -> None:
-        """train.amp=auto on a CPU with native bf16: time float32 and bf16 on real batches, keep the faster.
-
-        The passes leave no trace: no update, the gradients cleared, the RNG state restored.
-        """
-        if self.amp != "auto":
-            return
-        plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
-        batches = [self.collate(ix) for ix in plan[:probe_batches]]
-
-        def run_pass(amp: str) -> None:
-            with self._grad_sync(False):
-                for batch in batches:
-                    self._objective(batch, amp)[0].backward()
-
-        self.amp = choose_amp(run_pass, self.dist, len(batches))
+    def untraced_passes(self, batches: list[Batch], amp: str) -> None:
+        """Forward and backward on `batches` leaving no trace: no all-reduce, no update, gradients cleared."""
+        with self._grad_sync(False):
+            for batch in batches:
+                self._objective(batch, amp)[0].backward()
         self.params.zero_grad()
+
+    def settle_amp(self, probe_batches: int = 3) -> None:
+        """train.amp=auto on a CPU with native bf16: time float32 and bf16 passes, keep the faster."""
+        if self.amp == "auto":
+            plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
+            batches = [self.collate(ix) for ix in plan[:probe_batches]]
+            self.amp = choose_amp(lambda amp: self.untraced_passes(batches, amp), self.dist, len(batches))
 
     # ----- logging, validation and checkpoints -----
     def _time_used(self) -> float:
@@ -252,10 +284,10 @@ class Trainer:
 
     def _epoch_loss(self) -> float:
         """Mean token loss of the current epoch so far."""
-        self._read_totals()
+        self.read_totals()
         return self.progress.epoch_loss / max(self.progress.epoch_tokens, 1)
 
-    def _read_totals(self) -> None:
+    def read_totals(self) -> None:
         """Bring the loss sums into `progress` (on a GPU: wait for it, and check them)."""
         self.progress.window_loss, self.progress.epoch_loss = self.totals.read()
 
@@ -264,7 +296,7 @@ class Trainer:
         tc = self.cfg.train
         return math.ceil(len(self.data.train.plan(0, tc.seed)) / (tc.accum_steps * self.dist.world_size))
 
-    def _display(self) -> TrainingDisplay:
+    def display(self) -> TrainingDisplay:
         """Progress on stderr (off when quiet): a bar on a terminal, a line per log window elsewhere."""
         tc = self.cfg.train
         rule = StopBounds(tc.max_steps, tc.epochs, self._steps_per_epoch(), tc.time_limit_minutes)
@@ -274,7 +306,7 @@ class Trainer:
     def _log_window(self, bar: TrainingDisplay) -> None:
         """Record the loss and speed of the steps since the last log line."""
         pr = self.progress
-        self._read_totals()
+        self.read_totals()
         loss = pr.window_loss / max(pr.window_tokens, 1)
         tokens_per_s = self.session.close_window()
         self.session.last_loss = loss
@@ -341,7 +373,7 @@ class Trainer:
         if improves(tc.best_metric, value, saved):
             pr.best_saved_value = value
             if self.dist.is_main:
-                self._best_state = snapshot(self.state())
+                self.best_state = snapshot(self.state())
         self.save(force=not self.paths.last.exists())  # the first always: no step-N.pt without last.pt
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)
@@ -349,6 +381,8 @@ class Trainer:
         if self.validator is not None:  # the holes left by the steps and the validation's decoding
             self.speed.tidy_heap()
         hooks_started = time.perf_counter()
+        if self.timeline is not None and (final or self.timeline.due(pr.step, pr.epoch)):
+            self.timeline.record(pr.step, pr.epoch, pr.elapsed_s, scores, final)
         for callback in self.on_validation:
             callback(self)
         self.hook_s += time.perf_counter() - hooks_started
@@ -356,42 +390,9 @@ class Trainer:
         return bool(tc.patience) and pr.bad_validations >= tc.patience
 
     def state(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
-        self._read_totals()
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.params.to_checkpoint(self.optimizer.state_dict()),  # per parameter
-            "scheduler": self.schedule.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": rng_state(self.device),
-            "progress": vars(self.progress).copy(),
-            "step": self.progress.step,
-            "epoch": self.progress.epoch,
-            "config": self.cfg.to_dict(),
-            "src_vocab": list(self.data.src_vocab.idx_to_token),
-            "tgt_vocab": list(self.data.tgt_vocab.idx_to_token),
-        }
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint written by `state` (loaded and checked to fit by training/launch.py)."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(self.params.from_checkpoint(state["optimizer"]))
-        self.schedule.load_state_dict(state["scheduler"])
-        restore_scaler(self.scaler, state["scaler"])
-        restore_rng(state["rng"], self.device)
-        self.progress = Progress(**state["progress"])
-        self.totals = loss_totals(self.device, self.dist.enabled, self.paths.last, self.progress)
+        """Everything needed to continue exactly (training/checkpointing.py's trainer_state)."""
+        return trainer_state(self)
 
     def save(self, *, force: bool = True) -> None:
         """Write last.pt (and a pending best.pt) atomically; unforced, at most every checkpoint_minutes."""
-        now = time.monotonic()
-        minutes = self.cfg.train.checkpoint_minutes
-        if not self.dist.is_main:
-            return
-        if not force and minutes and now - self._last_save < minutes * 60:
-            return
-        save_checkpoint(self.state(), self.paths.last)
-        if self._best_state is not None:
-            save_checkpoint(self._best_state, self.paths.best)
-            self._best_state = None
-        self._last_save = now
+        save_trainer(self, force)

@@ -1,0 +1,582 @@
+"""The chapter's blocks `attn-mt check` knows: the book's names, attn-mt's module for each, and its cases.
+
+Shapes as in variants.py. A block's cases cover the edge cases where implementations part: no
+valid_lens, 1-D and 2-D valid_lens, a valid length of 0, a batch of 1, odd sizes, and dropout in eval
+and in train mode. Sizes are passed to the learner's constructor by the book's argument names (both
+the d2l 1.0 signatures, `AdditiveAttention(num_hiddens, dropout)`, and the older ones with
+`key_size`, `query_size`, ...), so either edition's code is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from attn_mt.check import variants
+from attn_mt.models.attention import (
+    AdditiveAttention,
+    AttentionMask,
+    DotProductAttention,
+    MultiHeadAttention,
+    masked_softmax,
+)
+from attn_mt.models.bahdanau import BahdanauDecoder
+from attn_mt.models.positional import PositionalEncoding
+from attn_mt.models.transformer import AddNorm, EncoderBlock, PositionWiseFFN
+
+Tensors = dict[str, torch.Tensor | None]
+Outputs = dict[str, torch.Tensor]
+DROPOUT = 0.5  # the dropout of the dropout cases, high so that a dropout in the wrong place shows
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call: its name, the constructor's sizes, how to draw its inputs, and the mode it runs in."""
+
+    name: str
+    sizes: dict[str, float]
+    inputs: Callable[[torch.Generator], Tensors]
+    train: bool = False
+    zero_length: bool = False  # a valid length of 0: the book's uniform row is accepted too
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of the chapter, how to run attn-mt's module and a learner's, and how each case goes."""
+
+    name: str
+    names: tuple[str, ...]  # the learner's names for it, the book's first
+    reference: Callable[[dict[str, float]], nn.Module | None]
+    run_reference: Callable[[nn.Module | None, Tensors, dict[str, float]], Outputs]
+    run_learner: Callable[[object, Tensors, dict[str, float]], Outputs]
+    variant: Callable[[nn.Module | None, Tensors, dict[str, float], variants.Knobs], Outputs]
+    cases: tuple[Case, ...]
+    mistakes: tuple[str, ...]
+    dropout_where: str = ""  # where the book applies dropout, for a train-mode difference
+    is_class: bool = True
+    method_of: str = ""  # a d2l 1.0 method (transpose_qkv of MultiHeadAttention) when no function is found
+
+
+def normal(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """Standard normal entries from the case's generator."""
+    return torch.randn(*shape, generator=g)
+
+
+def lens(*values: int | list[int]) -> torch.Tensor:
+    """valid_lens as the book gives them: a (B,) or (B, Q) integer tensor."""
+    return torch.tensor(list(values))
+
+
+def params(module: nn.Module | None) -> variants.Params:
+    """A module's parameters by name (what the variants read)."""
+    return {} if module is None else {name: p.detach() for name, p in module.named_parameters()}
+
+
+# masked softmax ----------------------------------------------------------------------------------
+
+
+def softmax_case(name: str, shape: tuple[int, int, int], valid: torch.Tensor | None, **extra: bool) -> Case:
+    """A masked_softmax case over scores of `shape` (B, Q, K)."""
+    return Case(name, {}, lambda g: {"X": normal(g, *shape), "valid_lens": valid}, **extra)
+
+
+MASKED_SOFTMAX = Block(
+    name="masked_softmax",
+    names=("masked_softmax",),
+    reference=lambda sizes: None,
+    run_reference=lambda ref, x, sizes: {"output": masked_softmax(x["X"], x["valid_lens"])},
+    run_learner=lambda fn, x, sizes: {"output": fn(x["X"].clone(), x["valid_lens"])},
+    variant=lambda ref, x, sizes, k: {"output": variants.masked_softmax(x["X"], x["valid_lens"], k)},
+    cases=(
+        softmax_case("no valid_lens", (2, 2, 4), None),
+        softmax_case("1-D valid_lens", (2, 2, 4), lens(2, 3)),
+        softmax_case("2-D valid_lens", (2, 3, 5), lens([1, 3, 5], [2, 4, 4])),
+        softmax_case("a valid length of 0", (2, 2, 4), lens(0, 3), zero_length=True),
+        softmax_case("batch 1", (1, 3, 4), lens(2)),
+        softmax_case("odd sizes", (3, 5, 7), lens(7, 1, 4)),
+    ),
+    mistakes=(
+        "mask-with-zero",
+        "mask-with-minus-infinity",
+        "valid-lens-ignored",
+        "mask-inverted",
+        "softmax-wrong-axis",
+    ),
+    is_class=False,
+)
+
+SOFTMAX_MISTAKES = MASKED_SOFTMAX.mistakes
+
+
+# additive and scaled dot-product attention ---------------------------------------------------------
+
+
+def attention_cases(query_size: int, key_size: int) -> tuple[Case, ...]:
+    """The cases of a single attention: queries (B, Q, query_size), keys (B, K, key_size), values."""
+
+    def case(name: str, b: int, q: int, k: int, v: int, valid: torch.Tensor | None, **extra: object) -> Case:
+        dropout = DROPOUT if extra.pop("dropout", False) else 0.0
+        sizes = {"query_size": query_size, "key_size": key_size, "num_hiddens": 8, "dropout": dropout}
+
+        def inputs(g: torch.Generator) -> Tensors:
+            return {
+                "queries": normal(g, b, q, query_size),
+                "keys": normal(g, b, k, key_size),
+                "values": normal(g, b, k, v),
+                "valid_lens": valid,
+            }
+
+        return Case(name, sizes, inputs, **extra)  # type: ignore[arg-type]
+
+    return (
+        case("no valid_lens", 2, 1, 10, 4, None),
+        case("1-D valid_lens", 2, 1, 10, 4, lens(2, 6)),
+        case("2-D valid_lens", 2, 3, 5, 4, lens([1, 3, 5], [2, 4, 4])),
+        case("a valid length of 0", 2, 2, 4, 3, lens(0, 3), zero_length=True),
+        case("batch 1", 1, 2, 5, 3, lens(4)),
+        case("odd sizes", 3, 5, 7, 3, lens(7, 1, 4)),
+        case("dropout 0.5 in eval mode", 2, 3, 6, 4, lens(3, 5), dropout=True),
+        case("dropout 0.5 in train mode", 2, 3, 6, 4, lens(3, 5), dropout=True, train=True),
+    )
+
+
+def run_attention(module: object, x: Tensors, sizes: dict[str, float]) -> Outputs:
+    """Call an attention module as the book does and keep its attention_weights when it has them."""
+    output = module(x["queries"], x["keys"], x["values"], x["valid_lens"])  # type: ignore[operator]
+    weights = getattr(module, "attention_weights", None)
+    return {"output": output} | ({"attention_weights": weights} if isinstance(weights, torch.Tensor) else {})
+
+
+def attention_variant(score: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> Callable[..., Outputs]:
+    """A variant of a single attention from its scoring function."""
+
+    def variant(ref: nn.Module | None, x: Tensors, sizes: dict[str, float], k: variants.Knobs) -> Outputs:
+        output, weights = score(ref, x["queries"], x["keys"], x["values"], x["valid_lens"], k)
+        return {"output": output, "attention_weights": weights}
+
+    return variant
+
+
+DOT_PRODUCT = Block(
+    name="DotProductAttention",
+    names=("DotProductAttention",),
+    reference=lambda s: DotProductAttention(s["dropout"]),
+    run_reference=run_attention,
+    run_learner=run_attention,
+    variant=attention_variant(lambda ref, q, k, v, vl, kn: variants.dot_product(q, k, v, vl, kn)),
+    cases=attention_cases(6, 6),
+    mistakes=(*SOFTMAX_MISTAKES, "no-scaling", "scaled-by-d"),
+    dropout_where="the attention weights, after the softmax and before they multiply the values",
+)
+
+ADDITIVE = Block(
+    name="AdditiveAttention",
+    names=("AdditiveAttention",),
+    reference=lambda s: AdditiveAttention(s["key_size"], s["query_size"], s["num_hiddens"], s["dropout"]),
+    run_reference=run_attention,
+    run_learner=run_attention,
+    variant=attention_variant(lambda ref, q, k, v, vl, kn: variants.additive(params(ref), q, k, v, vl, kn)),
+    cases=attention_cases(5, 3),
+    mistakes=(*SOFTMAX_MISTAKES, "no-tanh"),
+    dropout_where="the attention weights, after the softmax and before they multiply the values",
+)
+
+
+# multi-head attention and its two transposes --------------------------------------------------------
+
+
+def heads_case(name: str, shape: tuple[int, int, int], num_heads: int, split: bool = True) -> Case:
+    """A transpose case: X of `shape`, (B, N, H) to split or (B * h, N, d) to merge, and `num_heads` heads."""
+    hidden = shape[-1] if split else shape[-1] * num_heads
+    return Case(name, mha_sizes(hidden, 0.0, num_heads), lambda g: {"X": normal(g, *shape)})
+
+
+def mha_sizes(num_hiddens: int, dropout: float, num_heads: int = 2) -> dict[str, float]:
+    """A MultiHeadAttention's constructor sizes, in both editions' names."""
+    return {
+        "key_size": 3,
+        "query_size": 5,
+        "value_size": 4,
+        "num_hiddens": num_hiddens,
+        "num_heads": num_heads,
+        "dropout": dropout,
+        "bias": False,
+    }
+
+
+def reference_mha(s: dict[str, float]) -> MultiHeadAttention:
+    """attn-mt's multi-head attention with a case's sizes."""
+    return MultiHeadAttention(
+        int(s["key_size"]),
+        int(s["query_size"]),
+        int(s["value_size"]),
+        int(s["num_hiddens"]),
+        int(s["num_heads"]),
+        s["dropout"],
+        bias=False,
+    )
+
+
+def split_reference(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's split_heads in the book's (B * h, N, d) layout."""
+    assert isinstance(ref, MultiHeadAttention) and x["X"] is not None
+    return {"output": ref.split_heads(x["X"]).flatten(0, 1)}
+
+
+def merge_reference(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's merge_heads of the book's (B * h, N, d) layout."""
+    assert isinstance(ref, MultiHeadAttention) and x["X"] is not None
+    X = x["X"]
+    return {"output": ref.merge_heads(X.view(-1, ref.num_heads, *X.shape[1:]))}
+
+
+def heads_block(name: str, split: bool) -> Block:
+    """One of multi-head attention's two transposes: transpose_qkv (`split`) or transpose_output."""
+    shapes = ((2, 4, 6), (1, 3, 8), (3, 5, 15)) if split else ((6, 4, 2), (2, 3, 4), (15, 5, 3))
+    names = ("3 heads", "batch 1", "odd sizes")
+    transpose = variants.split_heads if split else variants.merge_heads
+    return Block(
+        name=name,
+        names=(name,),
+        reference=reference_mha,
+        run_reference=split_reference if split else merge_reference,
+        run_learner=lambda fn, x, s: {"output": fn(x["X"], int(s["num_heads"]))},  # type: ignore[operator]
+        variant=lambda ref, x, s, k: {"output": transpose(x["X"], int(s["num_heads"]), k)},  # type: ignore[arg-type]
+        cases=tuple(
+            heads_case(case, shape, heads, split)
+            for case, shape, heads in zip(names, shapes, (3, 2, 5), strict=True)
+        ),
+        mistakes=("heads-split-wrong",) if split else ("heads-merged-wrong",),
+        is_class=False,
+        method_of="MultiHeadAttention",
+    )
+
+
+TRANSPOSE_QKV = heads_block("transpose_qkv", split=True)
+TRANSPOSE_OUTPUT = heads_block("transpose_output", split=False)
+
+
+def mha_cases() -> tuple[Case, ...]:
+    """Multi-head attention's cases: queries (B, Q, 5), keys (B, K, 3), values (B, K, 4)."""
+
+    def case(name: str, b: int, q: int, k: int, valid: torch.Tensor | None, **extra: object) -> Case:
+        dropout = DROPOUT if extra.pop("dropout", False) else 0.0
+        heads = int(extra.pop("heads", 2))  # type: ignore[call-overload]
+        sizes = mha_sizes(int(extra.pop("hidden", 8)), dropout, heads)  # type: ignore[call-overload]
+
+        def inputs(g: torch.Generator) -> Tensors:
+            return {
+                "queries": normal(g, b, q, 5),
+                "keys": normal(g, b, k, 3),
+                "values": normal(g, b, k, 4),
+                "valid_lens": valid,
+            }
+
+        return Case(name, sizes, inputs, **extra)  # type: ignore[arg-type]
+
+    return (
+        case("no valid_lens", 2, 3, 4, None),
+        case("1-D valid_lens", 2, 4, 6, lens(3, 2)),
+        case("2-D valid_lens", 2, 3, 5, lens([1, 3, 5], [2, 4, 4])),
+        case("a valid length of 0", 2, 2, 4, lens(0, 3), zero_length=True),
+        case("batch 1", 1, 2, 5, lens(4)),
+        case("odd sizes", 3, 5, 7, lens(7, 1, 4), hidden=15, heads=5),
+        case("dropout 0.5 in eval mode", 2, 3, 6, lens(3, 5), dropout=True),
+        case("dropout 0.5 in train mode", 2, 3, 6, lens(3, 5), dropout=True, train=True),
+    )
+
+
+def run_mha(module: object, x: Tensors, sizes: dict[str, float]) -> Outputs:
+    """Call a multi-head attention as the book does."""
+    return {"output": module(x["queries"], x["keys"], x["values"], x["valid_lens"])}  # type: ignore[operator]
+
+
+MULTI_HEAD = Block(
+    name="MultiHeadAttention",
+    names=("MultiHeadAttention",),
+    reference=reference_mha,
+    run_reference=run_mha,
+    run_learner=run_mha,
+    variant=lambda ref, x, s, k: {
+        "output": variants.multi_head(
+            params(ref), x["queries"], x["keys"], x["values"], x["valid_lens"], int(s["num_heads"]), k
+        )
+    },
+    cases=mha_cases(),
+    mistakes=(
+        *SOFTMAX_MISTAKES,
+        "no-scaling",
+        "scaled-by-d",
+        "heads-split-wrong",
+        "heads-merged-wrong",
+        "valid-lens-tiled",
+        "no-output-projection",
+    ),
+    dropout_where="the attention weights of every head, after the softmax",
+)
+
+
+# positional encoding, FFN, add & norm ----------------------------------------------------------------
+
+
+def x_case(
+    name: str, shape: tuple[int, ...], sizes: dict[str, float], two: bool = False, **extra: bool
+) -> Case:
+    """A case whose input is X of `shape` (and Y of the same shape when `two`)."""
+
+    def inputs(g: torch.Generator) -> Tensors:
+        return {"X": normal(g, *shape), "Y": normal(g, *shape) if two else None}
+
+    return Case(name, sizes, inputs, **extra)
+
+
+def pe_sizes(num_hiddens: int, dropout: float = 0.0) -> dict[str, float]:
+    """PositionalEncoding's constructor sizes."""
+    return {"num_hiddens": num_hiddens, "dropout": dropout, "max_len": 1000}
+
+
+POSITIONAL = Block(
+    name="PositionalEncoding",
+    names=("PositionalEncoding",),
+    reference=lambda s: PositionalEncoding(int(s["num_hiddens"]), s["dropout"]),
+    run_reference=lambda ref, x, s: {"output": ref(x["X"])},  # type: ignore[misc]
+    run_learner=lambda m, x, s: {"output": m(x["X"])},  # type: ignore[operator]
+    variant=lambda ref, x, s, k: {"output": variants.positional(x["X"], k)},  # type: ignore[arg-type]
+    cases=(
+        x_case("12 steps", (1, 12, 8), pe_sizes(8)),
+        x_case("batch 2", (2, 9, 16), pe_sizes(16)),
+        x_case("odd steps", (3, 7, 6), pe_sizes(6)),
+        x_case("dropout 0.5 in eval mode", (2, 5, 8), pe_sizes(8, DROPOUT)),
+        x_case("dropout 0.5 in train mode", (2, 5, 8), pe_sizes(8, DROPOUT), train=True),
+    ),
+    mistakes=("sin-cos-swapped", "frequency-exponent"),
+    dropout_where="X + P, after the table is added",
+)
+
+
+def ffn_sizes(num_hiddens: int, ffn_num_hiddens: int) -> dict[str, float]:
+    """PositionWiseFFN's sizes in both editions' names."""
+    return {"ffn_num_input": num_hiddens, "ffn_num_hiddens": ffn_num_hiddens, "ffn_num_outputs": num_hiddens}
+
+
+FFN = Block(
+    name="PositionWiseFFN",
+    names=("PositionWiseFFN",),
+    reference=lambda s: PositionWiseFFN(
+        int(s["ffn_num_input"]), int(s["ffn_num_hiddens"]), int(s["ffn_num_outputs"])
+    ),
+    run_reference=lambda ref, x, s: {"output": ref(x["X"])},  # type: ignore[misc]
+    run_learner=lambda m, x, s: {"output": m(x["X"])},  # type: ignore[operator]
+    variant=lambda ref, x, s, k: {"output": variants.ffn(params(ref), x["X"], k)},  # type: ignore[arg-type]
+    cases=(
+        x_case("batch 2", (2, 3, 4), ffn_sizes(4, 8)),
+        x_case("batch 1", (1, 1, 6), ffn_sizes(6, 3)),
+        x_case("odd sizes", (3, 5, 7), ffn_sizes(7, 9)),
+    ),
+    mistakes=("no-relu",),
+)
+
+
+def addnorm_sizes(num_hiddens: int, dropout: float = 0.0) -> dict[str, float]:
+    """AddNorm's sizes in both editions' names."""
+    return {"normalized_shape": num_hiddens, "norm_shape": num_hiddens, "dropout": dropout}
+
+
+ADD_NORM = Block(
+    name="AddNorm",
+    names=("AddNorm",),
+    reference=lambda s: AddNorm(int(s["normalized_shape"]), s["dropout"]),
+    run_reference=lambda ref, x, s: {"output": ref(x["X"], x["Y"])},  # type: ignore[misc]
+    run_learner=lambda m, x, s: {"output": m(x["X"], x["Y"])},  # type: ignore[operator]
+    variant=lambda ref, x, s, k: {"output": variants.add_norm(params(ref), x["X"], x["Y"], k)},  # type: ignore[arg-type]
+    cases=(
+        x_case("batch 2", (2, 3, 4), addnorm_sizes(4), two=True),
+        x_case("batch 1", (1, 1, 6), addnorm_sizes(6), two=True),
+        x_case("odd sizes", (3, 5, 7), addnorm_sizes(7), two=True),
+        x_case("dropout 0.5 in eval mode", (2, 3, 4), addnorm_sizes(4, DROPOUT), two=True),
+        x_case("dropout 0.5 in train mode", (2, 3, 4), addnorm_sizes(4, DROPOUT), two=True, train=True),
+    ),
+    mistakes=("norm-before-add", "no-residual"),
+    dropout_where="Y, the sublayer's output, before the residual sum",
+)
+
+
+# the Transformer encoder block ------------------------------------------------------------------------
+
+
+def block_sizes(num_hiddens: int, num_heads: int, dropout: float = 0.0) -> dict[str, float]:
+    """An encoder block's sizes in both editions' names."""
+    return {
+        "num_hiddens": num_hiddens,
+        "ffn_num_hiddens": 2 * num_hiddens,
+        "num_heads": num_heads,
+        "dropout": dropout,
+        "use_bias": False,
+        "key_size": num_hiddens,
+        "query_size": num_hiddens,
+        "value_size": num_hiddens,
+        "norm_shape": num_hiddens,
+        "ffn_num_input": num_hiddens,
+    }
+
+
+def encoder_case(
+    name: str, shape: tuple[int, int, int], heads: int, valid: torch.Tensor | None, **extra: object
+) -> Case:
+    """An encoder block case over X of `shape` (B, N, H)."""
+    dropout = DROPOUT if extra.pop("dropout", False) else 0.0
+    return Case(
+        name,
+        block_sizes(shape[-1], heads, dropout),
+        lambda g: {"X": normal(g, *shape), "valid_lens": valid},
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def run_reference_block(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's encoder block, given the book's valid_lens."""
+    assert isinstance(ref, EncoderBlock) and x["X"] is not None
+    steps = x["X"].shape[1]
+    valid = x["valid_lens"]
+    mask = None if valid is None else AttentionMask.from_valid_lens(valid, steps, steps).with_heads()
+    return {"output": ref(x["X"], mask, False)[0]}
+
+
+ENCODER_BLOCK = Block(
+    name="TransformerEncoderBlock",
+    names=("TransformerEncoderBlock", "EncoderBlock"),
+    reference=lambda s: EncoderBlock(
+        int(s["num_hiddens"]), int(s["ffn_num_hiddens"]), int(s["num_heads"]), s["dropout"]
+    ),
+    run_reference=run_reference_block,
+    run_learner=lambda m, x, s: {"output": m(x["X"], x["valid_lens"])},  # type: ignore[operator]
+    variant=lambda ref, x, s, k: {
+        "output": variants.encoder_block(params(ref), x["X"], x["valid_lens"], int(s["num_heads"]), k)  # type: ignore[arg-type]
+    },
+    cases=(
+        encoder_case("no valid_lens", (2, 4, 8), 2, None),
+        encoder_case("1-D valid_lens", (2, 5, 8), 2, lens(3, 2)),
+        encoder_case("batch 1", (1, 3, 6), 3, lens(2)),
+        encoder_case("odd sizes", (3, 7, 10), 5, lens(7, 1, 4)),
+        encoder_case("dropout 0.5 in eval mode", (2, 4, 8), 2, lens(3, 4), dropout=True),
+        encoder_case("dropout 0.5 in train mode", (2, 4, 8), 2, lens(3, 4), dropout=True, train=True),
+    ),
+    mistakes=(
+        "block-without-mask",
+        *SOFTMAX_MISTAKES,
+        "no-scaling",
+        "heads-split-wrong",
+        "heads-merged-wrong",
+        "valid-lens-tiled",
+        "no-output-projection",
+        "no-relu",
+        "norm-before-add",
+        "no-residual",
+        "block-residual-from-input",
+    ),
+    dropout_where="the attention weights and, in each add & norm, the sublayer's output",
+)
+
+
+# the Bahdanau decoder ------------------------------------------------------------------------------------
+
+
+def decoder_sizes(num_layers: int, dropout: float = 0.0) -> dict[str, float]:
+    """The Bahdanau decoder's sizes: V 11, E 6, H 8."""
+    return {"vocab_size": 11, "embed_size": 6, "num_hiddens": 8, "num_layers": num_layers, "dropout": dropout}
+
+
+def decoder_case(
+    name: str, b: int, s: int, t: int, layers: int, valid: torch.Tensor | None, **extra: object
+) -> Case:
+    """A decoder case: encoder outputs (B, S, H), final states (L, B, H), target ids (B, T)."""
+    dropout = DROPOUT if extra.pop("dropout", False) else 0.0
+    sizes = decoder_sizes(layers, dropout)
+
+    def inputs(g: torch.Generator) -> Tensors:
+        return {
+            "memory": normal(g, b, s, 8),
+            "hidden": normal(g, layers, b, 8),
+            "tgt": torch.randint(0, 11, (b, t), generator=g),
+            "valid_lens": valid,
+        }
+
+    return Case(name, sizes, inputs, **extra)  # type: ignore[arg-type]
+
+
+def run_reference_decoder(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's BahdanauDecoder, teacher-forced over the case's target ids."""
+    assert isinstance(ref, BahdanauDecoder)
+    memory, valid = x["memory"], x["valid_lens"]
+    assert memory is not None
+    mask = None if valid is None else AttentionMask.from_valid_lens(valid, 1, memory.shape[1])
+    state = ref.init_state(memory, x["hidden"], mask)  # type: ignore[arg-type]
+    logits, weights = ref(x["tgt"], state, need_weights=True)
+    return {"output": logits, "attention_weights": weights}
+
+
+def run_learner_decoder(module: object, x: Tensors, s: dict[str, float]) -> Outputs:
+    """The book's Seq2SeqAttentionDecoder: init_state from time-major encoder outputs, then forward."""
+    memory = x["memory"]
+    assert memory is not None
+    state = module.init_state((memory.permute(1, 0, 2), x["hidden"]), x["valid_lens"])  # type: ignore[attr-defined]
+    logits, _ = module(x["tgt"], state)  # type: ignore[operator]
+    outputs = {"output": logits}
+    weights = getattr(module, "attention_weights", None)
+    if isinstance(weights, list | tuple) and weights and all(isinstance(w, torch.Tensor) for w in weights):
+        outputs["attention_weights"] = torch.cat(list(weights), dim=1)  # T x (B, 1, S) -> (B, T, S)
+    return outputs
+
+
+def decoder_variant(ref: nn.Module | None, x: Tensors, s: dict[str, float], k: variants.Knobs) -> Outputs:
+    """The book's decoder with one mistake, on attn-mt's GRU."""
+    assert isinstance(ref, BahdanauDecoder)
+    logits, weights = variants.bahdanau_decoder(
+        params(ref),
+        ref.rnn,
+        x["tgt"],
+        x["memory"],
+        x["hidden"],
+        x["valid_lens"],
+        k,  # type: ignore[arg-type]
+    )
+    return {"output": logits, "attention_weights": weights}
+
+
+DECODER = Block(
+    name="Seq2SeqAttentionDecoder",
+    names=("Seq2SeqAttentionDecoder",),
+    reference=lambda s: BahdanauDecoder(
+        int(s["vocab_size"]), int(s["embed_size"]), int(s["num_hiddens"]), int(s["num_layers"]), s["dropout"]
+    ),
+    run_reference=run_reference_decoder,
+    run_learner=run_learner_decoder,
+    variant=decoder_variant,
+    cases=(
+        decoder_case("no valid_lens", 2, 4, 3, 2, None),
+        decoder_case("1-D valid_lens", 2, 5, 4, 2, lens(3, 5)),
+        decoder_case("batch 1", 1, 3, 2, 1, lens(2)),
+        decoder_case("odd sizes", 3, 7, 5, 3, lens(7, 1, 4)),
+        decoder_case("dropout 0.5 in eval mode", 2, 4, 3, 2, lens(3, 4), dropout=True),
+        decoder_case("dropout 0.5 in train mode", 2, 4, 3, 2, lens(3, 4), dropout=True, train=True),
+    ),
+    mistakes=("decoder-without-mask", "query-from-first-layer", *SOFTMAX_MISTAKES, "no-tanh"),
+    dropout_where="the attention weights at each step, and between the GRU's layers",
+)
+
+BLOCKS = (
+    MASKED_SOFTMAX,
+    ADDITIVE,
+    DOT_PRODUCT,
+    TRANSPOSE_QKV,
+    TRANSPOSE_OUTPUT,
+    MULTI_HEAD,
+    POSITIONAL,
+    FFN,
+    ADD_NORM,
+    ENCODER_BLOCK,
+    DECODER,
+)

@@ -1,0 +1,212 @@
+"""The chapter's blocks written as plain functions of their parameters, with switches for the common mistakes.
+
+Shapes: B batch, Q queries, K keys (= values), N steps, H hidden, h heads, d = H / h, F the FFN's hidden
+size, S source steps, T target steps, L layers, V vocabulary.
+Each function reads the parameters by the book's state-dict names (`W_q.weight`, `ln.bias`, ...) from
+`params` and computes what the book's code computes (d2l.ai sections 11.3-11.7). With every switch of
+`Knobs` at its default it equals attn-mt's module (tests/test_check.py proves it, case by case); one
+switch moved gives the output of a learner's code with that one mistake, which is how `attn-mt check`
+names a mistake: a learner's output that equals a variant's, where attn-mt's differs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+
+Params = dict[str, torch.Tensor]
+BOOK_FILL = -1e6  # the value the book's _sequence_mask writes over masked scores
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Where the code may go wrong; the defaults are the book's (and attn-mt's) choices."""
+
+    fill: str = "large_negative"  # "zero" | "neg_inf" | "none" (valid_lens ignored)
+    inverted: bool = False  # the mask keeps the padding and hides the real keys
+    axis: int = -1  # 1: softmax over the queries
+    empty: str = "zero"  # a query with no valid key: "zero" (attn-mt) or "uniform" (the book's -1e6)
+    scale: str = "sqrt_d"  # "none" | "d"
+    tanh: bool = True
+    split: str = "per_position"  # "wrong": (B, N, H) read as (B, h, N, d)
+    merge: str = "inverse"  # "wrong": (B*h, N, d) read straight as (B, N, H)
+    repeat: str = "interleave"  # "tile": valid_lens.repeat(h) instead of repeat_interleave
+    w_o: bool = True
+    table: str = "book"  # "swapped": cos at even columns | "exponent": 10000^(j/H) instead of 10000^(2j/H)
+    relu: bool = True
+    addnorm: str = "post"  # "norm_first": X + LN(Y) | "no_residual": LN(Y)
+    block_residual: str = "Y"  # "X": the second add & norm adds the block's input
+    block_mask: bool = True  # False: the encoder block's attention is called without valid_lens
+    query_layer: int = -1  # 0: the decoder's query is the first GRU layer's state
+    decoder_mask: bool = True  # False: enc_valid_lens not passed to the attention
+
+
+BOOK = Knobs()
+
+
+def with_knob(knobs: Knobs, **changes: object) -> Knobs:
+    """A copy of `knobs` with some switches moved."""
+    return replace(knobs, **changes)
+
+
+def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None, k: Knobs = BOOK) -> torch.Tensor:
+    """Softmax of scores X (B, Q, K) over the keys, keys at or past each valid length masked."""
+    if valid_lens is None or k.fill == "none":
+        return F.softmax(X, dim=k.axis)
+    lens = valid_lens.reshape(-1, 1, 1) if valid_lens.dim() == 1 else valid_lens.unsqueeze(-1)  # (B, 1|Q, 1)
+    keep = torch.arange(X.shape[-1]) < lens  # (B, 1|Q, K)
+    if k.inverted:
+        keep = ~keep
+    fill = {"large_negative": BOOK_FILL, "zero": 0.0, "neg_inf": -math.inf}[k.fill]
+    weights = F.softmax(X.masked_fill(~keep, fill), dim=k.axis)  # (B, Q, K)
+    if k.empty == "zero" and k.fill == "large_negative" and not k.inverted:
+        weights = weights.masked_fill(lens <= 0, 0.0)
+    return weights
+
+
+def dot_product(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid_lens: torch.Tensor | None, k: Knobs
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention: output (B, Q, v) and weights (B, Q, K) (book eq. 11.3.4)."""
+    scale = {"sqrt_d": math.sqrt(queries.shape[-1]), "d": queries.shape[-1], "none": 1.0}[k.scale]
+    weights = masked_softmax(queries @ keys.transpose(1, 2) / scale, valid_lens, k)  # (B, Q, K)
+    return weights @ values, weights
+
+
+def additive(
+    params: Params,
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    k: Knobs,
+    prefix: str = "",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Additive attention w_v^T tanh(W_q q + W_k k): output (B, Q, v) and weights (B, Q, K) (eq. 11.3.7)."""
+    features = (queries @ params[prefix + "W_q.weight"].T).unsqueeze(2) + (
+        keys @ params[prefix + "W_k.weight"].T
+    ).unsqueeze(1)  # (B, Q, K, H)
+    if k.tanh:
+        features = torch.tanh(features)
+    scores = (features @ params[prefix + "w_v.weight"].T).squeeze(-1)  # (B, Q, K)
+    weights = masked_softmax(scores, valid_lens, k)
+    return weights @ values, weights
+
+
+def split_heads(X: torch.Tensor, num_heads: int, k: Knobs = BOOK) -> torch.Tensor:
+    """The book's transpose_qkv: (B, N, H) -> (B * h, N, d)."""
+    batch, steps, hidden = X.shape
+    if k.split == "wrong":
+        return X.reshape(batch * num_heads, steps, hidden // num_heads)
+    return X.reshape(batch, steps, num_heads, -1).permute(0, 2, 1, 3).reshape(batch * num_heads, steps, -1)
+
+
+def merge_heads(X: torch.Tensor, num_heads: int, k: Knobs = BOOK) -> torch.Tensor:
+    """The book's transpose_output: (B * h, N, d) -> (B, N, H)."""
+    heads_batch, steps, size = X.shape
+    if k.merge == "wrong":
+        return X.reshape(heads_batch // num_heads, steps, num_heads * size)
+    return X.reshape(-1, num_heads, steps, size).permute(0, 2, 1, 3).reshape(-1, steps, num_heads * size)
+
+
+def multi_head(
+    params: Params,
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    num_heads: int,
+    k: Knobs,
+    prefix: str = "",
+) -> torch.Tensor:
+    """Multi-head attention (book section 11.5): (B, Q, q), (B, K, k), (B, K, v) -> (B, Q, H)."""
+    head_q, head_k, head_v = (
+        split_heads(X @ params[f"{prefix}{name}.weight"].T, num_heads, k)  # (B * h, N, d)
+        for X, name in ((queries, "W_q"), (keys, "W_k"), (values, "W_v"))
+    )
+    if valid_lens is not None:
+        if k.repeat == "tile":
+            valid_lens = valid_lens.repeat(num_heads, *([1] * (valid_lens.dim() - 1)))  # (B * h[, Q])
+        else:
+            valid_lens = torch.repeat_interleave(valid_lens, num_heads, dim=0)  # (B * h[, Q])
+    output, _ = dot_product(head_q, head_k, head_v, valid_lens, k)  # (B * h, Q, d)
+    merged = merge_heads(output, num_heads, k)  # (B, Q, H)
+    return merged @ params[prefix + "W_o.weight"].T if k.w_o else merged
+
+
+def sinusoids(num_steps: int, num_hiddens: int, k: Knobs = BOOK) -> torch.Tensor:
+    """The (T, H) positional-encoding table (book section 11.6.3)."""
+    exponents = torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens  # 2j / H, (H / 2,)
+    if k.table == "exponent":
+        exponents = exponents / 2  # j / H
+    angles = torch.arange(num_steps, dtype=torch.float32).unsqueeze(1) / torch.pow(10000.0, exponents)
+    even, odd = (torch.cos, torch.sin) if k.table == "swapped" else (torch.sin, torch.cos)
+    table = torch.zeros(num_steps, num_hiddens)  # (T, H)
+    table[:, 0::2] = even(angles)
+    table[:, 1::2] = odd(angles[:, : num_hiddens // 2])
+    return table
+
+
+def positional(X: torch.Tensor, k: Knobs) -> torch.Tensor:
+    """X (B, T, H) plus the table's first T rows."""
+    return X + sinusoids(X.shape[1], X.shape[2], k)
+
+
+def ffn(params: Params, X: torch.Tensor, k: Knobs, prefix: str = "") -> torch.Tensor:
+    """The position-wise FFN dense2(relu(dense1(X))) (book section 11.7.2): (B, N, H) -> (B, N, H)."""
+    hidden = X @ params[prefix + "dense1.weight"].T + params[prefix + "dense1.bias"]  # (B, N, F)
+    if k.relu:
+        hidden = F.relu(hidden)
+    return hidden @ params[prefix + "dense2.weight"].T + params[prefix + "dense2.bias"]
+
+
+def add_norm(params: Params, X: torch.Tensor, Y: torch.Tensor, k: Knobs, prefix: str = "") -> torch.Tensor:
+    """LayerNorm(X + Y) (book section 11.7.3): (B, N, H), (B, N, H) -> (B, N, H)."""
+
+    def norm(Z: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(Z, Z.shape[-1:], params[prefix + "ln.weight"], params[prefix + "ln.bias"])
+
+    if k.addnorm == "norm_first":
+        return X + norm(Y)
+    if k.addnorm == "no_residual":
+        return norm(Y)
+    return norm(X + Y)
+
+
+def encoder_block(
+    params: Params, X: torch.Tensor, valid_lens: torch.Tensor | None, num_heads: int, k: Knobs
+) -> torch.Tensor:
+    """The Transformer encoder block (book section 11.7.4): (B, N, H) -> (B, N, H)."""
+    lens = valid_lens if k.block_mask else None
+    Y = add_norm(params, X, multi_head(params, X, X, X, lens, num_heads, k, "attention."), k, "addnorm1.")
+    residual = X if k.block_residual == "X" else Y
+    return add_norm(params, residual, ffn(params, Y, k, "ffn."), k, "addnorm2.")
+
+
+def bahdanau_decoder(
+    params: Params,
+    rnn: torch.nn.GRU,
+    tgt: torch.Tensor,
+    memory: torch.Tensor,
+    hidden: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    k: Knobs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The book's Seq2SeqAttentionDecoder, teacher-forced: logits (B, T, V) and weights (B, T, S).
+
+    `rnn` is a batch-first GRU holding the decoder's `rnn.*` parameters; memory (B, S, H) are the
+    encoder's outputs and hidden (L, B, H) its final states.
+    """
+    lens = valid_lens if k.decoder_mask else None
+    outputs, weights = [], []
+    for x in params["embedding.weight"][tgt].unbind(1):  # T x (B, E)
+        query = hidden[k.query_layer].unsqueeze(1)  # (B, 1, H)
+        context, step_weights = additive(params, query, memory, memory, lens, k, "attention.")  # (B, 1, H)
+        output, hidden = rnn(torch.cat((context, x.unsqueeze(1)), dim=-1), hidden)  # (B, 1, H), (L, B, H)
+        outputs.append(output)
+        weights.append(step_weights)
+    logits = torch.cat(outputs, dim=1) @ params["dense.weight"].T + params["dense.bias"]  # (B, T, V)
+    return logits, torch.cat(weights, dim=1)

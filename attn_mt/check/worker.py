@@ -1,0 +1,69 @@
+"""`python -m attn_mt.check.worker FILE EVENTS [BLOCK ...]`: the child process that runs a learner's file.
+
+It loads FILE as a module and checks its blocks, writing one JSON line to EVENTS as each block starts
+and ends, so that the parent (`process.py`) can say where a file that never finishes got stuck. A file
+that cannot be loaded gets one line saying why. The learner's own prints go to this process's stdout
+and stderr, which the parent keeps apart from EVENTS.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import TextIO
+
+from attn_mt.check.runner import check_namespace
+
+
+def write(events: TextIO, **event: object) -> None:
+    """One event line, flushed at once (the process may be killed at any moment)."""
+    events.write(json.dumps(event) + "\n")
+    events.flush()
+
+
+def load(path: Path) -> dict[str, object]:
+    """Run the learner's file as a module named `learner` and return its globals."""
+    source = path.read_text(encoding="utf-8")
+    namespace: dict[str, object] = {"__name__": "learner", "__file__": str(path)}
+    exec(compile(source, str(path), "exec"), namespace)
+    return namespace
+
+
+def load_error(exc: BaseException, path: Path) -> str:
+    """Why the file could not be loaded, in one line that names the file's line."""
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(path)]
+    where = f"line {lines[-1]} of {path.name}" if lines else path.name
+    if isinstance(exc, SyntaxError):
+        return f"{path.name} has a syntax error at line {exc.lineno}: {exc.msg}"
+    if isinstance(exc, ModuleNotFoundError):
+        return (
+            f"{where} imports {exc.name}, which is not installed in this Python; write the blocks with torch "
+            "alone (attn-mt check needs no d2l)"
+        )
+    return f"{where} raised {type(exc).__name__}: {exc} while the file was loaded"
+
+
+def main(argv: list[str]) -> int:
+    """Load the file and check its blocks; the exit code is 0 whatever they show."""
+    path, events_path, only = Path(argv[0]), Path(argv[1]), tuple(argv[2:])
+    with events_path.open("w", encoding="utf-8") as events:
+        write(events, started="loading")
+        try:
+            namespace = load(path)
+        except BaseException as exc:  # the learner's file may raise anything, SystemExit included
+            write(events, load_error=load_error(exc, path))
+            return 0
+        check_namespace(
+            namespace,
+            only,
+            progress=lambda name: write(events, started=name),
+            done=lambda result: write(events, result=result.to_dict()),
+        )
+        write(events, finished=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,23 @@
+"""`attn-mt check FILE`: run a learner's blocks of the chapter against attn-mt's and print what differs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from attn_mt.check import BLOCK_NAMES, check_file
+from attn_mt.errors import UserError
+
+
+def run_check(path: Path, blocks: list[str], timeout_s: float) -> None:
+    """Check FILE in a child process within `timeout_s`; exit 1 when a block fails or the file stops early."""
+    unknown = [name for name in blocks if name not in BLOCK_NAMES]
+    if unknown:
+        raise UserError(f"--block {unknown[0]}: not one of {', '.join(BLOCK_NAMES)}")
+    if timeout_s <= 0:
+        raise UserError(f"--timeout must be > 0 seconds, got {timeout_s:g}")
+    report = check_file(path, tuple(blocks), timeout_s)
+    typer.echo(report.text())
+    if not report.passed:
+        raise typer.Exit(1)

@@ -1,0 +1,92 @@
+"""A correct solution of the chapter's blocks written as the book writes them, and the text edits that plant
+each common mistake into it (tests/test_check.py, tests/test_exercises.py)."""
+
+from __future__ import annotations
+
+import ast
+
+from helpers import ROOT
+
+SOLUTION = ROOT / "tests" / "check_solutions" / "d2l_blocks.py"
+
+# mistake id -> (the block it is checked in, the text of the solution it replaces, the replacement)
+PLANTED = {
+    "mask-with-zero": ("masked_softmax", "value=-1e6", "value=0"),
+    "mask-with-minus-infinity": ("masked_softmax", "value=-1e6", "value=float('-inf')"),
+    "valid-lens-ignored": ("masked_softmax", "if valid_lens is None:", "if True:"),
+    "mask-inverted": ("masked_softmax", "X[~mask] = value", "X[mask] = value"),
+    "softmax-wrong-axis": (
+        "masked_softmax",
+        "softmax(X.reshape(shape), dim=-1)",
+        "softmax(X.reshape(shape), dim=1)",
+    ),
+    "no-scaling": ("DotProductAttention", " / math.sqrt(d)", ""),
+    "scaled-by-d": ("DotProductAttention", " / math.sqrt(d)", " / d"),
+    "no-tanh": ("AdditiveAttention", "features = torch.tanh(features)", "features = features"),
+    "heads-split-wrong": (
+        "transpose_qkv",
+        "X = X.reshape(X.shape[0], X.shape[1], self.num_heads, -1)\n        X = X.permute(0, 2, 1, 3)",
+        "X = X.reshape(X.shape[0], self.num_heads, X.shape[1], -1)",
+    ),
+    "heads-merged-wrong": (
+        "transpose_output",
+        "X = X.reshape(-1, self.num_heads, X.shape[1], X.shape[2])\n        X = X.permute(0, 2, 1, 3)\n"
+        "        return X.reshape(X.shape[0], X.shape[1], -1)",
+        "return X.reshape(-1, X.shape[1], X.shape[2] * self.num_heads)",
+    ),
+    "valid-lens-tiled": (
+        "MultiHeadAttention",
+        "torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)",
+        "valid_lens.repeat(self.num_heads)",
+    ),
+    "no-output-projection": ("MultiHeadAttention", "return self.W_o(output_concat)", "return output_concat"),
+    "sin-cos-swapped": (
+        "PositionalEncoding",
+        "self.P[:, :, 0::2] = torch.sin(X)\n        self.P[:, :, 1::2] = torch.cos(X)",
+        "self.P[:, :, 0::2] = torch.cos(X)\n        self.P[:, :, 1::2] = torch.sin(X)",
+    ),
+    "frequency-exponent": (
+        "PositionalEncoding",
+        "torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens",
+        "torch.arange(num_hiddens // 2, dtype=torch.float32) / num_hiddens",
+    ),
+    "no-relu": ("PositionWiseFFN", "self.dense2(self.relu(self.dense1(X)))", "self.dense2(self.dense1(X))"),
+    "norm-before-add": ("AddNorm", "self.ln(self.dropout(Y) + X)", "self.ln(self.dropout(Y)) + X"),
+    "no-residual": ("AddNorm", "self.ln(self.dropout(Y) + X)", "self.ln(self.dropout(Y))"),
+    "block-residual-from-input": (
+        "TransformerEncoderBlock",
+        "self.addnorm2(Y, self.ffn(Y))",
+        "self.addnorm2(X, self.ffn(Y))",
+    ),
+    "block-without-mask": (
+        "TransformerEncoderBlock",
+        "self.attention(X, X, X, valid_lens)",
+        "self.attention(X, X, X, None)",
+    ),
+    "query-from-first-layer": ("Seq2SeqAttentionDecoder", "hidden_state[-1]", "hidden_state[0]"),
+    "decoder-without-mask": (
+        "Seq2SeqAttentionDecoder",
+        "self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)",
+        "self.attention(query, enc_outputs, enc_outputs, None)",
+    ),
+    "dropout-in-eval": (
+        "AddNorm",
+        "self.ln(self.dropout(Y) + X)",
+        "self.ln(nn.functional.dropout(Y, self.dropout.p) + X)",
+    ),
+    "dropout-not-in-training": ("AddNorm", "self.ln(self.dropout(Y) + X)", "self.ln(Y + X)"),
+}
+
+
+def solution_source(name: str, planted: str = "") -> str:
+    """The source of the solution's top-level function or class `name`, with mistake `planted` made in it."""
+    text = SOLUTION.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    [node] = [node for node in tree.body if getattr(node, "name", None) == name]
+    source = ast.get_source_segment(text, node)
+    assert source is not None
+    if planted:
+        _, old, new = PLANTED[planted]
+        assert source.count(old) == 1, f"{name} must hold {old!r} once"
+        source = source.replace(old, new)
+    return source

@@ -1,0 +1,192 @@
+"""`attn-mt check` and `attn_mt.check`: a learner's blocks run against attn-mt's modules.
+
+The correct solution (tests/check_solutions/d2l_blocks.py, the book's 1.0 code) passes every block, and
+so does the older edition's signatures; each common mistake, planted into that solution by one text
+edit, is named; the variants that name mistakes equal attn-mt's modules with every switch at the book's
+setting; a file that loops forever or imports what is missing gets one clear line within its limit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import ROOT
+from planted_mistakes import PLANTED, SOLUTION
+
+from attn_mt.check import BLOCK_NAMES, check, check_file
+from attn_mt.check.blocks import BLOCKS
+from attn_mt.check.mistakes import BY_ID, MISTAKES
+from attn_mt.check.runner import SEED, all_close, check_namespace, reference_for
+from attn_mt.check.variants import BOOK
+from attn_mt.check.worker import load
+from attn_mt.commands.check import run_check
+from attn_mt.errors import UserError
+
+# The older edition's signatures (d2l 0.17): sizes of every input, transposes as functions.
+OLDER_EDITION = """
+
+class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout, **kwargs):
+        super().__init__(**kwargs)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1))
+        self.attention_weights = masked_softmax(self.w_v(features).squeeze(-1), valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+def transpose_qkv(X, num_heads):
+    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1).permute(0, 2, 1, 3)
+    return X.reshape(-1, X.shape[2], X.shape[3])
+
+
+def transpose_output(X, num_heads):
+    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2]).permute(0, 2, 1, 3)
+    return X.reshape(X.shape[0], X.shape[1], -1)
+
+
+class PositionWiseFFN(nn.Module):
+    def __init__(self, ffn_num_input, ffn_num_hiddens, ffn_num_outputs):
+        super().__init__()
+        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
+        self.relu = nn.ReLU()
+        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+
+    def forward(self, X):
+        return self.dense2(self.relu(self.dense1(X)))
+"""
+
+
+def load_text(text: str, folder: Path) -> dict[str, object]:
+    """The globals of a learner's file holding `text`."""
+    path = folder / "blocks.py"
+    path.write_text(text, encoding="utf-8")
+    return load(path)
+
+
+def test_every_mistake_has_a_planted_test_and_a_row_in_the_docs() -> None:
+    assert sorted(PLANTED) == sorted(mistake.id for mistake in MISTAKES)
+    assert len(PLANTED) >= 12
+    rows = [
+        line.split(" | ")[0].strip("| `") for line in (ROOT / "docs" / "check.md").read_text().splitlines()
+    ]
+    assert [row for row in rows if row in BY_ID] == [mistake.id for mistake in MISTAKES]
+
+
+def test_the_book_solution_passes_every_block(tmp_path: Path) -> None:
+    results = check_namespace(load(SOLUTION))
+    assert [result.block for result in results] == [block.name for block in BLOCKS] == list(BLOCK_NAMES)
+    failures = [result.text() for result in results if not result.passed]
+    assert not failures, "\n".join(failures)
+    cases = [case for result in results for case in result.cases]
+    # the book's -1e6 gives a query with no valid key uniform weights; accepted, with a note
+    zero_length = [case for case in cases if case.case == "a valid length of 0"]
+    assert len(zero_length) == 4 and all("uniform" in case.note for case in zero_length)
+
+
+def test_the_older_editions_signatures_pass(tmp_path: Path) -> None:
+    namespace = load_text(SOLUTION.read_text(encoding="utf-8") + OLDER_EDITION, tmp_path)
+    results = check_namespace(
+        namespace, ("AdditiveAttention", "transpose_qkv", "transpose_output", "PositionWiseFFN")
+    )
+    assert all(result.passed for result in results), "\n".join(result.text() for result in results)
+
+
+@pytest.mark.parametrize("mistake_id", sorted(PLANTED))
+def test_a_planted_mistake_is_named(mistake_id: str, tmp_path: Path) -> None:
+    block, old, new = PLANTED[mistake_id]
+    text = SOLUTION.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"the solution must hold {old!r} once"
+    [result] = check_namespace(load_text(text.replace(old, new), tmp_path), (block,))
+    assert not result.passed
+    named = {case.mistake for case in result.cases if not case.passed}
+    assert named == {mistake_id} or (mistake_id in named and named <= {mistake_id, ""}), result.text()
+    assert f"mistake [{mistake_id}]: {BY_ID[mistake_id].title}" in result.text()
+
+
+def test_a_mistake_in_masked_softmax_is_named_in_the_attention_that_calls_it(tmp_path: Path) -> None:
+    text = SOLUTION.read_text(encoding="utf-8").replace("value=-1e6", "value=0")
+    [result] = check_namespace(load_text(text, tmp_path), ("MultiHeadAttention",))
+    failing = [case for case in result.cases if not case.passed]
+    assert [case.case for case in result.cases if case.passed] == ["no valid_lens"]
+    assert {case.mistake for case in failing if "train" not in case.case} == {"mask-with-zero"}
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.name)
+def test_the_variants_at_the_books_settings_equal_attn_mts_modules(block) -> None:
+    for index, case in enumerate(block.cases):
+        if case.train:
+            continue
+        inputs = case.inputs(torch.Generator().manual_seed(SEED + index))
+        reference = reference_for(block, case)
+        with torch.no_grad():
+            expected = block.run_reference(reference, inputs, case.sizes)
+            assert all_close(block.variant(reference, inputs, case.sizes, BOOK), expected), case.name
+
+
+def test_check_of_one_function_prints_its_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    namespace = load_text(
+        SOLUTION.read_text(encoding="utf-8").replace("dim=-1)\n\n\nclass", "dim=1)\n\n\nclass"), tmp_path
+    )
+    [result] = check(namespace["masked_softmax"])
+    printed = capsys.readouterr().out
+    assert "masked_softmax: 1 of 6 cases passed" in printed
+    assert "mistake [softmax-wrong-axis]" in printed and not result.passed
+
+
+def run_cli(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """`attn-mt check ...` in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "attn_mt", "check", *arguments], capture_output=True, text=True
+    )
+
+
+def test_cli_names_a_mistake_and_exits_1(tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(SOLUTION.read_text(encoding="utf-8").replace(" / math.sqrt(d)", ""), encoding="utf-8")
+    done = run_cli(str(wrong), "--block", "masked_softmax", "--block", "DotProductAttention")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "masked_softmax: 6 of 6 cases passed" in done.stdout
+    assert "mistake [no-scaling]: no 1/sqrt(d) scaling of the dot products." in done.stdout
+    assert done.stdout.rstrip().endswith("1 of 2 blocks passed")
+
+
+def test_a_file_that_never_finishes_is_stopped_within_its_limit(tmp_path: Path) -> None:
+    looping = tmp_path / "looping.py"
+    looping.write_text(
+        "def masked_softmax(X, valid_lens):\n    while True:\n        pass\n", encoding="utf-8"
+    )
+    start = time.monotonic()
+    report = check_file(looping, timeout_s=8)
+    assert time.monotonic() - start < 13
+    assert report.error == (
+        "looping.py did not finish within 8 s (stopped in masked_softmax): look for a loop that never ends"
+    )
+    assert not report.passed
+
+
+def test_a_file_that_imports_what_is_missing_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "imports.py"
+    path.write_text("import torch\nfrom d2l_not_installed import torch as d2l\n", encoding="utf-8")
+    report = check_file(path, timeout_s=60)
+    assert report.error == (
+        "line 2 of imports.py imports d2l_not_installed, which is not installed in this Python; write the "
+        "blocks with torch alone (attn-mt check needs no d2l)"
+    )
+    assert "error: line 2 of imports.py" in report.text()
+
+
+def test_unknown_block_is_a_user_error() -> None:
+    with pytest.raises(
+        UserError, match="--block masked_sofmax: not one of masked_softmax, AdditiveAttention"
+    ):
+        run_check(SOLUTION, ["masked_sofmax"], 60)
