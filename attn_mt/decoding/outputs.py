@@ -9,6 +9,7 @@ with GNMT's length penalty (search.py states the conventions).
 from __future__ import annotations
 
 import hashlib
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -54,8 +55,27 @@ class Translation:
         return self.outputs[0] if self.outputs else ""
 
     def _repr_html_(self) -> str:
-        """Jupyter's view: the source, its tokens and every output with its scores (display.py)."""
-        return display.translation_html(self)
+        """Jupyter's view: the source, its tokens and every output with its scores (`translation_html`)."""
+        return translation_html(self)
+
+
+def translation_html(translation: Translation) -> str:
+    """The source, its tokens, each n-best output with its scores, and any warnings."""
+    rows = [
+        [str(rank), html.escape(text), f"{hyp.score:.4f}", f"{hyp.norm_score:.4f}", str(len(hyp.tokens))]
+        for rank, (text, hyp) in enumerate(
+            zip(translation.outputs, translation.hypotheses, strict=True), start=1
+        )
+    ]
+    parts = [
+        f"<p><b>source</b> {html.escape(translation.source)}</p>",
+        f"<p><b>source tokens</b> {display.tokens_html(translation.source_tokens)}</p>",
+        display.table_html(["rank", "output", "log-prob", "length-normalised", "tokens"], rows)
+        if rows
+        else "<p>(no output: a blank input)</p>",
+    ]
+    parts += [f"<p><b>warning</b> {html.escape(warning)}</p>" for warning in translation.warnings]
+    return f"<div>{''.join(parts)}</div>"
 
 
 @dataclass(frozen=True)
