@@ -12,7 +12,7 @@ import hashlib
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from attn_mt.config import Config
@@ -21,7 +21,7 @@ from attn_mt.data.subword import prepare_text
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import display
 from attn_mt.errors import UserError
-from attn_mt.limits import MAX_SAMPLES, MAX_SEED, MAX_TEMPERATURE, MAX_TOP_K, length_penalty_problem
+from attn_mt.limits import MAX_SAMPLES, MAX_SEED, MAX_TEMPERATURE, MAX_TOP_K
 
 if TYPE_CHECKING:
     import torch
@@ -154,17 +154,6 @@ def position_limit(cfg: Config) -> int | None:
     model = cfg.model
     learned = model.type == "transformer" and model.positional_encoding == "learned"
     return model.max_positions if learned else None
-
-
-def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
-    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses an alpha outside
-    0..MAX_LENGTH_PENALTY (attn_mt/limits.py)."""
-    if length_penalty is None:
-        return cfg
-    problem = length_penalty_problem(length_penalty)
-    if problem:
-        raise UserError(f"--length-penalty {problem}")
-    return replace(cfg, decode=replace(cfg.decode, length_penalty=length_penalty))
 
 
 def max_source_tokens(cfg: Config) -> int:
