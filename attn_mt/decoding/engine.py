@@ -5,9 +5,8 @@ Two engines implement `Engine`: `Translator` (torch, translator.py) and `Ctransl
 (ctranslate2_engine.py). `translate_with` is their `translate`: it takes the call's `DecodeSettings`
 (settings.py, resolved and checked there once), prepares each sentence as the training data was,
 leaves blank sentences blank, hands the others to the engine's `search` and detokenizes what comes
-back. What an engine cannot do is a capability
-the caller reads before asking (`search_attention`, `all_attention_maps`, `search_prefix`,
-`search_sampling`), not an error half-way.
+back. What an engine cannot do is a capability the caller reads before asking (`search_attention`,
+`all_attention_maps`, `search_prefix`, `search_sampling`), not an error half-way.
 
 A target prefix is given as text and prepared as the training data's target side was (the same
 preprocessing, tokenizer and subword pieces, `prefix_ids`); the search then forces those ids first
