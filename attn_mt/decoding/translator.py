@@ -140,7 +140,7 @@ class Translator:
         chosen = call_settings(self, settings, beam_size, nbest, sampling)
         return translate_with(self, sentences, chosen, need_attention, progress, prefix)
 
-    def search_settings(self, need_attention: bool) -> dict[str, object]:
+    def search_arguments(self, need_attention: bool) -> dict[str, object]:
         """The keyword arguments greedy and beam search share: special ids (and those no output may
         hold), length limits (a learned position table's size too), attention."""
         dc = self.cfg.decode
@@ -175,7 +175,7 @@ class Translator:
             chunk = order[start : start + size]
             encoded = encode_sources([sources[k] for k in chunk], self.src_vocab, max_len=self.max_src)
             src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
-            common = self.search_settings(need_attention)
+            common = self.search_arguments(need_attention)
             prefix = None if prefixes is None else [prefixes[k] for k in chunk]
             if sampling is not None:
                 per_sentence = self._sample(

@@ -175,7 +175,7 @@ def run_search(
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
     recorder = StepRecorder(engine.model, layer, keep, prefix)
-    common = {**engine.search_settings(need_attention=True), "prefix": [prefix] if prefix else None}
+    common = {**engine.search_arguments(need_attention=True), "prefix": [prefix] if prefix else None}
     was_training = engine.model.training
     engine.model.eval()
     try:
