@@ -439,10 +439,10 @@ def test_neither_engine_outputs_pad_or_bos_even_where_the_model_ranks_them_first
     torch_side = translator_for(run)
     ct2_side = translator_for(open_model(write_ctranslate2(run, tmp_path / "ct2", "float32"), device="cpu"))
     sentences = [en for en, _ in reverse_pairs(12, seed=4)]
-    settings = {**torch_side.search_settings(False), "never": ()}  # the search as it was without the rule
+    arguments = {**torch_side.search_arguments(False), "never": ()}  # the search as it was without the rule
     rows = [torch_side.source_ids(t.source_tokens) for t in torch_side.translate(sentences, beam_size=1)]
     unruled = [
-        greedy_search(run.model, torch.tensor([ids]), torch.tensor([n]), **settings)[0] for ids, n in rows
+        greedy_search(run.model, torch.tensor([ids]), torch.tensor([n]), **arguments)[0] for ids, n in rows
     ]
     assert sum(bool(never & set(h.tokens)) for h in unruled) >= 6  # the bias is real: most would hold one
     for beam in (1, 2):

@@ -11,9 +11,10 @@ from near_ties import assert_decodings_agree
 from synthetic import reverse_pairs
 from tolerances import decoding_terms
 
-from attn_mt.decoding.engine import Engine, Found, check_search, translate_with
+from attn_mt.decoding.engine import Engine, Found, translate_with
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.outputs import Hypothesis, Translation
+from attn_mt.decoding.outputs import Hypothesis, Sampling, Translation, gnmt_length_penalty
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -109,8 +110,8 @@ def test_translate_with_prepares_skips_blanks_and_detokenizes_once(engines):
             self.cfg, self.src_vocab, self.tgt_vocab = real.cfg, real.src_vocab, real.tgt_vocab
             self.seen: list[list[str]] = []
 
-        def search(self, sources, beam, nbest, need_attention, advance, prefixes=None, sampling=None):
-            self.seen = sources
+        def search(self, sources, settings, need_attention, advance, prefixes=None):
+            self.seen, self.settings = sources, settings
             advance(len(sources))
             reverse = [self.tgt_vocab.encode_text("Deux un.")] * len(sources)
             return [
@@ -119,14 +120,46 @@ def test_translate_with_prepares_skips_blanks_and_detokenizes_once(engines):
             ]
 
     fake = Recording(engines["torch"])
-    results = translate_with(fake, ["Alpha bravo.", "", "Charlie."], beam_size=1)
+    greedy = DecodeSettings.resolve(fake.cfg.decode, beam_size=1)
+    results = translate_with(fake, ["Alpha bravo.", "", "Charlie."], greedy)
+    assert fake.settings is greedy
     assert fake.seen == [results[0].source_tokens, results[2].source_tokens] and fake.seen[0]
     assert [r.text for r in results] == ["Deux un.", "", "Deux un."]
     assert results[1] == Translation("", []) and results[2].warnings == [f"seen {len(fake.seen[1])}"]
 
 
-def test_check_search_accepts_what_both_engines_run():
+def test_decode_settings_take_the_runs_defaults_and_check_every_override_once(engines):
+    decode = engines["torch"].cfg.decode
+    run_default = DecodeSettings.resolve(decode)
+    assert (run_default.beam_size, run_default.nbest) == (decode.beam_size, 1)
+    assert run_default.length_penalty == decode.length_penalty and run_default.sampling is None
     for beam, nbest in ((1, 1), (4, 1), (4, 4)):
-        check_search(beam, nbest)
-    with pytest.raises(UserError, match="nbest 5 needs a beam at least as large"):
-        check_search(4, 5)
+        assert DecodeSettings.resolve(decode, beam, nbest).outputs == nbest
+    drawn = DecodeSettings.resolve(decode, sampling=Sampling(samples=3))
+    assert (drawn.beam_size, drawn.outputs) == (1, 3)
+    refused = {
+        "nbest 5 needs a beam at least as large": dict(beam_size=4, nbest=5),
+        "beam must be at least 1, got 0": dict(beam_size=0),
+        "--sample draws its outputs token by token; it takes no --beam": dict(
+            beam_size=2, sampling=Sampling(samples=2)
+        ),
+        "--length-penalty must be from 0 to 10, got -1": dict(length_penalty=-1.0),
+        "beam size 4 needs at least 8 target vocabulary entries, got 7": dict(beam_size=4, vocab_size=7),
+    }
+    for message, overrides in refused.items():
+        with pytest.raises(UserError, match=message):
+            DecodeSettings.resolve(decode, **overrides)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_the_settings_length_penalty_ranks_the_beam(engines, name):
+    """The alpha travels in the settings, not in a copied config: each norm_score is divided by it."""
+    engine = engines[name]
+    for alpha in (0.0, 2.5):
+        settings = DecodeSettings.resolve(engine.cfg.decode, 3, 3, length_penalty=alpha)
+        for result in engine.translate(SENTENCES[:4], settings=settings):
+            for hyp in result.hypotheses:
+                expected = hyp.score / gnmt_length_penalty(len(hyp.tokens) + 1, alpha)
+                assert hyp.norm_score == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(TypeError, match="not both"):
+        engine.translate(SENTENCES[:1], beam_size=2, settings=DecodeSettings.resolve(engine.cfg.decode))

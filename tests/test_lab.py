@@ -27,6 +27,7 @@ from PIL import Image
 
 from attn_mt.decoding.attention import attention_entropy
 from attn_mt.decoding.scoring import score_with
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.decoding.translator import Translator
 from attn_mt.demos.nadaraya_watson import (
     gaussian_attention_weights,
@@ -1500,7 +1501,8 @@ def test_the_best_beams_path_has_the_dumps_weights_at_every_step(engines, model)
     translation = engine.translate([sentence], beam_size=3)[0]
     best = translation.hypotheses[0]
     dump = engine.attention(translation).maps["cross"]  # (T, S) or (L, h, T, S)
-    recorder, hypotheses, _ = run_search(engine, sentence, beam=3, layer=1)
+    every_beam = DecodeSettings.resolve(engine.cfg.decode, beam_size=3, nbest=3)
+    recorder, hypotheses, _ = run_search(engine, sentence, every_beam, layer=1)
     assert hypotheses[0].tokens == best.tokens and abs(hypotheses[0].score - best.score) < 1e-6
     for t in range(len(best.tokens) + 1):
         step = recorder.steps[t]

@@ -23,6 +23,7 @@ from attn_mt.decoding.search import (
     greedy_search,
     sample_pick,
 )
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -266,12 +267,13 @@ def test_engine_refuses_prefixes_it_cannot_force(gru):
 
 def test_lines_with_a_prefix_are_translated_whole_and_samples_join(gru):
     lines = ["golf alpha . hotel echo .", "golf alpha . hotel echo ."]
-    results = translate_lines(gru, lines, split=True, beam_size=1, prefix=["", "un"])
+    greedy = DecodeSettings.resolve(gru.cfg.decode, beam_size=1)
+    results = translate_lines(gru, lines, split=True, settings=greedy, prefix=["", "un"])
     assert len(results[0].sentences) == 2 and len(results[1].sentences) == 1
     assert results[1].text.startswith("un")
-    sampling = Sampling(samples=3, seed=4)
-    drawn = translate_lines(gru, lines, split=True, sampling=sampling)
-    again = translate_lines(gru, lines[::-1] + ["hotel ."], split=True, sampling=sampling)
+    sampling = DecodeSettings.resolve(gru.cfg.decode, sampling=Sampling(samples=3, seed=4))
+    drawn = translate_lines(gru, lines, split=True, settings=sampling)
+    again = translate_lines(gru, lines[::-1] + ["hotel ."], split=True, settings=sampling)
     assert [len(r.nbest()) for r in drawn] == [3, 3]
     assert [t for t, _, _ in drawn[0].nbest()] == [t for t, _, _ in again[1].nbest()]
 

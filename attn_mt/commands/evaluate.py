@@ -7,10 +7,9 @@ from typing import Any
 
 import typer
 
-from attn_mt.decoding.engine import check_search
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.ensembles import open_models
-from attn_mt.decoding.outputs import with_length_penalty
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.evaluation.attention_dumps import save_attention
 from attn_mt.evaluation.evaluate import SPLITS, format_table, split_examples
@@ -48,8 +47,6 @@ def run_eval(
     models = [Path(p) for p in run_dir] if isinstance(run_dir, list) else [Path(run_dir)]
     if split not in SPLITS:
         raise UserError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
-    if beam is not None:
-        check_search(beam, 1)
     if attention < 0:
         raise UserError(f"--attention must be 0 or more, got {attention}")
     if compare is not None:
@@ -61,24 +58,24 @@ def run_eval(
                 f"--compare: {other} does not exist; run `attn-mt eval {compare} --split {split}` first"
             )
     run = open_models(models, checkpoint, device, quantize)
-    cfg = with_length_penalty(run.config, length_penalty)
+    cfg = run.config
+    settings = DecodeSettings.resolve(cfg.decode, beam, length_penalty=length_penalty)
     scored_text = SCORED_TEXT[cfg.data.tokenizer]
     out_dir = run.eval_dir(split)
     if compare is not None:
         other = RunPaths(Path(compare)).eval_dir(split)
         check_same_scoring(other, scored_text_of(other), out_dir, scored_text)
     sources, refs = split_examples(run, split, data_path, models[0])
-    beam_size = cfg.decode.beam_size if beam is None else beam
-    translator = translator_for(run, cfg)
-    results = translator.translate(sources, beam_size=beam_size, progress=True)
+    translator = translator_for(run)
+    results = translator.translate(sources, progress=True, settings=settings)
     hyps = [r.text for r in results]
     write_eval_files(out_dir, sources, hyps, refs)
     scores: dict[str, Any] = {
         "split": split,
         "direction": cfg.data.direction,
         "scored_text": scored_text,
-        "beam_size": beam_size,
-        "length_penalty": cfg.decode.length_penalty,
+        "beam_size": settings.beam_size,
+        "length_penalty": settings.length_penalty,
         "checkpoint": run.checkpoint.name,
         "step": run.step,
         "quantize": quantize or "none",

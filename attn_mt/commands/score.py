@@ -12,8 +12,8 @@ from attn_mt.commands.output_files import STDIN, refuse_directories, refuse_shar
 from attn_mt.commands.translate import read_text_lines, write_alignments
 from attn_mt.decoding.alignments import WordAlignment
 from attn_mt.decoding.engines import translator_for
-from attn_mt.decoding.outputs import with_length_penalty
 from attn_mt.decoding.scoring import Scored, blank_pairs, name_blank, score_lines
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.run.open import open_model
 
@@ -82,8 +82,11 @@ def run_score(
     if blank:
         raise UserError(f"nothing to score on {name_blank(blank, 'line')}: a blank source sentence")
     run = open_model(run_dir, checkpoint, device, quantize)
-    engine = translator_for(run, with_length_penalty(run.config, length_penalty))
-    scored = score_lines(engine, sources, targets, split, progress=True, alignments=alignments is not None)
+    alpha = DecodeSettings.resolve(run.config.decode, length_penalty=length_penalty).length_penalty
+    engine = translator_for(run)
+    scored = score_lines(
+        engine, sources, targets, split, alpha, progress=True, alignments=alignments is not None
+    )
     print_line_warnings([pair.warnings for pair in scored], verbose)
     if output_format == "jsonl":
         lines = [json.dumps(score_record(i, s), ensure_ascii=False) for i, s in enumerate(scored, start=1)]

@@ -8,11 +8,12 @@ from pathlib import Path
 from attn_mt.commands.line_warnings import print_line_warnings
 from attn_mt.commands.output_files import STDIN, refuse_directories, refuse_shared_paths
 from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
-from attn_mt.decoding.engine import check_sampling, collections_paused
+from attn_mt.decoding.engine import collections_paused
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.ensembles import open_models
 from attn_mt.decoding.lines import LineTranslation, translate_lines, without_carriage_returns
-from attn_mt.decoding.outputs import Sampling, Translation, with_length_penalty
+from attn_mt.decoding.outputs import Sampling, Translation
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 
 
@@ -180,7 +181,6 @@ def run_translate(
         {"--input": input_file, "--prefix-file": prefix_file},
         {"--attention-dir": attention_dir},
     )
-    check_sampling(sampling, beam, nbest)
     models, texts = models_and_texts(run_dir, texts)
     if prefix_file == STDIN and not texts and input_file in (None, STDIN):
         raise UserError(
@@ -190,12 +190,11 @@ def run_translate(
     lines = read_input_lines(input_file, texts)
     prefixes = line_prefixes(prefix, prefix_file, len(lines))
     run = open_models(models, checkpoint, device, quantize)
-    translator = translator_for(run, with_length_penalty(run.config, length_penalty))
+    settings = DecodeSettings.resolve(run.config.decode, beam, nbest, length_penalty, sampling)
+    translator = translator_for(run)
     with collections_paused():  # the file's objects too, while they are written out (decoding/engine.py)
-        results = translate_lines(
-            translator, lines, split, beam, nbest, progress=True, prefix=prefixes, sampling=sampling
-        )
-        outputs = nbest if sampling is None else sampling.samples
+        results = translate_lines(translator, lines, split, settings, progress=True, prefix=prefixes)
+        outputs = settings.outputs
         print_line_warnings([result.warnings for result in results], verbose)
         if outputs > 1:
             out_lines = [line for i, r in enumerate(results) for line in format_nbest(i, r, outputs)]

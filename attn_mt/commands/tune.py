@@ -11,8 +11,8 @@ from typing import Any
 import typer
 
 from attn_mt.config import config_from_dict
-from attn_mt.decoding.engine import check_search
 from attn_mt.decoding.engines import translator_for
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.evaluation.evaluate import split_examples
 from attn_mt.evaluation.tuning import (
@@ -76,7 +76,7 @@ def check_tunable(run: LoadedRun, beams: list[int], write: bool) -> None:
             "settings in a run directory's config.yaml (tune the run directory, or tune without --write)"
         )
     for beam in beams:
-        check_search(beam, 1, len(run.tgt_vocab))
+        DecodeSettings.resolve(run.config.decode, beam, vocab_size=len(run.tgt_vocab))
     if run.config.decode.nbest > min(beams):
         raise UserError(
             f"--beams: {min(beams)} is smaller than the run's decode.nbest = {run.config.decode.nbest}"
@@ -165,8 +165,7 @@ def run_tune(
     )
     typer.echo(TABLE_HEADER)
     rows = tune_decoding(
-        lambda cfg: translator_for(run, cfg),
-        run.config,
+        translator_for(run),
         sources,
         refs,
         search_pairs(beams, alphas),

@@ -20,6 +20,7 @@ for a truncated source, which has no <eos>); both are also given per layer and h
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,15 +143,51 @@ class SentenceAttention:
 
     def _repr_png_(self) -> bytes:
         """Jupyter's picture: heatmaps of the cross-attention (else the first map), tokens on the axes."""
-        return display.attention_png(self)
+        return attention_png(self)
 
     def _repr_html_(self) -> str:
         """Jupyter's view: every map as heatmaps under its title and shape, with both sides' tokens."""
-        return display.attention_html(self)
+        return attention_html(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """Both views in one call, so that Jupyter draws each map once rather than the main map twice."""
-        return display.attention_bundle(self)
+        return attention_bundle(self)
+
+
+def main_map(attention: SentenceAttention) -> str:
+    """The map a single picture shows: the cross-attention when there is one, else the first."""
+    return "cross" if "cross" in attention.maps else next(iter(attention.maps))
+
+
+def attention_png(attention: SentenceAttention, name: str | None = None) -> bytes:
+    """PNG heatmaps of one map (every layer and head), tokens on both axes; the main map by default."""
+    name = main_map(attention) if name is None else name
+    rows, cols = attention.labels(name)
+    return display.heatmap_png(attention.maps[name], rows, cols, TITLES[name])
+
+
+def attention_html(attention: SentenceAttention, pictures: dict[str, bytes] | None = None) -> str:
+    """Every map as a heatmap under its title, shape and the tokens of both sides.
+
+    `pictures` holds maps already drawn (name -> PNG), so that none is drawn twice.
+    """
+    pictures = pictures or {}
+    parts = [
+        f"<p><b>source</b> {display.tokens_html(attention.source_tokens)}</p>",
+        f"<p><b>output</b> {display.tokens_html(attention.output_tokens)}</p>",
+    ]
+    for name, weights in attention.maps.items():
+        shape = " x ".join(str(size) for size in weights.shape)
+        png = pictures[name] if name in pictures else attention_png(attention, name)
+        parts.append(f"<p><b>{html.escape(TITLES[name])}</b> <code>{name}</code> ({shape})</p>")
+        parts.append(display.image_tag(png, f"{TITLES[name]} heatmap"))
+    return f"<div>{''.join(parts)}</div>"
+
+
+def attention_bundle(attention: SentenceAttention) -> dict[str, Any]:
+    """Jupyter's whole view of the maps at once, HTML and the main map's PNG, each map drawn once."""
+    pictures = {name: attention_png(attention, name) for name in attention.maps}
+    return {"text/html": attention_html(attention, pictures), "image/png": pictures[main_map(attention)]}
 
 
 @torch.inference_mode()

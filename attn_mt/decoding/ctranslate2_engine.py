@@ -61,7 +61,7 @@ import numpy as np
 from attn_mt.config import Config
 from attn_mt.data.encode import source_rows
 from attn_mt.data.vocab import BOS, EOS, Vocab
-from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
+from attn_mt.decoding.engine import Forced, Found, call_settings, check_attention, translate_with
 from attn_mt.decoding.outputs import (
     Hypothesis,
     Sampling,
@@ -71,6 +71,7 @@ from attn_mt.decoding.outputs import (
     never_output_ids,
     output_length_limits,
 )
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.run.ctranslate2_folder import Ctranslate2Model, import_ctranslate2
 
@@ -165,7 +166,7 @@ class Ctranslate2Translator:
         sources: list[list[str]],
         limits: list[int],
         members: list[int],
-        beam: int,
+        beam_size: int,
         nbest: int,
         prefixes: list[list[str]] | None = None,
         sampling: Sampling | None = None,
@@ -190,9 +191,9 @@ class Ctranslate2Translator:
                     [sources[k] for k in chunk],
                     None if prefixes is None else [prefixes[k] or None for k in chunk],
                     asynchronous=True,
-                    beam_size=beam,
-                    num_hypotheses=beam if beam > 1 else sampling.samples if sampling else nbest,
-                    length_penalty=BEAM_LENGTH_PENALTY if beam > 1 else 0.0,
+                    beam_size=beam_size,
+                    num_hypotheses=beam_size if beam_size > 1 else sampling.samples if sampling else nbest,
+                    length_penalty=BEAM_LENGTH_PENALTY if beam_size > 1 else 0.0,
                     min_decoding_length=0,
                     max_decoding_length=limit - 1,
                     max_input_length=0,
@@ -262,39 +263,40 @@ class Ctranslate2Translator:
         progress: bool = False,
         prefix: list[str] | None = None,
         sampling: Sampling | None = None,
+        settings: DecodeSettings | None = None,
     ) -> list[Translation]:
-        """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
-        return translate_with(self, sentences, beam_size, nbest, need_attention, progress, prefix, sampling)
+        """Translate every sentence (a blank one stays blank); see `translate_with` and `call_settings`."""
+        chosen = call_settings(self, settings, beam_size, nbest, sampling)
+        return translate_with(self, sentences, chosen, need_attention, progress, prefix)
 
     def search(
         self,
         sources: list[list[str]],
-        beam: int,
-        nbest: int,
+        settings: DecodeSettings,
         need_attention: bool,
         advance: Callable[[int], object],
         prefixes: list[list[int]] | None = None,
-        sampling: Sampling | None = None,
     ) -> list[Found]:
         """Each prepared sentence's n-best outputs: CTranslate2's search under the rules of the docstring."""
         if not sources:
             return []
+        beam_size, nbest, sampling = settings.beam_size, settings.nbest, settings.sampling
         dc = self.cfg.decode
         rows, infos = source_rows(sources, self.src_vocab, max_len=self.max_src)
         texts = [self.src_vocab.decode(row) for row in rows]
         limits = output_length_limits([len(row) for row in rows], dc.max_len_a, dc.max_len_b)
-        penalty = BEAM_LENGTH_PENALTY if beam > 1 else 0.0
+        penalty = BEAM_LENGTH_PENALTY if beam_size > 1 else 0.0
         if sampling is not None:
             import_ctranslate2().set_random_seed(sampling.seed)
         forced = None if prefixes is None else [self.tgt_vocab.decode(ids) for ids in prefixes]
         found: list[list[tuple[list[int], float, bool]]] = [[] for _ in sources]
-        calls = self._submit(texts, limits, list(range(len(sources))), beam, nbest, forced, sampling)
+        calls = self._submit(texts, limits, list(range(len(sources))), beam_size, nbest, forced, sampling)
         for call in calls:
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
             advance(len(call.members))
         again = [k for k, hyps in enumerate(found) if any(self.never.intersection(ids) for ids, _, _ in hyps)]
-        for call in self._submit(texts, limits, again, beam, nbest, forced, sampling, suppress=True):
+        for call in self._submit(texts, limits, again, beam_size, nbest, forced, sampling, suppress=True):
             for k, answer in zip(call.members, call.answers, strict=True):
                 found[k] = self._hypotheses(answer, penalty)
         rescore = set(again)
@@ -310,7 +312,11 @@ class Ctranslate2Translator:
         for hyps_found, info in zip(found, infos, strict=True):
             hyps = []
             for ids, score, _ in hyps_found:
-                norm = score / gnmt_length_penalty(len(ids) + 1, dc.length_penalty) if beam > 1 else score
+                norm = (
+                    score / gnmt_length_penalty(len(ids) + 1, settings.length_penalty)
+                    if beam_size > 1
+                    else score
+                )
                 hyps.append(Hypothesis(ids, score, norm))
             if sampling is None:
                 hyps = sorted(hyps, key=lambda h: -h.norm_score)[:nbest]  # samples keep the order drawn

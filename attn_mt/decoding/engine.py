@@ -2,11 +2,11 @@
 model, and the steps every engine shares (no torch, so CTranslate2 runs without it).
 
 Two engines implement `Engine`: `Translator` (torch, translator.py) and `Ctranslate2Translator`
-(ctranslate2_engine.py). `translate_with` is their `translate`: it checks the beam and n-best,
-prepares each sentence as the training data was, leaves blank sentences blank, hands the others to
-the engine's `search` and detokenizes what comes back. What an engine cannot do is a capability
-the caller reads before asking (`search_attention`, `all_attention_maps`, `search_prefix`,
-`search_sampling`), not an error half-way.
+(ctranslate2_engine.py). `translate_with` is their `translate`: it takes the call's `DecodeSettings`
+(settings.py, resolved and checked there once), prepares each sentence as the training data was,
+leaves blank sentences blank, hands the others to the engine's `search` and detokenizes what comes
+back. What an engine cannot do is a capability the caller reads before asking (`search_attention`,
+`all_attention_maps`, `search_prefix`, `search_sampling`), not an error half-way.
 
 A target prefix is given as text and prepared as the training data's target side was (the same
 preprocessing, tokenizer and subword pieces, `prefix_ids`); the search then forces those ids first
@@ -38,8 +38,8 @@ from attn_mt.decoding.outputs import (
     position_limit,
     prepare_sentence,
 )
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
-from attn_mt.limits import MAX_BEAM
 from attn_mt.progress_bars import progress_bar
 
 if TYPE_CHECKING:
@@ -78,17 +78,15 @@ class Engine(Protocol):
     def search(
         self,
         sources: list[list[str]],
-        beam: int,
-        nbest: int,
+        settings: DecodeSettings,
         need_attention: bool,
         advance: Callable[[int], object],
         prefixes: list[list[int]] | None = None,
-        sampling: Sampling | None = None,
     ) -> list[Found]:
-        """Each non-empty prepared sentence's outputs; `advance(n)` after each n sentences.
+        """Each non-empty prepared sentence's outputs as `settings` asks (its `sampling`: draw
+        `sampling.samples` outputs per sentence, in the order drawn); `advance(n)` after each n sentences.
 
-        `prefixes[i]`: target ids sentence i's outputs start with ([]: none); `sampling`: draw
-        `sampling.samples` outputs per sentence, in the order drawn (beam and nbest are then 1)."""
+        `prefixes[i]`: target ids sentence i's outputs start with ([]: none)."""
         ...
 
     def translate(
@@ -100,8 +98,10 @@ class Engine(Protocol):
         progress: bool = False,
         prefix: list[str] | None = None,
         sampling: Sampling | None = None,
+        settings: DecodeSettings | None = None,
     ) -> list[Translation]:
-        """Translate every sentence (blank ones give blank outputs): `translate_with(self, ...)`."""
+        """Translate every sentence (blank ones give blank outputs): `translate_with(self, ...)` with
+        `settings`, or with `call_settings` of the shorthand `beam_size`, `nbest` and `sampling`."""
         ...
 
     def force(
@@ -131,40 +131,10 @@ class Engine(Protocol):
         ...
 
 
-def check_search(beam: int, nbest: int, vocab_size: int | None = None) -> None:
-    """Refuse a beam outside 1..MAX_BEAM (attn_mt/limits.py), an n-best outside 1..beam, and (given the
-    target vocabulary's size) a beam whose 2 x beam candidates per step the vocabulary cannot fill, with
-    the same words for every engine and entry point."""
-    if beam < 1:
-        raise UserError(f"beam must be at least 1, got {beam}")
-    if beam > MAX_BEAM:
-        raise UserError(f"beam must be at most {MAX_BEAM}, got {beam}")
-    if nbest < 1:
-        raise UserError(f"nbest must be at least 1, got {nbest}")
-    if nbest > beam:
-        raise UserError(f"nbest {nbest} needs a beam at least as large (the beam is {beam})")
-    if vocab_size is not None and vocab_size < 2 * beam:
-        raise UserError(
-            f"beam size {beam} needs at least {2 * beam} target vocabulary entries, got {vocab_size}"
-        )
-
-
 def check_attention(translation: Translation) -> None:
     """Refuse to show attention for a sentence with no output (a blank input), for every engine alike."""
     if not translation.hypotheses:
         raise UserError(f"no attention to show for {translation.source!r}: it has no output (blank input)")
-
-
-def check_sampling(sampling: Sampling | None, beam: int | None, nbest: int) -> None:
-    """Refuse sampling together with a beam above 1 or an n-best list: the samples are the outputs."""
-    if sampling is None:
-        return
-    if beam is not None and beam > 1:
-        raise UserError(f"--sample draws its outputs token by token; it takes no --beam (got {beam})")
-    if nbest > 1:
-        raise UserError(
-            f"--sample {sampling.samples} gives that many outputs per sentence; leave out --nbest"
-        )
 
 
 def prefix_ids(engine: Engine, sources: list[list[str]], prefixes: list[str]) -> list[list[int]]:
@@ -230,26 +200,39 @@ def collections_paused() -> Iterator[None]:
         gc.enable()
 
 
+def call_settings(
+    engine: Engine,
+    settings: DecodeSettings | None,
+    beam_size: int | None = None,
+    nbest: int = 1,
+    sampling: Sampling | None = None,
+) -> DecodeSettings:
+    """The settings an engine's `translate` decodes with: those given, else the shorthand `beam_size`,
+    `nbest` and `sampling` resolved against the run's decode config (not both)."""
+    if settings is None:
+        return DecodeSettings.resolve(engine.cfg.decode, beam_size, nbest, sampling=sampling)
+    if beam_size is not None or nbest != 1 or sampling is not None:
+        raise TypeError("give DecodeSettings or beam_size/nbest/sampling, not both")
+    return settings
+
+
 def translate_with(
     engine: Engine,
     sentences: list[str],
-    beam_size: int | None = None,
-    nbest: int = 1,
+    settings: DecodeSettings | None = None,
     need_attention: bool = False,
     progress: bool = False,
     prefix: list[str] | None = None,
-    sampling: Sampling | None = None,
 ) -> list[Translation]:
-    """Translate every sentence with `engine` (see the module docstring); `beam_size` None: the run's.
+    """Translate every sentence with `engine` (see the module docstring) as `settings` asks (None: the
+    run's decode settings).
 
-    `prefix[i]`: the text sentence i's outputs must start with; `sampling`: draw the outputs
+    `prefix[i]`: the text sentence i's outputs must start with; `settings.sampling`: draw the outputs
     (`Sampling`), `sampling.samples` of them per sentence in the order drawn, each scored with its
     log-probability. With `progress`, stderr counts the sentences done: a bar on a terminal, a line
     now and then in a file.
     """
-    check_sampling(sampling, beam_size, nbest)
-    beam = 1 if sampling is not None else engine.cfg.decode.beam_size if beam_size is None else beam_size
-    check_search(beam, nbest)
+    settings = DecodeSettings.resolve(engine.cfg.decode) if settings is None else settings
     if need_attention and not engine.search_attention:
         raise UserError(
             f"the {engine.name} engine returns no attention from its search: ask attention() "
@@ -257,7 +240,7 @@ def translate_with(
         )
     if prefix is not None and not engine.search_prefix:
         raise UserError(f"the {engine.name} engine cannot force a target prefix")
-    if sampling is not None and not engine.search_sampling:
+    if settings.sampling is not None and not engine.search_sampling:
         raise UserError(f"the {engine.name} engine cannot sample")
     with collections_paused():
         results = [Translation(s, prepare_sentence(engine.cfg, engine.src_vocab, s)) for s in sentences]
@@ -270,9 +253,7 @@ def translate_with(
         bar = progress_bar(
             len(todo), "translating", " sentences", enabled=progress, leave=False, delay=PROGRESS_DELAY_S
         )
-        found = engine.search(
-            sources, beam, nbest, need_attention, bar.update, prefixes=forced, sampling=sampling
-        )
+        found = engine.search(sources, settings, need_attention, bar.update, prefixes=forced)
         bar.close()
         for i, sentence in zip(todo, found, strict=True):
             results[i].warnings.extend(sentence.warnings)

@@ -25,7 +25,8 @@ from attn_mt.config import Config
 from attn_mt.data.sentences import SplitLine, cut_long, split_line
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding.engine import Engine
-from attn_mt.decoding.outputs import Sampling, Translation, max_source_tokens, prepare_sentence
+from attn_mt.decoding.outputs import Translation, max_source_tokens, prepare_sentence
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 
 
@@ -117,16 +118,15 @@ def translate_lines(
     engine: Engine,
     lines: list[str],
     split: bool = True,
-    beam_size: int | None = None,
-    nbest: int = 1,
+    settings: DecodeSettings | None = None,
     need_attention: bool = False,
     progress: bool = False,
     prefix: list[str] | None = None,
-    sampling: Sampling | None = None,
 ) -> list[LineTranslation]:
-    """Translate each line (see the module docstring); `split` False takes each line as one sentence.
+    """Translate each line (see the module docstring) as `settings` asks (None: the run's); `split`
+    False takes each line as one sentence.
 
-    `prefix[i]`: the text line i's translation starts with (blank: none); `sampling`: draw the outputs.
+    `prefix[i]`: the text line i's translation starts with (blank: none).
     """
     if prefix is not None and len(prefix) != len(lines):
         raise UserError(f"{len(prefix)} prefixes for {len(lines)} lines: give one per line")
@@ -136,7 +136,7 @@ def translate_lines(
     if prefix is not None:
         per_sentence = [p for plan, p in zip(plans, prefix, strict=True) for _ in plan[0].sentences]
     translations = engine.translate(
-        sentences, beam_size, nbest, need_attention, progress, prefix=per_sentence, sampling=sampling
+        sentences, need_attention=need_attention, progress=progress, prefix=per_sentence, settings=settings
     )
     results, at = [], 0
     for line, (plan, notes) in zip(lines, plans, strict=True):

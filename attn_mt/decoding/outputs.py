@@ -9,9 +9,10 @@ with GNMT's length penalty (search.py states the conventions).
 from __future__ import annotations
 
 import hashlib
+import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from attn_mt.config import Config
@@ -20,7 +21,7 @@ from attn_mt.data.subword import prepare_text
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import display
 from attn_mt.errors import UserError
-from attn_mt.limits import MAX_SAMPLES, MAX_SEED, MAX_TEMPERATURE, MAX_TOP_K, length_penalty_problem
+from attn_mt.limits import MAX_SAMPLES, MAX_SEED, MAX_TEMPERATURE, MAX_TOP_K
 
 if TYPE_CHECKING:
     import torch
@@ -54,8 +55,27 @@ class Translation:
         return self.outputs[0] if self.outputs else ""
 
     def _repr_html_(self) -> str:
-        """Jupyter's view: the source, its tokens and every output with its scores (display.py)."""
-        return display.translation_html(self)
+        """Jupyter's view: the source, its tokens and every output with its scores (`translation_html`)."""
+        return translation_html(self)
+
+
+def translation_html(translation: Translation) -> str:
+    """The source, its tokens, each n-best output with its scores, and any warnings."""
+    rows = [
+        [str(rank), html.escape(text), f"{hyp.score:.4f}", f"{hyp.norm_score:.4f}", str(len(hyp.tokens))]
+        for rank, (text, hyp) in enumerate(
+            zip(translation.outputs, translation.hypotheses, strict=True), start=1
+        )
+    ]
+    parts = [
+        f"<p><b>source</b> {html.escape(translation.source)}</p>",
+        f"<p><b>source tokens</b> {display.tokens_html(translation.source_tokens)}</p>",
+        display.table_html(["rank", "output", "log-prob", "length-normalised", "tokens"], rows)
+        if rows
+        else "<p>(no output: a blank input)</p>",
+    ]
+    parts += [f"<p><b>warning</b> {html.escape(warning)}</p>" for warning in translation.warnings]
+    return f"<div>{''.join(parts)}</div>"
 
 
 @dataclass(frozen=True)
@@ -134,17 +154,6 @@ def position_limit(cfg: Config) -> int | None:
     model = cfg.model
     learned = model.type == "transformer" and model.positional_encoding == "learned"
     return model.max_positions if learned else None
-
-
-def with_length_penalty(cfg: Config, length_penalty: float | None) -> Config:
-    """`cfg` with decode.length_penalty replaced (None keeps the run's own); refuses an alpha outside
-    0..MAX_LENGTH_PENALTY (attn_mt/limits.py)."""
-    if length_penalty is None:
-        return cfg
-    problem = length_penalty_problem(length_penalty)
-    if problem:
-        raise UserError(f"--length-penalty {problem}")
-    return replace(cfg, decode=replace(cfg.decode, length_penalty=length_penalty))
 
 
 def max_source_tokens(cfg: Config) -> int:

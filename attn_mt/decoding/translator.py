@@ -13,7 +13,7 @@ from attn_mt.config import Config
 from attn_mt.data.encode import encode_sources
 from attn_mt.data.vocab import BOS, EOS, Vocab
 from attn_mt.decoding.attention import SentenceAttention, collect_attention, merge_words, word_groups
-from attn_mt.decoding.engine import Forced, Found, check_attention, translate_with
+from attn_mt.decoding.engine import Forced, Found, call_settings, check_attention, translate_with
 from attn_mt.decoding.outputs import (
     Sampling,
     Translation,
@@ -22,6 +22,7 @@ from attn_mt.decoding.outputs import (
     position_limit,
 )
 from attn_mt.decoding.search import Sampler, beam_search, forced_log_probs, greedy_search
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.models.base import EncoderDecoder
 
 
@@ -133,11 +134,13 @@ class Translator:
         progress: bool = False,
         prefix: list[str] | None = None,
         sampling: Sampling | None = None,
+        settings: DecodeSettings | None = None,
     ) -> list[Translation]:
-        """Translate every sentence (blank ones give blank outputs); see `translate_with`."""
-        return translate_with(self, sentences, beam_size, nbest, need_attention, progress, prefix, sampling)
+        """Translate every sentence (a blank one stays blank); see `translate_with` and `call_settings`."""
+        chosen = call_settings(self, settings, beam_size, nbest, sampling)
+        return translate_with(self, sentences, chosen, need_attention, progress, prefix)
 
-    def search_settings(self, need_attention: bool) -> dict[str, object]:
+    def search_arguments(self, need_attention: bool) -> dict[str, object]:
         """The keyword arguments greedy and beam search share: special ids (and those no output may
         hold), length limits (a learned position table's size too), attention."""
         dc = self.cfg.decode
@@ -155,16 +158,14 @@ class Translator:
     def search(
         self,
         sources: list[list[str]],
-        beam: int,
-        nbest: int,
+        settings: DecodeSettings,
         need_attention: bool,
         advance: Callable[[int], object],
         prefixes: list[list[int]] | None = None,
-        sampling: Sampling | None = None,
     ) -> list[Found]:
         """Each prepared sentence's n-best outputs (or samples), decoded longest-first in batches of
         decode.batch_size sentences (with sampling, of decode.batch_size rows of samples)."""
-        dc = self.cfg.decode
+        dc, sampling = self.cfg.decode, settings.sampling
         was_training = self.model.training
         self.model.eval()
         found: list[Found] = [Found([], []) for _ in sources]
@@ -174,13 +175,13 @@ class Translator:
             chunk = order[start : start + size]
             encoded = encode_sources([sources[k] for k in chunk], self.src_vocab, max_len=self.max_src)
             src, src_lens = self._pad(encoded.src).to(self.device), encoded.src_lens.to(self.device)
-            common = self.search_settings(need_attention)
+            common = self.search_arguments(need_attention)
             prefix = None if prefixes is None else [prefixes[k] for k in chunk]
             if sampling is not None:
                 per_sentence = self._sample(
                     src, src_lens, [sources[k] for k in chunk], prefix, sampling, common
                 )
-            elif beam == 1 and nbest == 1:
+            elif settings.beam_size == 1 and settings.nbest == 1:
                 per_sentence = [
                     [h] for h in greedy_search(self.model, src, src_lens, prefix=prefix, **common)
                 ]
@@ -189,9 +190,9 @@ class Translator:
                     self.model,
                     src,
                     src_lens,
-                    beam_size=beam,
-                    nbest=nbest,
-                    length_penalty=dc.length_penalty,
+                    beam_size=settings.beam_size,
+                    nbest=settings.nbest,
+                    length_penalty=settings.length_penalty,
                     prefix=prefix,
                     **common,
                 )

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from attn_mt.config import Config
 from attn_mt.decoding.engine import Engine
-from attn_mt.decoding.outputs import with_length_penalty
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.evaluation.scores import corpus_scores
 
 
@@ -47,8 +46,7 @@ def search_pairs(beams: list[int], length_penalties: list[float]) -> list[tuple[
 
 
 def tune_decoding(
-    engine_for: Callable[[Config], Engine],
-    cfg: Config,
+    engine: Engine,
     sources: list[str],
     refs: list[list[str]],
     pairs: list[tuple[int, float | None]],
@@ -56,14 +54,15 @@ def tune_decoding(
 ) -> list[TunedPair]:
     """Decode `sources` with each (beam, alpha) of `pairs` and score them against `refs`, in that order.
 
-    `engine_for` builds the engine for a config (its decode.length_penalty set to the pair's alpha);
-    `on_row` sees each row as soon as it is scored (the command prints the table as it grows).
+    Each pair becomes the `DecodeSettings` of the engine's run with that beam size and length penalty
+    (alpha None: the run's); `on_row` sees each row as soon as it is scored (the command prints the
+    table as it grows).
     """
     rows = []
     for beam, alpha in pairs:
-        engine = engine_for(with_length_penalty(cfg, alpha))
+        settings = DecodeSettings.resolve(engine.cfg.decode, beam, length_penalty=alpha)
         start = time.perf_counter()
-        results = engine.translate(sources, beam_size=beam, progress=True)
+        results = engine.translate(sources, progress=True, settings=settings)
         seconds = time.perf_counter() - start
         scores = corpus_scores([r.text for r in results], refs)
         row = TunedPair(beam, alpha, scores["bleu"], scores["chrf"], len(sources) / max(seconds, 1e-9))

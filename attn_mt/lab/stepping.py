@@ -23,7 +23,9 @@ import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.decoding.translator import Translator
+from attn_mt.errors import UserError
 from attn_mt.lab.engines import request_engine, unknown_words
 from attn_mt.lab.inputs import LabError, choice, text, whole
 from attn_mt.lab.shown import answer, code, line_of, shown
@@ -155,13 +157,13 @@ class StepRecorder:
 def run_search(
     engine: Translator,
     sentence: str,
-    beam: int,
+    settings: DecodeSettings,
     layer: int,
     keep: int | None = None,
     prefix: list[int] | None = None,
 ) -> tuple[StepRecorder, list, list]:
-    """The search `translate` runs on one sentence, recorded (only step `keep` and the next in full,
-    when given); (recorder, hypotheses, source labels). The engine's model gets hooks: give it a
+    """The search `translate` runs on one sentence with `settings`, recorded (only step `keep` and the
+    next in full, when given); (recorder, hypotheses, source labels). The engine's model gets hooks: give it a
     request's own copy.
 
     `prefix` (target ids) forces the output's first tokens through the search's own prefix, as
@@ -173,20 +175,20 @@ def run_search(
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
     recorder = StepRecorder(engine.model, layer, keep, prefix)
-    common = {**engine.search_settings(need_attention=True), "prefix": [prefix] if prefix else None}
+    common = {**engine.search_arguments(need_attention=True), "prefix": [prefix] if prefix else None}
     was_training = engine.model.training
     engine.model.eval()
     try:
-        if beam == 1:
+        if settings.beam_size == 1:
             hypotheses = greedy_search(recorder, src, src_lens, **common)  # type: ignore[arg-type]
         else:
             hypotheses = beam_search(
                 recorder,
                 src,
                 src_lens,
-                beam_size=beam,
-                nbest=beam,
-                length_penalty=engine.cfg.decode.length_penalty,
+                beam_size=settings.beam_size,
+                nbest=settings.nbest,
+                length_penalty=settings.length_penalty,
                 **common,
             )[0]  # type: ignore[arg-type]
     finally:
@@ -278,15 +280,15 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     engine = request_engine(run)
     sentence = text(state, "sentence", "", 300)
     beam = whole(state, "beam", 1, 1, MAX_BEAM)
-    if beam > 1 and len(run.tgt_vocab) < 2 * beam:
-        raise LabError(
-            f"beam: {beam} needs at least {2 * beam} target tokens; this run has {len(run.tgt_vocab)}"
-        )
+    try:  # every beam is shown whole: its n-best is the beam
+        settings = DecodeSettings.resolve(run.config.decode, beam, beam, vocab_size=len(run.tgt_vocab))
+    except UserError as exc:
+        raise LabError(f"beam: {exc}") from None
     transformer = run.config.model.type == "transformer"
     layers = run.config.model.depths.decoder
     layer = whole(state, "layer", layers, 1, layers) - 1 if transformer else 0  # counted from 1 on the page
     t = whole(state, "step", 0, 0, 10_000)
-    recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t)
+    recorder, hypotheses, source = run_search(engine, sentence, settings, layer, keep=t)
     if t >= recorder.count:
         raise LabError(f"step: the search took {recorder.count} steps (0 to {recorder.count - 1})")
     row = whole(state, "row", 0, 0, 10_000)
@@ -298,7 +300,7 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     free = hypotheses
     if replace:  # the learner's token at step t, then the search decodes on from it
         prefix = replacement_prefix(vocab, recorder.steps[t], row, replace)
-        recorder, hypotheses, source = run_search(engine, sentence, beam, layer, keep=t, prefix=prefix)
+        recorder, hypotheses, source = run_search(engine, sentence, settings, layer, keep=t, prefix=prefix)
         row = 0
     record = recorder.steps[t]
     alive_rows = live(record.prefixes, record.scores)

@@ -352,7 +352,7 @@ def create_app(
         the request log and metrics count the sentences of results that came back; UnavailableError when
         the queue is full, the server stopping, or the deadline passed first."""
         if isinstance(options, DecodeOptions):
-            width = options.beam if options.sampling is None else options.outputs
+            width = options.beam if options.settings.sampling is None else options.outputs
             work = request_work(sentences, width, options.attention)
         else:
             work = request_work(sentences, 1, options.alignments)

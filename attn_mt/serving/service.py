@@ -17,11 +17,12 @@ import numpy as np
 from attn_mt.data.sentences import SplitLine
 from attn_mt.decoding.alignments import WordAlignment, alignment_of, joined
 from attn_mt.decoding.attention import SentenceAttention
-from attn_mt.decoding.engine import Engine, check_sampling, check_search, prefix_ids
+from attn_mt.decoding.engine import Engine, prefix_ids
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import line_warnings, plan_lines, split_for
-from attn_mt.decoding.outputs import Sampling, Translation, prepare_sentence, with_length_penalty
+from attn_mt.decoding.outputs import Sampling, Translation, prepare_sentence
 from attn_mt.decoding.scoring import score_lines
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.errors import UserError
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.schemas import (
@@ -54,17 +55,24 @@ class RequestError(ValueError):
 class DecodeOptions:
     """Everything that decides how a sentence is decoded; requests with equal options share batches."""
 
-    beam: int
-    nbest: int
-    length_penalty: float
+    settings: DecodeSettings  # the search, resolved and checked once (decoding/settings.py)
     attention: bool
-    sampling: Sampling | None = None
     alignments: bool = False
+
+    @property
+    def beam(self) -> int:
+        """The beam size the answer reports (1 for sampling)."""
+        return self.settings.beam_size
+
+    @property
+    def length_penalty(self) -> float:
+        """The length penalty alpha the answer reports."""
+        return self.settings.length_penalty
 
     @property
     def outputs(self) -> int:
         """How many outputs each sentence gets: its n-best list, or its samples."""
-        return self.nbest if self.sampling is None else self.sampling.samples
+        return self.settings.outputs
 
 
 Item = str | tuple[str, str]  # a sentence to translate, or a sentence and the prefix its output starts with
@@ -204,21 +212,22 @@ class TranslationService:
 
     def options(self, request: TranslateRequest) -> DecodeOptions:
         """The request's options with the run's defaults filled in; refuses a search the model cannot run."""
-        decode = self.run.config.decode
-        alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
         try:
             sampling = request_sampling(request)
-            check_sampling(sampling, request.beam, request.nbest)
-            beam = 1 if sampling else decode.beam_size if request.beam is None else request.beam
-            check_search(beam, request.nbest, len(self.run.tgt_vocab))
+            settings = DecodeSettings.resolve(
+                self.run.config.decode,
+                request.beam,
+                request.nbest,
+                request.length_penalty,
+                sampling,
+                vocab_size=len(self.run.tgt_vocab),
+            )
             engine = translator_for(self.run)
             if sampling is not None and not engine.search_sampling:
                 raise UserError(f"the {engine.name} engine cannot sample")
         except UserError as exc:
             raise RequestError(request_words(str(exc))) from None
-        return DecodeOptions(
-            beam, request.nbest, float(alpha), request.attention, sampling, request.alignments
-        )
+        return DecodeOptions(settings, request.attention, request.alignments)
 
     def items(self, request: TranslateRequest, plans: list[tuple[SplitLine, list[str]]]) -> list[Item]:
         """The sentences to decode, each with its entry's prefix when the request gives one; refuses a
@@ -247,10 +256,6 @@ class TranslationService:
         )
         return ScoreOptions(float(alpha), request.split, request.alignments)
 
-    def translator(self, options: DecodeOptions | ScoreOptions) -> Engine:
-        """A translator over the loaded model with the options' length penalty."""
-        return translator_for(self.run, with_length_penalty(self.run.config, options.length_penalty))
-
     def decode(
         self, items: list[Any], options: DecodeOptions | ScoreOptions
     ) -> list[SentenceResult] | list[PairScore]:
@@ -264,7 +269,12 @@ class TranslationService:
         """Each pair's score (decoding/scoring.py, split as `attn-mt score` splits) as the API returns it."""
         sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
         scored = score_lines(
-            self.translator(options), sources, targets, options.split, alignments=options.alignments
+            translator_for(self.run),
+            sources,
+            targets,
+            options.split,
+            options.length_penalty,
+            alignments=options.alignments,
         )
         return [
             PairScore(
@@ -283,18 +293,12 @@ class TranslationService:
 
     def translate(self, items: list[Item], options: DecodeOptions) -> list[SentenceResult]:
         """Translate a batch of sentences (some with a prefix) with one set of options."""
-        translator = self.translator(options)
+        translator = translator_for(self.run)
         sentences = [item if isinstance(item, str) else item[0] for item in items]
         prefixes = None
         if any(not isinstance(item, str) for item in items):
             prefixes = ["" if isinstance(item, str) else item[1] for item in items]
-        translations = translator.translate(
-            sentences,
-            beam_size=None if options.sampling else options.beam,
-            nbest=options.nbest,
-            prefix=prefixes,
-            sampling=options.sampling,
-        )
+        translations = translator.translate(sentences, prefix=prefixes, settings=options.settings)
         return [self.result(translator, t, options.attention, options.alignments) for t in translations]
 
     def result(

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import translate_lines
-from attn_mt.decoding.outputs import Sampling, Translation, with_length_penalty
+from attn_mt.decoding.outputs import Sampling, Translation
 from attn_mt.decoding.scoring import Scored, score_lines
+from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
 
@@ -47,9 +48,8 @@ class TranslationModel:
         """
         if isinstance(prefix, str):
             raise TypeError("prefix takes one text per sentence, e.g. ['Je']")
-        return self.translator.translate(
-            as_list(sentences), beam_size=beam, nbest=nbest, prefix=prefix, sampling=sampling
-        )
+        settings = DecodeSettings.resolve(self.config.decode, beam, nbest, sampling=sampling)
+        return self.translator.translate(as_list(sentences), prefix=prefix, settings=settings)
 
     def translate(
         self,
@@ -64,7 +64,9 @@ class TranslationModel:
         if isinstance(prefix, str):
             raise TypeError("prefix takes one text per sentence, e.g. ['Je']")
         texts = as_list(sentences)
-        return [line.text for line in translate_lines(self.translator, texts, split, beam, prefix=prefix)]
+        settings = DecodeSettings.resolve(self.config.decode, beam)
+        lines = translate_lines(self.translator, texts, split, settings, prefix=prefix)
+        return [line.text for line in lines]
 
     def score(
         self,
@@ -77,8 +79,10 @@ class TranslationModel:
         """How probable the model finds each target as a translation of its source (what `attn-mt score`
         writes), sentence by sentence and added up unless `split=False`; `alignments=True` fills each
         result's `alignment` (what `score --alignments` writes)."""
-        engine = translator_for(self.run, with_length_penalty(self.config, length_penalty))
-        return score_lines(engine, as_list(sources), as_list(targets), split, alignments=alignments)
+        alpha = DecodeSettings.resolve(self.config.decode, length_penalty=length_penalty).length_penalty
+        return score_lines(
+            self.translator, as_list(sources), as_list(targets), split, alpha, alignments=alignments
+        )
 
     def attention(self, translation: Translation, words: bool = False) -> SentenceAttention:
         """Every attention map of a translated sentence's best output; shows as heatmaps in Jupyter.
