@@ -14,7 +14,7 @@ from synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.dataset import NMTData, load_data
-from attn_mt.kernels import gpu_transformer
+from attn_mt.kernels.gpu import transformer_pass as gpu_transformer
 from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.trainer import Trainer
 

@@ -10,9 +10,9 @@ import torch
 from graphs import graph_names
 
 from attn_mt.errors import UserError
-from attn_mt.kernels import CpuSpeedups
-from attn_mt.kernels.packed_attention import keys_first
-from attn_mt.kernels.transformer_blocks import (
+from attn_mt.kernels.cpu import CpuSpeedups
+from attn_mt.kernels.cpu.packed_attention import keys_first
+from attn_mt.kernels.cpu.transformer_blocks import (
     DecoderBlockFunction,
     EncoderBlockFunction,
     decoder_block_params,

@@ -24,10 +24,10 @@ from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import load_data
 from attn_mt.data.vocab import Vocab
-from attn_mt.kernels import dropout as kernel_dropout
-from attn_mt.kernels import loss as kernel_loss
-from attn_mt.kernels.flat_parameters import FlatParameters
-from attn_mt.kernels.loss import CpuLoss
+from attn_mt.kernels.cpu import chunked_loss as kernel_loss
+from attn_mt.kernels.cpu import dropout as kernel_dropout
+from attn_mt.kernels.cpu.chunked_loss import CpuLoss
+from attn_mt.kernels.cpu.flat_parameters import FlatParameters
 from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.run import device as device_module
 from attn_mt.run.run_dir import RunPaths, read_metrics
@@ -313,7 +313,9 @@ def test_a_reference_run_never_imports_the_kernels(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     after_reference, after_cpu = json.loads(done.stdout.strip().splitlines()[-1])
     assert after_reference == []
-    assert "attn_mt.kernels" in after_cpu and "attn_mt.kernels.models" in after_cpu  # `cpu` does import them
+    assert (
+        "attn_mt.kernels" in after_cpu and "attn_mt.kernels.cpu.kernel_models" in after_cpu
+    )  # `cpu` does import them
     for model_type in ("gru_bahdanau", "transformer"):
         summary = json.loads((tmp_path / "runs" / model_type / "run_summary.json").read_text())
         assert summary["kernels"] == "reference" and summary["steps"] == 1

@@ -156,7 +156,7 @@ class GpuPath(PlainTorch):
     def __init__(
         self, processes: int, compile: bool, compile_mode: str | None = None, pad_id: int | None = None
     ):
-        from attn_mt.kernels.loss import smoothed_cross_entropy_sum
+        from attn_mt.kernels.cpu.chunked_loss import smoothed_cross_entropy_sum
 
         self.processes = processes
         self.bucket = compile and compile_mode in GRAPH_MODES
@@ -175,7 +175,7 @@ class GpuPath(PlainTorch):
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model behind its GPU pass (kernels/gpu_transformer.py), sharing its parameters."""
-        from attn_mt.kernels.gpu_transformer import GPU_MODELS
+        from attn_mt.kernels.gpu.transformer_pass import GPU_MODELS
 
         wrapper = GPU_MODELS.get(type(model))
         self.applies = wrapper is not None
@@ -185,7 +185,7 @@ class GpuPath(PlainTorch):
         """Trimmed, bucketed under compile, with the real target positions listed (prepare_batch)."""
         if not self.applies:
             return batch
-        from attn_mt.kernels.gpu_transformer import prepare_batch
+        from attn_mt.kernels.gpu.transformer_pass import prepare_batch
 
         return prepare_batch(batch, self.pad_id, trim_source, self.bucket)
 
@@ -195,7 +195,7 @@ class GpuPath(PlainTorch):
         """The real-tokens-only loss, summed (gpu_transformer.token_loss; fused when compiled)."""
         if not self.applies:
             return super().loss(net, batch, tgt_in, label_smoothing)
-        from attn_mt.kernels.gpu_transformer import PreparedBatch, prepare_batch, token_loss
+        from attn_mt.kernels.gpu.transformer_pass import PreparedBatch, prepare_batch, token_loss
 
         if not isinstance(batch, PreparedBatch):  # not collated by the trainer (tests, the profile)
             batch = prepare_batch(batch, self.pad_id, trim_source=False, bucket=False)
@@ -268,6 +268,6 @@ def choose_speed(
         return GpuPath(processes, compile, compile_mode, pad_id)
     if not kernels_apply(choice, device, compile):
         return PlainTorch()
-    from attn_mt.kernels import for_training  # here only: a reference run never imports the kernels
+    from attn_mt.kernels.cpu import for_training  # here only: a reference run never imports the kernels
 
     return for_training(processes)

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_mt.kernels.packed_attention import keys_first
-from attn_mt.kernels.recurrence import LoopWeights, decoder_loop, encoder_loop, gru_weights
-from attn_mt.kernels.transformer_blocks import decoder_block, encoder_block
+from attn_mt.kernels.cpu.packed_attention import keys_first
+from attn_mt.kernels.cpu.recurrence import LoopWeights, decoder_loop, encoder_loop, gru_weights
+from attn_mt.kernels.cpu.transformer_blocks import decoder_block, encoder_block
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
 from attn_mt.models.base import DecoderState, EncoderDecoder, check_source

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_mt.kernels.dropout import draw_keep_masks, gru_keep_masks
+from attn_mt.kernels.cpu.dropout import draw_keep_masks, gru_keep_masks
 from attn_mt.models.attention import NEG_INF, AttentionMask
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from attn_mt.kernels.dropout import draw_keep_masks
-from attn_mt.kernels.packed_attention import Masks, PackedSaved, packed_backward, packed_forward
+from attn_mt.kernels.cpu.dropout import draw_keep_masks
+from attn_mt.kernels.cpu.packed_attention import Masks, PackedSaved, packed_backward, packed_forward
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN
 
