@@ -17,7 +17,7 @@ from attn_mt import load
 from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
 from attn_mt.kernels.cpu import CpuSpeedups
-from attn_mt.kernels.cpu.chunked_loss import smoothed_cross_entropy_sum
+from attn_mt.kernels.gpu.smoothed_loss import smoothed_cross_entropy_sum
 from attn_mt.kernels.gpu.transformer_pass import (
     GpuTransformer,
     PreparedBatch,

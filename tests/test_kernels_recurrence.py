@@ -1,4 +1,4 @@
-"""The Bahdanau model's GRU loops (kernels/recurrence.py) against the book's modules and torch's GRU.
+"""The Bahdanau model's GRU loops (kernels/cpu/recurrence.py) against the book's modules and torch's GRU.
 
 Shapes: B batch, S source steps, T target steps, H hidden, L layers.
 """

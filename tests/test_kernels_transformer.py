@@ -1,4 +1,4 @@
-"""Transformer blocks as single autograd functions (kernels/transformer_blocks.py) against the book's.
+"""Transformer blocks as single autograd functions (kernels/cpu/transformer_blocks.py) against the book's.
 
 Shapes: B batch, S source steps, T target steps, H hidden, h heads.
 """

@@ -230,7 +230,7 @@ def double_trainer(tmp_path: Path, monkeypatch, corpus: Path, kernels: str, mode
 
 
 def torch_dropout_with_kernel_masks(x, p=0.5, training=True, inplace=False):
-    """torch.nn.Dropout's F.dropout, drawing its mask as kernels/dropout.py does (see the test below)."""
+    """torch.nn.Dropout's F.dropout, drawing its mask as kernels/cpu/dropout.py does (see the test below)."""
     return kernel_dropout.dropout(x, p, training)
 
 
@@ -242,7 +242,7 @@ def test_cpu_step_equals_the_reference_step_in_float64_with_dropout(
     """One training step's loss and every parameter's gradient: `cpu` equals `reference` to 1e-6.
 
     Dropout is on. The kernels draw a Bernoulli mask from torch.rand where torch's CPU dropout
-    draws it with bernoulli_ (kernels/dropout.py); the reference run's nn.Dropout draws it the
+    draws it with bernoulli_ (kernels/cpu/dropout.py); the reference run's nn.Dropout draws it the
     kernels' way here, so both paths drop the same elements and every other number must agree.
     The reference step's autograd graph holds no kernel node, the cpu step's does.
     """

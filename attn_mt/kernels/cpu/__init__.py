@@ -2,20 +2,19 @@
 
 Each module names the torch or book code it replaces; tests prove each equal to it (values,
 gradients and dropout masks from the same seed):
-- models.py: the book's models with the kernels below behind their training passes.
+- kernel_models.py: the book's models with the kernels below behind their training passes.
 - recurrence.py: the unpacked GRU encoder and the teacher-forced Bahdanau decoder loop.
 - transformer_blocks.py: EncoderBlock / DecoderBlock training passes as one autograd function each.
 - packed_attention.py: multi-head scaled dot-product attention without splitting the heads.
 - dropout.py: `Dropout` for torch.nn.Dropout (a cheaper way to draw the same Bernoulli mask).
-- loss.py: chunked cross-entropy, and the output layer's loss without its logits.
+- chunked_loss.py: chunked cross-entropy, and the output layer's loss without its logits.
 - flat_parameters.py: one flat tensor for the optimiser instead of one per parameter.
 - heap.py: glibc keeps freed memory for reuse and hands the holes back between phases.
-- gpu_transformer.py: the Transformer's training pass for a GPU (`train.kernels: gpu`, `auto` on
-  CUDA; training/speed.py's GpuPath), with the fused loss of loss.py.
 At the book's sizes a CPU training step is bound by the cost of each small operation and of
 autograd's bookkeeping, not by arithmetic; these kernels do the same maths in fewer, larger steps.
 The trainer reaches this package through `for_training` only, and only when the kernels apply
-(training/speed.py), so a `train.kernels: reference` run never imports it.
+(training/speed.py), so a `train.kernels: reference` run never imports it. The GPU path is
+kernels/gpu/.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ class CpuSpeedups:
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
         """The model with its CPU kernels behind it, sharing its parameters (the model itself if it has none).
 
-        Every torch.nn.Dropout inside `model` becomes kernels.dropout.Dropout, in place: the book
+        Every torch.nn.Dropout inside `model` becomes kernels.cpu.dropout.Dropout, in place: the book
         modules' own passes, where no kernel applies, then draw the masks the kernels draw.
         """
         wrapper = KERNEL_MODELS.get(type(model))

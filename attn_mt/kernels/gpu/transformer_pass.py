@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_mt.data.batch import Batch
-from attn_mt.kernels.cpu.chunked_loss import smoothed_cross_entropy_sum
-from attn_mt.kernels.cpu.kernel_models import KernelBacked
+from attn_mt.kernels.gpu.smoothed_loss import smoothed_cross_entropy_sum
+from attn_mt.kernels.kernel_backed import KernelBacked
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN, Transformer
 
