@@ -9,8 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from search_fakes import BOS, EOS, TableModel
-from test_search import REAL_LIMITS, TOY_SENTENCES, tiny_real_model, toy_batch
+from search_fakes import BOS, EOS, REAL_LIMITS, TOY_SENTENCES, TableModel, tiny_real_model, toy_batch
 from tolerances import float32_approx
 
 from attn_mt.data.vocab import Vocab

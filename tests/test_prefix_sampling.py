@@ -8,8 +8,17 @@ import re
 
 import pytest
 import torch
-from search_fakes import BOS, EOS, ToyAttentionModel
-from test_search import REAL_KINDS, REAL_LIMITS, TOY_MODELS, TOY_SENTENCES, tiny_real_model, toy_batch
+from search_fakes import (
+    BOS,
+    EOS,
+    REAL_KINDS,
+    REAL_LIMITS,
+    TOY_MODELS,
+    TOY_SENTENCES,
+    ToyAttentionModel,
+    tiny_real_model,
+    toy_batch,
+)
 from tolerances import float32_approx
 
 from attn_mt.decoding.engines import translator_for
