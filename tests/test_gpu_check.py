@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import load_script, make_dry_run
-from synthetic import write_corpus
+from support.helpers import load_script, make_dry_run
+from support.synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = [

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from synthetic import TINY, write_corpus
-from tolerances import assert_float32_close, float32_approx
+from support.synthetic import TINY, write_corpus
+from support.tolerances import assert_float32_close, float32_approx
 
 from attn_mt import load
 from attn_mt.config import load_config

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graphs import graph_names
+from support.graphs import graph_names
 
 from attn_mt.kernels.cpu import CpuSpeedups
 from attn_mt.kernels.cpu.dropout import draw_keep_masks, dropout, gru_keep_masks

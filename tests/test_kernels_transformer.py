@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graphs import graph_names
+from support.graphs import graph_names
 
 from attn_mt.errors import UserError
 from attn_mt.kernels.cpu import CpuSpeedups

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import torch
-from near_ties import assert_near_tie, beam_parting, greedy_parting
-from search_fakes import (
+from support.near_ties import assert_near_tie, beam_parting, greedy_parting
+from support.search_fakes import (
     BOS,
     EOS,
     PAD,
@@ -23,7 +23,7 @@ from search_fakes import (
     tiny_real_model,
     toy_batch,
 )
-from tolerances import assert_float32_close, decoding_terms, float32_approx
+from support.tolerances import assert_float32_close, decoding_terms, float32_approx
 
 from attn_mt.commands.translate import read_input_lines, split_input_lines
 from attn_mt.config import Config
@@ -253,7 +253,7 @@ def test_argument_errors():
 
 def assert_same_or_near_tie(model, sentence, got, want, *, beam, terms, max_len_a=1.5, max_len_b=10) -> bool:
     """True when two searches of `sentence` (one alone, one in a batch) return the same outputs; else
-    assert that they part at a near-tie of the model's (tests/near_ties.py) and return False."""
+    assert that they part at a near-tie of the model's (tests/support/near_ties.py) and return False."""
     a, b = next(
         ((x.tokens, y.tokens) for x, y in zip(want, got, strict=True) if x.tokens != y.tokens), (None, None)
     )

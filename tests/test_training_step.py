@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from graphs import graph_names
-from synthetic import write_corpus
+from support.graphs import graph_names
+from support.synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
