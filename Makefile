@@ -90,10 +90,12 @@ clean:
 # Every model, AMP mode, resume, translate/eval, CTranslate2 and serve on this machine's CUDA device(s), one
 # table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick takes ~8 GPU minutes, ARGS="--device cpu --quick"
 # is the CPU version. `make gpu-check PYTHON=python3` runs it with that Python and its (CUDA) torch as they
-# are: no .venv, no pip, no network. Without PYTHON=, .venv is set up first, as for every other target.
+# are: no .venv, no pip, no network (this checkout on PYTHONPATH, where the scripts import attn_mt from). Without
+# PYTHON=, .venv is set up first, as for every other target.
 ifeq ($(origin PYTHON),command line)
 GPU_CHECK_PYTHON := $(PYTHON)
 GPU_CHECK_NEEDS :=
+gpu-check profile-step gpu-checkup: export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 else
 GPU_CHECK_PYTHON := $(BIN)/python
 GPU_CHECK_NEEDS := install

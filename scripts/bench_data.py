@@ -104,7 +104,6 @@ def scaled_corpus(corpus: Path, times: int, folder: Path) -> Path:
     """`times` copies of the corpus in one Tatoeba-format file; copy k > 0 ends both sides with " ck"."""
     if times == 1:
         return corpus
-    sys.path.insert(0, str(ROOT))
     from attn_mt.data.corpus import read_pairs
 
     path = folder / f"corpus_{times}x.txt"

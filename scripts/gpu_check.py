@@ -6,8 +6,9 @@
     make gpu-check PYTHON=python3 ARGS=--quick    # with a Python that already holds (CUDA) torch
     python scripts/gpu_check.py --quick --rows auto,eval --set train.kernels=gpu   # some rows, the GPU path
 
-It runs with whichever Python starts it, from this checkout (no install, no network): a preflight
-names every missing package with the pip command that installs it, and finds the corpus as
+It runs with whichever Python starts it and the attn_mt that Python imports (installed, or this
+checkout on PYTHONPATH as `make gpu-check PYTHON=...` puts it; no network): a preflight names every
+missing package with the pip command that installs it, and finds the corpus as
 `attn-mt` does (--data, $ATTN_MT_DATA, the cache) but never downloads it.
 
 Each row is an `attn-mt` subprocess: both book configs for a few epochs; the GPU config
@@ -148,6 +149,11 @@ def preflight(args: argparse.Namespace) -> Path:
             f"gpu_check: this Python ({sys.executable}) lacks what attn-mt needs{hint}:\n"
             + "\n".join(missing)
         )
+    if importlib.util.find_spec("attn_mt") is None:
+        sys.exit(
+            f"gpu_check: this Python ({sys.executable}) does not import attn_mt: {sys.executable} -m pip "
+            f"install --no-deps -e {ROOT}, or run `make gpu-check PYTHON={sys.executable}`"
+        )
     import torch
 
     release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2] if part.isdigit())
@@ -159,7 +165,6 @@ def preflight(args: argparse.Namespace) -> Path:
     if args.device == "cuda" and not torch.cuda.is_available():
         build = f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}"
         sys.exit(f"gpu_check: no CUDA device is visible ({build}); run with --device cpu for the CPU check")
-    sys.path.insert(0, str(ROOT))  # this checkout's attn_mt, as the subprocesses (cwd ROOT) import it
     from attn_mt.data.corpus import resolve_corpus
     from attn_mt.errors import UserError
 

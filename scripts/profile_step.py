@@ -46,18 +46,17 @@ from typing import Any
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from attn_mt.config import Config, load_config
+from attn_mt.data.batch import Batch
+from attn_mt.data.bucketing import BucketTrainSet
+from attn_mt.data.dataset import NMTData, load_data
+from attn_mt.data.trainset import TokenSequences
+from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
+from attn_mt.models.build import build_model
+from attn_mt.run.run_dir import RunPaths
+from attn_mt.training.trainer import Trainer
 
-from attn_mt.config import Config, load_config  # noqa: E402
-from attn_mt.data.batch import Batch  # noqa: E402
-from attn_mt.data.bucketing import BucketTrainSet  # noqa: E402
-from attn_mt.data.dataset import NMTData, load_data  # noqa: E402
-from attn_mt.data.trainset import TokenSequences  # noqa: E402
-from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab  # noqa: E402
-from attn_mt.models.build import build_model  # noqa: E402
-from attn_mt.run.run_dir import RunPaths  # noqa: E402
-from attn_mt.training.trainer import Trainer  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LENGTHS = ROOT / "scripts" / "profile_lengths.json"
 SPECIALS = (UNK, PAD, BOS, EOS)  # ids 0-3, as every vocabulary of attn-mt numbers them

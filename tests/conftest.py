@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from helpers import chromium_binary
-from synthetic import SUBWORD_RUN_SETTINGS, TINY_RUN_SETTINGS, train_tiny, write_corpus
+from support.helpers import chromium_binary
+from support.synthetic import SUBWORD_RUN_SETTINGS, TINY_RUN_SETTINGS, train_tiny, write_corpus
 
 CORPUS_ENV = "ATTN_MT_DATA"
 

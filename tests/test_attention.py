@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from tolerances import assert_float32_close
+from support.tolerances import assert_float32_close
 
 from attn_mt.models import (
     AdditiveAttention,

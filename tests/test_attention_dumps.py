@@ -10,9 +10,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
-from search_fakes import BOS, EOS, PAD, ToyAttentionModel
-from synthetic import write_corpus
-from tolerances import assert_float32_close, decoding_terms
+from support.search_fakes import BOS, EOS, PAD, ToyAttentionModel
+from support.synthetic import write_corpus
+from support.tolerances import assert_float32_close, decoding_terms
 
 from attn_mt.config import ModelConfig, load_config
 from attn_mt.decoding.attention import (

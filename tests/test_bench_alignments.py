@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import load_script
+from support.helpers import load_script
 
 from attn_mt.config import load_config
 from attn_mt.decoding.alignments import WordAlignment

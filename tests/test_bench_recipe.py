@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import yaml
-from helpers import load_script
-from synthetic import TINY, close_run_log, write_corpus
+from support.helpers import load_script
+from support.synthetic import TINY, close_run_log, write_corpus
 
 from attn_mt.config import load_config
 

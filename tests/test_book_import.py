@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from book_math import (
+from support.book_math import (
     bahdanau_logits,
     book_bahdanau_shapes,
     book_transformer_shapes,

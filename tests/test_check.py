@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT
-from planted_mistakes import PLANTED, SOLUTION
+from support.helpers import ROOT
+from support.planted_mistakes import PLANTED, SOLUTION
 
 from attn_mt.check import BLOCK_NAMES, check, check_file
 from attn_mt.check.blocks import BLOCKS

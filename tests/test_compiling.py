@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import torch._inductor.config as inductor_config
-from synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
+from support.synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
 
 from attn_mt.config import ConfigError, load_config
 from attn_mt.data.dataset import load_data

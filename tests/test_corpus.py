@@ -302,7 +302,7 @@ def test_real_corpus_lines_and_first_pairs(corpus_path):
 
 
 def test_data_report_names_the_corpus_by_absolute_path(tmp_path, monkeypatch):
-    from synthetic import write_corpus
+    from support.synthetic import write_corpus
 
     from attn_mt.config import load_config
     from attn_mt.data.dataset import load_data

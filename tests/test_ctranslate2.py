@@ -16,7 +16,7 @@ import ctranslate2
 import numpy as np
 import pytest
 import torch
-from helpers import (
+from support.helpers import (
     ERROR_CASES,
     SENTENCES,
     answer_error_case,
@@ -28,9 +28,9 @@ from helpers import (
     translate,
     translate_lines,
 )
-from near_ties import assert_decodings_agree
-from synthetic import TINY, reverse_pairs
-from tolerances import decoding_terms, float32_approx
+from support.near_ties import assert_decodings_agree
+from support.synthetic import TINY, reverse_pairs
+from support.tolerances import decoding_terms, float32_approx
 
 from attn_mt.config import load_config
 from attn_mt.data.vocab import Vocab
@@ -107,7 +107,7 @@ def test_folder_holds_the_model_its_vocabularies_and_settings(trained, folder):
 
 @pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (2, 2), (4, 3)])
 def test_ctranslate2_equals_attn_mt_search_tokens_and_scores(trained, folder, beam, nbest):
-    """Best outputs equal, or parted where rounding decides (tests/near_ties.py) or, in beam search, by
+    """Best outputs equal, or parted where rounding decides (support/near_ties.py) or, in beam search, by
     CTranslate2's own search rules (a bounded few, each scored as torch scores it); every hypothesis both
     engines return scores the same. N-best lists beyond the best are not compared entry by entry: when
     more than K hypotheses finish by the step the search stops, the two keep different ones

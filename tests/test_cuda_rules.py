@@ -1,4 +1,4 @@
-"""CUDA's kernel rules held on the CPU (tests/cuda_rules.py): the harness refuses what CUDA refuses, the GPU
+"""CUDA's kernel rules held on the CPU (support/cuda_rules.py): the harness refuses what CUDA refuses, the GPU
 path's training step (bf16, fp16 with the scaler), validation and decoding pass it, the reference path
 under autocast too, and each attention call's CUDA backends are the ones docs/gpu.md states."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from cuda_rules import CudaRuleError, CudaRules, sdpa_backends
-from synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
+from support.cuda_rules import CudaRuleError, CudaRules, sdpa_backends
+from support.synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.dataset import NMTData, load_data
-from attn_mt.kernels import gpu_transformer
+from attn_mt.kernels.gpu import transformer_pass as gpu_transformer
 from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.trainer import Trainer
 

@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import onnx_greedy_is_torchs
-from near_ties import assert_decodings_agree
-from synthetic import SUBWORD_RUN_SETTINGS, TINY, TINY_EVERY_STEP, close_run_log, reverse_pairs, write_corpus
-from tolerances import decoding_terms
+from support.helpers import onnx_greedy_is_torchs
+from support.near_ties import assert_decodings_agree
+from support.synthetic import (
+    SUBWORD_RUN_SETTINGS,
+    TINY,
+    TINY_EVERY_STEP,
+    close_run_log,
+    reverse_pairs,
+    write_corpus,
+)
+from support.tolerances import decoding_terms
 
 from attn_mt.config import load_config
 from attn_mt.decoding.engines import translator_for

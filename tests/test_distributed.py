@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from synthetic import TINY_EVERY_STEP, write_corpus
+from support.synthetic import TINY_EVERY_STEP, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.run.checkpoint import load_checkpoint

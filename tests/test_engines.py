@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from near_ties import assert_decodings_agree
-from synthetic import reverse_pairs
-from tolerances import decoding_terms
+from support.near_ties import assert_decodings_agree
+from support.synthetic import reverse_pairs
+from support.tolerances import decoding_terms
 
 from attn_mt.decoding.engine import Engine, Found, translate_with
 from attn_mt.decoding.engines import translator_for

@@ -9,9 +9,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-from search_fakes import BOS, EOS, TableModel
-from test_search import REAL_LIMITS, TOY_SENTENCES, tiny_real_model, toy_batch
-from tolerances import float32_approx
+from support.search_fakes import BOS, EOS, REAL_LIMITS, TOY_SENTENCES, TableModel, tiny_real_model, toy_batch
+from support.tolerances import float32_approx
 
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding.engines import translator_for

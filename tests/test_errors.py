@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from synthetic import write_corpus
+from support.synthetic import write_corpus
 
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.commands.export import run_export

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import ROOT
-from notebook_kernel import execute_notebook, kernel_environment
-from planted_mistakes import solution_source
+from support.helpers import ROOT
+from support.notebook_kernel import execute_notebook, kernel_environment
+from support.planted_mistakes import solution_source
 
 EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import snapshot
-from synthetic import MOTS, TINY, TINY_EVERY_STEP, WORDS, write_corpus
+from support.synthetic import MOTS, TINY, TINY_EVERY_STEP, WORDS, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.dataset import load_data

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import load_script, make_dry_run
-from synthetic import write_corpus
+from support.helpers import load_script, make_dry_run
+from support.synthetic import write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = [
@@ -149,6 +149,13 @@ def test_the_preflight_names_a_package_that_is_installed_but_cannot_import(tmp_p
     assert done.returncode == 1 and "|" not in done.stdout
     assert "fastapi: installed but does not import" in done.stderr and "opentelemetry" in done.stderr
     assert f"{sys.executable} -m pip install 'fastapi>=0.110'" in done.stderr
+
+
+def test_the_preflight_says_how_to_make_attn_mt_importable(tmp_path):
+    done = _gpu_check(tmp_path, "--quick", prelude="sys.modules['attn_mt'] = None")  # as if not installed
+    assert done.returncode == 1 and "|" not in done.stdout
+    assert f"does not import attn_mt: {sys.executable} -m pip install --no-deps -e {ROOT}" in done.stderr
+    assert f"make gpu-check PYTHON={sys.executable}" in done.stderr
 
 
 def test_the_preflight_refuses_a_torch_older_than_attn_mt_needs(tmp_path):

@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from helpers import load_script, make_dry_run
+from support.helpers import load_script, make_dry_run
 
 checkup = load_script("gpu_checkup")
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
+from support.synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
 from torch import nn
 from torch._dynamo.eval_frame import OptimizedModule
 from torch.nn.parallel import DistributedDataParallel

@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from synthetic import TINY, write_corpus
-from tolerances import assert_float32_close, float32_approx
+from support.synthetic import TINY, write_corpus
+from support.tolerances import assert_float32_close, float32_approx
 
 from attn_mt import load
 from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
-from attn_mt.kernels import CpuSpeedups
-from attn_mt.kernels.gpu_transformer import (
+from attn_mt.kernels.cpu import CpuSpeedups
+from attn_mt.kernels.gpu.smoothed_loss import smoothed_cross_entropy_sum
+from attn_mt.kernels.gpu.transformer_pass import (
     GpuTransformer,
     PreparedBatch,
     bucket_rows,
@@ -25,7 +26,6 @@ from attn_mt.kernels.gpu_transformer import (
     prepare_batch,
     source_bias,
 )
-from attn_mt.kernels.loss import smoothed_cross_entropy_sum
 from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.run_dir import read_metrics

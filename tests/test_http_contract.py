@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import command_server, server
+from support.helpers import command_server, server
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 LAB_CONFIG = Path(__file__).with_name("schemathesis_lab.toml")

@@ -18,9 +18,9 @@ import pytest
 import sentencepiece as spm
 import torch
 import yaml
-from near_ties import assert_decodings_agree
-from synthetic import SUBWORD_RUN_SETTINGS, reverse_pairs, train_tiny
-from tolerances import assert_float32_close, decoding_terms
+from support.near_ties import assert_decodings_agree
+from support.synthetic import SUBWORD_RUN_SETTINGS, reverse_pairs, train_tiny
+from support.tolerances import assert_float32_close, decoding_terms
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianMTModel, MarianTokenizer
 
 from attn_mt.data.subword import prepare_text
@@ -100,7 +100,7 @@ def content(ids: list[int], eos_id: int, start_id: int) -> list[int]:
 
 def assert_ids_then_texts(run_dir: Path, folder: Path, ours: list, theirs: list[list[int]]) -> int:
     """transformers' greedy ids `theirs` agree with attn-mt's translations `ours` up to a near-tie
-    (tests/near_ties.py), and where the ids are equal MarianTokenizer decodes them to attn-mt's text.
+    (tests/support/near_ties.py), and where the ids are equal MarianTokenizer decodes them to attn-mt's text.
     Returns how many outputs were equal."""
     run = load_run(run_dir)
     eos, start = run.tgt_vocab.eos_id, len(run.tgt_vocab)

@@ -1,4 +1,4 @@
-"""The Bahdanau model's GRU loops (kernels/recurrence.py) against the book's modules and torch's GRU.
+"""The Bahdanau model's GRU loops (kernels/cpu/recurrence.py) against the book's modules and torch's GRU.
 
 Shapes: B batch, S source steps, T target steps, H hidden, L layers.
 """
@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graphs import graph_names
+from support.graphs import graph_names
 
-from attn_mt.kernels import CpuSpeedups
-from attn_mt.kernels.dropout import draw_keep_masks, dropout, gru_keep_masks
-from attn_mt.kernels.models import loop_weights
-from attn_mt.kernels.recurrence import decoder_loop, encoder_loop, gru_weights
+from attn_mt.kernels.cpu import CpuSpeedups
+from attn_mt.kernels.cpu.dropout import draw_keep_masks, dropout, gru_keep_masks
+from attn_mt.kernels.cpu.kernel_models import loop_weights
+from attn_mt.kernels.cpu.recurrence import decoder_loop, encoder_loop, gru_weights
 from attn_mt.models import GRUBahdanau
 from attn_mt.training.optim import xavier_init_
 from attn_mt.training.speed import choose_speed

@@ -1,4 +1,4 @@
-"""Transformer blocks as single autograd functions (kernels/transformer_blocks.py) against the book's.
+"""Transformer blocks as single autograd functions (kernels/cpu/transformer_blocks.py) against the book's.
 
 Shapes: B batch, S source steps, T target steps, H hidden, h heads.
 """
@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graphs import graph_names
+from support.graphs import graph_names
 
 from attn_mt.errors import UserError
-from attn_mt.kernels import CpuSpeedups
-from attn_mt.kernels.packed_attention import keys_first
-from attn_mt.kernels.transformer_blocks import (
+from attn_mt.kernels.cpu import CpuSpeedups
+from attn_mt.kernels.cpu.packed_attention import keys_first
+from attn_mt.kernels.cpu.transformer_blocks import (
     DecoderBlockFunction,
     EncoderBlockFunction,
     decoder_block_params,

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from devtools import Browser
-from helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 from PIL import Image
+from support.devtools import Browser
+from support.helpers import CHROMIUM_FLAGS, ROOT, call, chromium_binary, command_server, fetch
 
 from attn_mt.decoding.attention import attention_entropy
 from attn_mt.decoding.scoring import score_with
@@ -1430,7 +1430,7 @@ def test_http_errors_of_the_lab(lab):
     for outside in (
         "/source/../pyproject.toml",
         "/source/attn_mt/../pyproject.toml",
-        "/source/tests/helpers.py",
+        "/source/tests/support/helpers.py",
     ):
         assert fetch(lab, outside)[0] == 404, outside
     page = fetch(lab, "/")[2].decode("utf-8")

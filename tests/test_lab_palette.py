@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 import pytest
-from helpers import ROOT
+from support.helpers import ROOT
 
 LAB_JS = ROOT / "attn_mt" / "lab" / "page" / "lab.js"
 MIN_DELTA_E = 15.0

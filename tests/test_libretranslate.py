@@ -16,9 +16,9 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
-from devtools import Browser
-from helpers import CHROMIUM_FLAGS, call, multipart, server, worker_counts
 from libretranslatepy import LibreTranslateAPI
+from support.devtools import Browser
+from support.helpers import CHROMIUM_FLAGS, call, multipart, server, worker_counts
 
 from attn_mt.data.sentences import split_line
 from attn_mt.decoding.translator import Translator

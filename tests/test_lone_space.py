@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import call, server, translate
+from support.helpers import call, server, translate
 from transformers import MarianMTModel, MarianTokenizer
 
 import attn_mt

@@ -11,8 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attn_mt.data.batch import Batch
-from attn_mt.kernels.heap import keep_freed_memory, release_freed_memory
-from attn_mt.kernels.loss import (
+from attn_mt.kernels.cpu.chunked_loss import (
     CpuLoss,
     LinearCrossEntropy,
     linear_chunk,
@@ -20,6 +19,7 @@ from attn_mt.kernels.loss import (
     row_chunk,
     token_cross_entropy,
 )
+from attn_mt.kernels.cpu.heap import keep_freed_memory, release_freed_memory
 from attn_mt.run import device as device_module
 from attn_mt.run.device import autocast_context, effective_amp, limit_kernel_cache
 from attn_mt.training.loss import masked_cross_entropy

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from synthetic import TINY, TINY_EVERY_STEP, close_run_log, reverse_pairs, write_corpus
+from support.synthetic import TINY, TINY_EVERY_STEP, close_run_log, reverse_pairs, write_corpus
 
 from attn_mt.config import ConfigError, ModelConfig, config_from_dict, load_config
 from attn_mt.decoding.engines import translator_for

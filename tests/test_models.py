@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from book_math import bahdanau_logits, transformer_logits
-from tolerances import assert_float32_close, decoding_terms
+from support.book_math import bahdanau_logits, transformer_logits
+from support.tolerances import assert_float32_close, decoding_terms
 from torch.nn import functional as F
 
 from attn_mt.config import ModelConfig

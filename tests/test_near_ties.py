@@ -1,4 +1,4 @@
-"""tests/near_ties.py, the comparison every cross-engine, cross-kernel and cross-batch test uses: a
+"""tests/support/near_ties.py, the comparison every cross-engine, cross-kernel and cross-batch test uses: a
 divergence at a near-tie is accepted, one at a clear margin is rejected, on hand-made probability tables
 whose margins are known exactly."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from near_ties import assert_near_tie, beam_decisions, beam_parting, greedy_parting, parting_position
-from search_fakes import BOS, EOS, TableModel
+from support.near_ties import assert_near_tie, beam_decisions, beam_parting, greedy_parting, parting_position
+from support.search_fakes import BOS, EOS, TableModel
 
 TERMS = 100  # a small decoding's worth of additions: a tolerance of about 2.4e-5 at scale 1
 A, B, C = 3, 4, 5  # three ordinary tokens after PAD, BOS and EOS

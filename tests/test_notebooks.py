@@ -8,8 +8,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import ROOT
-from notebook_kernel import execute_notebook, kernel_environment
+from support.helpers import ROOT
+from support.notebook_kernel import execute_notebook, kernel_environment
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 DOC = ROOT / "docs" / "notebooks.md"

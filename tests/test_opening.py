@@ -12,7 +12,7 @@ from pathlib import Path
 import ctranslate2
 import pytest
 import yaml
-from helpers import call, server
+from support.helpers import call, server
 
 import attn_mt
 from attn_mt.errors import UserError

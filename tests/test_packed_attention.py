@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from attn_mt.kernels.packed_attention import gather_heads, keys_first, packed_attention, spread_heads
+from attn_mt.kernels.cpu.packed_attention import gather_heads, keys_first, packed_attention, spread_heads
 from attn_mt.models import AttentionMask
 
 

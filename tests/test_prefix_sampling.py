@@ -8,9 +8,18 @@ import re
 
 import pytest
 import torch
-from search_fakes import BOS, EOS, ToyAttentionModel
-from test_search import REAL_KINDS, REAL_LIMITS, TOY_MODELS, TOY_SENTENCES, tiny_real_model, toy_batch
-from tolerances import float32_approx
+from support.search_fakes import (
+    BOS,
+    EOS,
+    REAL_KINDS,
+    REAL_LIMITS,
+    TOY_MODELS,
+    TOY_SENTENCES,
+    ToyAttentionModel,
+    tiny_real_model,
+    toy_batch,
+)
+from support.tolerances import float32_approx
 
 from attn_mt.decoding.engines import translator_for
 from attn_mt.decoding.lines import translate_lines
@@ -409,7 +418,7 @@ def test_python_api_takes_prefixes_and_sampling(tiny_runs):
 
 
 def test_serve_takes_prefixes_and_sampling_and_refuses_misuse(tiny_runs, tmp_path_factory, run_cli):
-    from helpers import call, server, translate
+    from support.helpers import call, server, translate
 
     run = tiny_runs.copy_to(tmp_path_factory.mktemp("prefix_serving"))["gru_bahdanau"]
     with server(run) as address:
@@ -447,7 +456,7 @@ def test_serve_takes_prefixes_and_sampling_and_refuses_misuse(tiny_runs, tmp_pat
 
 
 def test_alignments_are_pairs_within_both_sentences_words(tiny_runs, tmp_path_factory, run_cli):
-    from helpers import call, server
+    from support.helpers import call, server
 
     root = tmp_path_factory.mktemp("alignments")
     runs = tiny_runs.copy_to(root)
@@ -506,7 +515,7 @@ def test_subword_alignments_count_words_not_pieces(subword_run):
 def test_ctranslate2_forces_prefixes_as_torch_does_and_samples(subword_run, subword_folder):
     """Where both engines decode a sentence alike without a prefix (no near-tie parts them), they
     decode it alike with one: the same tokens, and scores that include the prefix."""
-    from synthetic import reverse_pairs
+    from support.synthetic import reverse_pairs
 
     torch_side = translator_for(open_model(subword_run, device="cpu"))
     ct2_side = translator_for(open_model(subword_folder, device="cpu"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic import reverse_pairs, write_corpus
+from support.synthetic import reverse_pairs, write_corpus
 
 import attn_mt.data.parallel as parallel_module
 import attn_mt.data.prepare as prepare_module

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import load_script
-from synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
+from support.helpers import load_script
+from support.synthetic import TINY, TINY_RUN_SETTINGS, write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.models.build import build_model

@@ -14,8 +14,8 @@ import pytest
 from conftest import TINY_CORPUS_LINES
 
 from attn_mt.progress_bars import LineProgress, progress_bar
-from attn_mt.training.display import STEPS, TIME_LIMIT, EndEstimate, TrainingDisplay, window_line
 from attn_mt.training.logs import setup_logging
+from attn_mt.training.progress_display import STEPS, TIME_LIMIT, EndEstimate, TrainingDisplay, window_line
 from attn_mt.training.stopping import StopBounds
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from support.helpers import ROOT
 from typer.main import get_command
 
 from attn_mt.cli import app

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CHROMIUM_FLAGS, chromium_binary
 from matplotlib.image import imread
 from sacrebleu.metrics import CHRF
+from support.helpers import CHROMIUM_FLAGS, chromium_binary
 
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.commands.report import run_report

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import write_corpus
+from support.synthetic import write_corpus
 
 from attn_mt.commands.translate import run_translate
 from attn_mt.config import load_config

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import write_corpus
+from support.synthetic import write_corpus
 
 from attn_mt.config import TrainConfig, load_config
 from attn_mt.run.run_dir import read_metrics

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from synthetic import write_corpus
+from support.synthetic import write_corpus
 
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import reverse_pairs
-from tolerances import decoding_terms, float32_approx
+from support.synthetic import reverse_pairs
+from support.tolerances import decoding_terms, float32_approx
 
 import attn_mt
 from attn_mt.decoding.engine import Engine

@@ -8,12 +8,25 @@ import sys
 
 import pytest
 import torch
-from near_ties import assert_near_tie, beam_parting, greedy_parting
-from search_fakes import BOS, EOS, PAD, TableModel, ToyAttentionModel
-from tolerances import assert_float32_close, decoding_terms, float32_approx
+from support.near_ties import assert_near_tie, beam_parting, greedy_parting
+from support.search_fakes import (
+    BOS,
+    EOS,
+    PAD,
+    REAL_KINDS,
+    REAL_LIMITS,
+    REAL_VOCAB,
+    TOY_MODELS,
+    TOY_SENTENCES,
+    TableModel,
+    ToyAttentionModel,
+    tiny_real_model,
+    toy_batch,
+)
+from support.tolerances import assert_float32_close, decoding_terms, float32_approx
 
 from attn_mt.commands.translate import read_input_lines, split_input_lines
-from attn_mt.config import Config, ModelConfig
+from attn_mt.config import Config
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import engine as engine_module
 from attn_mt.decoding.search import (
@@ -25,7 +38,6 @@ from attn_mt.decoding.search import (
 )
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
-from attn_mt.models.build import build_model
 
 A, B, C = 3, 4, 5  # target tokens of the table models
 VOCAB = 6
@@ -238,20 +250,10 @@ def test_argument_errors():
 
 # ----- invariants on a toy attention model -----
 
-TOY_SENTENCES = [[3, 4, 5, 6, 7, 8], [6, 7], [8, 9, 10], [4], [5, 5, 9, 3]]
-
-
-def toy_batch(sentences=TOY_SENTENCES):
-    width = max(len(s) for s in sentences) + 1
-    src = torch.full((len(sentences), width), PAD)
-    for i, s in enumerate(sentences):
-        src[i, : len(s) + 1] = torch.tensor([*s, EOS])
-    return src, torch.tensor([len(s) + 1 for s in sentences])
-
 
 def assert_same_or_near_tie(model, sentence, got, want, *, beam, terms, max_len_a=1.5, max_len_b=10) -> bool:
     """True when two searches of `sentence` (one alone, one in a batch) return the same outputs; else
-    assert that they part at a near-tie of the model's (tests/near_ties.py) and return False."""
+    assert that they part at a near-tie of the model's (tests/support/near_ties.py) and return False."""
     a, b = next(
         ((x.tokens, y.tokens) for x, y in zip(want, got, strict=True) if x.tokens != y.tokens), (None, None)
     )
@@ -268,7 +270,6 @@ def assert_same_or_near_tie(model, sentence, got, want, *, beam, terms, max_len_
     return False
 
 
-TOY_MODELS = {"bahdanau_like": dict(heads=0), "transformer_like": dict(heads=2, layers=2)}
 # Batches of other shapes sum in other orders: at most 7 steps, the widest product is the 24-term mix (3H),
 # scores end in an 11-token log-softmax and attention in a softmax over at most 7 keys.
 TOY_SCORE_TERMS = decoding_terms(steps=7, widest=24, keys_or_vocab=11)
@@ -345,30 +346,10 @@ def test_beam_scores_are_sums_of_model_log_probs():
 
 # ----- the real models, tiny and untrained -----
 
-REAL_VOCAB = 24
-REAL_KINDS = ["gru_bahdanau", "transformer"]
-REAL_LIMITS = dict(max_len_a=1.0, max_len_b=2)  # varied per-sentence limits, so rows leave at different steps
 # At most 9 steps (7 source tokens + 2); the widest product is the 16-unit feed-forward layer; scores end in
 # a 24-token log-softmax, attention in a softmax over at most 7 keys.
 REAL_SCORE_TERMS = decoding_terms(steps=9, widest=16, keys_or_vocab=REAL_VOCAB)
 REAL_ATTENTION_TERMS = decoding_terms(steps=9, widest=16, keys_or_vocab=7)
-
-
-def tiny_real_model(kind: str):
-    torch.manual_seed(0)
-    # pack_padded: without it the GRU encoder reads <pad> steps (the book's behaviour), so padding
-    # changes a Bahdanau sentence's result and batched decoding could not equal one-at-a-time.
-    cfg = ModelConfig(
-        type=kind,
-        embed_size=8,
-        num_hiddens=8,
-        num_layers=2,
-        num_heads=2,
-        ffn_num_hiddens=16,
-        dropout=0.0,
-        pack_padded=True,
-    )
-    return build_model(cfg, REAL_VOCAB, REAL_VOCAB).eval()
 
 
 @pytest.mark.parametrize("kind", REAL_KINDS)

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from devtools import Browser
-from helpers import (
+from support.devtools import Browser
+from support.helpers import (
     ANSWER_TIMEOUT_S,
     CHROMIUM_FLAGS,
     ERROR_CASES,
@@ -36,8 +36,8 @@ from helpers import (
     wait_for_health,
     worker_counts,
 )
-from synthetic import reverse_pairs
-from tolerances import assert_float32_close
+from support.synthetic import reverse_pairs
+from support.tolerances import assert_float32_close
 
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.config import load_config

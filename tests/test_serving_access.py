@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import call, fetch, multipart, server
 from libretranslatepy import LibreTranslateAPI
+from support.helpers import call, fetch, multipart, server
 
 from attn_mt.errors import UserError
 from attn_mt.serving.access import WINDOW_S, Limits, MovingWindow, read_api_keys

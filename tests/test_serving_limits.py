@@ -17,7 +17,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers import (
+from support.helpers import (
     ANSWER_TIMEOUT_S,
     call,
     load_script,
@@ -30,7 +30,7 @@ from helpers import (
     worker_counts,
     written_text,
 )
-from synthetic import reverse_pairs
+from support.synthetic import reverse_pairs
 
 from attn_mt.serving.admission import LARGEST_WORK, request_work
 from attn_mt.serving.schemas import (

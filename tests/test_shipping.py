@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import onnx_greedy_is_torchs
-from synthetic import TINY, TINY_RUN_SETTINGS, reverse_pairs, train_tiny
+from support.helpers import onnx_greedy_is_torchs
+from support.synthetic import TINY, TINY_RUN_SETTINGS, reverse_pairs, train_tiny
 from torch.ao.nn.intrinsic.quantized.dynamic import LinearReLU
 
 import attn_mt

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic import reverse_pairs, write_corpus
+from support.synthetic import reverse_pairs, write_corpus
 
 import attn_mt.data.prepare as prepare_module
 from attn_mt.commands.evaluate import run_eval

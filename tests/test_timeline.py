@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import corpus_file
-from helpers import ROOT
+from support.helpers import ROOT
 
 from attn_mt.config import ConfigError, load_config
 from attn_mt.decoding.attention import attention_entropy

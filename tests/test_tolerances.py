@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tolerances import FLOAT32_EPS, assert_float32_close, float32_approx, float32_tolerance
+from support.tolerances import FLOAT32_EPS, assert_float32_close, float32_approx, float32_tolerance
 
 
 def ordered_sums(values: torch.Tensor) -> list[float]:

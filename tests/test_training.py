@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from synthetic import write_corpus
+from support.synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.splits import EvalExample

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from graphs import graph_names
-from synthetic import write_corpus
+from support.graphs import graph_names
+from support.synthetic import write_corpus
 
 from attn_mt.config import load_config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import load_data
 from attn_mt.data.vocab import Vocab
-from attn_mt.kernels import dropout as kernel_dropout
-from attn_mt.kernels import loss as kernel_loss
-from attn_mt.kernels.flat_parameters import FlatParameters
-from attn_mt.kernels.loss import CpuLoss
+from attn_mt.kernels.cpu import chunked_loss as kernel_loss
+from attn_mt.kernels.cpu import dropout as kernel_dropout
+from attn_mt.kernels.cpu.chunked_loss import CpuLoss
+from attn_mt.kernels.cpu.flat_parameters import FlatParameters
 from attn_mt.models import GRUBahdanau, Transformer
 from attn_mt.run import device as device_module
 from attn_mt.run.run_dir import RunPaths, read_metrics
@@ -230,7 +230,7 @@ def double_trainer(tmp_path: Path, monkeypatch, corpus: Path, kernels: str, mode
 
 
 def torch_dropout_with_kernel_masks(x, p=0.5, training=True, inplace=False):
-    """torch.nn.Dropout's F.dropout, drawing its mask as kernels/dropout.py does (see the test below)."""
+    """torch.nn.Dropout's F.dropout, drawing its mask as kernels/cpu/dropout.py does (see the test below)."""
     return kernel_dropout.dropout(x, p, training)
 
 
@@ -242,7 +242,7 @@ def test_cpu_step_equals_the_reference_step_in_float64_with_dropout(
     """One training step's loss and every parameter's gradient: `cpu` equals `reference` to 1e-6.
 
     Dropout is on. The kernels draw a Bernoulli mask from torch.rand where torch's CPU dropout
-    draws it with bernoulli_ (kernels/dropout.py); the reference run's nn.Dropout draws it the
+    draws it with bernoulli_ (kernels/cpu/dropout.py); the reference run's nn.Dropout draws it the
     kernels' way here, so both paths drop the same elements and every other number must agree.
     The reference step's autograd graph holds no kernel node, the cpu step's does.
     """
@@ -313,7 +313,9 @@ def test_a_reference_run_never_imports_the_kernels(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     after_reference, after_cpu = json.loads(done.stdout.strip().splitlines()[-1])
     assert after_reference == []
-    assert "attn_mt.kernels" in after_cpu and "attn_mt.kernels.models" in after_cpu  # `cpu` does import them
+    assert (
+        "attn_mt.kernels" in after_cpu and "attn_mt.kernels.cpu.kernel_models" in after_cpu
+    )  # `cpu` does import them
     for model_type in ("gru_bahdanau", "transformer"):
         summary = json.loads((tmp_path / "runs" / model_type / "run_summary.json").read_text())
         assert summary["kernels"] == "reference" and summary["steps"] == 1

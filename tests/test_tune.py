@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from synthetic import close_run_log
+from support.synthetic import close_run_log
 
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.data import dataset

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from synthetic import reverse_pairs
+from support.synthetic import reverse_pairs
 
 from attn_mt.config import load_config
 from attn_mt.data.pairs import corpus_files, prepare_pairs, read_corpus_files

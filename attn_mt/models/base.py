@@ -6,7 +6,7 @@ Shapes: B batch, S source steps, T target steps, H hidden, V target vocabulary.
 - Training calls `forward` (teacher-forced logits) and reads two more parts of the contract:
   `decode_features` and `output_layer`, the hidden states under the logits and the layer that
   turns them into logits (`decode` is the two together), so a loss may apply the layer itself
-  (kernels/loss.py does for big batches, never holding the logits); and `reads_source_padding`,
+  (kernels/cpu/chunked_loss.py does for big batches, never holding the logits); and `reads_source_padding`,
   whether any output depends on a batch's all-padding source columns (if not, training cuts them).
 - Attention dumps and heatmaps call `attention_maps`.
 """

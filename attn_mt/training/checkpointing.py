@@ -39,7 +39,7 @@ def trainer_state(trainer: Trainer) -> dict[str, Any]:
 
 
 def restore_trainer(trainer: Trainer, state: dict[str, Any]) -> None:
-    """Continue from a checkpoint trainer_state wrote (loaded and checked to fit by training/launch.py)."""
+    """Continue from a checkpoint trainer_state wrote (loaded and checked to fit by run/run_dir_rules.py)."""
     trainer.model.load_state_dict(state["model"])
     trainer.optimizer.load_state_dict(trainer.params.from_checkpoint(state["optimizer"]))
     trainer.schedule.load_state_dict(state["scheduler"])

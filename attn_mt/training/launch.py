@@ -1,7 +1,8 @@
 """`attn-mt train` for one process of the job: the run directory, the data, the Trainer, the run summary.
 
-Under torchrun every process runs `train`; rank 0 alone writes the run directory. The training
-algorithm itself is `Trainer.fit` (training/trainer.py).
+Under torchrun every process runs `train`; rank 0 alone writes the run directory, by the rules of
+run/run_dir_rules.py (what may be started, resumed or replaced). The training algorithm itself is
+`Trainer.fit` (training/trainer.py).
 """
 
 from __future__ import annotations
@@ -9,10 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +22,20 @@ from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.report import format_report
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
-from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.device import setup_device
 from attn_mt.run.run_dir import (
     RunPaths,
-    check_fits,
-    describe_contents,
-    is_run_dir,
     load_vocabs,
     read_metrics,
     read_parent,
     truncate_metrics,
+)
+from attn_mt.run.run_dir_rules import (
+    auto_resume_choice,
+    prepare_run_dir,
+    refuse_existing,
+    resume_state,
+    unmade_on_refusal,
 )
 from attn_mt.training.checkpointing import restore_trainer
 from attn_mt.training.distributed import DistContext, init_distributed, rank_device, shutdown_distributed
@@ -93,7 +95,7 @@ def train(
         if ctx.is_main and not resume:
             prepare_run_dir(run_dir, overwrite)
         ctx.barrier()
-        with unmade_on_refusal(paths, ctx.is_main and not resume, made):
+        with unmade_on_refusal(paths, ctx.is_main and not resume, made, detach_log_file):
             setup_logging(paths.log if ctx.is_main else None, quiet or not ctx.is_main)
             log_start(paths, resume, dev, ctx)
             write_run_files(paths, cfg, data, ctx, resume)
@@ -181,94 +183,12 @@ def run_vocabs(
     return None
 
 
-def refuse_existing(run_dir: Path, overwrite: bool) -> None:
-    """An existing, non-empty run directory is an error unless --overwrite; other directories always are."""
-    if not (run_dir.exists() and any(run_dir.iterdir())):
-        return
-    if not overwrite:
-        raise UserError(
-            f"run directory {run_dir} already exists; pass --resume to continue it, "
-            "--overwrite to start it again, or --run-dir for a new one"
-        )
-    if not is_run_dir(run_dir):
-        raise UserError(
-            f"--overwrite: {run_dir} is not an attn-mt run directory (no valid config.yaml), so it is "
-            f"not deleted; it holds {describe_contents(run_dir)}"
-        )
-
-
-def auto_resume_choice(paths: RunPaths) -> tuple[bool, bool] | str:
-    """--auto-resume's (resume, overwrite) for a run directory, or why it can neither resume nor start.
-
-    A last.pt is resumed; a run directory without any checkpoint (a run lost before its first) is
-    started again; a missing or empty directory is a new run; a run with other checkpoints but no
-    last.pt (best.pt, step-*.pt), and any other non-empty directory, are kept.
-    """
-    root = paths.root
-    if paths.last.exists():
-        return True, False
-    if not (root.exists() and any(root.iterdir())):
-        return False, False
-    if not is_run_dir(root):
-        return (
-            f"--auto-resume: {root} is not an attn-mt run directory (no valid config.yaml) and not empty, "
-            f"so it is neither resumed nor replaced; it holds {describe_contents(root)}"
-        )
-    saved = sorted(p.name for p in paths.checkpoints.glob("*.pt")) if paths.checkpoints.is_dir() else []
-    if saved:
-        return (
-            f"--auto-resume: {root} has checkpoints ({', '.join(saved[:5])}) but no last.pt to resume "
-            "from, so it is neither resumed nor replaced; give another --run-dir (or --overwrite to "
-            "delete them)"
-        )
-    return False, True
-
-
 def choose_auto_resume(paths: RunPaths, ctx: DistContext) -> tuple[bool, bool]:
     """Rank 0's `auto_resume_choice` on every rank, so that all of them resume or all start anew."""
     choice = ctx.broadcast(auto_resume_choice(paths) if ctx.is_main else None)
     if isinstance(choice, str):
         raise UserError(choice)
     return choice
-
-
-def prepare_run_dir(run_dir: Path, overwrite: bool) -> RunPaths:
-    """Create a new run's directory, deleting an existing run first with --overwrite (`refuse_existing`)."""
-    refuse_existing(run_dir, overwrite)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return RunPaths(run_dir)
-
-
-@contextmanager
-def unmade_on_refusal(paths: RunPaths, new_run: bool, made: bool) -> Iterator[None]:
-    """A new run refused (UserError) before it saved a checkpoint leaves no trace: the directory it `made`
-    is removed, one that was there is emptied again, so the corrected command starts the run without
-    --overwrite. A run with a checkpoint, a resumed run and any other failure keep their files."""
-    try:
-        yield
-    except UserError:
-        saved = paths.checkpoints.is_dir() and any(paths.checkpoints.glob("*.pt"))
-        if new_run and not saved:
-            detach_log_file()  # train.log is closed before it is deleted
-            if made:
-                shutil.rmtree(paths.root, ignore_errors=True)
-            else:
-                for entry in list(paths.root.iterdir()):
-                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-        raise
-
-
-def resume_state(paths: RunPaths, cfg: Config, data: NMTData, flag: str) -> dict[str, Any]:
-    """last.pt of a run to resume, checked to fit the corpus's vocabularies and the run's model."""
-    for name, vocab in (("src_vocab", data.src_vocab), ("tgt_vocab", data.tgt_vocab)):
-        saved = Vocab.load(getattr(paths, name))
-        if saved.idx_to_token != vocab.idx_to_token:
-            raise UserError(f"{flag}: the corpus gives a different {name} than {getattr(paths, name)}")
-    state = load_checkpoint(paths.last, map_location="cpu")
-    check_fits(state, cfg, data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token, paths.last)
-    return state
 
 
 def write_run_files(paths: RunPaths, cfg: Config, data: NMTData, ctx: DistContext, resume: bool) -> None:

@@ -2,7 +2,7 @@
 
 Shapes: B batch, T target steps, V target vocabulary.
 torch's own cross-entropy, with optional label smoothing; `train.kernels: cpu` computes the same
-sums with kernels/loss.py.
+sums with kernels/cpu/chunked_loss.py.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ A training step asks its speed object for six things: how a collated batch is sh
 optimiser updates (`parameters`), the summed loss of a batch (`loss`) and a moment between
 training phases to tidy the heap (`tidy_heap`). `PlainTorch` answers with the batch and the book
 model themselves, torch.compile's defaults, one tensor per parameter, torch's cross-entropy and
-nothing; attn_mt.kernels' `CpuSpeedups` answers with the CPU kernels and `GpuPath` with
-kernels/gpu_transformer.py. attn_mt/kernels is imported only when its kernels apply, so a
+nothing; attn_mt.kernels.cpu's `CpuSpeedups` answers with the CPU kernels and `GpuPath` with
+kernels/gpu/transformer_pass.py. attn_mt/kernels is imported only when its kernels apply, so a
 `reference` run never loads a module of it.
 """
 
@@ -142,7 +142,7 @@ class PlainTorch:
 
 
 class GpuPath(PlainTorch):
-    """`train.kernels: gpu` (`auto` once VERIFIED_ON_CARDS lists a card): kernels/gpu_transformer.py's step.
+    """`train.kernels: gpu` (`auto` once VERIFIED_ON_CARDS lists a card): kernels/gpu/transformer_pass.py.
 
     Other models train as with `reference`. With one process the output layer and the loss see
     the real target tokens only (DDP goes through the forward). Under train.compile the step is
@@ -156,7 +156,7 @@ class GpuPath(PlainTorch):
     def __init__(
         self, processes: int, compile: bool, compile_mode: str | None = None, pad_id: int | None = None
     ):
-        from attn_mt.kernels.loss import smoothed_cross_entropy_sum
+        from attn_mt.kernels.gpu.smoothed_loss import smoothed_cross_entropy_sum
 
         self.processes = processes
         self.bucket = compile and compile_mode in GRAPH_MODES
@@ -174,8 +174,8 @@ class GpuPath(PlainTorch):
         self.compile_options = {"dynamic": False, "mode": compile_mode} if self.bucket else {"dynamic": True}
 
     def wrap(self, model: EncoderDecoder) -> EncoderDecoder:
-        """The model behind its GPU pass (kernels/gpu_transformer.py), sharing its parameters."""
-        from attn_mt.kernels.gpu_transformer import GPU_MODELS
+        """The model behind its GPU pass (kernels/gpu/transformer_pass.py), sharing its parameters."""
+        from attn_mt.kernels.gpu.transformer_pass import GPU_MODELS
 
         wrapper = GPU_MODELS.get(type(model))
         self.applies = wrapper is not None
@@ -185,17 +185,17 @@ class GpuPath(PlainTorch):
         """Trimmed, bucketed under compile, with the real target positions listed (prepare_batch)."""
         if not self.applies:
             return batch
-        from attn_mt.kernels.gpu_transformer import prepare_batch
+        from attn_mt.kernels.gpu.transformer_pass import prepare_batch
 
         return prepare_batch(batch, self.pad_id, trim_source, self.bucket)
 
     def loss(
         self, net: nn.Module, batch: Batch, tgt_in: torch.Tensor, label_smoothing: float
     ) -> torch.Tensor:
-        """The real-tokens-only loss, summed (gpu_transformer.token_loss; fused when compiled)."""
+        """The real-tokens-only loss, summed (transformer_pass.token_loss; fused when compiled)."""
         if not self.applies:
             return super().loss(net, batch, tgt_in, label_smoothing)
-        from attn_mt.kernels.gpu_transformer import PreparedBatch, prepare_batch, token_loss
+        from attn_mt.kernels.gpu.transformer_pass import PreparedBatch, prepare_batch, token_loss
 
         if not isinstance(batch, PreparedBatch):  # not collated by the trainer (tests, the profile)
             batch = prepare_batch(batch, self.pad_id, trim_source=False, bucket=False)
@@ -268,6 +268,6 @@ def choose_speed(
         return GpuPath(processes, compile, compile_mode, pad_id)
     if not kernels_apply(choice, device, compile):
         return PlainTorch()
-    from attn_mt.kernels import for_training  # here only: a reference run never imports the kernels
+    from attn_mt.kernels.cpu import for_training  # here only: a reference run never imports the kernels
 
     return for_training(processes)

@@ -29,11 +29,11 @@ from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.best_metric import improves
 from attn_mt.training.checkpointing import save_trainer, trainer_state
 from attn_mt.training.compiling import compiled, prepare_compile, warm_up
-from attn_mt.training.display import TrainingDisplay
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
 from attn_mt.training.precision import choose_amp
+from attn_mt.training.progress_display import TrainingDisplay
 from attn_mt.training.run_state import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
 from attn_mt.training.stopping import StopBounds, StopReason, StopSignals

@@ -1,4 +1,5 @@
-"""Hand-written fake models implementing the EncoderDecoder step contract, for the search tests.
+"""Hand-written fake models implementing the EncoderDecoder step contract, and the toy sentences and tiny
+real models that the search, ensemble and prefix/sampling tests share (no test imports another test).
 
 Shapes: B batch, N decoder rows, S source steps, T target steps, V vocabulary, H hidden,
 L layers, h heads.
@@ -11,7 +12,9 @@ import math
 import torch
 from torch import nn
 
+from attn_mt.config import ModelConfig
 from attn_mt.models.base import DecoderState, EncoderDecoder
+from attn_mt.models.build import build_model
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -138,3 +141,42 @@ class ToyAttentionModel(EncoderDecoder):
         causal = torch.ones(tgt_in.shape[1], tgt_in.shape[1], dtype=torch.bool).tril()  # (T, T)
         decoder_self = torch.softmax(dec_scores.masked_fill(~causal, -math.inf), dim=-1)  # (B, L, h, T, T)
         return {"encoder_self": encoder_self, "decoder_self": decoder_self, "cross": cross}
+
+
+# ----- the search tests' shared inputs: toy sentences and the tiny real models -----
+
+TOY_SENTENCES = [[3, 4, 5, 6, 7, 8], [6, 7], [8, 9, 10], [4], [5, 5, 9, 3]]
+
+
+def toy_batch(sentences: list[list[int]] = TOY_SENTENCES) -> tuple[torch.Tensor, torch.Tensor]:
+    """Source ids (B, S) of `sentences`, each ended by EOS and padded, and their lengths (B,)."""
+    width = max(len(s) for s in sentences) + 1
+    src = torch.full((len(sentences), width), PAD)
+    for i, s in enumerate(sentences):
+        src[i, : len(s) + 1] = torch.tensor([*s, EOS])
+    return src, torch.tensor([len(s) + 1 for s in sentences])
+
+
+TOY_MODELS = {"bahdanau_like": dict(heads=0), "transformer_like": dict(heads=2, layers=2)}
+
+REAL_VOCAB = 24
+REAL_KINDS = ["gru_bahdanau", "transformer"]
+REAL_LIMITS = dict(max_len_a=1.0, max_len_b=2)  # varied per-sentence limits, so rows leave at different steps
+
+
+def tiny_real_model(kind: str) -> EncoderDecoder:
+    """A real model of `kind` (REAL_KINDS), tiny, untrained and seeded, in eval mode."""
+    torch.manual_seed(0)
+    # pack_padded: without it the GRU encoder reads <pad> steps (the book's behaviour), so padding
+    # changes a Bahdanau sentence's result and batched decoding could not equal one-at-a-time.
+    cfg = ModelConfig(
+        type=kind,
+        embed_size=8,
+        num_hiddens=8,
+        num_layers=2,
+        num_heads=2,
+        ffn_num_hiddens=16,
+        dropout=0.0,
+        pack_padded=True,
+    )
+    return build_model(cfg, REAL_VOCAB, REAL_VOCAB).eval()

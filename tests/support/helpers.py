@@ -1,7 +1,6 @@
 """What several test files share: the repository's paths, headless Chromium, and talking to `attn-mt serve`
 over HTTP (a server process on a free port, requests, the documented errors). Test files import from here
-(and from synthetic.py, search_fakes.py, book_math.py, devtools.py, notebook_kernel.py,
-planted_mistakes.py), never from each other."""
+(and from the other modules of tests/support/), never from each other."""
 
 from __future__ import annotations
 
@@ -25,12 +24,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from synthetic import reverse_pairs
-from tolerances import decoding_terms, float32_approx
 
 from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_CHARS, MAX_SENTENCES
+from support.synthetic import reverse_pairs
+from support.tolerances import decoding_terms, float32_approx
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -378,16 +377,16 @@ def translate_lines(
 
 def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable, sentences: list[str]) -> Any:
     """Export `run_dir` to ONNX in `folder`; onnxruntime's greedy output of `sentences` must be torch's, token
-    for token, or part from it only at a near-tie (tests/near_ties.py). Returns the folder's OnnxModel."""
+    for token, or part from it only at a near-tie (support/near_ties.py). Returns the folder's OnnxModel."""
     import torch
-    from near_ties import assert_near_tie, greedy_parting
-    from tolerances import decoding_terms
 
     from attn_mt.data.dataset import encode_sources
     from attn_mt.decoding.outputs import prepare_sentence
     from attn_mt.decoding.search import greedy_search
     from attn_mt.run.run_dir import load_run
     from attn_mt.shipping.onnx_graphs import OnnxModel
+    from support.near_ties import assert_near_tie, greedy_parting
+    from support.tolerances import decoding_terms
 
     result = run_cli("export", str(run_dir), str(folder), "--format", "onnx")
     assert result.returncode == 0, result.stderr
@@ -418,7 +417,7 @@ def onnx_greedy_is_torchs(run_dir: Path, folder: Path, run_cli: Callable, senten
 def load_script(name: str, monkeypatch: pytest.MonkeyPatch | None = None) -> Any:
     """scripts/NAME.py as a module (scripts/ is not a package), registered in sys.modules under NAME (its
     dataclasses look their module up): while the test runs with `monkeypatch`, else for the session."""
-    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     if monkeypatch is None:

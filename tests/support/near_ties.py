@@ -1,7 +1,7 @@
 """Two decodings of one sentence that part: decided where they part, not by a share of equal lists.
 
 Two engines (torch and CTranslate2), two kernels, two batch shapes or a quantised copy compute the same
-next-token scores with float32 sums in different orders (tests/tolerances.py). Where two candidates'
+next-token scores with float32 sums in different orders (tests/support/tolerances.py). Where two candidates'
 scores lie closer than that rounding, either engine may take either one, and every later step then
 differs: a legitimate near-tie. A tiny model trained on the machine that runs the test has other
 weights on each CPU, so where such ties fall differs from one machine to the next, and a test that
@@ -31,11 +31,11 @@ import math
 from dataclasses import dataclass
 
 import torch
-from tolerances import float32_tolerance
 
 from attn_mt.decoding.outputs import Hypothesis
 from attn_mt.decoding.search import beam_search, max_output_lengths
 from attn_mt.models.base import DecoderState, EncoderDecoder
+from support.tolerances import float32_tolerance
 
 
 @dataclass(frozen=True)

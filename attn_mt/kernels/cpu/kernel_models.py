@@ -2,7 +2,7 @@
 
 Shapes: B batch, S source steps, T target steps, E embedding size, H hidden, L layers, h heads.
 Each class wraps a book model (models/) and reads its parameters by name; `CpuSpeedups.wrap`
-(kernels/__init__.py) puts one around the model of a `train.kernels: cpu` run. A kernel runs only
+(kernels/cpu/__init__.py) puts one around the model of a `train.kernels: cpu` run. A kernel runs only
 where it applies (CPU, no autocast, not under torch.compile, and the conditions below); anywhere
 else the book model's own method runs.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from attn_mt.kernels.packed_attention import keys_first
-from attn_mt.kernels.recurrence import LoopWeights, decoder_loop, encoder_loop, gru_weights
-from attn_mt.kernels.transformer_blocks import decoder_block, encoder_block
+from attn_mt.kernels.cpu.packed_attention import keys_first
+from attn_mt.kernels.cpu.recurrence import LoopWeights, decoder_loop, encoder_loop, gru_weights
+from attn_mt.kernels.cpu.transformer_blocks import decoder_block, encoder_block
+from attn_mt.kernels.kernel_backed import KernelBacked
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
 from attn_mt.models.base import DecoderState, EncoderDecoder, check_source
@@ -29,52 +29,6 @@ def plain_cpu(x: torch.Tensor) -> bool:
     return (
         x.device.type == "cpu" and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
     )
-
-
-class KernelBacked(EncoderDecoder):
-    """A book model whose methods are its own unless a subclass overrides them with a kernel."""
-
-    def __init__(self, model: EncoderDecoder):
-        super().__init__()
-        self.model = model
-
-    @property
-    def reads_source_padding(self) -> bool:  # type: ignore[override]
-        """The book model's answer."""
-        return self.model.reads_source_padding
-
-    @property
-    def output_layer(self) -> nn.Linear:
-        """The book model's output layer."""
-        return self.model.output_layer
-
-    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
-        """The book model's encode."""
-        return self.model.encode(src, src_lens)
-
-    def decode_features(self, tgt_in: torch.Tensor, enc: DecoderState) -> torch.Tensor:
-        """The book model's teacher-forced hidden states (B, T, H)."""
-        return self.model.decode_features(tgt_in, enc)
-
-    def init_state(self, enc: DecoderState) -> DecoderState:
-        """The book model's initial decoder state."""
-        return self.model.init_state(enc)
-
-    def step(
-        self, tokens: torch.Tensor, state: DecoderState, need_attention: bool = False
-    ) -> tuple[torch.Tensor, DecoderState, dict[str, torch.Tensor]]:
-        """The book model's decoder step."""
-        return self.model.step(tokens, state, need_attention)
-
-    def attention_maps(
-        self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
-        """The book model's attention maps."""
-        return self.model.attention_maps(src, src_lens, tgt_in)
-
-    def reorder_state(self, state: DecoderState, index: torch.Tensor) -> DecoderState:
-        """The book model's state reordering."""
-        return self.model.reorder_state(state, index)
 
 
 def loop_weights(decoder: BahdanauDecoder) -> LoopWeights:

@@ -11,7 +11,7 @@ from pathlib import Path
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
 MOTS = ["un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit"]
 
-TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 # configs/tiny.yaml's runs on the reverse task, word-level as tiny.yaml is
 TINY_RUN_SETTINGS = [
     "data.valid_size=10",

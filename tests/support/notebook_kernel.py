@@ -10,8 +10,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import ROOT
 from nbclient import NotebookClient
+
+from support.helpers import ROOT
 
 CELL_TIMEOUT_S = 300
 KERNEL = "attn-mt-tests"

@@ -10,7 +10,7 @@ what its hand-written backward needs, so autograd sees one node per block. The m
 module path's (transformer.py: post-norm blocks, LayerNorm(X + dropout(sublayer(X))), book section
 11.7) with packed_attention's multi-head attention. `encoder_block` and `decoder_block` take the
 book's block, read its parameters by name and draw the dropout masks in the order and shapes of
-its forward (kernels/dropout.py), so both give the same numbers from the same seed.
+its forward (kernels/cpu/dropout.py), so both give the same numbers from the same seed.
 The parameters are saved with save_for_backward; the intermediates, nested per sublayer, are kept
 on the context for the one backward a training step makes.
 """
@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from attn_mt.kernels.dropout import draw_keep_masks
-from attn_mt.kernels.packed_attention import Masks, PackedSaved, packed_backward, packed_forward
+from attn_mt.kernels.cpu.dropout import draw_keep_masks
+from attn_mt.kernels.cpu.packed_attention import Masks, PackedSaved, packed_backward, packed_forward
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN
 

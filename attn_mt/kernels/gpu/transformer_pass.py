@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attn_mt.data.batch import Batch
-from attn_mt.kernels.loss import smoothed_cross_entropy_sum
-from attn_mt.kernels.models import KernelBacked
+from attn_mt.kernels.gpu.smoothed_loss import smoothed_cross_entropy_sum
+from attn_mt.kernels.kernel_backed import KernelBacked
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN, Transformer
 
@@ -119,7 +119,7 @@ def source_bias(src_lens: torch.Tensor, width: int, dtype: torch.dtype) -> torch
     is a multiple of that alignment: the memory-efficient attention kernel then takes it as it is,
     where a row of S columns would be padded and copied again by every attention call (recent
     torch's preprocess_mask checks the strides; releases that checked the last size instead copy
-    it unless S is a multiple of 16: tests/cuda_rules.py).
+    it unless S is a multiple of 16: tests/support/cuda_rules.py).
     """
     columns = round_up(width, BIAS_ALIGNMENT)
     positions = torch.arange(columns, device=src_lens.device)  # (S',)
@@ -133,7 +133,7 @@ def layer_norm(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     """`norm` applied in `x`'s dtype, its weight and bias cast to that dtype: (..., H) -> (..., H).
 
     CUDA's layer norm kernel reads the weight and bias as the input's type and refuses float32 ones
-    on a bfloat16 input (the CPU's kernel accepts the mix; tests/cuda_rules.py holds the CPU to
+    on a bfloat16 input (the CPU's kernel accepts the mix; tests/support/cuda_rules.py holds the CPU to
     CUDA's rule). So the parameters are cast to the stream's dtype, not the stream to float32:
     either way the kernel accumulates the mean and variance in float32 (its accumulation type),
     but casting two (H,) vectors is free, where widening the (B, N, H) stream and narrowing the

@@ -1,7 +1,7 @@
 """Multi-head scaled dot-product attention for training on the CPU, without splitting the heads.
 
 Replaces: the attention of MultiHeadAttention.attend (models/attention.py) inside the Transformer
-block kernels (kernels/transformer_blocks.py).
+block kernels (kernels/cpu/transformer_blocks.py).
 
 Shapes: B batch, Q queries, K keys (= values), h heads, H = h * d hidden.
 At the book's sizes (d = 8, 5-10 steps) torch's batched matmul over B * h tiny matrices and its

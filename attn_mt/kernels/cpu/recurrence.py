@@ -13,7 +13,7 @@ gates and attention), and each weight gradient is then one matrix product over a
 equations are torch's GRU and the book's additive attention, whose w_v^T tanh(x) is computed as
 2 w_v^T sigmoid(2x) - sum(w_v) without the constant (tanh(x) = 2 sigmoid(2x) - 1, and the softmax
 ignores a constant), because torch's CPU sigmoid is several times faster than its tanh. Dropout
-masks are drawn as the book modules draw theirs (see kernels/dropout.py), so tests check values
+masks are drawn as the book modules draw theirs (see kernels/cpu/dropout.py), so tests check values
 and gradients against them from the same seed.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attn_mt.kernels.dropout import draw_keep_masks, gru_keep_masks
+from attn_mt.kernels.cpu.dropout import draw_keep_masks, gru_keep_masks
 from attn_mt.models.attention import NEG_INF, AttentionMask
 
 

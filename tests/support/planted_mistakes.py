@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from helpers import ROOT
+from support.helpers import ROOT
 
 SOLUTION = ROOT / "tests" / "check_solutions" / "d2l_blocks.py"
 
