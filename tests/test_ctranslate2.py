@@ -27,6 +27,7 @@ from support.helpers import (
     server,
     translate,
     translate_lines,
+    worker_counts,
 )
 from support.near_ties import assert_decodings_agree
 from support.synthetic import TINY, reverse_pairs
@@ -391,8 +392,8 @@ def test_serving_the_folder_concurrently_equals_one_at_a_time(folder, folder_ser
     with server(folder, "--max-batch", "4", "--max-wait-ms", "10000") as address:
         with ThreadPoolExecutor(len(jobs)) as pool:
             together = list(pool.map(lambda job: translate(address, job[0], **job[1]), jobs))
-        _, health = call(address, "/health")
-    assert (health["batches"], health["sentences"]) == (4, 16)
+        counts = worker_counts(address)
+    assert (counts["batches"], counts["sentences"]) == (4, 16)
     alone = [translate(folder_server, s, **opts) for s, opts in jobs]
     assert_same_answers(together, alone)
 
