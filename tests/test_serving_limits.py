@@ -217,7 +217,7 @@ def test_the_fd_limit_is_raised_and_running_out_logs_one_line_not_a_flood(tiny_r
 def test_sigterm_finishes_what_fits_answers_the_rest_503_and_a_second_signal_exits_at_once(
     tiny_runs, tmp_path
 ):
-    # 16 texts of 45 sentences at beam 6 with attention: about 6 s of decoding each for the tiny model
+    # 16 texts of 45 sentences (720 once split) at beam 6 with attention: 45 batches of 16 for the tiny model
     heavy = {"sentences": [" ".join([SENTENCE] * 46)[:990]] * 16, "beam": 6, "nbest": 6, "attention": True}
     options = ("--shutdown-timeout", "3", "--max-batch", "16")
     with (
@@ -226,12 +226,13 @@ def test_sigterm_finishes_what_fits_answers_the_rest_503_and_a_second_signal_exi
     ):
         with ThreadPoolExecutor(12) as pool:
             answers = [pool.submit(post_with_headers, address, heavy) for _ in range(12)]
-            # 11 in the queue: with the one being decoded, all 12 have arrived
-            wait_for_health(address, lambda health: health["waiting"] >= 11)
+            # a request stays in the queue until its last sentence is in a batch: 12 waiting means all 12
+            # arrived, so none is refused on arrival and every 503 is one the shutdown deadline cut short
+            wait_for_health(address, lambda health: health["waiting"] == 12)
             signalled = time.monotonic()
             process.send_signal(signal.SIGTERM)
             statuses = [future.result(ANSWER_TIMEOUT_S)[0] for future in answers]
-        process.wait(timeout=30)
+        assert process.wait(timeout=30) == -signal.SIGTERM  # the graceful path ends re-raising the signal
         log = written_text(logged)
         took = time.monotonic() - signalled
     assert set(statuses) <= {200, 503} and 503 in statuses, statuses
@@ -239,10 +240,12 @@ def test_sigterm_finishes_what_fits_answers_the_rest_503_and_a_second_signal_exi
     stopped = re.search(r"stopped [\d.]+ s after the signal; (\d+) requests not finished", log)
     assert stopped and int(stopped.group(1)) == statuses.count(503), log
 
-    patient = server_process("serve", str(tiny_runs.transformer), "--shutdown-timeout", "30")
+    # batches of one sentence: each request needs 720 of them, far longer than the 0.2 s between the signals
+    one_at_a_time = ("--shutdown-timeout", "30", "--max-batch", "1")
+    patient = server_process("serve", str(tiny_runs.transformer), *one_at_a_time)
     with patient as (process, address), ThreadPoolExecutor(4) as pool:
         pending = [pool.submit(post_with_headers, address, heavy) for _ in range(4)]
-        wait_for_health(address, lambda health: health["waiting"] >= 3)  # and one being decoded
+        wait_for_health(address, lambda health: health["waiting"] == 4)  # all in, none wholly decoded
         process.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         signalled = time.monotonic()
