@@ -59,8 +59,10 @@ def runs(tiny_runs, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
 
 @pytest.fixture(scope="module")
 def transformer_server(runs) -> Iterator[str]:
-    """The Transformer run served with the default batching options."""
-    with server(runs["transformer"]) as address:
+    """The Transformer run served with the default batching options. The tests that share it are about
+    answers, not admission: a queue wait of a minute keeps a slow or busy machine from refusing their
+    concurrent requests (503), which tests/test_serving_limits.py covers."""
+    with server(runs["transformer"], "--max-queue-wait", "60") as address:
         yield address
 
 
