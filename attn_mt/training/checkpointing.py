@@ -8,19 +8,44 @@ the run stands, the config and the vocabularies.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import torch
+
+from attn_mt.config import Config
+from attn_mt.data.dataset import NMTData
 from attn_mt.run.checkpoint import save_checkpoint
-from attn_mt.training.loss_totals import loss_totals
+from attn_mt.run.run_dir import RunPaths
+from attn_mt.training.distributed import DistContext
+from attn_mt.training.loss_totals import LossTotals, loss_totals
+from attn_mt.training.optim import Schedule
 from attn_mt.training.precision import restore_scaler
 from attn_mt.training.random_state import restore_rng, rng_state
 from attn_mt.training.run_state import Progress
 
-if TYPE_CHECKING:
-    from attn_mt.training.trainer import Trainer
+
+class Checkpointed(Protocol):
+    """What a checkpoint reads and restores of a Trainer (training/trainer.py)."""
+
+    cfg: Config
+    data: NMTData
+    paths: RunPaths
+    dist: DistContext
+    device: torch.device
+    model: torch.nn.Module
+    params: Any  # the speed path's parameter layout (training/speed.py)
+    optimizer: torch.optim.Optimizer
+    schedule: Schedule
+    scaler: torch.amp.GradScaler
+    progress: Progress
+    totals: LossTotals
+    best_state: dict[str, Any] | None
+    last_save: float
+
+    def read_totals(self) -> None: ...
 
 
-def trainer_state(trainer: Trainer) -> dict[str, Any]:
+def trainer_state(trainer: Checkpointed) -> dict[str, Any]:
     """Everything needed to continue exactly: weights, optimiser, schedule, RNG, position."""
     trainer.read_totals()
     return {
@@ -38,7 +63,7 @@ def trainer_state(trainer: Trainer) -> dict[str, Any]:
     }
 
 
-def restore_trainer(trainer: Trainer, state: dict[str, Any]) -> None:
+def restore_trainer(trainer: Checkpointed, state: dict[str, Any]) -> None:
     """Continue from a checkpoint trainer_state wrote (loaded and checked to fit by run/run_dir_rules.py)."""
     trainer.model.load_state_dict(state["model"])
     trainer.optimizer.load_state_dict(trainer.params.from_checkpoint(state["optimizer"]))
@@ -49,7 +74,7 @@ def restore_trainer(trainer: Trainer, state: dict[str, Any]) -> None:
     trainer.totals = loss_totals(trainer.device, trainer.dist.enabled, trainer.paths.last, trainer.progress)
 
 
-def save_trainer(trainer: Trainer, force: bool = True) -> None:
+def save_trainer(trainer: Checkpointed, force: bool = True) -> None:
     """Write last.pt (and a pending best.pt) on rank 0; unforced, at most every checkpoint_minutes."""
     now = time.monotonic()
     minutes = trainer.cfg.train.checkpoint_minutes

@@ -16,15 +16,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
+from attn_mt.config import Config
 from attn_mt.data.batch import Batch
+from attn_mt.data.dataset import NMTData
 from attn_mt.training.random_state import restore_rng, rng_state
-
-if TYPE_CHECKING:
-    from attn_mt.training.trainer import Trainer
+from attn_mt.training.run_state import Progress
 
 log = logging.getLogger("attn_mt")
 
@@ -107,7 +107,23 @@ def compile_shapes(passes: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - started
 
 
-def warm_up(trainer: Trainer, epochs: int = 3) -> None:
+class WarmedUp(Protocol):
+    """What `warm_up` reads and writes of a Trainer (training/trainer.py)."""
+
+    cfg: Config
+    data: NMTData
+    progress: Progress
+    speed: Any
+    amp: str
+    device: torch.device
+    compile_s: float
+
+    def collate(self, indices: Sequence[int]) -> Batch: ...
+
+    def untraced_passes(self, batches: list[Batch], amp: str) -> None: ...
+
+
+def warm_up(trainer: WarmedUp, epochs: int = 3) -> None:
     """Under train.compile: compile every batch shape of the trainer's next `epochs` epochs before its clock
     starts, adding the time to `trainer.compile_s`."""
     tc = trainer.cfg.train
