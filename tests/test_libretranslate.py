@@ -402,6 +402,14 @@ def test_host_names_and_origins_are_the_users_to_widen(run_dir):
         status, headers = preflight(address, "/score", app, "POST")
         assert status == 204 and headers["Access-Control-Allow-Origin"] == app
         assert preflight(address, "/translate", "https://elsewhere.example", "POST")[0] == 403  # no '*'
+        # Behind a reverse proxy (docs/serving.md's nginx), a translated file's link names the host
+        # and scheme the proxy forwards, so that the user's browser, LibreTranslate's page, can reach it.
+        body, kind = multipart({"source": "en", "target": "fr"}, "notes.txt", b"Alpha bravo.")
+        forwarded = {"Host": "mt.example.org", "X-Forwarded-Proto": "https"}
+        status, answer = call(address, "/translate_file", raw=body, content_type=kind, headers=forwarded)
+        assert status == 200 and answer["translatedFileUrl"].startswith(
+            "https://mt.example.org/download_file/"
+        )
     with server(run_dir, "--cors-origins", "none") as address:
         assert preflight(address, "/translate", app, "POST")[0] == 403
 
