@@ -53,6 +53,7 @@ from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.trainset import TokenSequences
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from attn_mt.models.build import build_model
+from attn_mt.run.device import setup_device
 from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.trainer import Trainer
 
@@ -503,11 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, also into a pipe (tee)
     cfg = load_config(args.config, args.overrides)
     device = torch.device(args.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = cfg.train.tf32
-        torch.backends.cudnn.allow_tf32 = cfg.train.tf32
-    if device.type == "cpu" and cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    setup_device(device, cfg.train.threads, cfg.train.tf32)  # as training sets it up (TF32, SDPA backends)
     data = profile_data(cfg, args)
     total = args.warmup + args.steps + args.trace_steps
     plan = data.train.plan(0, cfg.train.seed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,6 +24,8 @@ from attn_mt.models import bahdanau as bahdanau_module
 from attn_mt.models.attention import AttentionMask, DotProductAttention, MultiHeadAttention
 from attn_mt.models.positional import sinusoid_table
 from attn_mt.run import device as device_module
+from attn_mt.run import open_export as open_export_module
+from attn_mt.run import open_run_dir as open_run_dir_module
 from attn_mt.run.checkpoint import load_checkpoint
 from attn_mt.run.device import effective_amp, setup_device
 from attn_mt.run.run_dir import RunPaths, read_metrics
@@ -346,6 +349,29 @@ def test_tf32_is_set_for_cuda_only_and_never_reaches_the_cpu():
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_cuda_keeps_attention_off_cudnn_in_training_and_in_the_torch_openers(monkeypatch, tmp_path):
+    # cuDNN attention plans every new batch shape (188 ms of host time a step on an H200: docs/benchmarks.md)
+    saved = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        setup_device(torch.device("cpu"), 0)
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # the CPU leaves CUDA's switches alone
+        setup_device(torch.device("cuda"), 0)
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        for module, opener, loader in (
+            (open_run_dir_module, open_run_dir_module.open_run_dir, "load_run"),
+            (open_export_module, open_export_module.open_export_file, "load_export"),
+        ):
+            torch.backends.cuda.enable_cudnn_sdp(True)
+            monkeypatch.setattr(module, "pick_device", lambda name: torch.device("cuda"))
+            monkeypatch.setattr(module, loader, lambda *args: SimpleNamespace())
+            opener(tmp_path, "best", "cuda", None)
+            assert not torch.backends.cuda.cudnn_sdp_enabled(), opener.__name__
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(saved)
 
 
 # ----- batches prepared ahead -----

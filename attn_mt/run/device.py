@@ -108,6 +108,19 @@ def use_tf32(enabled: bool) -> None:
     torch.backends.cudnn.allow_tf32 = enabled
 
 
+def avoid_cudnn_attention(device: torch.device) -> None:
+    """On CUDA, keep scaled_dot_product_attention off cuDNN's backend (flash, efficient and math stay).
+
+    torch 2.11 on an H200 (docs/benchmarks.md, "The GPU check-up") chose cuDNN's attention for the
+    Transformer's masked calls, and cuDNN builds an execution plan for every new batch shape: 70 ms
+    (forward) and 118 ms (backward) of host time a training step on the GPU config's varied batch
+    shapes, the GPU busy 8.5% of the step; beam search meets a new key length at every step. The
+    switch is process-wide, as torch's backend flags are; on other devices it does nothing.
+    """
+    if device.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def setup_device(device: torch.device, threads: int, tf32: bool = False) -> None:
     """Before training: torch's threads (0 keeps torch's), the CPU's oneDNN cache, CUDA's train.tf32."""
     if threads:
@@ -116,3 +129,4 @@ def setup_device(device: torch.device, threads: int, tf32: bool = False) -> None
         limit_kernel_cache()
     if device.type == "cuda":
         use_tf32(tf32)
+        avoid_cudnn_attention(device)

@@ -22,7 +22,7 @@ from attn_mt.data.subword import SubwordVocab
 from attn_mt.data.vocab import Vocab
 from attn_mt.errors import UserError
 from attn_mt.run.checkpoint import load_checkpoint
-from attn_mt.run.device import pick_device
+from attn_mt.run.device import avoid_cudnn_attention, pick_device
 from attn_mt.run.opened import LoadedRun, ModelKind, within_bounds
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import check_fits, model_with_weights
@@ -70,6 +70,7 @@ def open_export_file(source: Path, checkpoint: str, device: str, quantize: str |
     if checkpoint != "best":
         raise UserError(f"--checkpoint {checkpoint}: {source} is an export file, which holds one model")
     where = pick_device(device)
+    avoid_cudnn_attention(where)
     run = load_export(source, where)
     if quantize is not None:
         run.model = quantize_model(run.model, quantize, where)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn_mt.run.device import pick_device
+from attn_mt.run.device import avoid_cudnn_attention, pick_device
 from attn_mt.run.opened import LoadedRun, ModelKind
 from attn_mt.run.quantize import quantize_model
 from attn_mt.run.run_dir import load_run
@@ -17,6 +17,7 @@ from attn_mt.run.run_dir import load_run
 def open_run_dir(source: Path, checkpoint: str, device: str, quantize: str | None) -> LoadedRun:
     """The run's `checkpoint` (best, last, a name or a path) on `device`, int8 when `quantize` asks."""
     where = pick_device(device)
+    avoid_cudnn_attention(where)
     run = load_run(source, checkpoint, where)
     if quantize is not None:
         run.model = quantize_model(run.model, quantize, where)
