@@ -21,7 +21,11 @@ plan (tests/test_bench_recipe.py runs it in seconds on configs/tiny.yaml).
 
 The plan outlasts most sittings, so each scored run is appended to OUT/done.jsonl as it finishes, and
 running the same command again with the same --out trains only the runs not yet there (a run with the
-same arm, seed, overrides, budget and config); an interrupted run starts over.
+same arm, seed, overrides, budget and config); an interrupted run starts over. Every run records its CPU
+(model name and widest vector unit); an arm is compared with the baseline scored on its own kind of CPU,
+so a sitting on another kind of CPU trains the baseline there before the arms it trains. results.json,
+table.md and valid_bleu.png (greedy valid BLEU against training minutes, every run) are rewritten after
+every run, so the tables of a plan half done can be committed.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ from typing import Any
 from attn_mt.commands.evaluate import run_eval
 from attn_mt.commands.tune import DEFAULT_BEAMS, DEFAULT_LENGTH_PENALTIES, run_tune
 from attn_mt.config import Config, load_config
-from attn_mt.machine import cpu_name
-from attn_mt.run.run_dir import RunPaths, load_vocabs
+from attn_mt.machine import cpu_flags, cpu_name
+from attn_mt.run.run_dir import RunPaths, load_vocabs, read_metrics
 from attn_mt.training.launch import train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +117,13 @@ def train_and_score(
     valid = run_eval(run_dir, "valid", None, 0, None, "best", args.data, args.device)
     test = run_eval(run_dir, "test", None, 0, None, "best", args.data, args.device)
     vocab = len(load_vocabs(RunPaths(run_dir), cfg)[1])
-    summary = json.loads(RunPaths(run_dir).summary.read_text(encoding="utf-8"))
+    paths = RunPaths(run_dir)
+    summary = json.loads(paths.summary.read_text(encoding="utf-8"))
+    curve = [
+        [round(m["elapsed_s"] / 60, 2), round(m["valid_bleu"], 2)]
+        for m in read_metrics(paths.metrics)
+        if m.get("valid_bleu") is not None and m.get("elapsed_s") is not None
+    ]
     return {
         "arm": name,
         "seed": seed,
@@ -130,6 +140,7 @@ def train_and_score(
         "length_penalty": test["length_penalty"],
         "best_step": test["step"],
         "bleu_signature": test["bleu_signature"],
+        "valid_curve": curve,  # [training minutes, greedy valid BLEU] at each validation
     }
 
 
@@ -140,71 +151,123 @@ def run_key(record: dict[str, Any]) -> str:
     )
 
 
+def this_cpu() -> str:
+    """The processor the runs of this sitting train on, with its widest vector unit (one model name can cover
+    AVX2-only and AMX machines); every record names its own."""
+    flags = cpu_flags()
+    units = (("amx_tile", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2"))
+    widest = next((name for flag, name in units if flag in flags), None)
+    name = cpu_name() or platform.processor() or "unknown CPU"
+    return f"{name} ({widest})" if widest else name
+
+
 class Done:
-    """OUT/done.jsonl: the runs scored so far, one JSON line each, kept as each finishes."""
+    """OUT/done.jsonl: the runs scored so far, one JSON line each, kept as each finishes.
+
+    A run is found by its key and its CPU: an arm scored on another CPU is reused, and compared with
+    the baseline on that CPU (`arm_summaries`), so a sitting on a new kind of CPU trains the baseline
+    there before any arm it trains.
+    """
 
     def __init__(self, out: Path):
         self.path = out / "done.jsonl"
         lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.is_file() else []
-        records = [json.loads(line) for line in lines if line.strip()]
-        self.records = {run_key(r): r for r in records if Path(r["run_dir"]).is_dir()}
+        self.records: list[dict[str, Any]] = [json.loads(line) for line in lines if line.strip()]
+
+    def find(self, wanted: dict[str, Any], cpu: str | None = None) -> dict[str, Any] | None:
+        """The newest record of this run (on `cpu` when one is named), or None."""
+        key = run_key(wanted)
+        found = [r for r in self.records if run_key(r) == key and cpu in (None, r.get("cpu"))]
+        return found[-1] if found else None
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Keep one more scored run, on disk first."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+        self.records.append(record)
 
     def run(
         self,
         plan: Plan,
         name: str,
-        overrides: list[str],
         seed: int,
         minutes: float | None,
         args: argparse.Namespace,
+        cpu: str | None = None,
     ) -> dict[str, Any]:
-        """The scored run of this arm and seed: from an earlier sitting, or trained and scored now."""
-        budget = [] if minutes is None else [f"train.time_limit_minutes={minutes}"]
-        wanted = {
-            "config": str(plan.config),
-            "arm": name,
-            "seed": seed,
-            "budget_minutes": minutes,
-            "overrides": [*budget, f"train.seed={seed}", *overrides, *args.overrides],
-        }
-        found = self.records.get(run_key(wanted))
+        """This arm and seed scored (on `cpu`, if named): from an earlier sitting, or trained now."""
+        wanted = wanted_run(plan, name, seed, minutes, args)
+        found = self.find(wanted, cpu)
         if found is not None:
-            print(f"== {name}, seed {seed}: scored in an earlier sitting ({found['run_dir']})", flush=True)
+            print(f"== {name}, seed {seed}: scored in an earlier sitting on {found.get('cpu')}", flush=True)
             return found
-        record = {**wanted, **train_and_score(plan, name, overrides, seed, minutes, args)}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as log:
-            log.write(json.dumps(record) + "\n")
-        self.records[run_key(record)] = record
+        overrides = plan.arms[name]
+        record = {**wanted, "cpu": this_cpu(), **train_and_score(plan, name, overrides, seed, minutes, args)}
+        self.add(record)
         return record
+
+    def baselines_beside(self, runs: list[dict[str, Any]], minutes: float | None) -> list[dict[str, Any]]:
+        """The newest baseline runs (one a seed) of each CPU that `runs` has arms on but no baseline."""
+        have = {r.get("cpu") for r in runs if r["arm"] == "baseline"}
+        wanted_cpus = {r.get("cpu") for r in runs} - have
+        newest: dict[tuple[Any, int], dict[str, Any]] = {}
+        for record in self.records:
+            same = record.get("cpu") in wanted_cpus and record.get("budget_minutes") == minutes
+            if record["arm"] == "baseline" and same:
+                newest[(record.get("cpu"), record["seed"])] = record
+        return list(newest.values())
+
+
+def wanted_run(plan: Plan, name: str, seed: int, minutes: float | None, args: argparse.Namespace) -> dict:
+    """The key fields of one arm's run with one seed."""
+    budget = [] if minutes is None else [f"train.time_limit_minutes={minutes}"]
+    return {
+        "config": str(plan.config),
+        "arm": name,
+        "seed": seed,
+        "budget_minutes": minutes,
+        "overrides": [*budget, f"train.seed={seed}", *plan.arms[name], *args.overrides],
+    }
 
 
 def arm_summaries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per arm: mean and spread (max - min) of valid and test BLEU over its seeds, and whether it is kept."""
-    arms: dict[str, list[dict[str, Any]]] = {}
+    """Per arm: mean and spread (max - min) of valid and test BLEU over its seeds, and whether it is kept.
+
+    One row per arm and CPU: an arm is compared with the baseline trained on the same CPU; an arm
+    with no baseline on its CPU yet is listed, not kept.
+    """
+    arms: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for run in runs:
-        arms.setdefault(run["arm"], []).append(run)
+        arms.setdefault((run["arm"], run.get("cpu")), []).append(run)
 
     def stats(rows: list[dict[str, Any]], key: str) -> tuple[float, float]:
         values = [r[key] for r in rows]
         return round(statistics.fmean(values), 2), round(max(values) - min(values), 2)
 
-    base_valid, base_spread = stats(arms["baseline"], "valid_bleu")
     rows = []
-    for name, members in arms.items():
+    for (name, cpu), members in arms.items():
+        base = arms.get(("baseline", cpu))
         valid, valid_spread = stats(members, "valid_bleu")
         test, test_spread = stats(members, "test_bleu")
-        gain = round(valid - base_valid, 2)
+        gain, kept = None, False
+        if base and name != "baseline":
+            base_valid, base_spread = stats(base, "valid_bleu")
+            gain = round(valid - base_valid, 2)
+            kept = gain > max(valid_spread, base_spread)
+        elif name == "baseline":
+            gain = 0.0
         rows.append(
             {
                 "arm": name,
+                "cpu": cpu,
                 "seeds": len(members),
                 "valid_bleu": valid,
                 "valid_spread": valid_spread,
                 "test_bleu": test,
                 "test_spread": test_spread,
                 "valid_gain": gain,
-                "kept": name != "baseline" and gain > max(valid_spread, base_spread),
+                "kept": kept,
             }
         )
     return rows
@@ -218,7 +281,9 @@ def best_arm(summaries: list[dict[str, Any]]) -> str:
 
 def final_run(plan: Plan, arm: str, args: argparse.Namespace, done: Done) -> dict[str, Any]:
     """The chosen arm for the plan's longer budget, then its test score with the pair tune picks on valid."""
-    final = dict(done.run(plan, arm, plan.arms[arm], plan.seeds[0], args.final_minutes, args))
+    final = dict(done.run(plan, arm, plan.seeds[0], args.final_minutes, args))
+    if "tuned" in final:  # tuned in an earlier sitting
+        return final
     started = time.perf_counter()
     tuned = run_tune(
         Path(final["run_dir"]), args.beams, args.length_penalties, False, "best", args.data, args.device
@@ -242,44 +307,99 @@ def final_run(plan: Plan, arm: str, args: argparse.Namespace, done: Done) -> dic
         "test_bleu": round(test["bleu"], 2),
         "tune_minutes": round((time.perf_counter() - started) / 60, 2),
     }
+    done.add(final)  # the same run again, with its tuned score: the newest record of a key wins
     return final
 
 
 def markdown(
     plan_name: str, runs: list[dict[str, Any]], summaries: list[dict[str, Any]], final: dict | None
 ) -> str:
-    """The tables for docs/benchmarks.md."""
+    """The tables for docs/benchmarks.md: every run with its CPU, then each arm against its CPU's baseline."""
     lines = [
-        f"Plan `{plan_name}`, {cpu_name() or platform.processor()}, {time.strftime('%Y-%m-%d')}; "
-        f"`{runs[0]['bleu_signature']}`",
+        f"Plan `{plan_name}`, written {time.strftime('%Y-%m-%d')}; `{runs[0]['bleu_signature']}`",
         "",
-        "| arm | seed | steps | epochs | minutes | est. MFLOP/token | valid BLEU | test BLEU (beam "
+        "| arm | seed | CPU | steps | epochs | minutes | est. MFLOP/token | valid BLEU | test BLEU (beam "
         f"{runs[0]['beam_size']}) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in runs:
-        cells = [r["arm"], r["seed"], r["steps"], r["epochs"], r["minutes"], r["mflops_per_token"]]
-        lines.append("| " + " | ".join(str(c) for c in [*cells, r["valid_bleu"], r["test_bleu"]]) + " |")
+        cells = [r["arm"], r["seed"], r.get("cpu", "-"), r["steps"], r["epochs"], r["minutes"]]
+        cells += [r["mflops_per_token"], r["valid_bleu"], r["test_bleu"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += [
         "",
-        "| arm | seeds | valid BLEU (mean, spread) | test BLEU (mean, spread) | valid gain | kept |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| arm | CPU | seeds | valid BLEU (mean, spread) | test BLEU (mean, spread) | valid gain | kept |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in summaries:
+        gain = "no baseline on this CPU yet" if s["valid_gain"] is None else f"{s['valid_gain']:+}"
         lines.append(
-            f"| {s['arm']} | {s['seeds']} | {s['valid_bleu']} ({s['valid_spread']}) | {s['test_bleu']} "
-            f"({s['test_spread']}) | {s['valid_gain']:+} | {'yes' if s['kept'] else 'no'} |"
+            f"| {s['arm']} | {s.get('cpu') or '-'} | {s['seeds']} | {s['valid_bleu']} "
+            f"({s['valid_spread']}) | {s['test_bleu']} ({s['test_spread']}) | {gain} | "
+            f"{'yes' if s['kept'] else 'no'} |"
         )
     if final is not None:
         tuned = final["tuned"]
         lines += [
             "",
-            f"Best arm `{final['arm']}` for {final['minutes']} minutes: {final['steps']} steps, test BLEU "
-            f"{final['test_bleu']} (beam {final['beam_size']}, alpha {final['length_penalty']}); with the "
-            f"pair tune chose on valid (beam {tuned['beam_size']}, alpha {tuned['length_penalty']}, "
-            f"{tuned['tune_minutes']} minutes of tuning, outside the training budget): {tuned['test_bleu']}.",
+            f"Best arm `{final['arm']}` for {final['minutes']} minutes on {final.get('cpu', '-')}: "
+            f"{final['steps']} steps, test BLEU {final['test_bleu']} (beam {final['beam_size']}, alpha "
+            f"{final['length_penalty']}); with the pair tune chose on valid (beam {tuned['beam_size']}, "
+            f"alpha {tuned['length_penalty']}, {tuned['tune_minutes']} minutes of tuning, outside the "
+            f"training budget): {tuned['test_bleu']}.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
+    """Greedy valid BLEU against training minutes, one line per run (an arm's seeds share its colour)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    colours: dict[str, str] = {}
+    for run in runs:
+        points = run.get("valid_curve") or []
+        if not points:
+            continue
+        colour = colours.setdefault(run["arm"], f"C{len(colours) % 10}")
+        label = f"{run['arm']} (seed {run['seed']}, {run['minutes']:g} min)"
+        style = "-" if run["seed"] == runs[0]["seed"] else "--"
+        ax.plot(*zip(*points, strict=True), style, color=colour, label=label, linewidth=1.4)
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("greedy valid BLEU (500 sentences)")
+    ax.set_title("Recipe arms: valid BLEU as training goes")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(
+    args: argparse.Namespace, plan: Plan, runs: list[dict[str, Any]], final: dict | None
+) -> dict[str, Any]:
+    """results.json, table.md and valid_bleu.png under --out, from the runs scored so far."""
+    summaries = arm_summaries(runs) if runs else []
+    results = {
+        "plan": args.plan,
+        "config": str(plan.config),
+        "device": args.device,
+        "minutes": plan.minutes,
+        "notes": plan.notes,
+        "complete": final is not None or not plan.final_minutes,
+        "runs": runs,
+        "arms": summaries,
+        "final": final,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    if runs:
+        (args.out / "table.md").write_text(markdown(args.plan, runs, summaries, final), encoding="utf-8")
+        plot_curves([*runs, *([final] if final else [])], args.out / "valid_bleu.png")
+    return results
 
 
 def parse_args(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
@@ -319,32 +439,31 @@ def parse_args(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run every arm with every seed, summarise, run the best arm longer, write results.json and table.md."""
+    """Run every arm with every seed, summarise, run the best arm longer; outputs rewritten after each run.
+
+    On a CPU where some arm is still to train and the baseline is not scored yet, the baseline trains
+    first, so each arm is compared with a baseline from its own kind of CPU.
+    """
     plan, args = parse_args(argv)
     done = Done(args.out)
-    runs = [
-        done.run(plan, name, overrides, seed, plan.minutes, args)
-        for name, overrides in plan.arms.items()
-        for seed in plan.seeds
+    cpu = this_cpu()
+    pairs = [(name, seed) for name in plan.arms for seed in plan.seeds]  # the baseline's first
+    missing = [
+        (name, seed)
+        for name, seed in pairs
+        if name != "baseline" and done.find(wanted_run(plan, name, seed, plan.minutes, args)) is None
     ]
-    summaries = arm_summaries(runs)
-    final = final_run(plan, best_arm(summaries), args, done) if plan.final_minutes else None
-    results = {
-        "plan": args.plan,
-        "config": str(plan.config),
-        "machine": cpu_name() or platform.processor(),
-        "device": args.device,
-        "minutes": plan.minutes,
-        "notes": plan.notes,
-        "runs": runs,
-        "arms": summaries,
-        "final": final,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    table = markdown(args.plan, runs, summaries, final)
-    (args.out / "table.md").write_text(table, encoding="utf-8")
-    print(table)
+    runs: list[dict[str, Any]] = []
+    for name, seed in pairs:
+        on = cpu if name == "baseline" and missing else None  # arms train here: so does the baseline
+        runs.append(done.run(plan, name, seed, plan.minutes, args, cpu=on))
+        write_outputs(args, plan, runs, None)
+    runs += done.baselines_beside(runs, plan.minutes)
+    final = None
+    if plan.final_minutes:
+        final = final_run(plan, best_arm(arm_summaries(runs)), args, done)
+    results = write_outputs(args, plan, runs, final)
+    print((args.out / "table.md").read_text(encoding="utf-8"))
     return results
 
 

@@ -74,7 +74,8 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
     # A later sitting with the same --out trains only what done.jsonl lacks: the last arm run and the final.
     done = out / "done.jsonl"
     lines = done.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 5  # four arm runs, then the final run
+    assert len(lines) == 6  # four arm runs, the final run, then the final run with its tuned score
+    assert all(json.loads(line)["cpu"] for line in lines) and (out / "valid_bleu.png").stat().st_size > 0
     done.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     trained = []
     real_train = bench.train
@@ -87,4 +88,45 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
         close_run_log()
     assert trained == [Path(results["runs"][3]["run_dir"]), Path(results["final"]["run_dir"])]
     assert again["runs"][:3] == results["runs"][:3]
-    assert len(done.read_text(encoding="utf-8").splitlines()) == 5
+    assert len(done.read_text(encoding="utf-8").splitlines()) == 6
+
+
+def test_a_new_kind_of_cpu_trains_the_baseline_beside_the_arms_it_trains(tmp_path, monkeypatch):
+    bench = bench_recipe(monkeypatch)
+    cpu, trained = ["Zen 3"], []
+    means = {"baseline": 50.0, "3-1 layers": 52.0, "dropout 0.05": 49.0}
+
+    def fake_run(plan, name, overrides, seed, minutes, args):
+        trained.append((cpu[0], name, seed))
+        bleu = means[name] + 0.2 * seed + (5.0 if cpu[0] == "Xeon" else 0.0)  # the Xeon scores 5 higher
+        curve = [[1.0, bleu - 3], [minutes, bleu]]
+        return {
+            **{"run_dir": str(tmp_path / name), "steps": 9, "epochs": 1, "minutes": minutes, "parameters": 1},
+            **{"mflops_per_token": 7.2, "valid_bleu": bleu, "test_bleu": bleu - 1, "beam_size": 4},
+            **{"length_penalty": 1.0, "best_step": 9, "bleu_signature": "sig", "valid_curve": curve},
+        }
+
+    monkeypatch.setattr(bench, "train_and_score", fake_run)
+    monkeypatch.setattr(bench, "this_cpu", lambda: cpu[0])
+    out = tmp_path / "out"
+    argv = ["cpu", "--out", str(out), "--final-minutes", "0"]
+    bench.main([*argv, "--arms", "3-1 layers"])
+    assert trained == [("Zen 3", arm, seed) for arm in ("baseline", "3-1 layers") for seed in (0, 1)]
+
+    # The next sitting is on a Xeon: 3-1 layers is reused, the baseline trains again beside dropout 0.05.
+    trained.clear()
+    cpu[0] = "Xeon"
+    results = bench.main([*argv, "--arms", "3-1 layers,dropout 0.05"])
+    assert trained == [("Xeon", arm, seed) for arm in ("baseline", "dropout 0.05") for seed in (0, 1)]
+    arms = {(a["arm"], a["cpu"]): a for a in results["arms"]}
+    assert set(arms) == {("baseline", "Xeon"), ("3-1 layers", "Zen 3"), ("dropout 0.05", "Xeon")} | {
+        ("baseline", "Zen 3")
+    }
+    assert arms[("3-1 layers", "Zen 3")]["valid_gain"] == 2.0 and arms[("3-1 layers", "Zen 3")]["kept"]
+    assert arms[("dropout 0.05", "Xeon")]["valid_gain"] == -1.0  # against the Xeon's 55.1, not the Zen's 50.1
+    table = (out / "table.md").read_text(encoding="utf-8")
+    assert "| dropout 0.05 | Xeon | 2 | 54.1 (0.2) |" in table and (out / "valid_bleu.png").is_file()
+
+    trained.clear()  # a third sitting with nothing left to train trains nothing
+    assert bench.main([*argv, "--arms", "3-1 layers,dropout 0.05"])["arms"] == results["arms"]
+    assert trained == []
