@@ -11,7 +11,7 @@ Four parts run in turn, each a subprocess of this Python (nothing is installed o
    fp16 with the scaler, SIGKILL and --resume, translate, and the CTranslate2 float16 export
    translated on the card): what VERIFIED_ON_CARDS (attn_mt/training/speed.py) waits for;
 2. `reference`: the amp-auto row with train.kernels: reference for 1 minute, the same card's
-   tokens/s for the path `auto` takes today (its BLEU: docs/benchmarks.md, "One GPU");
+   tokens/s for the path `auto` takes today (docs/benchmarks.md, "One GPU: the check-up");
 3. `profile-eager`: scripts/profile_step.py --variants reference,gpu (the trainer's own step,
    synthetic batches of the GPU config's lengths): ms a step, GPU busy, kernels and host syncs;
 4. `profile-compiled`: the same with gpu+compile,reference+compile (train.compile: every batch

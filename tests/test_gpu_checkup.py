@@ -1,6 +1,6 @@
 """scripts/gpu_checkup.py as far as the CPU can show it: the parts and their commands, a part run for real
 on the CPU into the table (which says it holds no GPU figure), the budget that stops a part, the targets'
-verdicts and make's target. The GPU run itself is the table docs/benchmarks.md waits for."""
+verdicts and make's target. The GPU run itself: docs/benchmarks.md, "One GPU: the check-up"."""
 
 from __future__ import annotations
 

@@ -352,7 +352,7 @@ def test_tf32_is_set_for_cuda_only_and_never_reaches_the_cpu():
 
 
 def test_cuda_keeps_attention_off_cudnn_in_training_and_in_the_torch_openers(monkeypatch, tmp_path):
-    # cuDNN attention plans every new batch shape (188 ms of host time a step on an H200: docs/benchmarks.md)
+    # cuDNN attention plans every new batch shape: most of a step on an H200 (docs/benchmarks.md)
     saved = torch.backends.cuda.cudnn_sdp_enabled()
     try:
         torch.backends.cuda.enable_cudnn_sdp(True)

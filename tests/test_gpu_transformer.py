@@ -64,17 +64,24 @@ def loss_and_grads(speed, model: Transformer, batch: Batch, tgt_in: torch.Tensor
 
 # ----- the choice -----
 def test_auto_takes_only_a_path_verified_on_a_card_and_gpu_opts_in_with_one_notice(monkeypatch, caplog):
-    assert speed_module.VERIFIED_ON_CARDS["gpu"] == ()  # until gpu_check --quick passes on a card
+    assert speed_module.VERIFIED_ON_CARDS["gpu"] == ()  # until a card meets the check-up's targets
     cuda = torch.device("cuda")  # a device object only: the choice never touches a GPU
     with caplog.at_level(logging.INFO, logger="attn_mt"):
         assert type(choose_speed("auto", cuda, False, 1)) is PlainTorch
     assert [r.levelname for r in caplog.records] == ["INFO"]
-    assert "auto takes the reference path on cuda" in caplog.text and "not yet" in caplog.text
+    assert "reference path on cuda: it trained faster than the GPU path on an H200" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="attn_mt"):
         assert isinstance(choose_speed("gpu", cuda, False, 1), GpuPath)
     assert [r.levelname for r in caplog.records] == ["WARNING"]
-    assert "has not yet been run on a cuda device" in caplog.records[0].getMessage()
+    assert "passed gpu_check on an H200 but trained slower" in caplog.records[0].getMessage()
+    caplog.clear()
+    monkeypatch.setitem(speed_module.GPU_PATH_RAN_ON, "cuda", "")  # a card type the GPU path has not run on
+    with caplog.at_level(logging.INFO, logger="attn_mt"):
+        assert type(choose_speed("auto", cuda, False, 1)) is PlainTorch
+        assert isinstance(choose_speed("gpu", cuda, False, 1), GpuPath)
+    assert "has not yet passed gpu_check" in caplog.records[0].getMessage()
+    assert "has not yet been run on a cuda device" in caplog.records[1].getMessage()
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="attn_mt"):
         assert type(choose_speed("reference", cuda, False, 1)) is PlainTorch

@@ -111,11 +111,11 @@ def use_tf32(enabled: bool) -> None:
 def avoid_cudnn_attention(device: torch.device) -> None:
     """On CUDA, keep scaled_dot_product_attention off cuDNN's backend (flash, efficient and math stay).
 
-    torch 2.11 on an H200 (docs/benchmarks.md, "The GPU check-up") chose cuDNN's attention for the
-    Transformer's masked calls, and cuDNN builds an execution plan for every new batch shape: 70 ms
-    (forward) and 118 ms (backward) of host time a training step on the GPU config's varied batch
-    shapes, the GPU busy 8.5% of the step; beam search meets a new key length at every step. The
-    switch is process-wide, as torch's backend flags are; on other devices it does nothing.
+    torch 2.11 on an H200 chose cuDNN's attention for the Transformer's masked calls, and cuDNN
+    builds an execution plan for every new batch shape: on the GPU config's varied batches that
+    host work took most of each training step (docs/benchmarks.md, "One GPU: the check-up"), and
+    beam search meets a new key length at every step. The switch is process-wide, as torch's
+    backend flags are; on other devices it does nothing.
     """
     if device.type == "cuda":
         torch.backends.cuda.enable_cudnn_sdp(False)

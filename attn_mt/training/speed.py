@@ -28,14 +28,18 @@ from attn_mt.training.loss import masked_cross_entropy
 log = logging.getLogger("attn_mt")
 
 VERIFIED_ON_CARDS: dict[str, tuple[str, ...]] = {
-    "reference": ("cuda",),  # gpu_check --quick on an H200: 53.89 test BLEU (docs/benchmarks.md, "One GPU")
-    "gpu": (),  # equal to the reference on the CPU (tests); not yet run on any card
+    "reference": ("cuda",),  # the check-up on an H200 (docs/benchmarks.md, "One GPU: the check-up")
+    "gpu": (),  # passed gpu_check on an H200 but trained slower there than the reference: not auto's
 }
-"""The accelerator device types on which each `train.kernels` path has passed `gpu_check --quick`.
+"""The accelerator device types on which `auto` may take each `train.kernels` path.
 
-`auto` takes a path on a card only from here; the run that verifies a path on a card adds its
-device type, with its table in docs/benchmarks.md. The CPU paths are verified by the test suite.
+A path is listed for a device type once `gpu_check --quick` has passed on a card of that type and
+the check-up's targets are met there (docs/gpu.md), with its table in docs/benchmarks.md. The CPU
+paths are verified by the test suite.
 """
+
+GPU_PATH_RAN_ON: dict[str, str] = {"cuda": "an H200"}
+"""Device types where the GPU path passed `gpu_check --quick` without meeting its targets, and the card."""
 
 
 class ParameterLayout(Protocol):
@@ -231,15 +235,26 @@ def gpu_path_applies(choice: str, device: torch.device) -> bool:
 def explain_choice(choice: str, device: torch.device) -> str | None:
     """The one log line a run's kernels choice calls for on `device`, or None.
 
-    `auto` on a card the GPU path has not passed gpu_check on takes the reference path, and says
-    so; `gpu` there runs as asked and says once that it has not been run on a card of that type.
+    `auto` on a card not listed for the GPU path takes the reference path and says why; `gpu` there
+    runs as asked and says once how it fared on a card of that type, or that it has not run on one.
     """
     if device.type == "cpu" or device.type in VERIFIED_ON_CARDS["gpu"]:
         return None
+    card = GPU_PATH_RAN_ON.get(device.type)
     if choice == "auto" and device.type in VERIFIED_ON_CARDS["reference"]:
+        why = (
+            f"it trained faster than the GPU path on {card}"
+            if card
+            else "the GPU path has not yet passed gpu_check on a GPU"
+        )
         return (
-            f"train.kernels: auto takes the reference path on {device.type}: the GPU path has not yet "
-            "passed gpu_check on a GPU (train.kernels: gpu opts in; docs/gpu.md)"
+            f"train.kernels: auto takes the reference path on {device.type}: {why} (train.kernels: gpu "
+            "opts in; docs/gpu.md)"
+        )
+    if choice == "gpu" and card:
+        return (
+            f"train.kernels: gpu on {device.type}: it passed gpu_check on {card} but trained slower there "
+            "than the reference path, which auto takes (docs/benchmarks.md)"
         )
     if choice == "gpu":
         return (
