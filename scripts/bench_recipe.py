@@ -9,7 +9,9 @@ table's estimate), dropout 0.05 and a peak learning rate of 2e-3. Each run's bes
 scored on the valid and the test split with the config's own decoding (beam 4, alpha 1.0). An arm
 is kept when its mean valid BLEU beats the baseline's by more than the seeds' spread (the larger
 of the two arms' max - min); the best kept arm (else the baseline) then trains for 60 minutes, and
-`attn-mt tune`'s best pair on the valid split is applied to its test score, reported apart.
+`attn-mt tune`'s best pair on the valid split is applied to its test score, reported apart. When that arm
+is not the baseline, the baseline then trains for the same 60 minutes and seed on the same kind of CPU:
+a ranking after 15 minutes need not hold after an hour (docs/subwords.md saw one that did not).
 
 `gpu` trains configs/transformer-gpu.yaml as shipped beside a longer recipe (9 minutes, dropout
 0.3, 150 epochs, twice the token budget and warmup), one seed each, on the same device.
@@ -311,8 +313,50 @@ def final_run(plan: Plan, arm: str, args: argparse.Namespace, done: Done) -> dic
     return final
 
 
+def baseline_beside_final(
+    plan: Plan, final: dict[str, Any], args: argparse.Namespace, done: Done
+) -> dict[str, Any] | None:
+    """The baseline for the final run's minutes and seed on the final run's CPU (None when the final run is
+    the baseline, or when that CPU is not this one and no such run is scored yet)."""
+    if final["arm"] == "baseline":
+        return None
+    cpu = final.get("cpu")
+    wanted = wanted_run(plan, "baseline", plan.seeds[0], args.final_minutes, args)
+    if done.find(wanted, cpu) is None and cpu != this_cpu():
+        print(f"== baseline for {args.final_minutes:g} minutes: left for a sitting on {cpu}", flush=True)
+        return None
+    return done.run(plan, "baseline", plan.seeds[0], args.final_minutes, args, cpu=cpu)
+
+
+def final_lines(final: dict[str, Any], beside: dict[str, Any] | None) -> list[str]:
+    """The final run's sentences for table.md: its scores, tune's pair, the baseline of the same budget."""
+    tuned = final["tuned"]
+    lines = [
+        "",
+        f"Best arm `{final['arm']}` for {final['minutes']} minutes on {final.get('cpu', '-')}: "
+        f"{final['steps']} steps, valid BLEU {final['valid_bleu']}, test BLEU {final['test_bleu']} (beam "
+        f"{final['beam_size']}, alpha {final['length_penalty']}); with the pair tune chose on valid (beam "
+        f"{tuned['beam_size']}, alpha {tuned['length_penalty']}, {tuned['tune_minutes']} minutes of tuning, "
+        f"outside the training budget): {tuned['test_bleu']}.",
+    ]
+    if beside is not None:
+        valid_gain = round(final["valid_bleu"] - beside["valid_bleu"], 2)
+        test_gain = round(final["test_bleu"] - beside["test_bleu"], 2)
+        lines += [
+            "",
+            f"Baseline for the same {beside['minutes']} minutes and seed on {beside.get('cpu', '-')}: "
+            f"{beside['steps']} steps, valid BLEU {beside['valid_bleu']}, test BLEU {beside['test_bleu']}; "
+            f"`{final['arm']}` against it: {valid_gain:+} valid, {test_gain:+} test (one seed each).",
+        ]
+    return lines
+
+
 def markdown(
-    plan_name: str, runs: list[dict[str, Any]], summaries: list[dict[str, Any]], final: dict | None
+    plan_name: str,
+    runs: list[dict[str, Any]],
+    summaries: list[dict[str, Any]],
+    final: dict | None,
+    beside: dict | None = None,
 ) -> str:
     """The tables for docs/benchmarks.md: every run with its CPU, then each arm against its CPU's baseline."""
     lines = [
@@ -339,15 +383,7 @@ def markdown(
             f"{'yes' if s['kept'] else 'no'} |"
         )
     if final is not None:
-        tuned = final["tuned"]
-        lines += [
-            "",
-            f"Best arm `{final['arm']}` for {final['minutes']} minutes on {final.get('cpu', '-')}: "
-            f"{final['steps']} steps, test BLEU {final['test_bleu']} (beam {final['beam_size']}, alpha "
-            f"{final['length_penalty']}); with the pair tune chose on valid (beam {tuned['beam_size']}, "
-            f"alpha {tuned['length_penalty']}, {tuned['tune_minutes']} minutes of tuning, outside the "
-            f"training budget): {tuned['test_bleu']}.",
-        ]
+        lines += final_lines(final, beside)
     return "\n".join(lines) + "\n"
 
 
@@ -367,7 +403,8 @@ def plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
         colour = colours.setdefault(run["arm"], f"C{len(colours) % 10}")
         label = f"{run['arm']} (seed {run['seed']}, {run['minutes']:g} min)"
         style = "-" if run["seed"] == runs[0]["seed"] else "--"
-        ax.plot(*zip(*points, strict=True), style, color=colour, label=label, linewidth=1.4)
+        width = 2.4 if run["minutes"] > 1.5 * runs[0]["minutes"] else 1.4  # the longer final runs stand out
+        ax.plot(*zip(*points, strict=True), style, color=colour, label=label, linewidth=width)
     ax.set_xlabel("training minutes")
     ax.set_ylabel("greedy valid BLEU (500 sentences)")
     ax.set_title("Recipe arms: valid BLEU as training goes")
@@ -379,7 +416,11 @@ def plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
 
 
 def write_outputs(
-    args: argparse.Namespace, plan: Plan, runs: list[dict[str, Any]], final: dict | None
+    args: argparse.Namespace,
+    plan: Plan,
+    runs: list[dict[str, Any]],
+    final: dict | None,
+    beside: dict | None = None,
 ) -> dict[str, Any]:
     """results.json, table.md and valid_bleu.png under --out, from the runs scored so far."""
     summaries = arm_summaries(runs) if runs else []
@@ -393,12 +434,14 @@ def write_outputs(
         "runs": runs,
         "arms": summaries,
         "final": final,
+        "final_baseline": beside,  # the baseline for the final run's minutes, when the final arm is another
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     if runs:
-        (args.out / "table.md").write_text(markdown(args.plan, runs, summaries, final), encoding="utf-8")
-        plot_curves([*runs, *([final] if final else [])], args.out / "valid_bleu.png")
+        table = markdown(args.plan, runs, summaries, final, beside)
+        (args.out / "table.md").write_text(table, encoding="utf-8")
+        plot_curves([*runs, *(r for r in (final, beside) if r)], args.out / "valid_bleu.png")
     return results
 
 
@@ -439,7 +482,8 @@ def parse_args(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run every arm with every seed, summarise, run the best arm longer; outputs rewritten after each run.
+    """Run every arm with every seed, summarise, run the best arm longer and the baseline beside it; outputs
+    rewritten after each run.
 
     On a CPU where some arm is still to train and the baseline is not scored yet, the baseline trains
     first, so each arm is compared with a baseline from its own kind of CPU.
@@ -459,10 +503,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         runs.append(done.run(plan, name, seed, plan.minutes, args, cpu=on))
         write_outputs(args, plan, runs, None)
     runs += done.baselines_beside(runs, plan.minutes)
-    final = None
+    final = beside = None
     if plan.final_minutes:
         final = final_run(plan, best_arm(arm_summaries(runs)), args, done)
-    results = write_outputs(args, plan, runs, final)
+        write_outputs(args, plan, runs, final)
+        beside = baseline_beside_final(plan, final, args, done)
+    results = write_outputs(args, plan, runs, final, beside)
     print((args.out / "table.md").read_text(encoding="utf-8"))
     return results
 

@@ -71,10 +71,14 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
     table = (out / "table.md").read_text(encoding="utf-8")
     assert table.count("| 3-1 layers |") == 3 and "Best arm" in table
 
+    beside = results["final_baseline"]  # the baseline for the final's minutes, unless the final is it
+    assert (beside is None) == (final["arm"] == "baseline")
+    also = [] if beside is None else [Path(beside["run_dir"])]
+
     # A later sitting with the same --out trains only what done.jsonl lacks: the last arm run and the final.
     done = out / "done.jsonl"
     lines = done.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 6  # four arm runs, the final run, then the final run with its tuned score
+    assert len(lines) == 6 + len(also)  # four arm runs, the final run, the final with its tuned score
     assert all(json.loads(line)["cpu"] for line in lines) and (out / "valid_bleu.png").stat().st_size > 0
     done.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     trained = []
@@ -86,14 +90,13 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
         again = bench.main([*argv, *(item for s in sets for item in ("--set", s))])
     finally:
         close_run_log()
-    assert trained == [Path(results["runs"][3]["run_dir"]), Path(results["final"]["run_dir"])]
+    assert trained == [Path(results["runs"][3]["run_dir"]), Path(results["final"]["run_dir"]), *also]
     assert again["runs"][:3] == results["runs"][:3]
-    assert len(done.read_text(encoding="utf-8").splitlines()) == 6
+    assert len(done.read_text(encoding="utf-8").splitlines()) == 6 + len(also)
 
 
-def test_a_new_kind_of_cpu_trains_the_baseline_beside_the_arms_it_trains(tmp_path, monkeypatch):
-    bench = bench_recipe(monkeypatch)
-    cpu, trained = ["Zen 3"], []
+def fake_training(tmp_path, trained: list, cpu: list[str]):
+    """A stand-in for train_and_score: scores by arm and seed (the Xeon's 5 higher); each run is logged."""
     means = {"baseline": 50.0, "3-1 layers": 52.0, "dropout 0.05": 49.0}
 
     def fake_run(plan, name, overrides, seed, minutes, args):
@@ -106,7 +109,13 @@ def test_a_new_kind_of_cpu_trains_the_baseline_beside_the_arms_it_trains(tmp_pat
             **{"length_penalty": 1.0, "best_step": 9, "bleu_signature": "sig", "valid_curve": curve},
         }
 
-    monkeypatch.setattr(bench, "train_and_score", fake_run)
+    return fake_run
+
+
+def test_a_new_kind_of_cpu_trains_the_baseline_beside_the_arms_it_trains(tmp_path, monkeypatch):
+    bench = bench_recipe(monkeypatch)
+    cpu, trained = ["Zen 3"], []
+    monkeypatch.setattr(bench, "train_and_score", fake_training(tmp_path, trained, cpu))
     monkeypatch.setattr(bench, "this_cpu", lambda: cpu[0])
     out = tmp_path / "out"
     argv = ["cpu", "--out", str(out), "--final-minutes", "0"]
@@ -130,3 +139,36 @@ def test_a_new_kind_of_cpu_trains_the_baseline_beside_the_arms_it_trains(tmp_pat
     trained.clear()  # a third sitting with nothing left to train trains nothing
     assert bench.main([*argv, "--arms", "3-1 layers,dropout 0.05"])["arms"] == results["arms"]
     assert trained == []
+
+
+def test_the_final_arm_is_measured_against_a_baseline_of_the_same_hour(tmp_path, monkeypatch):
+    bench = bench_recipe(monkeypatch)
+    cpu, trained = ["Xeon"], []
+    monkeypatch.setattr(bench, "train_and_score", fake_training(tmp_path, trained, cpu))
+    monkeypatch.setattr(bench, "this_cpu", lambda: cpu[0])
+    tune = {"best": {"beam_size": 6, "length_penalty": 1.2, "bleu": 58.0}}
+    monkeypatch.setattr(bench, "run_tune", lambda *a, **kw: tune)
+    monkeypatch.setattr(bench, "run_eval", lambda *a, **kw: {"bleu": 57.5})
+    out = tmp_path / "out"
+    argv = ["cpu", "--out", str(out), "--arms", "3-1 layers", "--final-minutes", "60"]
+    results = bench.main(argv)
+    arms = [("baseline", 15.0), ("3-1 layers", 15.0)]
+    assert trained == [("Xeon", arm, seed) for arm, _ in arms for seed in (0, 1)] + [
+        ("Xeon", "3-1 layers", 0),  # the kept arm (+2.0 beyond a spread of 0.2) for the hour
+        ("Xeon", "baseline", 0),  # then the baseline for the same hour
+    ]
+    final, beside = results["final"], results["final_baseline"]
+    assert (final["arm"], final["minutes"], final["tuned"]["test_bleu"]) == ("3-1 layers", 60.0, 57.5)
+    assert (beside["arm"], beside["minutes"], beside["seed"], beside["cpu"]) == ("baseline", 60.0, 0, "Xeon")
+    table = (out / "table.md").read_text(encoding="utf-8")
+    assert "Baseline for the same 60.0 minutes and seed on Xeon" in table
+    assert "`3-1 layers` against it: +2.0 valid, +2.0 test" in table  # 57.0 - 55.0 and 56.0 - 54.0
+
+    # Without that baseline hour, a sitting on another kind of CPU leaves it for the final run's CPU.
+    done = out / "done.jsonl"
+    done.write_text("\n".join(done.read_text(encoding="utf-8").splitlines()[:-1]) + "\n", encoding="utf-8")
+    trained.clear()
+    cpu[0] = "Zen 3"
+    again = bench.main(argv)
+    assert trained == [] and again["final_baseline"] is None and again["final"] == final
+    assert "Baseline for the same" not in (out / "table.md").read_text(encoding="utf-8")
