@@ -388,28 +388,33 @@ def markdown(
 
 
 def plot_curves(runs: list[dict[str, Any]], path: Path) -> None:
-    """Greedy valid BLEU against training minutes, one line per run (an arm's seeds share its colour)."""
+    """Greedy valid BLEU against training minutes, one line per run (an arm's seeds share its colour), one
+    panel per training budget (the arms' minutes, then the final hour's), with a shared BLEU axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    budgets = sorted({run.get("budget_minutes") or 0.0 for run in runs})
+    fig, axes = plt.subplots(
+        1, len(budgets), figsize=(8 + 4 * (len(budgets) - 1), 5), sharey=True, squeeze=False
+    )
     colours: dict[str, str] = {}
-    for run in runs:
-        points = run.get("valid_curve") or []
-        if not points:
-            continue
-        colour = colours.setdefault(run["arm"], f"C{len(colours) % 10}")
-        label = f"{run['arm']} (seed {run['seed']}, {run['minutes']:g} min)"
-        style = "-" if run["seed"] == runs[0]["seed"] else "--"
-        width = 2.4 if run["minutes"] > 1.5 * runs[0]["minutes"] else 1.4  # the longer final runs stand out
-        ax.plot(*zip(*points, strict=True), style, color=colour, label=label, linewidth=width)
-    ax.set_xlabel("training minutes")
-    ax.set_ylabel("greedy valid BLEU (500 sentences)")
-    ax.set_title("Recipe arms: valid BLEU as training goes")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    for ax, budget in zip(axes[0], budgets, strict=True):
+        for run in runs:
+            points = run.get("valid_curve") or []
+            if not points or (run.get("budget_minutes") or 0.0) != budget:
+                continue
+            colour = colours.setdefault(run["arm"], f"C{len(colours) % 10}")
+            label = f"{run['arm']} (seed {run['seed']}, {run['minutes']:g} min)"
+            style = "-" if run["seed"] == runs[0]["seed"] else "--"
+            ax.plot(*zip(*points, strict=True), style, color=colour, label=label, linewidth=1.4)
+        ax.set_xlabel("training minutes")
+        ax.set_title(f"{budget:g}-minute runs" if budget else "runs with the config's own budget")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("greedy valid BLEU (500 sentences)")
+    fig.suptitle("Recipe arms: valid BLEU as training goes")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
