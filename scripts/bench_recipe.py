@@ -11,7 +11,8 @@ is kept when its mean valid BLEU beats the baseline's by more than the seeds' sp
 of the two arms' max - min); the best kept arm (else the baseline) then trains for 60 minutes, and
 `attn-mt tune`'s best pair on the valid split is applied to its test score, reported apart. When that arm
 is not the baseline, the baseline then trains for the same 60 minutes and seed on the same kind of CPU:
-a ranking after 15 minutes need not hold after an hour (docs/subwords.md saw one that did not).
+a ranking after 15 minutes need not hold after an hour (docs/subwords.md saw one that did not). When the
+arm's hour does not beat the baseline's on valid BLEU, the next kept arm gets its hour, and so on.
 
 `gpu` trains configs/transformer-gpu.yaml as shipped beside a longer recipe (9 minutes, dropout
 0.3, 150 epochs, twice the token budget and warmup), one seed each, on the same device.
@@ -275,10 +276,10 @@ def arm_summaries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def best_arm(summaries: list[dict[str, Any]]) -> str:
-    """The kept arm with the highest mean valid BLEU, else the baseline."""
-    kept = [s for s in summaries if s["kept"]]
-    return max(kept, key=lambda s: s["valid_bleu"])["arm"] if kept else "baseline"
+def kept_arms(summaries: list[dict[str, Any]]) -> list[str]:
+    """The kept arms, highest mean valid BLEU first."""
+    kept = sorted((s for s in summaries if s["kept"]), key=lambda s: -s["valid_bleu"])
+    return [s["arm"] for s in kept]
 
 
 def final_run(plan: Plan, arm: str, args: argparse.Namespace, done: Done) -> dict[str, Any]:
@@ -328,26 +329,51 @@ def baseline_beside_final(
     return done.run(plan, "baseline", plan.seeds[0], args.final_minutes, args, cpu=cpu)
 
 
-def final_lines(final: dict[str, Any], beside: dict[str, Any] | None) -> list[str]:
-    """The final run's sentences for table.md: its scores, tune's pair, the baseline of the same budget."""
-    tuned = final["tuned"]
-    lines = [
-        "",
-        f"Best arm `{final['arm']}` for {final['minutes']} minutes on {final.get('cpu', '-')}: "
-        f"{final['steps']} steps, valid BLEU {final['valid_bleu']}, test BLEU {final['test_bleu']} (beam "
-        f"{final['beam_size']}, alpha {final['length_penalty']}); with the pair tune chose on valid (beam "
-        f"{tuned['beam_size']}, alpha {tuned['length_penalty']}, {tuned['tune_minutes']} minutes of tuning, "
-        f"outside the training budget): {tuned['test_bleu']}.",
-    ]
+def final_runs(
+    plan: Plan, runs: list[dict[str, Any]], args: argparse.Namespace, done: Done
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The longer runs: the kept arms, best first, each tuned, until one beats the baseline of the same budget
+    on valid BLEU (or that baseline must wait for its CPU); the baseline alone when no arm is kept."""
+    kept = kept_arms(arm_summaries(runs))
+    if not kept:
+        return [final_run(plan, "baseline", args, done)], None
+    finals: list[dict[str, Any]] = []
+    beside = None
+    for arm in kept:
+        finals.append(final_run(plan, arm, args, done))
+        write_outputs(args, plan, runs, finals, beside)
+        beside = beside or baseline_beside_final(plan, finals[-1], args, done)
+        if beside is None or finals[-1]["valid_bleu"] > beside["valid_bleu"]:
+            break
+    return finals, beside
+
+
+def final_lines(finals: list[dict[str, Any]], beside: dict[str, Any] | None) -> list[str]:
+    """The longer runs' sentences for table.md: scores, tune's pair, each against that budget's baseline."""
+    lines = []
+    for final in finals:
+        tuned = final["tuned"]
+        lines += [
+            "",
+            f"`{final['arm']}` for {final['minutes']} minutes on {final.get('cpu', '-')}: {final['steps']} "
+            f"steps, valid BLEU {final['valid_bleu']}, test BLEU {final['test_bleu']} (beam "
+            f"{final['beam_size']}, alpha {final['length_penalty']}); with the pair tune chose on valid "
+            f"(beam {tuned['beam_size']}, alpha {tuned['length_penalty']}, {tuned['tune_minutes']} minutes "
+            f"of tuning, outside the training budget): {tuned['test_bleu']}.",
+        ]
     if beside is not None:
-        valid_gain = round(final["valid_bleu"] - beside["valid_bleu"], 2)
-        test_gain = round(final["test_bleu"] - beside["test_bleu"], 2)
         lines += [
             "",
             f"Baseline for the same {beside['minutes']} minutes and seed on {beside.get('cpu', '-')}: "
-            f"{beside['steps']} steps, valid BLEU {beside['valid_bleu']}, test BLEU {beside['test_bleu']}; "
-            f"`{final['arm']}` against it: {valid_gain:+} valid, {test_gain:+} test (one seed each).",
+            f"{beside['steps']} steps, valid BLEU {beside['valid_bleu']}, test BLEU {beside['test_bleu']}.",
         ]
+        for final in finals:
+            valid_gain = round(final["valid_bleu"] - beside["valid_bleu"], 2)
+            test_gain = round(final["test_bleu"] - beside["test_bleu"], 2)
+            lines.append(
+                f"`{final['arm']}` against it: {valid_gain:+} valid, {test_gain:+} test (one seed each): "
+                f"{'beats it' if valid_gain > 0 else 'does not beat it'}."
+            )
     return lines
 
 
@@ -355,7 +381,7 @@ def markdown(
     plan_name: str,
     runs: list[dict[str, Any]],
     summaries: list[dict[str, Any]],
-    final: dict | None,
+    finals: list[dict[str, Any]],
     beside: dict | None = None,
 ) -> str:
     """The tables for docs/benchmarks.md: every run with its CPU, then each arm against its CPU's baseline."""
@@ -382,8 +408,8 @@ def markdown(
             f"({s['valid_spread']}) | {s['test_bleu']} ({s['test_spread']}) | {gain} | "
             f"{'yes' if s['kept'] else 'no'} |"
         )
-    if final is not None:
-        lines += final_lines(final, beside)
+    if finals:
+        lines += final_lines(finals, beside)
     return "\n".join(lines) + "\n"
 
 
@@ -424,7 +450,7 @@ def write_outputs(
     args: argparse.Namespace,
     plan: Plan,
     runs: list[dict[str, Any]],
-    final: dict | None,
+    finals: list[dict[str, Any]],
     beside: dict | None = None,
 ) -> dict[str, Any]:
     """results.json, table.md and valid_bleu.png under --out, from the runs scored so far."""
@@ -435,18 +461,18 @@ def write_outputs(
         "device": args.device,
         "minutes": plan.minutes,
         "notes": plan.notes,
-        "complete": final is not None or not plan.final_minutes,
+        "complete": bool(finals) or not plan.final_minutes,
         "runs": runs,
         "arms": summaries,
-        "final": final,
-        "final_baseline": beside,  # the baseline for the final run's minutes, when the final arm is another
+        "finals": finals,  # the longer runs, best kept arm first (the baseline's when no arm is kept)
+        "final_baseline": beside,  # the baseline for the longer runs' minutes, when they are other arms
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     if runs:
-        table = markdown(args.plan, runs, summaries, final, beside)
+        table = markdown(args.plan, runs, summaries, finals, beside)
         (args.out / "table.md").write_text(table, encoding="utf-8")
-        plot_curves([*runs, *(r for r in (final, beside) if r)], args.out / "valid_bleu.png")
+        plot_curves([*runs, *finals, *([beside] if beside else [])], args.out / "valid_bleu.png")
     return results
 
 
@@ -506,14 +532,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, seed in pairs:
         on = cpu if name == "baseline" and missing else None  # arms train here: so does the baseline
         runs.append(done.run(plan, name, seed, plan.minutes, args, cpu=on))
-        write_outputs(args, plan, runs, None)
+        write_outputs(args, plan, runs, [])
     runs += done.baselines_beside(runs, plan.minutes)
-    final = beside = None
-    if plan.final_minutes:
-        final = final_run(plan, best_arm(arm_summaries(runs)), args, done)
-        write_outputs(args, plan, runs, final)
-        beside = baseline_beside_final(plan, final, args, done)
-    results = write_outputs(args, plan, runs, final, beside)
+    finals, beside = final_runs(plan, runs, args, done) if plan.final_minutes else ([], None)
+    results = write_outputs(args, plan, runs, finals, beside)
     print((args.out / "table.md").read_text(encoding="utf-8"))
     return results
 
