@@ -348,6 +348,20 @@ def final_runs(
     return finals, beside
 
 
+def plan_complete(
+    plan: Plan, summaries: list[dict[str, Any]], finals: list[dict[str, Any]], beside: dict | None
+) -> bool:
+    """Whether nothing is left to train: the longer runs end with the baseline's, with an arm that beats the
+    baseline's, or with the last kept arm (a plan without longer runs is done when its arms are)."""
+    if not plan.final_minutes:
+        return True
+    if not finals or (beside is None and finals[-1]["arm"] != "baseline"):
+        return False
+    last = finals[-1]
+    beats = beside is not None and last["valid_bleu"] > beside["valid_bleu"]
+    return last["arm"] == "baseline" or beats or last["arm"] == kept_arms(summaries)[-1]
+
+
 def final_lines(finals: list[dict[str, Any]], beside: dict[str, Any] | None) -> list[str]:
     """The longer runs' sentences for table.md: scores, tune's pair, each against that budget's baseline."""
     lines = []
@@ -461,7 +475,7 @@ def write_outputs(
         "device": args.device,
         "minutes": plan.minutes,
         "notes": plan.notes,
-        "complete": bool(finals) or not plan.final_minutes,
+        "complete": plan_complete(plan, summaries, finals, beside),
         "runs": runs,
         "arms": summaries,
         "finals": finals,  # the longer runs, best kept arm first (the baseline's when no arm is kept)

@@ -168,6 +168,7 @@ def test_the_kept_arms_get_an_hour_beside_the_baselines_until_one_beats_it(tmp_p
         ("Xeon", "peak lr 2e-3", 0, 60.0),  # so the next kept arm (+1.0) gets its hour: 56.5 beats 55.0
     ]
     finals, beside = results["finals"], results["final_baseline"]
+    assert results["complete"]
     assert [(f["arm"], f["minutes"], f["tuned"]["test_bleu"]) for f in finals] == [
         ("3-1 layers", 60.0, 57.5),
         ("peak lr 2e-3", 60.0, 57.5),
@@ -185,4 +186,5 @@ def test_the_kept_arms_get_an_hour_beside_the_baselines_until_one_beats_it(tmp_p
     cpu[0] = "Zen 3"
     again = bench.main(argv)
     assert trained == [] and again["final_baseline"] is None and again["finals"] == finals[:1]
+    assert not again["complete"]  # peak lr 2e-3's hour and the baseline's are still to run
     assert "Baseline for the same" not in (out / "table.md").read_text(encoding="utf-8")
