@@ -329,6 +329,11 @@ def baseline_beside_final(
     return done.run(plan, "baseline", plan.seeds[0], args.final_minutes, args, cpu=cpu)
 
 
+def beats_baseline(final: dict[str, Any], beside: dict[str, Any] | None) -> bool:
+    """Whether a longer run beats the baseline of its budget on valid BLEU."""
+    return beside is not None and final["valid_bleu"] > beside["valid_bleu"]
+
+
 def final_runs(
     plan: Plan, runs: list[dict[str, Any]], args: argparse.Namespace, done: Done
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -343,7 +348,7 @@ def final_runs(
         finals.append(final_run(plan, arm, args, done))
         write_outputs(args, plan, runs, finals, beside)
         beside = beside or baseline_beside_final(plan, finals[-1], args, done)
-        if beside is None or finals[-1]["valid_bleu"] > beside["valid_bleu"]:
+        if beside is None or beats_baseline(finals[-1], beside):
             break
     return finals, beside
 
@@ -358,8 +363,8 @@ def plan_complete(
     if not finals or (beside is None and finals[-1]["arm"] != "baseline"):
         return False
     last = finals[-1]
-    beats = beside is not None and last["valid_bleu"] > beside["valid_bleu"]
-    return last["arm"] == "baseline" or beats or last["arm"] == kept_arms(summaries)[-1]
+    ended = last["arm"] == "baseline" or last["arm"] == kept_arms(summaries)[-1]  # no kept arm after it
+    return ended or beats_baseline(last, beside)
 
 
 def final_lines(finals: list[dict[str, Any]], beside: dict[str, Any] | None) -> list[str]:
@@ -386,7 +391,7 @@ def final_lines(finals: list[dict[str, Any]], beside: dict[str, Any] | None) -> 
             test_gain = round(final["test_bleu"] - beside["test_bleu"], 2)
             lines.append(
                 f"`{final['arm']}` against it: {valid_gain:+} valid, {test_gain:+} test (one seed each): "
-                f"{'beats it' if valid_gain > 0 else 'does not beat it'}."
+                f"{'beats it' if beats_baseline(final, beside) else 'does not beat it'}."
             )
     return lines
 
@@ -527,8 +532,8 @@ def parse_args(argv: list[str] | None) -> tuple[Plan, argparse.Namespace]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run every arm with every seed, summarise, run the best arm longer and the baseline beside it; outputs
-    rewritten after each run.
+    """Run every arm with every seed, summarise, run the kept arms longer beside the baseline (`final_runs`);
+    outputs rewritten after each run.
 
     On a CPU where some arm is still to train and the baseline is not scored yet, the baseline trains
     first, so each arm is compared with a baseline from its own kind of CPU.
