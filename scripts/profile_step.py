@@ -508,6 +508,14 @@ def main(argv: list[str] | None = None) -> int:
     data = profile_data(cfg, args)
     total = args.warmup + args.steps + args.trace_steps
     plan = data.train.plan(0, cfg.train.seed)
+    if len(plan) < total:
+        print(
+            f"the training set's epoch has {len(plan)} batches, fewer than the {total} steps asked "
+            f"(--warmup {args.warmup} + --steps {args.steps} + --trace-steps {args.trace_steps}): "
+            "the steps must fit in one epoch",
+            file=sys.stderr,
+        )
+        return 2
     batches = [data.train.collate(ix) for ix in plan[:total]]  # every variant's, in its order (accum_steps 1)
     timed = batches[args.warmup : args.warmup + args.steps]
     probe = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab))

@@ -182,3 +182,16 @@ def test_the_profile_times_the_trainers_own_step_on_the_batches_train_trains_on(
     assert [r["loss"] for r in profiled] == [
         r["loss"] for r in trained if "loss" in r
     ]  # the same loss totals
+
+
+def test_more_steps_than_one_epoch_holds_is_refused_with_the_epochs_size(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "reverse.txt", n=300)
+    settings = [*TINY_RUN_SETTINGS[:3], "train.threads=1"]
+    overrides = [arg for setting in settings for arg in ("--set", setting)]
+    args = ["--device", "cpu", "--data", str(corpus), "--variants", "reference", "--out", str(tmp_path)]
+    status = profile_step.main([str(TINY), *args, *overrides, "--warmup", "0", "--steps", "500"])
+    error = capsys.readouterr().err
+    assert status == 2
+    match = re.search(r"the training set's epoch has (\d+) batches, fewer than the 503 steps asked", error)
+    assert match and 0 < int(match.group(1)) < 503
+    assert "--warmup 0 + --steps 500 + --trace-steps 3" in error
