@@ -147,6 +147,13 @@ def train_and_score(
     }
 
 
+def config_label(path: Path) -> str:
+    """The config as records name it: relative to the checkout when inside it (so stored runs match in any
+    clone), else its absolute path."""
+    resolved = Path(path).resolve()
+    return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
+
+
 def run_key(record: dict[str, Any]) -> str:
     """What makes two scored runs the same: the config, arm, seed, budget and every override."""
     return json.dumps(
@@ -226,7 +233,7 @@ def wanted_run(plan: Plan, name: str, seed: int, minutes: float | None, args: ar
     """The key fields of one arm's run with one seed."""
     budget = [] if minutes is None else [f"train.time_limit_minutes={minutes}"]
     return {
-        "config": str(plan.config),
+        "config": config_label(plan.config),
         "arm": name,
         "seed": seed,
         "budget_minutes": minutes,
@@ -476,7 +483,7 @@ def write_outputs(
     summaries = arm_summaries(runs) if runs else []
     results = {
         "plan": args.plan,
-        "config": str(plan.config),
+        "config": config_label(plan.config),
         "device": args.device,
         "minutes": plan.minutes,
         "notes": plan.notes,

@@ -83,6 +83,9 @@ def test_the_cpu_plan_shrunk_runs_every_arm_and_the_final_run(tmp_path, monkeypa
     lines = done.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 6 + len(also)  # four arm runs, the final run, the final with its tuned score
     assert all(json.loads(line)["cpu"] for line in lines) and (out / "valid_bleu.png").stat().st_size > 0
+    # the config is named from the checkout, so another clone of it finds these runs
+    assert results["config"] == "configs/tiny.yaml"
+    assert {json.loads(line)["config"] for line in lines} == {"configs/tiny.yaml"}
     done.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     trained = []
     real_train = bench.train
@@ -188,3 +191,12 @@ def test_the_kept_arms_get_an_hour_beside_the_baselines_until_one_beats_it(tmp_p
     assert trained == [] and again["final_baseline"] is None and again["finals"] == finals[:1]
     assert not again["complete"]  # peak lr 2e-3's hour and the baseline's are still to run
     assert "Baseline for the same" not in (out / "table.md").read_text(encoding="utf-8")
+
+
+def test_a_config_is_named_from_the_checkout_inside_it_and_absolutely_outside(tmp_path, monkeypatch):
+    bench = bench_recipe(monkeypatch)
+    assert bench.config_label(TINY) == "configs/tiny.yaml"
+    monkeypatch.chdir(TINY.parent)
+    assert bench.config_label(Path("tiny.yaml")) == "configs/tiny.yaml"  # a relative --config too
+    own = tmp_path / "mine.yaml"
+    assert bench.config_label(own) == str(own.resolve())
