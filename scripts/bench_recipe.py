@@ -1,6 +1,6 @@
 """Benchmark: which recipe buys the most BLEU for the same minutes (the arms of issue 52), back to back.
 
-    python scripts/bench_recipe.py cpu --out docs/bench/recipe-cpu                 # ~4 h on 2 idle cores
+    python scripts/bench_recipe.py cpu --out docs/bench/recipe-cpu                 # 5-6 h on 2 idle cores
     python scripts/bench_recipe.py gpu --out docs/bench/recipe-gpu --device cuda   # ~20 min on one GPU
 
 `cpu` trains configs/transformer.yaml's arms for 15 minutes each, with two seeds: the baseline (the
