@@ -12,7 +12,8 @@ the backward walks the steps in reverse doing only the sequential part (gradient
 gates and attention), and each weight gradient is then one matrix product over all steps. The
 equations are torch's GRU and the book's additive attention, whose w_v^T tanh(x) is computed as
 2 w_v^T sigmoid(2x) - sum(w_v) without the constant (tanh(x) = 2 sigmoid(2x) - 1, and the softmax
-ignores a constant), because torch's CPU sigmoid is several times faster than its tanh. Dropout
+ignores a constant), because torch's CPU sigmoid is several times faster than its tanh; gates are
+split with torch.split_with_sizes, whose call costs half of Tensor.split's Python wrapper. Dropout
 masks are drawn as the book modules draw theirs (see kernels/cpu/dropout.py), so tests check values
 and gradients against them from the same seed.
 """
@@ -78,10 +79,10 @@ class _Cells:
     ) -> torch.Tensor:
         """One update from input gates (B, 3H), hidden gates (B, 3H) and state (B, H) into `out` (B, H)."""
         H = self.size
-        input_rz, input_new = input_gates.split([2 * H, H], dim=1)
-        hidden_rz, hidden_new = hidden_gates.split([2 * H, H], dim=1)
+        input_rz, input_new = torch.split_with_sizes(input_gates, [2 * H, H], dim=1)
+        hidden_rz, hidden_new = torch.split_with_sizes(hidden_gates, [2 * H, H], dim=1)
         gate = torch.add(input_rz, hidden_rz, out=self.rz[t]).sigmoid_()  # (B, 2H)
-        reset, update = gate.split(H, dim=1)
+        reset, update = torch.split_with_sizes(gate, [H, H], dim=1)
         self.hidden_new.append(hidden_new)
         cand = torch.addcmul(input_new, reset, hidden_new, out=self.new[t]).tanh_()  # (B, H)
         torch.sub(prev, cand, out=self.diff[t])
@@ -93,9 +94,9 @@ class _Cells:
         """Gradient `grad` (B, H) of the update's output -> d input gates and d hidden gates (written
         into the given (B, 3H) tensors) and the direct gradient of the previous state (B, H)."""
         H = self.size
-        reset, update = self.rz[t].split(H, dim=1)
+        reset, update = torch.split_with_sizes(self.rz[t], [H, H], dim=1)
         d_prev = grad * update  # (B, H)
-        d_pre_r, d_pre_z, d_pre_n = d_input.split(H, dim=1)
+        d_pre_r, d_pre_z, d_pre_n = torch.split_with_sizes(d_input, [H, H, H], dim=1)
         torch.mul(grad - d_prev, self.new_slope[t], out=d_pre_n)
         torch.mul(d_pre_n, self.hidden_new[t], out=d_pre_r)
         torch.mul(grad, self.diff[t], out=d_pre_z)
@@ -203,7 +204,8 @@ class _DecoderLoop(torch.autograd.Function):
         feat_v, attn_v, drop_v, ctx_v = (_steps(x) for x in (features, attn, dropped, context))
         att_keep_v = _steps(att_keep) if att_keep is not None else None
         for t, gates in enumerate(emb_gates.unbind(1)):  # T x (B, 3H)
-            top_gates, query = torch.addmm(b_top, st[L - 1][t], w_top_t).split([3 * H, H], dim=1)
+            projected = torch.addmm(b_top, st[L - 1][t], w_top_t)  # (B, 4H)
+            top_gates, query = torch.split_with_sizes(projected, [3 * H, H], dim=1)
             torch.add(keys, query.unsqueeze(1), alpha=2, out=feat_v[t]).sigmoid_()  # (B, S, H)
             scores = torch.matmul(feat_v[t], w_score).masked_fill_(blocked, NEG_INF)  # (B, S)
             torch.softmax(scores, dim=1, out=attn_v[t])
@@ -273,7 +275,7 @@ class _DecoderLoop(torch.autograd.Function):
         w_score_h = w_score.reshape(1, 1, H)
         for t in range(T - 1, -1, -1):
             grad_hidden[L - 1] = grad_hidden[L - 1] + grad_out_steps[t]
-            d_top_gates, d_query = d_proj_v[t].split([3 * H, H], dim=1)
+            d_top_gates, d_query = torch.split_with_sizes(d_proj_v[t], [3 * H, H], dim=1)
             for layer in range(L - 1, -1, -1):
                 d_gates = d_top_gates if layer == L - 1 else d_hg_v[layer][t]
                 d_prev = cells[layer].backward(t, grad_hidden[layer], d_in_v[layer][t], d_gates)
