@@ -3,11 +3,13 @@
 The correct solution (tests/check_solutions/d2l_blocks.py, the book's 1.0 code) passes every block, and
 so does the older edition's signatures; each common mistake, planted into that solution by one text
 edit, is named; the variants that name mistakes equal attn-mt's modules with every switch at the book's
-setting; a file that loops forever or imports what is missing gets one clear line within its limit.
+setting; a file that loops forever, imports what is missing, ends the process, asks for input or
+prints without end gets one clear line within its limit, and nothing it started outlives the check.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ from support.planted_mistakes import PLANTED, SOLUTION
 from attn_mt.check import BLOCK_NAMES, check, check_file
 from attn_mt.check.blocks import BLOCKS
 from attn_mt.check.mistakes import BY_ID, MISTAKES
+from attn_mt.check.process import OUTPUT_KEEP, OUTPUT_LIMIT
 from attn_mt.check.runner import SEED, all_close, check_namespace, reference_for
 from attn_mt.check.variants import BOOK
 from attn_mt.check.worker import load
@@ -190,3 +193,111 @@ def test_unknown_block_is_a_user_error() -> None:
         UserError, match="--block masked_sofmax: not one of masked_softmax, AdditiveAttention"
     ):
         run_check(SOLUTION, ["masked_sofmax"], 60)
+
+
+def test_a_file_starting_with_a_byte_order_mark_loads_as_python_runs_it(tmp_path: Path) -> None:
+    path = tmp_path / "saved_by_notepad.py"
+    path.write_bytes(b"\xef\xbb\xbf" + SOLUTION.read_bytes())
+    report = check_file(path, ("masked_softmax",), timeout_s=60)
+    assert report.error == ""
+    assert report.passed, report.text()
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), float("-inf"), 0.0, -1.0])
+def test_a_timeout_that_is_not_a_positive_finite_number_is_refused(timeout: float) -> None:
+    with pytest.raises(UserError, match=r"^--timeout must be a positive finite number of seconds, got "):
+        run_check(SOLUTION, [], timeout)
+    with pytest.raises(UserError, match=r"^timeout_s must be a positive finite number of seconds"):
+        check_file(SOLUTION, timeout_s=timeout)
+
+
+def test_a_file_that_ends_the_process_while_loading_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "leaves.py"
+    path.write_text("import os\nprint('bye', flush=True)\nos._exit(0)\n", encoding="utf-8")
+    report = check_file(path, timeout_s=60)
+    assert report.error == (
+        "leaves.py ended the check's process while loading the file (exit code 0); its last output: bye"
+    )
+    assert not report.passed
+
+
+def test_a_process_the_file_starts_does_not_outlive_the_check(tmp_path: Path) -> None:
+    path = tmp_path / "spawns.py"
+    path.write_text(
+        "import pathlib, subprocess, sys\n"
+        "sleeper = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        "pathlib.Path('sleeper.pid').write_text(str(sleeper.pid))\n",
+        encoding="utf-8",
+    )
+    report = check_file(path, timeout_s=60)
+    assert report.text().endswith("no block found in spawns.py: define them under the book's names")
+    pid = int((tmp_path / "sleeper.pid").read_text())
+    assert process_state(pid) in ("gone", "Z"), f"the file's child {pid} still runs after the check"
+
+
+def process_state(pid: int) -> str:
+    """The state letter of process `pid` in /proc ('Z' for a zombie), or 'gone'; SIGKILL takes effect
+    asynchronously, so a process still in its last moments is waited for, up to 10 s."""
+    stat = Path(f"/proc/{pid}/stat")
+    state = "gone"
+    for _ in range(100):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return "gone"
+        if state == "Z":
+            return state
+        time.sleep(0.1)
+    return state
+
+
+def test_input_fails_at_once_even_when_the_checks_own_stdin_is_open(tmp_path: Path) -> None:
+    path = tmp_path / "asks.py"
+    path.write_text("size = int(input('how many heads? '))\n", encoding="utf-8")
+    read_end, write_end = os.pipe()  # stdin that stays open and empty: input() would wait on it
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "attn_mt", "check", str(path), "--timeout", "30"],
+            stdin=read_end,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.strip() == (
+        "error: line 1 of asks.py raised EOFError: EOF when reading a line while the file was loaded; "
+        "attn-mt check gives the file no input, so input() fails at once: define the blocks without asking "
+        "for input"
+    )
+
+
+def test_a_file_that_prints_without_end_is_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "floods.py"
+    path.write_text(
+        "import sys\nfor _ in range(40):\n    sys.stdout.write('x' * (1 << 20))\n"
+        + SOLUTION.read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    report = check_file(path, ("masked_softmax",), timeout_s=60)
+    assert report.error == (
+        f"floods.py printed more than {OUTPUT_LIMIT >> 20} MiB (stopped while loading the file): print less, "
+        "such as a tensor's shape rather than the tensor"
+    )
+    assert OUTPUT_LIMIT < 40 << 20
+
+
+def test_only_the_start_and_end_of_a_long_output_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "chatty.py"
+    path.write_text(
+        "import os\nfor i in range(20000):\n    print('line', i)\nos._exit(3)\n", encoding="utf-8"
+    )
+    report = check_file(path, timeout_s=60)
+    said = "chatty.py ended the check's process while loading the file (exit code 3); its last output: "
+    assert report.error.startswith(said + "line 0\nline 1\n")
+    assert report.error.endswith("line 19998\nline 19999")
+    printed = sum(len(f"line {i}\n") for i in range(20000))
+    left_out = printed - 2 * OUTPUT_KEEP
+    assert f"\n[... {left_out} bytes of its output left out ...]\n" in report.error
+    assert len(report.error) < len(said) + 2 * OUTPUT_KEEP + 100

@@ -1,17 +1,26 @@
 """Check a learner's file in a child process with a time limit, never in the caller's own process.
 
-A learner's file may loop forever, import what is not installed, or print anything; the child
-(`worker.py`) writes its progress as JSON lines to a file of its own, so whatever happens the parent
-reads how far it got and says so in one line, within the limit.
+A learner's file may loop forever, import what is not installed, print without end, wait for input,
+start processes of its own or end the process itself; the child (`worker.py`) writes its progress as
+JSON lines to a file of its own, so whatever happens the parent reads how far it got and says so in
+one line, within the limit. The child starts in a session of its own with no input (stdin is empty,
+so `input()` fails at once), and the whole session is killed when the check ends, so nothing it
+started outlives the check. Of the child's output the parent keeps the first and last `OUTPUT_KEEP`
+bytes, and stops a child that prints more than `OUTPUT_LIMIT` bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import selectors
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +28,10 @@ from attn_mt.check.results import BlockResult
 from attn_mt.errors import UserError
 
 DEFAULT_TIMEOUT_S = 60.0
-OUTPUT_TAIL = 2000  # characters of the learner's own output kept for a message
+OUTPUT_KEEP = 1024  # bytes of the learner's output kept from its start, and as many from its end
+OUTPUT_LIMIT = 16 << 20  # bytes of output past which the child is stopped (a print in a loop)
+READ_BYTES = 1 << 16
+POLL_S = 0.1  # how often a child that prints nothing is looked at
 
 
 @dataclass
@@ -50,12 +62,51 @@ class FileReport:
         return "\n".join(lines)
 
 
+class KeptOutput:
+    """The first and last `keep` bytes of what the child printed, and how many bytes it printed in all."""
+
+    def __init__(self, keep: int = OUTPUT_KEEP) -> None:
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        """Keep what `chunk` adds to the start or the end; forget the middle."""
+        self.total += len(chunk)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        del self.tail[: max(0, len(self.tail) - self.keep)]
+
+    def text(self) -> str:
+        """The kept output as text, saying how much of the middle was left out."""
+        left_out = self.total - len(self.head) - len(self.tail)
+        if left_out <= 0:
+            return bytes(self.head + self.tail).decode("utf-8", "replace").strip()
+        head = bytes(self.head).decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        return f"{head}\n[... {left_out} bytes of its output left out ...]\n{tail}".strip()
+
+
+@dataclass
+class ChildRun:
+    """How the child ended: its exit code (negative: the signal that killed it), and why it was stopped."""
+
+    returncode: int
+    timed_out: bool
+    flooded: bool
+    output: KeptOutput
+
+
 def read_events(path: Path) -> list[dict[str, object]]:
     """The child's event lines so far (a last line cut short by a kill is dropped)."""
     if not path.exists():
         return []
     events = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().decode("utf-8", "replace").splitlines():
         try:
             events.append(json.loads(line))
         except json.JSONDecodeError:
@@ -63,8 +114,74 @@ def read_events(path: Path) -> list[dict[str, object]]:
     return events
 
 
+def run_child(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> ChildRun:
+    """Run `command` in a session of its own with no input, reading its output as it comes; kill the
+    session when it ends, when it runs past `timeout_s` or when it prints more than OUTPUT_LIMIT bytes."""
+    output = KeptOutput()
+    timed_out = flooded = False
+    deadline = time.monotonic() + timeout_s
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    pipe = process.stdout.fileno()
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pipe, selectors.EVENT_READ)
+            pipe_open = True
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                if pipe_open and selector.select(min(left, POLL_S)):
+                    chunk = os.read(pipe, READ_BYTES)
+                    if not chunk:  # every writer closed it: the child has ended, or is about to
+                        selector.unregister(pipe)
+                        pipe_open = False
+                    output.add(chunk)
+                    if output.total > OUTPUT_LIMIT:
+                        flooded = True
+                        break
+                elif not pipe_open:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(min(left, POLL_S))
+                if process.poll() is not None:
+                    # what is still in the pipe (a traceback's end); a process the child started may
+                    # hold the pipe open, so read only what is there now
+                    while pipe_open and output.total <= OUTPUT_LIMIT and selector.select(0):
+                        chunk = os.read(pipe, READ_BYTES)
+                        pipe_open = bool(chunk)
+                        output.add(chunk)
+                    break
+    finally:
+        kill_session(process.pid)
+        process.wait()
+        process.stdout.close()
+    return ChildRun(process.returncode, timed_out, flooded, output)
+
+
+def kill_session(pid: int) -> None:
+    """Kill every process left in the session (process group) the child `pid` leads."""
+    with contextlib.suppress(ProcessLookupError):  # nothing is left of it
+        os.killpg(pid, signal.SIGKILL)
+
+
+def check_timeout(timeout_s: float, option: str = "timeout_s") -> None:
+    """Refuse a time limit that is not a positive finite number of seconds (NaN, infinity, 0, < 0)."""
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise UserError(f"{option} must be a positive finite number of seconds, got {timeout_s:g}")
+
+
 def check_file(path: Path, only: tuple[str, ...] = (), timeout_s: float = DEFAULT_TIMEOUT_S) -> FileReport:
     """Run the checks of the blocks in the learner's file `path` in a child process, within `timeout_s`."""
+    check_timeout(timeout_s)
     if not path.is_file():
         raise UserError(f"no such file to check: {path}")
     report = FileReport(path)
@@ -72,13 +189,7 @@ def check_file(path: Path, only: tuple[str, ...] = (), timeout_s: float = DEFAUL
         events_path = Path(folder) / "events.jsonl"
         command = [sys.executable, "-m", "attn_mt.check.worker", str(path.resolve()), str(events_path), *only]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=path.resolve().parent
-            )
-            timed_out, output = False, (done.stdout or "") + (done.stderr or "")
-        except subprocess.TimeoutExpired as exc:
-            timed_out, output = True, decoded(exc.stdout) + decoded(exc.stderr)
+        child = run_child(command, env, path.resolve().parent, timeout_s)
         events = read_events(events_path)
     for event in events:
         if "result" in event:
@@ -87,19 +198,37 @@ def check_file(path: Path, only: tuple[str, ...] = (), timeout_s: float = DEFAUL
             report.error = str(event["load_error"])
     started = [str(event["started"]) for event in events if "started" in event]
     finished = any("finished" in event for event in events)
-    if timed_out:
-        where = "while loading the file" if started[-1:] in ([], ["loading"]) else f"in {started[-1]}"
+    where = "while loading the file" if started[-1:] in ([], ["loading"]) else f"in {started[-1]}"
+    if child.timed_out:
         report.error = (
             f"{path.name} did not finish within {timeout_s:g} s (stopped {where}): "
             "look for a loop that never ends"
         )
+    elif child.flooded:
+        report.error = (
+            f"{path.name} printed more than {OUTPUT_LIMIT >> 20} MiB (stopped {where}): print less, "
+            "such as a tensor's shape rather than the tensor"
+        )
     elif not finished and not report.error:
-        report.error = f"the check of {path.name} stopped early: {output[-OUTPUT_TAIL:].strip()}"
+        report.error = ended_early(path, bool(events), where, child)
     return report
 
 
-def decoded(data: bytes | str | None) -> str:
-    """Captured output as text, whatever subprocess gave."""
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+def ended_early(path: Path, loading_began: bool, where: str, child: ChildRun) -> str:
+    """Why the child ended before the check finished: its exit code or signal, and the end of its output."""
+    code = child.returncode
+    if code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exit code {code}"
+    if not loading_began:
+        said = f"the check of {path.name} stopped before loading the file ({how})"
+    elif code < 0:
+        said = f"the check's process was {how} {where}"
+    else:
+        said = f"{path.name} ended the check's process {where} ({how})"
+    printed = child.output.text()
+    return f"{said}; its last output: {printed}" if printed else said

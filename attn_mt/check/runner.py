@@ -106,7 +106,12 @@ def error_line(exc: BaseException) -> str:
         if not any(part in frame.filename for part in ("/torch/", "/attn_mt/")):
             where = f" (line {frame.lineno}, in {frame.name})"
             break
-    return f"{type(exc).__name__}: {exc}{where}"
+    hint = (
+        "; attn-mt check gives the file no input, so input() fails at once"
+        if isinstance(exc, EOFError)
+        else ""
+    )
+    return f"{type(exc).__name__}: {exc}{where}{hint}"
 
 
 # comparing --------------------------------------------------------------------------------------------

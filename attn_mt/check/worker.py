@@ -3,7 +3,7 @@
 It loads FILE as a module and checks its blocks, writing one JSON line to EVENTS as each block starts
 and ends, so that the parent (`process.py`) can say where a file that never finishes got stuck. A file
 that cannot be loaded gets one line saying why. The learner's own prints go to this process's stdout
-and stderr, which the parent keeps apart from EVENTS.
+and stderr, which the parent keeps apart from EVENTS; its stdin is empty, so `input()` fails at once.
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ def write(events: TextIO, **event: object) -> None:
 
 
 def load(path: Path) -> dict[str, object]:
-    """Run the learner's file as a module named `learner` and return its globals."""
-    source = path.read_text(encoding="utf-8")
+    """Run the learner's file as a module named `learner` and return its globals.
+
+    The source goes to `compile` as bytes, which reads it as Python itself does: a UTF-8 byte order
+    mark or an encoding declaration at the top is honoured."""
+    source = path.read_bytes()
     namespace: dict[str, object] = {"__name__": "learner", "__file__": str(path)}
     exec(compile(source, str(path), "exec"), namespace)
     return namespace
@@ -41,6 +44,11 @@ def load_error(exc: BaseException, path: Path) -> str:
         return (
             f"{where} imports {exc.name}, which is not installed in this Python; write the blocks with torch "
             "alone (attn-mt check needs no d2l)"
+        )
+    if isinstance(exc, EOFError):
+        return (
+            f"{where} raised EOFError: {exc} while the file was loaded; attn-mt check gives the file no "
+            "input, so input() fails at once: define the blocks without asking for input"
         )
     return f"{where} raised {type(exc).__name__}: {exc} while the file was loaded"
 

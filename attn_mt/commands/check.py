@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from attn_mt.check import BLOCK_NAMES, check_file
+from attn_mt.check.process import check_timeout
 from attn_mt.errors import UserError
 
 
@@ -15,8 +16,7 @@ def run_check(path: Path, blocks: list[str], timeout_s: float) -> None:
     unknown = [name for name in blocks if name not in BLOCK_NAMES]
     if unknown:
         raise UserError(f"--block {unknown[0]}: not one of {', '.join(BLOCK_NAMES)}")
-    if timeout_s <= 0:
-        raise UserError(f"--timeout must be > 0 seconds, got {timeout_s:g}")
+    check_timeout(timeout_s, "--timeout")
     report = check_file(path, tuple(blocks), timeout_s)
     typer.echo(report.text())
     if not report.passed:
