@@ -56,7 +56,8 @@ test-avx2: install
 # "Development"). SEEDS="4 5" picks others.
 SEEDS ?= 1 2 3
 SEED_TESTS := tests/test_ctranslate2.py tests/test_engines.py tests/test_scoring.py tests/test_search.py \
-	tests/test_shipping.py tests/test_lines.py tests/test_near_ties.py tests/test_huggingface.py
+	tests/test_shipping.py tests/test_lines.py tests/test_near_ties.py tests/test_huggingface.py \
+	tests/test_lone_space.py tests/test_ensembles.py tests/test_prefix_sampling.py
 test-seeds: install
 	@for seed in $(SEEDS); do echo "test-seeds: the tiny runs trained under seed $$seed"; \
 	  ATTN_MT_TEST_SEED=$$seed $(BIN)/pytest -n $(JOBS) --dist worksteal -p no:cacheprovider $(SEED_TESTS) || exit 1; done

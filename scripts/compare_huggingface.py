@@ -8,7 +8,7 @@ with attn-mt's search and with transformers' `generate()` on the exported folder
 32; transformers 5 has no translation pipeline any more), each sentence capped at attn-mt's
 floor(max_len_a x source pieces + max_len_b) (`max_new_tokens`, grouped by cap). Beam searches run
 twice: as shipped (attn-mt with the run's GNMT alpha, transformers with the folder's
-generation_config.json) and both ranking by the raw log-probability (alpha 0, `early_stopping=True`).
+generation_config.json) and both ranking by the raw log-probability (alpha 0, `early_stopping="never"`).
 Prints one JSON object: per search, the outputs identical between the two and the test BLEU of both
 (sacreBLEU, as `attn-mt eval`); copy the numbers into docs/shipping.md.
 """
@@ -64,7 +64,7 @@ def compare(run_dir: Path, folder: Path, beams: list[int], sentences: int, data:
         alphas = [None] if beam == 1 else [None, 0.0]  # None: as shipped
         for alpha in alphas:
             decode = replace(run.config.decode, beam_size=beam)
-            options: dict[str, Any] = {"num_beams": beam, "early_stopping": True}
+            options: dict[str, Any] = {"num_beams": beam, "early_stopping": "never"}
             if alpha is not None:
                 decode = replace(decode, length_penalty=alpha)
                 options["length_penalty"] = alpha

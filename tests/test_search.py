@@ -141,13 +141,16 @@ def test_beam_finds_better_hypothesis_and_nbest():
     (three,) = beam_search(
         table_model(), src, lens, beam_size=3, nbest=3, length_penalty=1.0, bos_id=BOS, eos_id=EOS
     )
-    # Beam 3: the empty output (<eos> first, 0.1) ranks 3rd at step 1 and is finished too.
+    # Beam 3: the empty output (<eos> first, 0.1) ranks 3rd at step 1 and is finished too; at step 2 [B]
+    # and [A] finish, but the live [A A] (0.175) could still end better than the worst kept, [] (norm
+    # -2.30): it does ([A A] <eos> is certain, norm -1.31), and replaces [].
+    aa = log(0.5) + log(0.35)
     assert_hyps(
         three,
         [
             ([B], log(0.4) + log(0.9), (log(0.4) + log(0.9)) / (7 / 6)),
+            ([A, A], aa, aa / (8 / 6)),
             ([A], log(0.5) + log(0.4), (log(0.5) + log(0.4)) / (7 / 6)),
-            ([], log(0.1), log(0.1)),
         ],
     )
 
@@ -178,12 +181,12 @@ def test_length_penalty_changes_ranking():
     assert_hyps(best, summary(penalised[:1]))
 
 
-def test_a_full_beam_keeps_the_better_ranked_of_simultaneous_endings():
+def test_a_full_beam_keeps_the_best_normalised_of_all_endings():
     src, lens = sources((KEY_FULL, 2))
     a = log(0.5) + log(0.65)  # [A] -1.124, finished at step 2
-    bb = log(0.45) + log(0.85) + log(0.9)  # [B B] -1.066, ranked first at step 3
-    aa = log(0.5) + log(0.28) + log(0.9)  # [A A] -2.072, ranked second at step 3: no slot left
-    alpha = 5.0  # strong enough that [A A] (norm -0.492) would outrank [A] (norm -0.520) if it were kept
+    bb = log(0.45) + log(0.85) + log(0.9)  # [B B] -1.066, ranked first at step 3: the beam is full
+    aa = log(0.5) + log(0.28) + log(0.9)  # [A A] -2.072, ranked second at step 3
+    alpha = 5.0  # strong enough that [A A] (norm -0.492) outranks [A] (norm -0.520): it takes [A]'s place
     assert aa / gnmt_length_penalty(3, alpha) > a / gnmt_length_penalty(2, alpha)
     (hyps,) = beam_search(
         table_model(), src, lens, beam_size=2, nbest=2, length_penalty=alpha, bos_id=BOS, eos_id=EOS
@@ -192,9 +195,63 @@ def test_a_full_beam_keeps_the_better_ranked_of_simultaneous_endings():
         hyps,
         [
             ([B, B], bb, bb / gnmt_length_penalty(3, alpha)),
-            ([A], a, a / gnmt_length_penalty(2, alpha)),
+            ([A, A], aa, aa / gnmt_length_penalty(3, alpha)),
         ],
     )
+    # Ranked by raw score (alpha 0), [A] stays: [A A] is worse than both kept outputs.
+    (raw,) = beam_search(
+        table_model(), src, lens, beam_size=2, nbest=2, length_penalty=0.0, bos_id=BOS, eos_id=EOS
+    )
+    assert_hyps(raw, [([B, B], bb, bb), ([A], a, a)])
+
+
+def test_beam_goes_on_while_a_live_hypothesis_can_still_win():
+    # <eos> ranks among the best two at steps 0 and 1, so two outputs finish at once ([] and [B], 0.05
+    # each), while the live [A A] at 0.81 is three steps from a far better ending ([A A C], 0.729).
+    # Stopping as soon as K outputs have finished returns [] whatever alpha is; no beam may.
+    tables = {
+        KEY_GREEDY_FAILS: {
+            (): {A: 0.9, EOS: 0.05, B: 0.05},
+            (A,): {A: 0.9, C: 0.06, EOS: 0.04},
+            (A, A): {C: 0.9, EOS: 0.06, B: 0.04},
+            (A, A, C): {EOS: 1.0},
+        }
+    }
+    src, lens = sources((KEY_GREEDY_FAILS, 2))
+    best = log(0.9) + log(0.9) + log(0.9)
+    for beam in (2, 3, 4):
+        for alpha in (0.0, 1.0):
+            model = TableModel(tables, max(VOCAB, 2 * beam))
+            (hyps,) = beam_search(
+                model, src, lens, beam_size=beam, length_penalty=alpha, bos_id=BOS, eos_id=EOS, max_len_b=8
+            )
+            assert_hyps(hyps, [([A, A, C], best, best / gnmt_length_penalty(4, alpha))])
+    # Then it stops: at step 3 no live hypothesis is left (every extension of [A A C] is <eos>).
+    assert len(model.rows_per_step) == 4
+
+
+def test_beam_stops_once_no_live_hypothesis_can_win():
+    # At step 1 [B] (0.72, norm -0.28 at alpha 1) and [A] (0.18, norm -1.47) finish; the best live one,
+    # [B A] at 0.08, can at best end at its sentence's limit with the raw score it has.
+    tables = {KEY_GREEDY_FAILS: {(): {B: 0.8, A: 0.2}, (A,): {EOS: 0.9, A: 0.1}, (B,): {EOS: 0.9, A: 0.1}}}
+    src, lens = sources((KEY_GREEDY_FAILS, 2))
+    worst = (log(0.2) + log(0.9)) / gnmt_length_penalty(2, 1.0)
+    # Limit 3: [B A <eos>] at best -2.53 / lp(3) = -1.89, below -1.47: stop after step 1.
+    assert log(0.08) / gnmt_length_penalty(3, 1.0) < worst
+    model = TableModel(tables, VOCAB)
+    (hyps,) = beam_search(
+        model, src, lens, beam_size=2, length_penalty=1.0, bos_id=BOS, eos_id=EOS, max_len_a=0, max_len_b=3
+    )
+    assert [h.tokens for h in hyps] == [[B]]
+    assert model.rows_per_step == [1, 2]
+    # Limit 20: a longer ending would divide by lp(20) = 4.17, giving -0.61 at best: it must go on.
+    assert log(0.08) / gnmt_length_penalty(20, 1.0) > worst
+    model = TableModel(tables, VOCAB)
+    (hyps,) = beam_search(
+        model, src, lens, beam_size=2, length_penalty=1.0, bos_id=BOS, eos_id=EOS, max_len_a=0, max_len_b=20
+    )
+    assert [h.tokens for h in hyps] == [[B]]
+    assert model.rows_per_step == [1, 2, 2]  # [B A] and [A A] end at step 2 (certain <eos>): none live
 
 
 def test_length_limit_forces_eos_per_sentence():
@@ -230,7 +287,9 @@ def test_finished_sentences_leave_the_batch_and_search_stops_early():
     assert model.rows_per_step == [2, 2, 1]  # the first sentence ends at step 2, the second at 3
     model = table_model()
     src, lens = sources((KEY_GREEDY_FAILS, 2), (KEY_LENGTH_PENALTY, 2))
-    beam_search(model, src, lens, beam_size=2, bos_id=BOS, eos_id=EOS, max_len_a=0.0, max_len_b=50)
+    beam_search(
+        model, src, lens, beam_size=2, length_penalty=0.0, bos_id=BOS, eos_id=EOS, max_len_a=0.0, max_len_b=50
+    )
     assert model.rows_per_step == [2, 4, 2]  # one row per sentence, 2 x 2 beams, then one sentence: stop
     model = table_model()
     greedy_search(model, *sources((KEY_GREEDY_FAILS, 2)), bos_id=BOS, eos_id=EOS, max_len_b=50)

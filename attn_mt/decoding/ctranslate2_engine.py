@@ -10,19 +10,20 @@ make its output attn-mt's (decoding/search.py states attn-mt's conventions):
      by default).
   3. Scores: CTranslate2 returns raw log-probabilities (greedy: `length_penalty=0`; beam: a
      penalty of 1e-6, whose factor is undone, since with exactly 0 its beam search stops at the
-     first finished hypothesis instead of at K as attn-mt's does); attn-mt's GNMT length penalty
-     ranks the K finished hypotheses, which come with their <eos>.
+     first finished hypothesis instead of at K); attn-mt's GNMT length penalty ranks the K
+     finished hypotheses, which come with their <eos>.
   4. At the length limit attn-mt forces <eos>; CTranslate2 stops there without it, so such a
      hypothesis is scored again with its <eos> (`score_batch`), giving attn-mt's score.
 Beam search still differs in four cases. The best output is the same except in the first, the
 fourth and, rarely, the third:
-  * which hypotheses count as finished and when the search stops: CTranslate2 may go on after
-    attn-mt's search has K finished hypotheses, or not count one that attn-mt's does, and so return
+  * which hypotheses count as finished and when the search stops: CTranslate2 stops at K finished
+    hypotheses where attn-mt's goes on while a live one can still beat them (search.py), and it may
+    go on after attn-mt's search has stopped, or not count one that attn-mt's does, and so return
     another output (0 to 2 of 120 sentences at beams 2 to 4 on the tests' tiny subword runs of
     seeds 0-3; none on the whole-corpus model's 2,000 test sentences at beam 4);
   * n-best lists: when more than K hypotheses have finished by the step the search stops, attn-mt
-    keeps the K that finished first, CTranslate2 the K with the highest log-probabilities; the
-    best by the length penalty is in both (it finished last or scores highest), the rest can differ.
+    keeps the K best by the length penalty, CTranslate2 the K with the highest log-probabilities;
+    the best by the length penalty is in both, the rest can differ.
   * at the length limit attn-mt closes the best K candidates that do not end, CTranslate2 the best
     K of all candidates.
   * <pad> or <bos> among the best 2K candidates of a step (only an undertrained model ranks them so
@@ -78,7 +79,7 @@ from attn_mt.run.ctranslate2_folder import Ctranslate2Model, import_ctranslate2
 if TYPE_CHECKING:
     from attn_mt.decoding.attention import SentenceAttention
 
-BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, as attn-mt's does
+BEAM_LENGTH_PENALTY = 1e-6  # nonzero: CTranslate2's beam stops at K finished hypotheses, not at the first
 SMALLEST_FLOAT32 = float(np.finfo(np.float32).tiny)  # what a top-p or temperature that rounds to 0 becomes
 
 

@@ -24,11 +24,19 @@ Beam search (the book's section 10.8; Sutskever et al. 2014 sec. 3.2; the varian
 each sentence keeps K live hypotheses, ranked by raw score. At every step all K*V extensions are
 ranked by raw score and the best 2K kept. An extension ending in <eos> that ranks among the best K
 is finished (eos extensions ranked lower are dropped); the best K extensions not ending in <eos>
-become the next live hypotheses. A sentence stops as soon as K hypotheses have finished (when more
-finish in the same step, the better-ranked ones are kept) or at its maximum length. The finished
-hypotheses are then sorted by `norm_score` and the best `nbest` returned. With K = 1 this is
-exactly greedy search. Finished sentences leave the batch, so they cost no further compute, and
-step 0 runs one row per sentence (its K beams would be identical); the first reorder makes K.
+become the next live hypotheses. Each sentence keeps the K best finished hypotheses by `norm_score`
+(a new one that beats the worst kept replaces it; of several finishing in one step, the better-ranked
+come first). A sentence stops at its maximum length, or once K hypotheses have finished and no live
+one can still beat the worst of them: log-probabilities are at most 0, so a live hypothesis of raw
+score s, holding t tokens, can at best end with score s and length n in [t + 2, max_len], and its
+normalised score is at most max(s / lp(t + 2), s / lp(max_len)) (`_best_reachable`; the bound that
+transformers' `early_stopping="never"` uses). Stopping as soon as K have finished (fairseq's rule, or
+transformers' `early_stopping=True`) can drop a live hypothesis that was far better than every finished
+one: an early, short <eos> among the top K ends the sentence. With K = 1 the search stops at its first
+<eos>, as greedy search does: beam size 1 is greedy search. The finished hypotheses are then sorted
+by `norm_score` and the best `nbest` returned. Finished sentences leave the batch, so they cost no
+further compute, and step 0 runs one row per sentence (its K beams would be identical); the first
+reorder makes K.
 
 A prefix (`prefix[i]`: target ids for sentence i, no <bos>/<eos>) forces the first tokens of a
 sentence's output: at step t < len(prefix[i]) the search takes prefix[i][t] whatever the model
@@ -390,6 +398,7 @@ def beam_search(
     scores = torch.zeros(batch, 1, device=device)  # (n, w)
     history = torch.full((batch, max_steps), eos_id, dtype=torch.long, device=device)  # (n*w, max_steps)
     num_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (n,)
+    worst_kept = torch.full((batch,), -math.inf, device=device)  # (n,) worst kept norm_score once K finished
     attention_store: torch.Tensor | None = None
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     ranks = torch.arange(2 * K, device=device)  # (2K,)
@@ -425,14 +434,21 @@ def beam_search(
             fin_scores = top_scores[fin_group, fin_rank].tolist()
             fin_tokens = history[fin_rows, :t].tolist()
             fin_ids = sentence[fin_group].tolist()
-            for row, sid, score, toks in zip(fin_rows.tolist(), fin_ids, fin_scores, fin_tokens, strict=True):
-                if len(finished[sid]) == K:
+            fin_groups = fin_group.tolist()
+            for row, group, sid, score, toks in zip(
+                fin_rows.tolist(), fin_groups, fin_ids, fin_scores, fin_tokens, strict=True
+            ):
+                norm = score / gnmt_length_penalty(len(toks) + 1, length_penalty)
+                kept = finished[sid]
+                if len(kept) == K and norm <= min(h.norm_score for h in kept):
                     continue
                 attention = None
                 if attention_store is not None:
                     attention = attention_store[row, : t + 1, ..., : src_len_list[sid]].cpu()
-                norm = score / gnmt_length_penalty(len(toks) + 1, length_penalty)
-                finished[sid].append(Hypothesis(toks, score, norm, attention))
+                if len(kept) == K:
+                    kept.remove(min(kept, key=lambda h: h.norm_score))
+                kept.append(Hypothesis(toks, score, norm, attention))
+                worst_kept[group] = min(h.norm_score for h in kept) if len(kept) == K else -math.inf
             num_finished = torch.clamp(num_finished + finishing.sum(dim=1), max=K)
         order = ends.long() * ranks.numel() + ranks  # (n, 2K): candidates not ending first, by rank
         live_pos = order.topk(K, dim=1, largest=False).indices  # (n, K)
@@ -440,6 +456,9 @@ def beam_search(
         live_rows = origin.gather(1, live_pos)  # (n, K)
         live_tokens = top_tokens.gather(1, live_pos)  # (n, K)
         done = num_finished >= K  # (n,)
+        if K > 1 and bool(done.any()):
+            best_live = _best_reachable(live_scores[:, 0], t, limits, length_penalty)  # (n,)
+            done &= best_live <= worst_kept
         if at_limit is not None:
             done |= at_limit
         num_done = int(done.sum())
@@ -449,7 +468,7 @@ def beam_search(
             keep = (~done).nonzero().squeeze(1)  # (n',)
             limits = [limits[i] for i in keep.tolist()]
             live_scores, live_rows, live_tokens = live_scores[keep], live_rows[keep], live_tokens[keep]
-            sentence, num_finished = sentence[keep], num_finished[keep]
+            sentence, num_finished, worst_kept = sentence[keep], num_finished[keep], worst_kept[keep]
             if forced is not None:
                 forced = forced[keep]
         index = live_rows.reshape(-1)  # (n'*K,)
@@ -463,6 +482,20 @@ def beam_search(
     if any(not hyps for hyps in finished):
         raise RuntimeError("beam search ended a sentence without a finished hypothesis")
     return [sorted(hyps, key=lambda h: -h.norm_score)[:nbest] for hyps in finished]
+
+
+def _best_reachable(live: torch.Tensor, t: int, limits: list[int], alpha: float) -> torch.Tensor:
+    """The best `norm_score` each group's best live hypothesis (n,), raw scores after step t, can end with.
+
+    The hypothesis holds t + 1 tokens, so it ends with length n (its <eos> counted) between t + 2 and its
+    sentence's limit, and with a raw score no higher than today's (log-probabilities are at most 0);
+    s / lp(n) is monotone in n, so the better end of that range bounds it.
+    """
+    shortest = gnmt_length_penalty(t + 2, alpha)
+    longest = torch.tensor(
+        [gnmt_length_penalty(max(limit, t + 2), alpha) for limit in limits], device=live.device
+    )  # (n,)
+    return torch.maximum(live / shortest, live / longest)  # (n,)
 
 
 def _only_forced(log_probs: torch.Tensor, forced: torch.Tensor) -> torch.Tensor:

@@ -250,7 +250,7 @@ def card_text(run: LoadedRun, paths: RunPaths | None, name: str) -> str:
         f"floor({cfg.decode.max_len_a} x source pieces + {cfg.decode.max_len_b}) pieces with <eos>; "
         "generation_config.json holds the cap of the longest source (`max_new_tokens`). Beam search "
         "agrees with attn-mt's when both rank by the raw log-probability: attn-mt's "
-        "`--length-penalty 0` and `length_penalty=0.0`, `early_stopping=True` here, but for outputs "
+        '`--length-penalty 0` and `length_penalty=0.0`, `early_stopping="never"` here, but for outputs '
         "that reach the cap (transformers scores the forced <eos> as certain). With another alpha the "
         "forms differ: attn-mt divides by GNMT's ((5 + n) / 6) ** alpha, transformers by n ** alpha.",
         "",
