@@ -5,7 +5,11 @@ engine and surface prints the same text, single-spaced with no outer spaces (dat
 The model is constructed, not trained: a copy of the shared subword run whose decoder reads positions
 only (its target embedding and every decoder matrix zero, so each layer's LayerNorm sees the position
 table alone) and whose output layer is solved so that step t's logits put a margin of `MARGIN` on the
-t-th token of `SCRIPT`, whatever the source. Any trained model may emit a lone "▁"; this one always does.
+t-th token of `SCRIPT`, whatever the source, and `MARGIN` below 0 on <eos> before its step: every other
+logit is about 0, and which of them ranks second is rounding's choice, so an <eos> among them would end
+a beam-2 hypothesis early on some CPUs (an engine that stops at K finished ones, CTranslate2's, would
+then print a shorter text; tests/test_search.py checks attn-mt's own search against that case). Any
+trained model may emit a lone "▁"; this one always does.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def scripted(model, script: list[int], eos_id: int, bos_id: int) -> dict[str, to
     tgt_in = torch.tensor([[bos_id] * len(steps)])  # (1, T): any tokens, the embedding is zero
     features = model.decode_features(tgt_in, enc)[0].double()  # (T, H): one per position
     wanted = torch.zeros(decoder.dense.weight.shape[0], len(steps), dtype=torch.float64)  # (V, T)
+    wanted[eos_id, :-1] = -MARGIN  # <eos> far below the near-tie of the other logits until its step
     wanted[steps, torch.arange(len(steps))] = MARGIN
     weight = wanted @ torch.linalg.pinv(features.T)  # (V, H): weight @ features.T == wanted
     assert torch.allclose(weight @ features.T, wanted, atol=1e-6), "positions not independent"
