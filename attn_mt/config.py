@@ -511,6 +511,7 @@ def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> N
             if problem:
                 problems.append(f"{dotted}: {problem}")
     _check_languages(cfg, problems)
+    _check_probes(cfg, problems)
     _check_combinations(cfg, problems)
 
 
@@ -535,6 +536,17 @@ def _check_languages(cfg: Config, problems: list[str]) -> None:
             f"data.direction: {cfg.data.direction!r} does not match data.languages {cfg.data.languages!r} "
             f"(use {first}-{second} or {second}-{first})"
         )
+
+
+def _check_probes(cfg: Config, problems: list[str]) -> None:
+    """Each train.timeline_probes entry is a sentence to translate: a blank one has no attention to show."""
+    if not _sound(problems, "train.timeline_probes"):
+        return
+    for i, probe in enumerate(cfg.train.timeline_probes):
+        if not probe.strip():
+            problems.append(
+                f"train.timeline_probes[{i}]: a probe must be a sentence, got the blank {probe!r}"
+            )
 
 
 def _check_combinations(cfg: Config, problems: list[str]) -> None:

@@ -1,23 +1,31 @@
 """The training timeline (train.timeline, timeline.jsonl): a book Bahdanau run records the book's four
 sentences' greedy output and attention before training and after every epoch; the first point is near
-uniform attention, the last equals the run's final attention dump, and a torn last line is skipped."""
+uniform attention, the last equals the run's final attention dump, and a torn last line is skipped (even
+one cut inside a character); a resumed run keeps its probes, and a damaged file is named so."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import corpus_file
 from support.helpers import ROOT
 
-from attn_mt.config import ConfigError, load_config
+from attn_mt.config import ConfigError, load_config, save_config
 from attn_mt.decoding.attention import attention_entropy
-from attn_mt.run.run_dir import read_metrics
+from attn_mt.errors import UserError
+from attn_mt.lab.timeline import timeline_panel
+from attn_mt.report.timeline import timeline_section
+from attn_mt.run.run_dir import RunPaths, read_metrics, truncate_metrics
 from attn_mt.training.launch import train
-from attn_mt.training.timeline import read_timeline
+from attn_mt.training.resume import resolve_resume_config
+from attn_mt.training.timeline import TimelineError, read_timeline
 
 EPOCHS = 30
 
@@ -105,3 +113,114 @@ def test_the_timeline_keys_are_validated() -> None:
         load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.timeline_every=0"])
     with pytest.raises(ConfigError, match=r"train.timeline_probes\[0\]: expected"):
         load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ["train.timeline_probes=[3]"])
+    with pytest.raises(ConfigError) as info:
+        load_config(ROOT / "configs" / "d2l_bahdanau.yaml", ['train.timeline_probes=["go .", " "]'])
+    assert info.value.problems == ["train.timeline_probes[1]: a probe must be a sentence, got the blank ' '"]
+
+
+PROBES = ["go .", "i lost ."]
+SOURCE_TOKENS = [["go", ".", "<eos>"], ["i", "lost", ".", "<eos>"]]
+
+
+def point_line(step: int, probes: list[str] = PROBES) -> dict[str, Any]:
+    """A point as Timeline.record writes it: each probe's output 'été !' and its (3, S) weights."""
+    return {
+        "step": step,
+        "epoch": step // 10,
+        "elapsed_s": step / 10,
+        "scores": {"train_loss": round(5 / (step + 1), 5)},
+        "probes": [
+            {
+                "output": "été !",
+                "output_tokens": ["été", "!", "<eos>"],
+                "maps": {"cross": [[1000 // len(tokens)] * len(tokens)] * 3},
+            }
+            for tokens in SOURCE_TOKENS[: len(probes)]
+        ],
+    }
+
+
+def write_timeline(folder: Path, points: list[dict[str, Any]], header: bool = True) -> Path:
+    """A run folder's timeline.jsonl written by hand, its lines as Timeline.record writes them."""
+    records = [
+        {
+            "header": True,
+            "model": "gru_bahdanau",
+            "scale": 1000,
+            "probes": PROBES,
+            "source_tokens": SOURCE_TOKENS,
+        }
+    ]
+    records = (records if header else []) + points
+    path = folder / "timeline.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_a_last_line_torn_inside_a_character_is_dropped_by_every_reader(tmp_path: Path) -> None:
+    path = write_timeline(tmp_path, [point_line(step) for step in (0, 10, 20)])
+    whole = json.dumps(point_line(30), ensure_ascii=False).encode("utf-8")
+    cut = whole.index("été".encode()) + 1  # inside the two bytes of é
+    with path.open("ab") as handle:
+        handle.write(whole[:cut])
+    timeline = read_timeline(path)
+    assert timeline is not None and [point.step for point in timeline.points] == [0, 10, 20]
+    assert timeline.points[-1].outputs == ["été !", "été !"]
+    # the lab's "watch it learn" panel and the report show the whole points
+    answer = timeline_panel({"run": SimpleNamespace(source=str(tmp_path))}, {"probe": 1})
+    assert answer["points"] == 3 and answer["text"]["translation"] == "i lost . → été !"
+    assert timeline_section(tmp_path, "run-1-timeline").count("<img ") == len(PROBES)
+    # a resumed run (train --resume / --auto-resume) truncates the torn line away
+    truncate_metrics(path, 10)
+    lines = path.read_bytes().decode("utf-8").splitlines()
+    assert [json.loads(line).get("step") for line in lines] == [None, 0, 10]
+
+
+def test_a_resumed_run_keeps_its_probes_while_it_has_a_timeline(tmp_path: Path) -> None:
+    cfg = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", [f"train.timeline_probes={json.dumps(PROBES)}"])
+    paths = RunPaths(tmp_path)
+    save_config(cfg, paths.config)
+    other = ['train.timeline_probes=["go ."]']
+    assert resolve_resume_config(paths, None, other).train.timeline_probes == ["go ."]  # no timeline yet
+    write_timeline(tmp_path, [point_line(0)])
+    with pytest.raises(UserError) as info:
+        resolve_resume_config(paths, None, other, "--auto-resume")
+    assert str(info.value) == (
+        "--auto-resume: train.timeline_probes cannot change in a resumed run (['go .', 'i lost .'] -> "
+        f"['go .']): {paths.timeline} holds points of the old probes; keep them, or move timeline.jsonl "
+        "away to record a new timeline from the resumed step"
+    )
+    changed = load_config(ROOT / "configs" / "d2l_bahdanau.yaml", other)
+    with pytest.raises(UserError, match=r"^--resume: train.timeline_probes cannot change in a resumed run"):
+        resolve_resume_config(paths, changed, [])
+    assert resolve_resume_config(paths, None, ["train.timeline_every=2"]).train.timeline_probes == PROBES
+
+
+def test_points_holding_fewer_probes_than_the_header_are_a_clear_error(tmp_path: Path) -> None:
+    path = write_timeline(tmp_path, [point_line(0), point_line(10), point_line(20, PROBES[:1])])
+    expected = (
+        f"{path}: the point at step 20 holds 1 probes, the header 2: the run was resumed with other "
+        "train.timeline_probes; move the file away (a resumed run then records a new timeline)"
+    )
+    with pytest.raises(TimelineError) as info:
+        read_timeline(path)
+    assert str(info.value) == expected
+    # the lab answers it as a 422 (a UserError), not a 500
+    with pytest.raises(UserError) as info:
+        timeline_panel({"run": SimpleNamespace(source=str(tmp_path))}, {"probe": 1})
+    assert str(info.value) == expected
+    assert f"The timeline cannot be shown: {html.escape(expected)}" in timeline_section(tmp_path, "t")
+
+
+def test_a_timeline_without_its_header_is_called_damaged(tmp_path: Path) -> None:
+    path = write_timeline(tmp_path, [point_line(10 * k) for k in range(21)], header=False)
+    expected = (
+        f"{path} is damaged: it holds 21 points but no header line (the probes and their source tokens); "
+        "move it away, and a resumed run records a new timeline from there"
+    )
+    with pytest.raises(UserError) as info:
+        timeline_panel({"run": SimpleNamespace(source=str(tmp_path))}, {})
+    assert str(info.value) == expected
+    assert f"The timeline cannot be shown: {html.escape(expected)}" in timeline_section(tmp_path, "t")
+    path.write_text("", encoding="utf-8")
+    assert read_timeline(path) is None  # an empty file holds no point yet, and is not damaged

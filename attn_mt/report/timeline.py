@@ -2,7 +2,8 @@
 
 For each probe sentence, the encoder-decoder attention at the first recorded point, 10%, 50% and the
 last, side by side, as the lab's panel shows them: the Bahdanau decoder's weights, or the mean over
-the heads of a Transformer's last layer. Nothing is shown for a run that recorded no timeline.
+the heads of a Transformer's last layer. Nothing is shown for a run that recorded no timeline, and a
+line saying what is wrong for a damaged one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import numpy as np
 from attn_mt.decoding.heatmaps import CMAP, label_axis, new_figure, panel_inches, png_bytes
 from attn_mt.report.figures import png_data_uri
 from attn_mt.run.run_dir import RunPaths
-from attn_mt.training.timeline import RecordedTimeline, multiple_indices, point_label, read_timeline
+from attn_mt.training.timeline import (
+    RecordedTimeline,
+    TimelineError,
+    multiple_indices,
+    point_label,
+    read_timeline,
+)
 
 
 def probe_figure_uri(timeline: RecordedTimeline, probe: int) -> str:
@@ -39,7 +46,13 @@ def probe_figure_uri(timeline: RecordedTimeline, probe: int) -> str:
 
 def timeline_section(root: Path, anchor: str) -> str:
     """The section's HTML ('' when the run has no timeline.jsonl)."""
-    timeline = read_timeline(RunPaths(root).timeline)
+    try:
+        timeline = read_timeline(RunPaths(root).timeline)
+    except TimelineError as exc:
+        return (
+            f'<section id="{anchor}">\n<h3>Watch it learn</h3>\n'
+            f"<p>The timeline cannot be shown: {html.escape(str(exc))}</p>\n</section>\n"
+        )
     if timeline is None or not timeline.points:
         return ""
     what = (

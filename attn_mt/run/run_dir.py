@@ -236,6 +236,12 @@ def read_parent(path: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def read_jsonl_text(path: Path) -> str:
+    """A JSON-lines file's text; bytes that are not UTF-8 (a last line a crash cut inside a character)
+    become U+FFFD, so such a line is one that `parse_metrics` skips, not a UnicodeDecodeError."""
+    return path.read_bytes().decode("utf-8", "replace")
+
+
 def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:
     """The JSON records of a metrics.jsonl text, and the numbers of lines that are not one (a crash's)."""
     records, bad = [], []
@@ -256,7 +262,7 @@ def parse_metrics(text: str) -> tuple[list[dict[str, Any]], list[int]]:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """All records of a metrics.jsonl file (none if it does not exist); broken lines are skipped."""
-    return parse_metrics(path.read_text(encoding="utf-8"))[0] if path.exists() else []
+    return parse_metrics(read_jsonl_text(path))[0] if path.exists() else []
 
 
 def truncate_metrics(path: Path, step: int) -> None:

@@ -1,7 +1,8 @@
 """What a resumed run trains with: the saved config, with the train and decode changes allowed.
 
 A resumed run keeps its data and model; a CONFIG or `--set` may change train and decode keys,
-except those the optimiser and schedule state in last.pt hold. Every change is written back to
+except those the optimiser and schedule state in last.pt hold (and train.timeline_probes while the
+run's timeline.jsonl holds points of the old probes). Every change is written back to
 config.yaml (which eval, translate and report read) and appended to config_history.jsonl.
 """
 
@@ -34,12 +35,14 @@ def resolve_resume_config(
                     f"{paths.config}; resume without a config (or with the same one)"
                 )
         refuse_fixed_changes(saved, cfg, flag)
+        refuse_probe_change(paths, saved, cfg, flag)
         return cfg
     resumed = with_overrides(bounded_decode(saved)[0], overrides, str(paths.config))
     for section in ("data", "model"):
         if getattr(saved, section) != getattr(resumed, section):
             raise UserError(f"{flag}: --set may not change the {section} section of an existing run")
     refuse_fixed_changes(saved, resumed, flag)
+    refuse_probe_change(paths, saved, resumed, flag)
     return resumed
 
 
@@ -65,6 +68,18 @@ def refuse_fixed_changes(before: Config, after: Config, flag: str = "--resume") 
         raise UserError(
             f"{flag}: {', '.join(fixed)} cannot change in a resumed run (the optimiser and schedule state "
             "in last.pt hold it, or best.pt was chosen by it); start a new run with --run-dir or --overwrite"
+        )
+
+
+def refuse_probe_change(paths: RunPaths, before: Config, after: Config, flag: str = "--resume") -> None:
+    """Refuse other train.timeline_probes while timeline.jsonl holds points of the old ones (its header
+    names them, and every point holds one entry per probe)."""
+    old, new = before.train.timeline_probes, after.train.timeline_probes
+    if old != new and paths.timeline.exists():
+        raise UserError(
+            f"{flag}: train.timeline_probes cannot change in a resumed run ({old!r} -> {new!r}): "
+            f"{paths.timeline} holds points of the old probes; keep them, or move {paths.timeline.name} "
+            "away to record a new timeline from the resumed step"
         )
 
 

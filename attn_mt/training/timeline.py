@@ -7,9 +7,11 @@ its attention maps: the Bahdanau decoder's weights (T, S), or the Transformer's 
 every layer and head (L, h, T, S) and the last layer's decoder self-attention (h, T, T); with the
 losses of that point. The lines go to `timeline.jsonl` in the run directory: a header line (the
 probes and their source tokens), then one line per point, each appended with one write and flushed
-to disk, so a crash loses at most the line being written (readers skip a torn last line, and a
-resumed run drops the points after its checkpoint, as metrics.jsonl). Weights are stored as integers
-in thousandths (`scale`). Recording happens between steps, in the trainer's hook time, which is left
+to disk, so a crash loses at most the line being written (readers skip a torn last line, even one cut
+inside a character, and a resumed run drops it and the points after its checkpoint, as metrics.jsonl).
+A file that is not a timeline (points without the header line, points holding another number of
+probes than the header's) raises `TimelineError`, which names what is wrong. Weights are stored as
+integers in thousandths (`scale`). Recording happens between steps, in the trainer's hook time, which is left
 out of the training clock.
 """
 
@@ -27,9 +29,10 @@ import torch
 from attn_mt.config import Config
 from attn_mt.data.dataset import NMTData
 from attn_mt.decoding.translator import Translator
+from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import book_pairs
 from attn_mt.models.base import EncoderDecoder
-from attn_mt.run.run_dir import parse_metrics
+from attn_mt.run.run_dir import parse_metrics, read_jsonl_text
 from attn_mt.training.validation import spread_subset
 
 SCALE = 1000  # weights are stored as round(weight * SCALE)
@@ -142,32 +145,57 @@ class RecordedTimeline:
     points: list[TimelinePoint]
 
 
+class TimelineError(UserError):
+    """A timeline.jsonl that holds points but cannot be read as a timeline (a damaged file)."""
+
+
 def read_timeline(path: Path) -> RecordedTimeline | None:
-    """The timeline of `path` (None when there is no header); a torn last line is skipped."""
+    """The timeline of `path` (None when it holds no line yet); a torn last line is skipped, and a
+    file that is not a timeline raises TimelineError."""
     if not path.exists():
         return None
-    records, _ = parse_metrics(path.read_text(encoding="utf-8"))
-    header = next((record for record in records if record.get("header")), None)
-    if header is None:
+    records, _ = parse_metrics(read_jsonl_text(path))
+    if not records:
         return None
-    scale = float(header["scale"])
-    points = [
-        TimelinePoint(
-            record["step"],
-            record["epoch"],
-            record["elapsed_s"],
-            record["scores"],
-            [probe["output"] for probe in record["probes"]],
-            [probe["output_tokens"] for probe in record["probes"]],
-            [
-                {name: np.asarray(w, dtype=np.float32) / scale for name, w in probe["maps"].items()}
-                for probe in record["probes"]
-            ],
+    header = next((record for record in records if record.get("header")), None)
+    found = [record for record in records if not record.get("header")]
+    if header is None:
+        raise TimelineError(
+            f"{path} is damaged: it holds {len(found)} points but no header line (the probes and their "
+            "source tokens); move it away, and a resumed run records a new timeline from there"
         )
-        for record in records
-        if not record.get("header")
-    ]
-    return RecordedTimeline(header["model"], header["probes"], header["source_tokens"], points)
+    try:
+        scale = float(header["scale"])
+        probes = len(header["probes"])
+        points = [timeline_point(record, scale, probes) for record in found]
+        return RecordedTimeline(header["model"], header["probes"], header["source_tokens"], points)
+    except TimelineError as exc:
+        raise TimelineError(f"{path}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TimelineError(f"{path} is damaged: a line is not a timeline record ({exc!r})") from None
+
+
+def timeline_point(record: dict[str, Any], scale: float, probes: int) -> TimelinePoint:
+    """One point line, its weights back in [0, 1]; TimelineError when it holds other than `probes`
+    probes (the run was resumed with other train.timeline_probes, before that was refused)."""
+    if len(record["probes"]) != probes:
+        raise TimelineError(
+            f"the point at step {record['step']} holds {len(record['probes'])} probes, the header "
+            f"{probes}: the run was resumed with other train.timeline_probes; move the file away (a "
+            "resumed run then records a new timeline)"
+        )
+    return TimelinePoint(
+        record["step"],
+        record["epoch"],
+        record["elapsed_s"],
+        record["scores"],
+        [probe["output"] for probe in record["probes"]],
+        [probe["output_tokens"] for probe in record["probes"]],
+        [
+            {name: np.asarray(w, dtype=np.float32) / scale for name, w in probe["maps"].items()}
+            for probe in record["probes"]
+        ],
+    )
 
 
 def multiple_indices(count: int) -> list[int]:
