@@ -459,16 +459,23 @@ def _build_section(name: str, cls: type, raw: Any, problems: list[str]) -> Any:
 def _unknown_key(section: str, cls: type, key: Any) -> str:
     """The problem for a key that `section` does not have, with the closest valid one."""
     valid = [f.name for f in dataclasses.fields(cls)]
-    close = difflib.get_close_matches(str(key), valid, n=1)
-    hint = f" (did you mean {section}.{close[0]}?)" if close else f" (valid keys: {', '.join(valid)})"
+    close = _closest(str(key), valid)
+    hint = f" (did you mean {section}.{close}?)" if close else f" (valid keys: {', '.join(valid)})"
     return f"{section}.{key}: unknown key{hint}"
 
 
 def _unknown_section(name: Any) -> str:
     """The problem for a section that a config does not have, with the closest valid one."""
-    close = difflib.get_close_matches(str(name), list(SECTIONS), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else f" (sections: {', '.join(SECTIONS)})"
+    close = _closest(str(name), list(SECTIONS))
+    hint = f" (did you mean {close}?)" if close else f" (sections: {', '.join(SECTIONS)})"
     return f"{name}: unknown section{hint}"
+
+
+def _closest(name: str, valid: list[str]) -> str | None:
+    """The valid name closest to `name`, letter case aside (TRAIN is closest to train), or None."""
+    lowered = {item.lower(): item for item in valid}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1)
+    return lowered[close[0]] if close else None
 
 
 def _sound(problems: list[str], *keys: str) -> bool:
@@ -729,8 +736,10 @@ def _as_yaml(value: Any) -> str:
 
 def explain(name: str) -> str:
     """What `attn-mt validate --explain NAME` prints: a key's (`train.lr`) help, type, default, choices
-    and bounds, or a section's (`model`) keys as YAML with their defaults and help."""
+    and bounds, or a section's (`model`) keys as YAML with their defaults and help. Letter case is
+    ignored (TRAIN.LR explains train.lr)."""
     section, _, key_name = name.partition(".")
+    section = section.lower() if section not in SECTIONS and section.lower() in SECTIONS else section
     if section not in SECTIONS:
         raise UserError(f"--explain {_unknown_section(name if not key_name else section)}")
     cls = SECTIONS[section]
@@ -742,11 +751,12 @@ def explain(name: str) -> str:
         lines = [f"# {section}: {cls.__doc__}", f"{section}:"]
         lines += [f"  {row:<{width}}  # {help_text}" for row, help_text in rows]
         return "\n".join(lines) + "\n"
+    key_name = key_name.lower() if key_name not in fields and key_name.lower() in fields else key_name
     if key_name not in fields:
         raise UserError(f"--explain {_unknown_key(section, cls, key_name)}")
     rule = declared(fields[key_name])
     lines = [
-        f"{name}: {rule.help}",
+        f"{section}.{key_name}: {rule.help}",
         f"  type: {_describe_type(hints[key_name])}",
         f"  default: {_as_yaml(_default(fields[key_name]))}",
     ]

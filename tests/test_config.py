@@ -336,6 +336,22 @@ def test_explain_reads_bounds_choices_and_lengths_from_the_declarations():
     assert f"  bounds: from 1 to {MAX_BEAM}\n" in beam and "brought inside" in beam
 
 
+def test_explain_ignores_letter_case_and_suggestions_look_past_it():
+    assert explain("TRAIN.LR") == explain("train.lr")
+    assert explain("Decode.Beam_Size").startswith("decode.beam_size: ")
+    assert explain("MODEL") == explain("model")
+    with pytest.raises(UserError, match=r"^--explain train.LRR: unknown key \(did you mean train.lr\?\)$"):
+        explain("TRAIN.LRR")
+    with pytest.raises(UserError, match=r"^--explain TRIAN: unknown section \(did you mean train\?\)$"):
+        explain("TRIAN.LR")
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"TRAIN": {"lr": 0.1}, "model": {"Num_Hiddens": 8}})
+    assert info.value.problems == [
+        "TRAIN: unknown section (did you mean train?)",
+        "model.Num_Hiddens: unknown key (did you mean model.num_hiddens?)",
+    ]
+
+
 def test_declared_decode_bounds_are_the_limits_of_every_command():
     clamped = {
         name: (declaration(f"decode.{name}").minimum, declaration(f"decode.{name}").maximum)
@@ -379,6 +395,7 @@ def test_bounds_words_and_problems():
         (["--explain", "decode"], "decode:\n  beam_size: 4 ", 0),
         (["--explain", "train.lrr"], "--explain train.lrr: unknown key (did you mean train.lr?)", 2),
         (["--explain", "trian"], "--explain trian: unknown section (did you mean train?)", 2),
+        (["--explain", "TRAIN.LR"], "train.lr: learning rate; the peak one when a schedule warms up\n", 0),
         ([], "validate: give a CONFIG to check, or --explain KEY", 2),
     ],
 )
