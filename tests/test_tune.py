@@ -189,6 +189,22 @@ def test_tune_write_that_cannot_write_every_file_changes_nothing_and_decodes_not
     assert digests(run_dir) == before
 
 
+def test_tune_write_on_a_history_that_is_not_utf8_is_refused_before_decoding(run_dir, run_cli):
+    """config_history.jsonl holding a byte that is not UTF-8: --write could not append to it, so it is
+    refused before the first sentence is decoded, with every file as it was."""
+    history = run_dir / "config_history.jsonl"
+    history.write_bytes(b'{"step": 0, "changes": {"decode.beam_size": [4, 2]}, "by": "caf\xe9"}\n')
+    before = digests(run_dir)
+    result = run_cli("tune", str(run_dir), "--beams", "1,2", "--write", "--device", "cpu")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"attn-mt: error: tune --write: {history} is not UTF-8 text (byte 63), so the change cannot be "
+        "appended to it; repair or move it away and tune again\n"
+    )
+    assert "valid BLEU" not in result.stdout  # refused before the table
+    assert digests(run_dir) == before
+
+
 def test_files_are_replaced_together_or_not_at_all(tmp_path):
     from attn_mt.errors import UserError
     from attn_mt.run.file_writes import check_writable, replace_files

@@ -96,17 +96,37 @@ def read_summary(paths: RunPaths) -> dict[str, Any]:
     return summary
 
 
+def read_history(paths: RunPaths) -> str:
+    """config_history.jsonl's text ('' when there is none), read before decoding so that --write, which
+    appends to it, cannot fail after it; a file that is not UTF-8 text is refused."""
+    if not paths.config_history.is_file():
+        return ""
+    try:
+        return paths.config_history.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"tune --write: {paths.config_history} is not UTF-8 text (byte {exc.start}), so the change "
+            "cannot be appended to it; repair or move it away and tune again"
+        ) from None
+
+
 def written_files(paths: RunPaths) -> list[Path]:
     """The files `tune --write` may write: the config, its history and the run summary."""
     return [paths.config, paths.config_history, paths.summary]
 
 
 def write_best(
-    paths: RunPaths, run: LoadedRun, summary: dict[str, Any], best: dict[str, Any], rows: list[dict[str, Any]]
+    paths: RunPaths,
+    run: LoadedRun,
+    summary: dict[str, Any],
+    history: str,
+    best: dict[str, Any],
+    rows: list[dict[str, Any]],
 ) -> list[str]:
     """Store the best pair as decode.beam_size/length_penalty in config.yaml (history in
     config_history.jsonl) and the table that chose it in run_summary.json, all files or none
-    (run/file_writes.py); returns the changes made."""
+    (run/file_writes.py); `summary` and `history` are the files' contents, read before decoding.
+    Returns the changes made."""
     from attn_mt.training.resume import config_changes
 
     decode = run.config.decode
@@ -116,7 +136,6 @@ def write_best(
     changes = config_changes(run.config, tuned)
     contents: dict[Path, str] = {}
     if changes:
-        history = paths.config_history.read_text(encoding="utf-8") if paths.config_history.is_file() else ""
         if history and not history.endswith("\n"):
             history += "\n"
         contents[paths.config] = tuned.to_yaml()
@@ -153,9 +172,9 @@ def run_tune(
     run = open_model(run_dir, checkpoint, device)
     check_tunable(run, beams, write)
     paths = RunPaths(Path(run_dir))
-    summary = {}
+    summary, history = {}, ""
     if write:  # everything --write needs is checked before the first sentence is decoded
-        summary = read_summary(paths)
+        summary, history = read_summary(paths), read_history(paths)
         check_writable(written_files(paths), "tune --write")
     sources, refs = split_examples(run, "valid", data_path, Path(run_dir))
     typer.echo(
@@ -181,7 +200,7 @@ def run_tune(
         if run.kind.keeps_settings:
             typer.echo(f"to decode with it from now on: attn-mt tune {run_dir} --write (same options)")
         return result
-    changes = write_best(paths, run, summary, result["best"], result["pairs"])
+    changes = write_best(paths, run, summary, history, result["best"], result["pairs"])
     if changes:
         typer.echo(f"{paths.config} now decodes with {'; '.join(changes)}")
     else:
