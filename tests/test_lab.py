@@ -39,6 +39,7 @@ from attn_mt.demos.nadaraya_watson import (
 )
 from attn_mt.lab.app import MAX_BODY_BYTES
 from attn_mt.lab.inputs import MAX_ELEMENTS
+from attn_mt.lab.live import LiveTrainer, live_panel
 from attn_mt.lab.stepping import run_search
 from attn_mt.models.attention import (
     AdditiveAttention,
@@ -1561,6 +1562,20 @@ def test_live_training_runs_one_at_a_time_is_followed_opens_and_stops(lab):
     assert "s left" in status["text"]["live"]
     stopped = live(lab, action="stop")
     assert stopped["state"] == "stopped" and stopped["opened"] == "live-transformer-seed0"
+
+
+def test_a_live_training_that_fails_says_why(tmp_path, monkeypatch):
+    """A training that cannot start (no corpus) is 'failed' with the reason from its log beside it."""
+    missing = tmp_path / "missing.zip"
+    monkeypatch.setenv("ATTN_MT_DATA", str(missing))
+    trainer = LiveTrainer({}, {"runs": []}, tmp_path)
+    trainer.start("gru_bahdanau", 0, 1)
+    assert trainer.current is not None
+    assert trainer.current.process.wait() == 2
+    status = live_panel(trainer, {})
+    reason = f"corpus file not found: {missing} (from $ATTN_MT_DATA)"
+    assert status["state"] == "failed" and status["reason"] == reason
+    assert status["text"]["live"].endswith(f"s: {reason}")
 
 
 def test_the_live_panel_starts_follows_and_lists_a_run_in_chromium(lab, page):

@@ -7,6 +7,8 @@ is bounded: the trainer's own time limit (`train.time_limit_minutes`), a kill wh
 a minute, and an address-space limit on the child. Stop sends SIGTERM (the trainer finishes its step,
 saves and exits; a second signal ends it at once), and the lab stops a training still running when it
 stops itself. A finished run is opened and added to the lab's runs, so every other panel can use it.
+A training that fails says why: the signal that killed it, and the `attn-mt: error:` lines of its log
+(else the log's last lines) are the status's `reason`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ TIME_LIMIT_MINUTES = 10.0  # the book's runs take under a minute on two idle cor
 OVERRUN_S = 60.0  # past the time limit, the process is killed
 MEMORY_LIMIT_BYTES = 8 << 30  # the child's address space (a book run's stays under 2 GiB resident)
 STOP_WAIT_S = 10.0
+REASON_LINES = 5  # lines of a failed training's log shown as its reason
+REASON_BYTES = 1 << 16  # how much of the log's end is read for them
 
 
 def limit_memory() -> None:
@@ -56,6 +60,7 @@ class Training:
     epochs: int
     process: subprocess.Popen
     started: float  # time.monotonic() at the start
+    log: Path  # what the training printed (its stdout and stderr)
     stopped: bool = False  # the learner stopped it
 
 
@@ -84,7 +89,8 @@ class LiveTrainer:
             run_dir = self.folder / name
             shutil.rmtree(run_dir, ignore_errors=True)  # the lab's own folder: an older run of this name
             self.runs.pop(name, None)
-            log = (self.folder / f"{name}.log").open("w", encoding="utf-8")
+            log_path = self.folder / f"{name}.log"
+            log = log_path.open("w", encoding="utf-8")
             overrides = [
                 f"train.seed={seed}",
                 f"train.epochs={epochs}",
@@ -101,7 +107,7 @@ class LiveTrainer:
                 command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=limit_memory
             )
             log.close()
-            self.current = Training(name, model, run_dir, epochs, process, time.monotonic())
+            self.current = Training(name, model, run_dir, epochs, process, time.monotonic(), log_path)
             watchdog = threading.Timer(TIME_LIMIT_MINUTES * 60 + OVERRUN_S, self.kill, (process,))
             watchdog.daemon = True
             watchdog.start()
@@ -155,6 +161,8 @@ class LiveTrainer:
             "epochs": training.epochs,
             "elapsed_s": round(elapsed, 1),
         }
+        if state == "failed":
+            status["reason"] = failure_reason(training.log, code_now)
         if state == "running" and epochs_done:
             status["left_s"] = round(elapsed / epochs_done * (training.epochs - epochs_done), 1)
         if state in ("finished", "stopped") and (training.run_dir / "checkpoints" / "last.pt").exists():
@@ -207,6 +215,27 @@ def latest_timeline(run_dir: Path) -> RecordedTimeline | None:
     return timeline if timeline is not None and timeline.points else None
 
 
+def failure_reason(log: Path, code: int | None) -> str:
+    """Why a training failed: the signal that killed it, if one did, and the `attn-mt: error:` lines at
+    the end of its log (else its last lines), else its exit code."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - REASON_BYTES))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    errors = [line.removeprefix("attn-mt: error: ") for line in lines if line.startswith("attn-mt: error: ")]
+    said = (errors or lines)[-REASON_LINES:]
+    if code is not None and code < 0:
+        try:
+            killed = signal.Signals(-code).name
+        except ValueError:
+            killed = f"signal {-code}"
+        said.insert(0, f"the training process was killed by {killed}")
+    return "\n".join(said) or f"the training process ended with exit code {code}"
+
+
 def describe(status: dict[str, Any]) -> dict[str, str]:
     """The status in words for the page."""
     if status["state"] == "idle":
@@ -215,4 +244,6 @@ def describe(status: dict[str, Any]) -> dict[str, str]:
     words += f"{status['elapsed_s']:.0f} s"
     if "left_s" in status:
         words += f", about {status['left_s']:.0f} s left"
+    if "reason" in status:
+        words += f": {status['reason']}"
     return {"live": words}
