@@ -106,6 +106,8 @@ def workspace(tmp_path_factory) -> Path:
         (ws / name / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     shutil.copytree(ws / "SPRUN", ws / "HISTORYDIR")
     (ws / "HISTORYDIR" / "config_history.jsonl").mkdir()  # tune --write cannot write its history there
+    shutil.copytree(ws / "SPRUN", ws / "HISTORYBYTES")
+    (ws / "HISTORYBYTES" / "config_history.jsonl").write_bytes(b'{"step": 0, "by": "caf\xe9"}\n')
     shutil.copytree(ws / "SPRUN", ws / "BADSUMMARY")
     (ws / "BADSUMMARY" / "run_summary.json").write_text("{", encoding="utf-8")
     run_export(ws / "SPRUN", ws / "sprun.pt", "best", "pt", None)
@@ -164,6 +166,7 @@ CASES: dict[str, list[str]] = {
     ],
     "negative-size": ["train", "--set", "model.num_hiddens=-3", "--run-dir", "new"],
     "not-finite": ["train", "--set", "train.lr=.nan", "--run-dir", "new"],
+    "blank-timeline-probe": ["train", "--set", 'train.timeline_probes=[" "]', "--run-dir", "new"],
     "no-valid-split": [
         "train",
         "--set",
@@ -230,6 +233,7 @@ CASES: dict[str, list[str]] = {
     "missing-data": ["data-report", "--data", "missing.zip"],
     "check-missing-file": ["check", "missing.py"],
     "check-unknown-block": ["check", "missing.py", "--block", "masked_sofmax"],
+    "check-bad-timeout": ["check", "missing.py", "--timeout", "nan"],
     "missing-env-data": ["data-report"],
     "not-a-zip": ["data-report", "--data", "notzip.zip"],
     "zip-without-member": ["data-report", "--data", "nomember.zip"],
@@ -355,6 +359,7 @@ CASES: dict[str, list[str]] = {
     "tune-write-not-a-run": ["tune", "sprun.pt", "--write"],
     "tune-write-damaged-summary": ["tune", "BADSUMMARY", "--write"],
     "tune-write-unwritable": ["tune", "HISTORYDIR", "--write"],
+    "tune-write-history-not-utf8": ["tune", "HISTORYBYTES", "--write"],
     "tune-alpha-too-large": ["tune", "SPRUN", "--length-penalties", "0.6,12"],
     "tune-beam-too-large": ["tune", "SPRUN", "--beams", "1,17"],
     "unsafe-checkpoint": ["translate", "RUN", "--checkpoint", "evil.pt", "go ."],
