@@ -20,7 +20,7 @@ from support.helpers import ROOT
 from attn_mt.config import ConfigError, load_config, save_config
 from attn_mt.decoding.attention import attention_entropy
 from attn_mt.errors import UserError
-from attn_mt.lab.timeline import timeline_panel
+from attn_mt.lab.timeline import run_timeline
 from attn_mt.report.timeline import timeline_section
 from attn_mt.run.run_dir import RunPaths, read_metrics, truncate_metrics
 from attn_mt.training.launch import train
@@ -157,6 +157,11 @@ def write_timeline(folder: Path, points: list[dict[str, Any]], header: bool = Tr
     return path
 
 
+def opened(folder: Path) -> Any:
+    """What the lab's timeline panel reads of a run it opened: the folder it came from."""
+    return SimpleNamespace(source=str(folder))
+
+
 def test_a_last_line_torn_inside_a_character_is_dropped_by_every_reader(tmp_path: Path) -> None:
     path = write_timeline(tmp_path, [point_line(step) for step in (0, 10, 20)])
     whole = json.dumps(point_line(30), ensure_ascii=False).encode("utf-8")
@@ -167,8 +172,7 @@ def test_a_last_line_torn_inside_a_character_is_dropped_by_every_reader(tmp_path
     assert timeline is not None and [point.step for point in timeline.points] == [0, 10, 20]
     assert timeline.points[-1].outputs == ["été !", "été !"]
     # the lab's "watch it learn" panel and the report show the whole points
-    answer = timeline_panel({"run": SimpleNamespace(source=str(tmp_path))}, {"probe": 1})
-    assert answer["points"] == 3 and answer["text"]["translation"] == "i lost . → été !"
+    assert len(run_timeline(opened(tmp_path)).points) == 3
     assert timeline_section(tmp_path, "run-1-timeline").count("<img ") == len(PROBES)
     # a resumed run (train --resume / --auto-resume) truncates the torn line away
     truncate_metrics(path, 10)
@@ -205,9 +209,9 @@ def test_points_holding_fewer_probes_than_the_header_are_a_clear_error(tmp_path:
     with pytest.raises(TimelineError) as info:
         read_timeline(path)
     assert str(info.value) == expected
-    # the lab answers it as a 422 (a UserError), not a 500
+    # the lab's panel answers it as a 422 (a UserError), not a 500
     with pytest.raises(UserError) as info:
-        timeline_panel({"run": SimpleNamespace(source=str(tmp_path))}, {"probe": 1})
+        run_timeline(opened(tmp_path))
     assert str(info.value) == expected
     assert f"The timeline cannot be shown: {html.escape(expected)}" in timeline_section(tmp_path, "t")
 
@@ -219,7 +223,7 @@ def test_a_timeline_without_its_header_is_called_damaged(tmp_path: Path) -> None
         "move it away, and a resumed run records a new timeline from there"
     )
     with pytest.raises(UserError) as info:
-        timeline_panel({"run": SimpleNamespace(source=str(tmp_path))}, {})
+        run_timeline(opened(tmp_path))
     assert str(info.value) == expected
     assert f"The timeline cannot be shown: {html.escape(expected)}" in timeline_section(tmp_path, "t")
     path.write_text("", encoding="utf-8")
