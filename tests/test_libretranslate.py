@@ -122,6 +122,19 @@ def test_libretranslate_errors_are_its_own_400s(address, body, error):
             "beam size 16 needs at least 32 target vocabulary",
         ),
         ({"q": 7, "source": "en", "target": "fr"}, "q parameter must be a text or a list of texts"),
+        (  # JSON's escapes can name half a surrogate pair, which no UTF-8 text holds
+            {"q": "Golf \ud800 alpha.", "source": "en", "target": "fr"},
+            "Invalid request: q holds a lone surrogate (U+D800), which is not text",
+        ),
+        (
+            {"q": ["Alpha.", "Golf \udc00."], "source": "en", "target": "fr"},
+            "q holds a lone surrogate (U+DC00)",
+        ),
+        ({"q": "Alpha.", "source": "e\ud800", "target": "fr"}, "source holds a lone surrogate (U+D800)"),
+        (
+            {"q": "Alpha.", "source": "en", "target": "fr", "format": "\udfff"},
+            "format holds a lone surrogate",
+        ),
     ],
 )
 def test_attn_mts_own_refusals_are_400_with_an_error_line(address, body, error):
@@ -227,6 +240,11 @@ def test_translate_file_translates_text_and_html_files_for_download(address, tra
         body, kind = multipart(fields, filename, b"Alpha.")
         status, answer = call(address, "/translate_file", raw=body, content_type=kind)
         assert (status, answer["error"]) == (400, error), answer
+    long_text = "".join(f"Alpha bravo charlie delta echo golf {i:05d}.\n" for i in range(1700))
+    assert len(long_text) == 73_100  # over q's 64,000 characters, under the 1 MiB body limit
+    body, kind = multipart({"source": "en", "target": "fr"}, "long.txt", long_text.encode())
+    status, answer = call(address, "/translate_file", raw=body, content_type=kind)
+    assert (status, answer["error"]) == (400, "Invalid request: request (73100) exceeds text limit (64000)")
     assert call(address, "/download_file/nothing.txt")[0] == 404
 
 

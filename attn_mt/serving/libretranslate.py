@@ -22,6 +22,7 @@ Errors come as LibreTranslate's do: status 400 and a JSON object whose `error` s
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ LANGUAGE_NAMES = {
 }
 FORMATS = ("text", "html")
 INVALID_JSON = "Invalid JSON format"  # LibreTranslate's answer to a JSON body that is not an object
+SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate: JSON can escape one, no text holds one
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,17 @@ def lower_code(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
 
 
+def lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate (U+D800 to U+DFFF, which JSON's \\u escapes can name but no UTF-8 text
+    holds) in a text or a list of texts, or None."""
+    texts = value if isinstance(value, list) else [value]
+    for text in texts:
+        found = SURROGATE.search(text) if isinstance(text, str) else None
+        if found is not None:
+            return found.group()
+    return None
+
+
 def alternatives_count(value: Any) -> int:
     """`alternatives` as LibreTranslate reads it: a whole number or its digits, negatives as 0."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -139,6 +152,14 @@ def alternatives_count(value: Any) -> int:
     return count
 
 
+def check_size(characters: int) -> None:
+    """Refuse a request of more than MAX_TEXT_CHARS characters of text, in LibreTranslate's words."""
+    if characters > MAX_TEXT_CHARS:
+        raise LibreTranslateError(
+            f"Invalid request: request ({characters}) exceeds text limit ({MAX_TEXT_CHARS})"
+        )
+
+
 def read_translate(fields: dict[str, Any]) -> LibreTranslateCall:
     """A translate request's fields (a JSON object, or a form's) checked in LibreTranslate's order,
     with its wording: the first missing one of q, source, target, then alternatives, sizes, format."""
@@ -150,6 +171,12 @@ def read_translate(fields: dict[str, Any]) -> LibreTranslateCall:
         raise missing("source")
     if not target:
         raise missing("target")
+    for name in ("q", "source", "target", "format"):
+        found = lone_surrogate(fields.get(name))
+        if found is not None:
+            raise LibreTranslateError(
+                f"Invalid request: {name} holds a lone surrogate (U+{ord(found):04X}), which is not text"
+            )
     alternatives = alternatives_count(fields.get("alternatives", 0))
     texts = [q] if isinstance(q, str) else q
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
@@ -160,9 +187,7 @@ def read_translate(fields: dict[str, Any]) -> LibreTranslateCall:
         raise LibreTranslateError(
             f"Invalid request: request ({len(texts)}) exceeds text limit ({MAX_SENTENCES})"
         )
-    size = sum(len(text) for text in texts)
-    if size > MAX_TEXT_CHARS:
-        raise LibreTranslateError(f"Invalid request: request ({size}) exceeds text limit ({MAX_TEXT_CHARS})")
+    check_size(sum(len(text) for text in texts))
     text_format = fields.get("format")
     if text_format is None or text_format == "":  # as LibreTranslate reads them; other non-texts are refused
         text_format = "text"

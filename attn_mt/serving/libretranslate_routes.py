@@ -7,7 +7,8 @@
 - `GET /frontend/settings`: what LibreTranslate's web page asks for when it loads (the character
   limit, whether keys are needed, the file formats, the language pair).
 - `POST /translate_file` (multipart: `file`, `source`, `target`, `api_key`): a `.txt` file is
-  translated line by line as a text, an `.html` file as HTML (serving/markup.py); the answer is
+  translated line by line as a text, an `.html` file as HTML (serving/markup.py), within `q`'s
+  limits (64,000 characters: a longer file is refused as such a `q` is); the answer is
   `{"translatedFileUrl": ...}`, a `GET /download_file/NAME` link that serves it for
   `FILE_KEEP_S` seconds (the last `FILE_KEEP` files are kept, in memory).
 - `POST /suggest`: 403 `Suggestions are disabled on this server.` (attn-mt keeps no suggestions).
@@ -37,6 +38,7 @@ from attn_mt.serving.libretranslate import (
     LibreTranslateCall,
     LibreTranslateError,
     check_pair,
+    check_size,
     lower_code,
     missing,
     model_languages,
@@ -195,6 +197,7 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
                 raise LibreTranslateError("Invalid request: the file is not UTF-8 text") from None
             if not text.strip():
                 raise LibreTranslateError("Invalid request: empty file")
+            check_size(len(text))  # a file's text is held to q's limit
             call = LibreTranslateCall(text, call_source, call_target, kind, 0)
             check_pair(call, run.config)
         except LibreTranslateError as exc:
