@@ -168,6 +168,12 @@ class DataConfig:
     max_tokens: int = key(
         4096, help="split mode: token budget per batch (rows x longest padded side)", above=0
     )
+    batch_shapes: int = key(
+        0,
+        help="split mode: pad every batch to one of at most this many fixed (rows, source, target) shapes, "
+        "for a compiled or CUDA-graph step (0 = each batch to its own longest)",
+        minimum=0,
+    )
 
 
 class Depths(NamedTuple):
@@ -296,9 +302,16 @@ class TrainConfig:
     )
     compile_mode: str = key(
         "default",
-        help="under train.compile, the torch.compile mode: default, or reduce-overhead (pads batches to a "
-        "few shapes and captures CUDA graphs)",
-        choices=("default", "reduce-overhead"),
+        help="under train.compile, the torch.compile mode: default, reduce-overhead (CUDA graphs through "
+        "torch.compile), or cuda-graphs (compile_scope step only: the compiled step captured by "
+        "torch.cuda.graphs, one graph a batch shape)",
+        choices=("default", "reduce-overhead", "cuda-graphs"),
+    )
+    compile_scope: str = key(
+        "module",
+        help="under train.compile, what is compiled: module (the model; loss, clipping and the optimiser "
+        "stay eager) or step (forward, loss, backward, clipping and AdamW as one compiled step)",
+        choices=("module", "step"),
     )
     tf32: bool = key(False, help="CUDA only: float32 matrix products and cuDNN in TensorFloat-32")
     prefetch_batches: int = key(
@@ -614,6 +627,7 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
     kernels, compiled = cfg.train.kernels, cfg.train.compile
     if _sound(problems, "train.kernels", "train.compile") and kernels == "cpu" and compiled:
         problems.append("train.kernels: cpu cannot run under train.compile: true (use auto or reference)")
+    _check_whole_step(cfg, problems)
     if _sound(problems, "data.mode", "data.tokenizer") and (
         cfg.data.mode == "book" and cfg.data.tokenizer != "book"
     ):
@@ -648,6 +662,56 @@ def _check_combinations(cfg: Config, problems: list[str]) -> None:
             )
         if cfg.train.patience:
             problems.append("train.patience: early stopping needs a valid split, but data.valid_size is 0")
+
+
+def _check_whole_step(cfg: Config, problems: list[str]) -> None:
+    """Fixed batch shapes need a model and loss they are exact for; the whole compiled step needs them."""
+    data, train = cfg.data, cfg.train
+    if (
+        _sound(problems, "data.batch_shapes", "data.mode", "model.type", "train.loss_average")
+        and data.batch_shapes
+    ):
+        if data.mode != "split":
+            problems.append(
+                "data.batch_shapes: fixed batch shapes need data.mode: split (book mode pads to num_steps)"
+            )
+        if cfg.model.type != "transformer":
+            problems.append(
+                "data.batch_shapes: the padding is exact only for a model that never reads its source "
+                f"padding (the transformer), but model.type is {cfg.model.type!r}"
+            )
+        if train.loss_average != "token":
+            problems.append(
+                "data.batch_shapes: train.loss_average: book divides by the padded width, which the shapes "
+                "change; use token"
+            )
+    keys = (
+        "train.compile_scope",
+        "train.compile_mode",
+        "train.compile",
+        "train.kernels",
+        "data.batch_shapes",
+    )
+    if not _sound(problems, *keys):
+        return
+    if train.compile_mode == "cuda-graphs" and train.compile_scope != "step":
+        problems.append(
+            "train.compile_mode: cuda-graphs captures the whole step: it needs train.compile_scope: step"
+        )
+    if train.compile_scope != "step":
+        return
+    if not train.compile:
+        problems.append("train.compile_scope: step compiles the step, so it needs train.compile: true")
+    if train.kernels in ("cpu", "gpu"):
+        problems.append(
+            f"train.compile_scope: step compiles the book's modules and torch's loss; train.kernels: "
+            f"{train.kernels} cannot run inside it (use auto or reference)"
+        )
+    if train.compile_mode != "default" and not data.batch_shapes:
+        problems.append(
+            f"train.compile_mode: {train.compile_mode} captures one CUDA graph a batch shape: give "
+            "data.batch_shapes (16 is enough for the corpus)"
+        )
 
 
 def _check_positions(cfg: Config, problems: list[str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from attn_mt.data.book import BookTrainSet, book_subset, build_array
-from attn_mt.data.bucketing import BucketTrainSet
+from attn_mt.data.bucketing import BucketTrainSet, fit_shapes
 from attn_mt.data.encode import EncodedSources, SourceInfo, encode_sources
 from attn_mt.data.pairs import normalize_pairs, prepare_pairs, read_corpus
 from attn_mt.data.prepare import load_prepared
@@ -119,8 +119,13 @@ def _load_split(
             f"data.max_tokens = {cfg.max_tokens} is smaller than the longest training pair ({longest} "
             f"{units} with <eos>); raise data.max_tokens or lower data.max_len"
         )
+    shapes = (
+        fit_shapes(src_seqs.lengths + 1, tgt_seqs.lengths + 1, cfg.max_tokens, cfg.batch_shapes)
+        if cfg.batch_shapes
+        else None
+    )
     train = BucketTrainSet(
-        src_seqs, tgt_seqs, cfg.max_tokens, prepared.src_vocab.pad_id, prepared.src_vocab.eos_id
+        src_seqs, tgt_seqs, cfg.max_tokens, prepared.src_vocab.pad_id, prepared.src_vocab.eos_id, shapes
     )
     for key in ("corpus", "corpus_pairs"):
         facts[key] = prepared.facts[key]
