@@ -49,3 +49,22 @@ def test_the_measured_tables_name_their_machine_and_never_say_live():
     found = EXERCISES["batch_norm_trained"]({})
     assert found["found"].startswith(f"Measured, not computed now: on {table['machine']}, {table['date']}")
     assert found["tensors"][0]["name"].startswith(f"measured on {table['machine']}")
+
+
+def test_a_gap_within_seed_noise_or_a_difference_by_design_accepts_more_than_one_answer():
+    """Measured.yaml's two seeds per choice set the noise: learned and none end closer together than two
+    seeds of one choice, so both are accepted; the book's answer to valid length 0 is accepted beside
+    attn-mt's; the other run-free experiments accept their one answer."""
+    seeds = {label: values[:2] for label, values in measured()["tables"]["positional_encoding"]}
+    noise = max(max(v) - min(v) for v in seeds.values())
+    means = {label: sum(v) / 2 for label, v in seeds.items()}
+    tied = sorted(label for label, m in means.items() if 0 < m - min(means.values()) <= noise)
+    accepted = {name: set() for name in ANSWERS}
+    accepted["learned_or_no_positions"] = set(tied)
+    accepted["empty_rows"] = {"the same weight on every key"}
+    assert tied == ["none"]
+    for name in ANSWERS:
+        found = EXERCISES[name]({})
+        choices = texts()[name]["choices"]
+        assert {choices[k] for k in found["also"]} == accepted[name], name
+        assert all(why for why in found["also"].values()) and bool(found["verdict"]) == bool(found["also"])

@@ -68,10 +68,26 @@ def measured() -> dict[str, Any]:
     return yaml.safe_load((HERE / "measured.yaml").read_text(encoding="utf-8"))
 
 
-def result(found: str, tensors: list, outcome: int, lines: list) -> dict[str, Any]:
+def result(
+    found: str,
+    tensors: list,
+    outcome: int,
+    lines: list,
+    also: dict[int, str] | None = None,
+    verdict: str = "",
+) -> dict[str, Any]:
     """One experiment's answer: what it found, its tensors, the offered prediction it bears out (one of
-    its `choices` in exercises.yaml, by index), and the attn-mt code it ran."""
-    return {"found": found, "tensors": tensors, "outcome": outcome, "code": lines}
+    its `choices` in exercises.yaml, by index), and the attn-mt code it ran. `also`: other choices it
+    accepts too, each with why (a gap within seed noise, or the book's answer where attn-mt differs by
+    design); `verdict`: the outcome in words when more than one choice is accepted."""
+    return {
+        "found": found,
+        "tensors": tensors,
+        "outcome": outcome,
+        "code": lines,
+        "also": also or {},
+        "verdict": verdict,
+    }
 
 
 def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
@@ -255,22 +271,40 @@ def book_masked_softmax(scores: torch.Tensor, valid_lens: torch.Tensor) -> torch
 
 
 def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """masked_softmax of a query with valid length 0: attn-mt's, and the book's."""
+    """masked_softmax of a query with valid length 0: attn-mt's, and the book's. The two differ by
+    design, so the book's answer is accepted beside attn-mt's."""
     scores = torch.tensor([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])  # (2, 1, 3)
     valid_lens = torch.tensor([0, 2])
     weights = masked_softmax(scores, valid_lens)  # (2, 1, 3)
     book = book_masked_softmax(scores, valid_lens)  # (2, 1, 3)
-    row = weights[0, 0]
-    outcome = 0 if not row.any() else (1 if bool(torch.allclose(row, row.mean().expand(3))) else 2)
+    row, book_row = weights[0, 0], book[0, 0]
+
+    def reading(weights_row: torch.Tensor) -> int:
+        """Which offered prediction a row of weights bears out."""
+        if not weights_row.any():
+            return 0
+        return 1 if bool(torch.allclose(weights_row, weights_row.mean().expand(3))) else 2
+
+    outcome, books = reading(row), reading(book_row)
+    choices = texts()["empty_rows"]["choices"]
+    also, verdict = {}, ""
+    if books != outcome:
+        also[books] = (
+            f"That is the book's masked_softmax: filling every score of the row with -1e6 leaves them "
+            f"equal, so the softmax spreads the weight evenly ({float(book_row[0]):.4f} each). attn-mt's "
+            f"gives the row {choices[outcome]} instead, by design: a query with nothing to attend to "
+            "takes nothing from padding."
+        )
+        verdict = f"{choices[outcome]} in attn-mt's masked_softmax; {choices[books]} in the book's"
     return result(
         f"attn-mt's masked_softmax gives the query with valid length 0 the weights "
         f"{[round(v, 4) for v in row.tolist()]}; the book's (fill -1e6) gives it "
-        f"{[round(v, 4) for v in book[0, 0].tolist()]}. The other query's weights sum to "
+        f"{[round(v, 4) for v in book_row.tolist()]}. The other query's weights sum to "
         f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys, in both.",
         [
             shown(
                 "the query with valid length 0",
-                torch.stack([row, book[0, 0]]),
+                torch.stack([row, book_row]),
                 ["function", "K"],
                 rows=["attn-mt's masked_softmax", "the book's (-1e6)"],
                 scale="weights",
@@ -278,7 +312,12 @@ def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
             shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"]),
         ],
         outcome,
-        [code(masked_softmax)],
+        [
+            code(masked_softmax),
+            code(book_masked_softmax, "book_masked_softmax (the lab's copy of the book's)"),
+        ],
+        also,
+        verdict,
     )
 
 
@@ -556,18 +595,22 @@ def other_differences(first: LoadedRun, second: LoadedRun, key: str) -> list[str
 
 def switch_results(
     runs: dict[str, LoadedRun], model_type: str, key: str
-) -> tuple[str, list, dict[str, float]]:
+) -> tuple[str, list, dict[str, list[float]]]:
     """The opened runs' final losses when they differ in model.`key`, else the measured table
-    (measured.yaml, labelled as measured with its machine and date); and the mean final loss by choice."""
-    chosen: dict[str, tuple[str, LoadedRun, float]] = {}
+    (measured.yaml, labelled as measured with its machine and date); and the final losses by choice,
+    one per run (seed), the book's choice first."""
+    chosen: dict[str, list[tuple[str, LoadedRun, float]]] = {}
     for name, run in runs.items():
         loss = final_loss(run) if run.config.model.type == model_type else None
         if loss is not None:
-            chosen.setdefault(getattr(run.config.model, key), (name, run, loss))
+            chosen.setdefault(str(getattr(run.config.model, key)), []).append((name, run, loss))
     if len(chosen) >= 2:
-        picked = list(chosen.items())
-        first = picked[0][1][1]
-        others = sorted({d for _, (_, run, _) in picked[1:] for d in other_differences(first, run, key)})
+        book = str(getattr(ModelConfig(), key))
+        picked = sorted(chosen.items(), key=lambda item: item[0] != book)  # the book's choice first
+        first = picked[0][1][0][1]
+        others = sorted(
+            {d for _, group in picked for _, run, _ in group for d in other_differences(first, run, key)}
+        )
         same = (
             f"Their configs differ only in model.{key}."
             if not others
@@ -575,16 +618,28 @@ def switch_results(
         )
         found = (
             "Computed from the opened runs, final training loss from their run_summary.json: "
-            + "; ".join(f"{name} (model.{key}: {value}) {loss:.4f}" for value, (name, _, loss) in picked)
+            + "; ".join(
+                f"{name} (model.{key}: {value}) {loss:.4f}"
+                for value, group in picked
+                for name, _, loss in group
+            )
             + f". {same}"
         )
-        losses = torch.tensor([loss for _, (_, _, loss) in picked], dtype=torch.float64)
-        names = [name for _, (name, _, _) in picked]
-        means = {str(value): loss for value, (_, _, loss) in picked}
+        runs_shown = [(name, loss) for _, group in picked for name, _, loss in group]
+        losses = torch.tensor([loss for _, loss in runs_shown], dtype=torch.float64)
+        by_choice = {value: [loss for _, _, loss in group] for value, group in picked}
         return (
             found,
-            [shown("final training loss", losses, ["run"], columns=names, scale="sequential")],
-            means,
+            [
+                shown(
+                    "final training loss",
+                    losses,
+                    ["run"],
+                    columns=[name for name, _ in runs_shown],
+                    scale="sequential",
+                )
+            ],
+            by_choice,
         )
     model = "transformer" if model_type == "transformer" else "bahdanau"
     table_file = measured()
@@ -602,7 +657,6 @@ def switch_results(
         f"model.{key} (`attn-mt lab RUN_DIR RUN_DIR`) to compare your own here."
     )
     table = torch.tensor([values for _, values in rows], dtype=torch.float64)  # (choices, 4)
-    means = {label: (values[0] + values[1]) / 2 for label, values in rows}
     return (
         found,
         [
@@ -615,18 +669,64 @@ def switch_results(
                 scale="sequential",
             )
         ],
-        means,
+        {label: list(values[:2]) for label, values in rows},
     )
 
 
-def compared(means: dict[str, float]) -> int:
-    """Which of "a clearly lower loss", "a clearly higher loss", "about the same" the second choice's
-    mean loss is against the first's (the book's)."""
-    losses = list(means.values())
-    book, other = losses[0], losses[1]
-    if abs(other - book) <= CLOSE * book:
-        return 2
-    return 0 if other < book else 1
+def mean(values: list[float]) -> float:
+    """The mean of a choice's final losses."""
+    return sum(values) / len(values)
+
+
+def seed_noise(losses: dict[str, list[float]]) -> tuple[float, str] | None:
+    """How far two runs of one choice, seeds apart, ended: the largest such gap, and its choice; None
+    when no choice has two runs."""
+    gaps = [(max(v) - min(v), label) for label, v in losses.items() if len(v) >= 2]
+    return max(gaps) if gaps else None
+
+
+def spread_table(losses: dict[str, list[float]]) -> dict[str, Any]:
+    """Each choice's mean final loss and the range between its runs (seeds), for the page."""
+    table = torch.tensor([[mean(v), max(v) - min(v)] for v in losses.values()], dtype=torch.float64)
+    return shown(
+        "final loss: mean and spread between seeds",
+        table,
+        ["choice", "measure"],
+        rows=list(losses),
+        columns=["mean", "largest minus smallest"],
+        scale="sequential",
+    )
+
+
+def noise_words(gap: float, noise: tuple[float, str] | None) -> str:
+    """A gap between two mean losses set beside the seed noise, in words."""
+    if noise is None:
+        return (
+            f"The means differ by {gap:.5f}; with one run per choice, how far seeds alone move the loss is "
+            "not known here (open runs of two seeds per choice to see it)."
+        )
+    return (
+        f"The means differ by {gap:.5f}; two seeds of one choice ({noise[1]}) ended {noise[0]:.5f} apart, "
+        + ("so the gap is within seed noise." if gap <= noise[0] else "so the gap is beyond seed noise.")
+    )
+
+
+def compared(losses: dict[str, list[float]]) -> tuple[int, dict[int, str], str, str]:
+    """The second choice's mean loss against the first's (the book's) as one of "a clearly lower loss",
+    "a clearly higher loss", "about the same (within 10%)"; the choices also accepted when the gap is
+    beyond 10% but within seed noise, the verdict then, and the gap beside the noise in words."""
+    means = [mean(v) for v in losses.values()]
+    book, other = means[0], means[1]
+    gap, noise = abs(other - book), seed_noise(losses)
+    words = noise_words(gap, noise)
+    if gap <= CLOSE * book:
+        return 2, {}, "", words
+    outcome = 0 if other < book else 1
+    if noise is None or gap > noise[0]:
+        return outcome, {}, "", words
+    also = {2: f"Within seed noise: {words}"}
+    direction = "lower" if outcome == 0 else "higher"
+    return outcome, also, f"{direction} by more than 10%, but within seed noise", words
 
 
 def attention_parameters(scoring: str) -> int:
@@ -639,11 +739,12 @@ def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """The Bahdanau decoder's attention with scaled dot-product scoring (model.scoring: dot): its
     parameters, and the trained runs' losses (opened runs, else the measured table)."""
     counts = [attention_parameters("additive"), attention_parameters("dot")]
-    found, tensors, means = switch_results(runs, "gru_bahdanau", "scoring")
+    found, tensors, losses = switch_results(runs, "gru_bahdanau", "scoring")
+    outcome, also, verdict, words = compared(losses)
     return result(
         f"At the book's sizes (H = 32) additive attention has {counts[0]} parameters (W_q and W_k, H × H "
         f"each, and w_v, H); dot-product scoring has {counts[1]}: the decoder's GRU state and the "
-        f"encoder's outputs are both H wide and are compared as they are. {found}",
+        f"encoder's outputs are both H wide and are compared as they are. {found} {words}",
         [
             shown(
                 "attention parameters",
@@ -653,25 +754,66 @@ def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 scale="sequential",
             ),
             *tensors,
+            spread_table(losses),
         ],
-        compared(means),
+        outcome,
         [code(UnprojectedDotProductAttention.attend)],
+        also,
+        verdict,
     )
 
 
 def learned_or_no_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """The book's Transformer with sinusoidal, learned or no positions (model.positional_encoding)."""
-    found, tensors, means = switch_results(runs, "transformer", "positional_encoding")
+    """The book's Transformer with sinusoidal, learned or no positions (model.positional_encoding); every
+    choice whose mean final loss is within seed noise of the lowest is accepted."""
+    found, tensors, losses = switch_results(runs, "transformer", "positional_encoding")
+    means = {label: mean(v) for label, v in losses.items()}
     lowest = min(means, key=lambda label: means[label])
+    noise = seed_noise(losses)
     names = ("sinus", "learned", "none")
-    outcome = next((k for k, n in enumerate(names) if lowest.startswith(n)), 0)
-    return result(found, tensors, outcome, [code(LearnedPositionalEncoding.forward)])
+
+    def index(label: str) -> int:
+        return next((k for k, n in enumerate(names) if label.startswith(n)), 0)
+
+    tied = [
+        label
+        for label in means
+        if label != lowest and noise is not None and means[label] - means[lowest] <= noise[0]
+    ]
+    also = {
+        index(label): f"Within seed noise of {lowest}: {noise_words(means[label] - means[lowest], noise)}"
+        for label in tied
+    }
+    choices = texts()["learned_or_no_positions"]["choices"]
+    verdict = (
+        " or ".join(choices[k] for k in sorted({index(lowest), *also})) + ": within seed noise of each other"
+        if also
+        else ""
+    )
+    runner_up = min((v for label, v in means.items() if label != lowest), default=means[lowest])
+    words = noise_words(runner_up - means[lowest], noise).replace("The means", "The two lowest means", 1)
+    return result(
+        f"{found} {words}",
+        [*tensors, spread_table(losses)],
+        index(lowest),
+        [code(LearnedPositionalEncoding.forward)],
+        also,
+        verdict,
+    )
 
 
 def batch_norm_trained(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """The book's Transformer trained with BatchNorm in every add & norm (model.norm: batch)."""
-    found, tensors, means = switch_results(runs, "transformer", "norm")
-    return result(found, tensors, compared(means), [code(AddNorm.forward)])
+    found, tensors, losses = switch_results(runs, "transformer", "norm")
+    outcome, also, verdict, words = compared(losses)
+    return result(
+        f"{found} {words}",
+        [*tensors, spread_table(losses)],
+        outcome,
+        [code(AddNorm.forward)],
+        also,
+        verdict,
+    )
 
 
 EXERCISES: dict[str, Exercise] = {
@@ -738,12 +880,16 @@ def exercises_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[s
         raise LabError(f"exercise: {name[:40]!r} is not one of {', '.join(listing)}")
     prediction = choice(state, "prediction", "", tuple(entry["choices"]))
     found = EXERCISES[name](runs)
-    outcome = entry["choices"][found["outcome"]]
+    choices = entry["choices"]
+    also = {choices[k]: why for k, why in found.pop("also").items()}
+    outcome = choices[found["outcome"]]
     answered = {
         **entry,
         **found,
-        "outcome": outcome,
+        "outcome": found.pop("verdict") or outcome,
+        "accepted": [c for c in choices if c == outcome or c in also],
+        "why": also.get(prediction, ""),
         "prediction": prediction,
-        "right": prediction == outcome,
+        "right": prediction == outcome or prediction in also,
     }
     return answer([], [], [], exercises=[answered])
