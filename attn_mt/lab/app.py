@@ -1,6 +1,7 @@
 """The lab's FastAPI application: the page, its panels as POST JSON endpoints, and attn-mt's source.
 
 Routes: `GET /` the page, `GET /page/*` its script and style (served here: the page works offline),
+`GET /favicon.ico` an empty 204 (the lab has no icon),
 `GET /api/panels` the panels and the runs the lab opened, `POST /api/PANEL` one panel computed by
 attn-mt's own functions on a JSON object of inputs, and `GET /source/attn_mt/FILE.py` a file of the
 package with numbered lines, which every panel links to. A bad input is answered with
@@ -20,7 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
@@ -91,6 +92,11 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts:
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(PAGE_DIR / "index.html", media_type="text/html")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        """No icon: 204, so a browser's request for one is answered without an error."""
+        return Response(status_code=204)
 
     @app.get("/source/{relative:path}", include_in_schema=False)
     async def source(relative: str) -> HTMLResponse:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from attn_mt.lab.inputs import LabError, limit_elements, whole
-from attn_mt.lab.shown import answer, code, shown
+from attn_mt.lab.shown import answer, code, count, shown
 from attn_mt.models.attention import DotProductAttention
 
 MAX_TOKENS = 128
@@ -105,8 +105,9 @@ def complexity_panel(state: dict[str, Any]) -> dict[str, Any]:
         f"Sequential operations: a CNN layer or a self-attention layer computes all {n} positions at "
         f"once; an RNN must take its {n} steps one after the other, each needing the previous hidden state.",
         f"Maximum path length, from the first token to the last (drawn below): the convolution's window "
-        f"reaches {k // 2} positions further each layer, so {lengths[0]} stacked layers (O(n/k)); the RNN "
-        f"passes the signal on one step at a time, {lengths[1]} steps (O(n)); one self-attention layer "
+        f"reaches {count(k // 2, 'position', 'positions')} further each layer, so "
+        f"{count(lengths[0], 'stacked layer', 'stacked layers')} (O(n/k)); the RNN passes the signal on "
+        f"one step at a time, {count(lengths[1], 'step', 'steps')} (O(n)); one self-attention layer "
         "joins every pair of tokens (O(1)): a short path makes long-range dependencies easier to learn.",
     ]
     lines = [code(DotProductAttention.forward), code(layer_costs, "layer_costs (the lab's)")]

@@ -22,7 +22,7 @@ from attn_mt.models.attention import DotProductAttention, masked_softmax
 OBJECTS = ("newspaper", "research paper", "red coffee cup", "notebook", "book")
 FEATURES = ("stands out", "to read")
 KEYS = ((0.2, 0.7), (0.1, 1.0), (1.0, -0.5), (0.1, 0.4), (0.2, 0.9))
-SALIENCE = 4.0  # how strongly what stands out draws the eye without a query
+SALIENCE = 4.0  # how strongly what stands out draws the eye without a query: weights softmax(4 x stands out)
 
 
 def cues_panel(state: dict[str, Any]) -> dict[str, Any]:
@@ -46,11 +46,13 @@ def cues_panel(state: dict[str, Any]) -> dict[str, Any]:
         shown("scores q · k / √k", scores[0], ["Q", "K"], columns=list(OBJECTS)),
         shown("volitional weights: softmax of the scores", volitional[0], ["Q", "K"], columns=list(OBJECTS)),
     ]
+    top = float(salience[0, 0].max())
     notes = [
         "Every object is a key (its features) and a value (the object). Without a query, what draws the "
-        "eye is what stands out on its own, the non-volitional cue: here the weights are a softmax of "
-        f"each key's 'stands out' feature alone, the same whatever you want, and the most weight goes to "
-        f"the {picked[0]}.",
+        "eye is what stands out on its own, the non-volitional cue: here the weights are "
+        f"softmax({SALIENCE:g} × stands out), each key's 'stands out' feature times a salience of "
+        f"{SALIENCE:g} (how strongly what stands out draws the eye), the same whatever you want. The most "
+        f"weight, {top:.3f}, goes to the {picked[0]}.",
         "With a query, the volitional cue, attention compares what you want with every key: the weights "
         f"are softmax(q · k / √k), and now the most weight goes to the {picked[1]}. Change the query: "
         "the keys and values stay as they are, only the query decides what is attended.",

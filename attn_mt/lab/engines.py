@@ -37,6 +37,11 @@ def request_engine(run: LoadedRun) -> Translator:
     return Translator(private_model(run.model), run.src_vocab, run.tgt_vocab, run.config, run.device)
 
 
+def checkpoint_text(name: str, run: LoadedRun) -> str:
+    """Which weights a panel ran: the run's name and the checkpoint the lab opened, with its step."""
+    return f"run {name}: {run.checkpoint.name}, step {run.step} (the checkpoint the lab opened)"
+
+
 def unknown_words(run: LoadedRun, sentence: str, target: bool = False) -> list[str]:
     """A note naming the words of `sentence` the run's source (or target) vocabulary lacks, which the
     model reads as <unk>; no note when it knows them all."""

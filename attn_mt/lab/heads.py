@@ -14,7 +14,7 @@ import torch
 from attn_mt.decoding.attention import TITLES, collect_attention
 from attn_mt.decoding.outputs import output_length_limits, prepare_sentence
 from attn_mt.decoding.translator import Translator
-from attn_mt.lab.engines import request_engine, unknown_words
+from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
 from attn_mt.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
 from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import MultiHeadAttention
@@ -163,7 +163,12 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
             f"{TITLES[which]} of {name}", weights, ["T", "S"], rows=rows, columns=columns, scale="weights"
         )
         lines = [code(Translator.attention), code(collect_attention)]
-        return answer([tensor], lines, notes, text={"translation": translation.text})
+        return answer(
+            [tensor],
+            lines,
+            notes,
+            text={"translation": translation.text, "checkpoint": checkpoint_text(name, run)},
+        )
     tensors = [
         shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns, scale="weights")
     ]
@@ -177,8 +182,14 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
         "each slice is one head: rows are queries, "
         "columns keys, and each row sums to 1.",
         "Lines: for each layer, every query token (left) is joined to every key token (right) by one line "
-        "per head, in the head's colour, as opaque as its weight; all heads are overlaid. The grid shows "
-        "each layer × head map small, to spot heads that look at the diagonal, the previous token or <eos>.",
+        "per head, in the head's colour, as opaque as its weight; all heads are overlaid, and unticking a "
+        "head in the key under the lines hides its own. The grid shows each layer × head map small, to "
+        "spot heads that look at the diagonal, the previous token or <eos>.",
     ]
     lines = [code(Translator.attention), code(collect_attention)]
-    return answer(tensors, lines, notes, text={"translation": translation.text})
+    return answer(
+        tensors,
+        lines,
+        notes,
+        text={"translation": translation.text, "checkpoint": checkpoint_text(name, run)},
+    )

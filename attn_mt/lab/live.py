@@ -62,6 +62,7 @@ class Training:
     started: float  # time.monotonic() at the start
     log: Path  # what the training printed (its stdout and stderr)
     stopped: bool = False  # the learner stopped it
+    pace_from: tuple[float, int] | None = None  # (time.monotonic(), epochs done) when the lab first saw one
 
 
 class LiveTrainer:
@@ -164,7 +165,12 @@ class LiveTrainer:
         if state == "failed":
             status["reason"] = failure_reason(training.log, code_now)
         if state == "running" and epochs_done:
-            status["left_s"] = round(elapsed / epochs_done * (training.epochs - epochs_done), 1)
+            now = time.monotonic()
+            if training.pace_from is None:
+                training.pace_from = (now, epochs_done)
+            left = seconds_left(training.pace_from, now, epochs_done, training.epochs)
+            if left is not None:
+                status["left_s"] = round(left, 1)
         if state in ("finished", "stopped") and (training.run_dir / "checkpoints" / "last.pt").exists():
             self.open(training)
             status["opened"] = training.name
@@ -236,6 +242,16 @@ def failure_reason(log: Path, code: int | None) -> str:
     return "\n".join(said) or f"the training process ended with exit code {code}"
 
 
+def seconds_left(pace_from: tuple[float, int], now: float, epochs_done: int, epochs: int) -> float | None:
+    """The time the epochs still to train will take at the pace measured since `pace_from` (when, and
+    after how many epochs, the lab first saw one finished), so the process's start-up (Python, torch, the
+    corpus), which the first epoch carries, counts in no estimate; None until an epoch more is done."""
+    since, done_then = pace_from
+    if epochs_done <= done_then:
+        return None
+    return (now - since) / (epochs_done - done_then) * (epochs - epochs_done)
+
+
 def describe(status: dict[str, Any]) -> dict[str, str]:
     """The status in words for the page."""
     if status["state"] == "idle":
@@ -244,6 +260,8 @@ def describe(status: dict[str, Any]) -> dict[str, str]:
     words += f"{status['elapsed_s']:.0f} s"
     if "left_s" in status:
         words += f", about {status['left_s']:.0f} s left"
+    elif status["state"] == "running":
+        words += ", time left: measuring the pace"
     if "reason" in status:
         words += f": {status['reason']}"
     return {"live": words}

@@ -14,7 +14,7 @@ import torch
 from attn_mt.decoding.scoring import Scored, score_with
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
-from attn_mt.lab.engines import request_engine, unknown_words
+from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
 from attn_mt.lab.inputs import LabError, choice, text
 from attn_mt.lab.shown import answer, code, shown
 from attn_mt.run.opened import LoadedRun
@@ -69,4 +69,5 @@ def own_translation_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> 
             f"The model's own output (beam {run.config.decode.beam_size}) scored "
             f"{own.hypotheses[0].score:.4f} in its search; forced decoding gives {model.log_prob:.4f}."
         )
+    texts["checkpoint"] = checkpoint_text(name, run)
     return answer(tensors, [code(score_with), code(Translator.force)], notes, text=texts)

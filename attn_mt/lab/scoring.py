@@ -25,7 +25,7 @@ from attn_mt.lab.inputs import (
     tensor,
     whole,
 )
-from attn_mt.lab.shown import answer, code, line_of, plot, shown
+from attn_mt.lab.shown import answer, code, count, line_of, plot, shown
 from attn_mt.models.attention import (
     AdditiveAttention,
     AttentionMask,
@@ -87,6 +87,24 @@ def filled_softmax(scores: torch.Tensor, blocked: torch.Tensor, fill: float) -> 
     return torch.softmax(scores.masked_fill(blocked, fill), dim=-1)  # (B, Q, K)
 
 
+def leak_example(scores: torch.Tensor, blocked: torch.Tensor, weights: torch.Tensor, fill: str) -> str:
+    """One query's leak written out, for the fills that leave a masked key an ordinary score (0, 1e-6): the
+    first query with valid and masked keys, its valid scores and the weight each masked key gets."""
+    if fill not in ("0", "1e-6"):
+        return ""
+    rows = (blocked.any(-1) & ~blocked.all(-1)).nonzero().tolist()  # [(b, q), ...]
+    if not rows:
+        return ""
+    b, q = rows[0]
+    valid = [f"{v:g}" for v in scores[b, q][~blocked[b, q]].tolist()]
+    masked = int(blocked[b, q].sum())
+    per_key = float(weights[b, q][blocked[b, q]][0])
+    return (
+        f" Query (B={b}, Q={q}), valid scores [{', '.join(valid)}] and "
+        f"{count(masked, 'masked key', 'masked keys')}: each masked key gets {per_key:.3f}."
+    )
+
+
 def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
     """Scores (B, Q, K) and valid_lens (B,) or (B, Q) -> the mask and the masked softmax's weights, with
     masked scores filled with the chosen value, and the weight that leaks onto masked keys."""
@@ -146,14 +164,18 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
                 "should ignore.",
                 "-inf": "Masked keys get exactly 0, but a query with no valid key is all -inf: "
                 "its softmax is 0/0, NaN (shown as NaN), and NaN spreads through everything after it.",
-                "0": "A score of 0 is an ordinary score: each masked key takes exp(0 - max) of the "
-                "softmax, a large share when the valid scores are near 0 and a small one, never 0, when "
-                "they are large (valid scores [10, 12] leave about 5e-6 on each masked key).",
+                "0": "A score of 0 is an ordinary score: each masked key gets the weight the softmax "
+                "gives any key of score 0, exp(0) divided by the sum of exp over the whole row, the masked "
+                "keys' exp(0) = 1 included; a large share when the valid scores are near 0 and a small "
+                "one, never 0, when they are large (valid scores [10, 12] leave about 5e-6 on each masked "
+                "key).",
                 "1e-6": "1e-6 (a millionth) is a score all but equal to 0, nothing like the book's -1e6: "
-                "each masked key takes exp(1e-6 - max) of the softmax, the same as with a fill of 0, "
-                "not the weight its own score would have given it.",
+                "each masked key gets the weight of a key of score 1e-6, exp(1e-6) divided by the sum of "
+                "exp over the whole row, masked keys included: the same as with a fill of 0, not the "
+                "weight its own score would have given it.",
             }[fill_name]
-            + f" Here the most any query leaks is {most:.4g}.",
+            + f" Here the most any query leaks is {most:.4g}."
+            + leak_example(scores, blocked, weights, fill_name),
         )
     lines = [
         code(masked_softmax),
@@ -346,6 +368,26 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
 SATURATED = 0.9  # a largest weight above this is "nearly all weight on one key"
 
 
+def sweep_note(with_scale: list[float], without: list[float]) -> str:
+    """What the plot of the largest weight shows over KEY_SIZES: the scaled curve's range, and the first
+    key size at which the unscaled curve saturates (over SATURATED), if it does."""
+
+    def first_saturated(curve: list[float]) -> int | None:
+        return next((d for d, w in zip(KEY_SIZES, curve, strict=True) if w > SATURATED), None)
+
+    def where(curve: list[float]) -> str:
+        d = first_saturated(curve)
+        if d is None:
+            return f"stays between {min(curve):.2f} and {max(curve):.2f}, never over {SATURATED:g}"
+        return f"passes {SATURATED:g} from d = {d} on (up to {max(curve):.2f})"
+
+    return (
+        f"The plot (the mean over {SWEEP_QUERIES} random queries at each d from {KEY_SIZES[0]} to "
+        f"{KEY_SIZES[-1]}): with the scale the largest weight {where(with_scale)}; without it the largest "
+        f"weight {where(without)}."
+    )
+
+
 def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
     """One random query over 8 random keys of size d, with or without the 1/sqrt(d) scale, and the spread
     of the scores and the largest weight as d goes from 1 to 1024, both ways."""
@@ -397,7 +439,8 @@ def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
     largest = float(weights.max())
     spread = float(scores.std())
     notes = [
-        f"q and the 8 keys have d = {d} entries drawn from N(0, 1), so q · k has variance d. "
+        f"q and the 8 keys have d = {count(d, 'entry', 'entries')} drawn from N(0, 1), so q · k has "
+        "variance d. "
         + (
             "Dividing by √d brings the scores back to unit variance whatever d is"
             if scaled
@@ -407,8 +450,9 @@ def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
         + (
             ": nearly all weight on one key, where the softmax's gradients vanish."
             if largest > SATURATED
-            else ", the softmax not saturated at this d (the plot shows where it saturates as d grows)."
+            else ", the softmax not saturated at this d."
         ),
+        sweep_note(series["largest weight with √d"], series["largest weight without √d"]),
     ]
     lines = [
         line_of(

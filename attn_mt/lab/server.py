@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from attn_mt.lab.app import create_lab_app
+from attn_mt.lab.kernel_regression import warm_up
 from attn_mt.lab.live import LiveTrainer, live_panel
 from attn_mt.lab.panels import description, lab_panels
 from attn_mt.run.opened import LoadedRun
@@ -18,6 +19,7 @@ def run_lab_server(runs: dict[str, LoadedRun], host: str, port: int, allowed_hos
 
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
+    warm_up()  # before the address is printed: the first Nadaraya-Watson request is then cheap
     listing = description(runs)  # the page's list of runs, which a live training's run joins
     live = LiveTrainer(runs, listing)
     panels = lab_panels(runs) | {"live": partial(live_panel, live)}

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
-from attn_mt.decoding.outputs import prepare_sentence
+from attn_mt.decoding.outputs import gnmt_length_penalty, prepare_sentence
 from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
-from attn_mt.lab.engines import request_engine, unknown_words
+from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
 from attn_mt.lab.inputs import LabError, choice, text, whole
 from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention
@@ -266,6 +266,38 @@ def beam_tree(recorder: StepRecorder, hypotheses: list, labels: Any) -> dict[str
     return {"nodes": list(nodes.values()), "finished": finished, "best": list(hypotheses[0].tokens)}
 
 
+def normalised(hypothesis: Any, alpha: float) -> float:
+    """A finished output's summed log-probability divided by GNMT's length penalty at `alpha`, its <eos>
+    counted: the normalised score beam search ranks by, and `attn-mt score` and the "your own
+    translation" panel give."""
+    return hypothesis.score / gnmt_length_penalty(len(hypothesis.tokens) + 1, alpha)
+
+
+def finished_note(hypotheses: list, outputs: list[str], alpha: float, beam: int) -> str:
+    """The finished outputs with their summed log-probabilities (the tree's numbers) and their
+    length-normalised scores, and which of the two the search ranked by."""
+    scores = [normalised(h, alpha) if beam == 1 else h.norm_score for h in hypotheses]  # beam: its own
+    listed = "; ".join(
+        f"{o!r}: sum {h.score:.4f}, normalised {n:.4f} ({len(h.tokens) + 1} tokens)"
+        for o, h, n in zip(outputs, hypotheses, scores, strict=True)
+    )
+    if beam == 1:
+        ranked = (
+            "Greedy search as `attn-mt translate` runs it takes the most probable token at each step and "
+            "ranks no outputs: its own score is the sum of the log-probabilities, as on the tree."
+        )
+    else:
+        ranked = (
+            f"Beam search (beam {beam}) as `attn-mt translate` runs it ranks the finished outputs by "
+            "their normalised score; the tree shows the sums."
+        )
+    return (
+        f"{ranked} Finished, with the sum and the normalised score (the sum divided by GNMT's length "
+        f"penalty ((5 + n) / 6)^{alpha:g}, n tokens with the <eos>; what `attn-mt score` and the 'your own "
+        f"translation' panel give): {listed}."
+    )
+
+
 def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One output step of a run's greedy or beam search: its query, scores, mask, weights, context, and
     the live hypotheses with their top next tokens; and, given a reference, the teacher-forced view."""
@@ -369,14 +401,9 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         "translation": outputs[0],
         "steps": f"step {t} of {recorder.count} (0-based); {hypotheses_count(rows)}; "
         + chosen_after(recorder, hypotheses, t, vocab.labels),
+        "checkpoint": checkpoint_text(name, run),
     }
-    notes = [
-        *unknown_words(run, sentence),
-        ("Greedy search" if beam == 1 else f"Beam search (beam {beam})")
-        + " as `attn-mt translate` runs it; finished, with the length-normalised score the search ranks "
-        "them by (the tree shows raw sums of log-probabilities): "
-        + "; ".join(f"{o!r} ({h.norm_score:.4f})" for o, h in zip(outputs, hypotheses, strict=True)),
-    ]
+    notes = [*unknown_words(run, sentence), finished_note(hypotheses, outputs, settings.length_penalty, beam)]
     if replace:
         notes.insert(
             0,

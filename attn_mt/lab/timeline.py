@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from attn_mt.decoding.attention import attention_entropy
+from attn_mt.lab.engines import checkpoint_text
 from attn_mt.lab.inputs import LabError, choice, whole
 from attn_mt.lab.shown import answer, code, plot, shown
 from attn_mt.run.opened import LoadedRun
@@ -84,12 +85,34 @@ def loss_plot(timeline: RecordedTimeline, index: int) -> dict[str, Any]:
     return plot("loss at the recorded points", "step", "loss", series, points=("this point",))
 
 
+def opened_point(timeline: RecordedTimeline, run: LoadedRun) -> int | None:
+    """The index of the recorded point at the step of the checkpoint the lab opened, if one was recorded."""
+    return next((k for k, p in enumerate(timeline.points) if p.step == run.step), None)
+
+
+def checkpoint_note(timeline: RecordedTimeline, run: LoadedRun) -> str:
+    """Which weights the last point shows (those at the end of training, last.pt's) beside the checkpoint
+    the lab opened for its other panels, and the point recorded at that checkpoint's step."""
+    final = timeline.points[-1]
+    said = (
+        f"The last point is the model as training left it, the weights last.pt holds (step {final.step}). "
+        f"The lab opened {run.checkpoint.name} (step {run.step}), which every other panel runs"
+    )
+    if run.step == final.step:
+        return said + ": the same step as the last point."
+    opened = opened_point(timeline, run)
+    if opened is None:
+        return said + ": no point was recorded at its step."
+    return said + f": point {opened} was recorded at its step, marked on the loss plot."
+
+
 def timeline_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One point of a run's timeline for one probe, the loss curve marked there, and the small multiples."""
     if not runs:
         raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` with a run that recorded a timeline")
     name = choice(state, "run", next(iter(runs)), tuple(runs))
-    timeline = run_timeline(runs[name])
+    run = runs[name]
+    timeline = run_timeline(run)
     probe = whole(state, "probe", 0, 0, len(timeline.probes) - 1)
     last = len(timeline.points) - 1
     index = whole(state, "point", last, 0, 10**9)
@@ -102,6 +125,7 @@ def timeline_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     texts = {
         "where": f"point {index} of {last}: {point_label(point)}, {point.elapsed_s:.1f} s trained; {losses}",
         "translation": f"{timeline.probes[probe]} → {point.outputs[probe]}",
+        "checkpoint": checkpoint_text(name, run),
     }
     tensors = [heatmap(timeline, point, probe, f"attention at {point_label(point)}")]
     for k in multiple_indices(len(timeline.points)):
@@ -111,14 +135,26 @@ def timeline_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     notes = [
         f"Mean entropy of the attention rows here: {entropy:.3f} nats; uniform weights over the "
         f"{sources} source tokens would give ln {sources} = {uniform:.3f}.",
-        "The heatmaps were recorded during training (greedy decoding of the probe at each point); the "
-        "last point is the trained model's own attention for its greedy output.",
+        "The heatmaps were recorded during training (greedy decoding of the probe at each point). "
+        + checkpoint_note(timeline, run),
     ]
+    losses_plot = loss_plot(timeline, index)
+    opened = opened_point(timeline, run)
+    if opened is not None and timeline.points[opened].scores:
+        at = timeline.points[opened]
+        losses_plot["series"].append(
+            {
+                "label": f"{run.checkpoint.name}, opened",
+                "x": [float(at.step)] * len(at.scores),
+                "y": [float(value) for value in at.scores.values()],
+                "points": True,
+            }
+        )
     return answer(
         tensors,
         [code(Timeline.record), code(read_timeline)],
         notes,
-        [loss_plot(timeline, index)],
+        [losses_plot],
         text=texts,
         points=len(timeline.points),
         probes=len(timeline.probes),

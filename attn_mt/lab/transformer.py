@@ -19,7 +19,7 @@ import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
-from attn_mt.lab.engines import unknown_words
+from attn_mt.lab.engines import checkpoint_text, unknown_words
 from attn_mt.lab.inputs import LabError, choice, limit_elements, text
 from attn_mt.lab.shown import answer, code, line_of, shown
 from attn_mt.models.attention import AttentionMask
@@ -259,5 +259,5 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
         lines,
         notes,
         diagram=diagram(model, S, T, name, sentence),
-        text={"target": " ".join(target_labels)},
+        text={"target": " ".join(target_labels), "checkpoint": checkpoint_text(name, run)},
     )
