@@ -38,6 +38,7 @@ from attn_mt.demos.nadaraya_watson import (
     train_parametric,
 )
 from attn_mt.lab.app import MAX_BODY_BYTES
+from attn_mt.lab.exercises import measured
 from attn_mt.lab.inputs import MAX_ELEMENTS
 from attn_mt.lab.live import LiveTrainer, live_panel
 from attn_mt.lab.stepping import run_search
@@ -1009,7 +1010,7 @@ def test_a_forced_token_shows_only_the_searchs_live_rows(lab, engines, model):
         assert all(tuple(output[:k]) in tree_prefixes for k in range(len(output) + 1))
     expected = engine.translate([sentence], beam_size=4, prefix=[other])[0]
     assert body["text"]["translation"] == expected.text
-    assert "length-normalised score the search ranks them by (the tree shows raw sums" in " ".join(
+    assert "ranks the finished outputs by their normalised score; the tree shows the sums" in " ".join(
         body["notes"]
     )
 
@@ -1142,11 +1143,11 @@ def test_exercises_list_questions_only_and_compute_one_on_request(lab):
     assert code == 422 and "prediction" in refused["error"]  # no experiment without a prediction
     code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all zeros"})
     (answered,) = body["exercises"]
-    assert answered["outcome"] == "all zeros" and answered["right"] is True
+    assert answered["outcome"].startswith("all zeros in attn-mt's") and answered["right"] is True
     assert "the book's (fill -1e6) gives it [0.3333, 0.3333, 0.3333]" in answered["found"]
     assert "not the book's" in answered["reading"]  # says whose behaviour the answer is
     code, body = call(
-        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "the same weight on every key"}
+        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all weight on the first key"}
     )
     assert body["exercises"][0]["right"] is False
 
@@ -1169,7 +1170,8 @@ def test_exercises_are_answered_on_commit_and_kept_across_tabs(lab, page, engine
     page.wait_for("document.querySelector('#panel-exercises p.mine').textContent.includes('holds')")
     assert exercise_requests(page) == before + 1  # one experiment, computed when committed
     assert page.evaluate("document.querySelector('#panel-exercises p.mine').textContent") == (
-        "you predicted: all zeros. The experiment: all zeros. Your prediction holds."
+        "you predicted: all zeros. The experiment: all zeros in attn-mt's masked_softmax; the same weight "
+        "on every key in the book's. Your prediction holds."
     )
     page.evaluate(  # every other exercise: its first offered prediction, committed
         "document.querySelectorAll('#panel-exercises .exercise').forEach((e, k) => { if (k === 0) return;"
@@ -1260,6 +1262,313 @@ def test_the_leave_one_out_exercise_agrees_with_the_panel_its_link_opens(lab):
     exercise_w = answered["tensors"][0]["values"][0]
     assert abs(learned - exercise_w) < 1e-4, (learned, exercise_w)
     assert answered["outcome"].startswith("w grows much larger") and answered["right"] is False
+
+
+# Issue 71: each sentence a panel states is recomputed here from the computation it describes.
+
+
+def test_the_cues_sentence_names_the_softmax_the_panel_takes(lab):
+    code, body = call(lab, "/api/cues", {"stand_out": 0, "read": 2})
+    assert code == 200, body
+    stands_out = torch.tensor([0.2, 0.1, 1.0, 0.1, 0.2])  # the desk's keys' first feature
+    plain, computed = torch.softmax(stands_out, 0), torch.softmax(4 * stands_out, 0)
+    shown_weights = next(t for t in body["tensors"] if t["name"] == "non-volitional weights: no query")
+    np.testing.assert_allclose(shown_weights["values"][0], computed.numpy(), atol=1e-6)
+    note = body["notes"][0]
+    assert "softmax(4 × stands out)" in note and "feature alone" not in note
+    assert f"The most weight, {float(computed.max()):.3f}, goes to the red coffee cup." in note
+    assert f"{float(computed.max()):.3f}" == "0.880" and f"{float(plain.max()):.3f}" == "0.369"
+
+
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_step_through_states_the_normalised_score_own_translation_gives(lab, engines, model):
+    engine = engines[model]
+    sentence = english("Alpha bravo charlie delta.")
+    alpha = engine.cfg.decode.length_penalty
+    code, body = call(lab, "/api/decoding", {"run": model, "sentence": sentence, "beam": 1})
+    assert code == 200, body
+    greedy = engine.translate([sentence], beam_size=1)[0]
+    best = greedy.hypotheses[0]
+    n = len(best.tokens) + 1  # the <eos> counts
+    normalised = best.score / ((5 + n) / 6) ** alpha
+    note = body["notes"][-1]
+    assert "ranks no outputs" in note and "ranks them by" not in note
+    assert f"{greedy.text!r}: sum {best.score:.4f}, normalised {normalised:.4f} ({n} tokens)" in note
+    code, own = call(lab, "/api/own_translation", {"run": model, "sentence": sentence, "target": greedy.text})
+    assert own["text"]["yours"].endswith(f"log p = {best.score:.4f}, normalised {normalised:.4f}")
+    code, body = call(lab, "/api/decoding", {"run": model, "sentence": sentence, "beam": 3})
+    beam = engine.translate([sentence], beam_size=3, nbest=3)[0]
+    note = body["notes"][-1]
+    assert "ranks the finished outputs by their normalised score" in note
+    for output in beam.hypotheses:  # the search's own norm_score, as it ranked them
+        words = engine.tgt_vocab.detokenize(output.tokens)
+        assert f"{words!r}: sum {output.score:.4f}, normalised {output.norm_score:.4f}" in note
+
+
+def largest_weights(seed: int) -> dict[str, list[float]]:
+    """The key-size plot's curves worked out here: the mean largest of 8 weights over 64 random queries
+    at each d, with and without the 1/sqrt(d) scale (the panel's sweep, from its seed)."""
+    generator = torch.Generator().manual_seed(seed)
+    curves: dict[str, list[float]] = {"with": [], "without": []}
+    for size in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+        q, k = torch.randn(64, 1, size, generator=generator), torch.randn(64, 8, size, generator=generator)
+        products = q @ k.transpose(1, 2)  # (64, 1, 8)
+        curves["with"].append(float(torch.softmax(products / size**0.5, -1).amax(-1).mean()))
+        curves["without"].append(float(torch.softmax(products, -1).amax(-1).mean()))
+    return curves
+
+
+@pytest.mark.parametrize("scaled", ["true", "false"])
+def test_the_key_size_sentences_say_which_curve_saturates(lab, scaled):
+    code, body = call(lab, "/api/keysize", {"d": 64, "seed": 2, "scaled": scaled})
+    assert code == 200, body
+    curves = largest_weights(2)
+    sizes = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+    first = next(d for d, w in zip(sizes, curves["without"], strict=True) if w > 0.9)
+    note = " ".join(body["notes"])
+    assert "the plot shows where it saturates" not in note
+    assert max(curves["with"]) < 0.9  # scaled, it never saturates, as the note says
+    assert (
+        f"with the scale the largest weight stays between {min(curves['with']):.2f} and "
+        f"{max(curves['with']):.2f}, never over 0.9"
+    ) in note
+    assert (
+        f"without it the largest weight passes 0.9 from d = {first} on (up to {max(curves['without']):.2f})"
+        in note
+    )
+    code, body = call(lab, "/api/keysize", {"d": 1, "scaled": scaled})
+    assert "d = 1 entry drawn" in body["notes"][0]
+
+
+@pytest.mark.parametrize("fill", ["0", "1e-6"])
+def test_a_masked_keys_leak_is_stated_as_the_softmax_computes_it(lab, fill):
+    code, body = call(lab, "/api/softmax", {"scores": "[[[1, 2, 3]]]", "valid_lens": "[2]", "fill": fill})
+    assert code == 200, body
+    per_key = float(torch.softmax(torch.tensor([1.0, 2.0, float(fill)]), 0)[2])  # exp(fill) / the row's sum
+    numerator_only = float(torch.exp(torch.tensor(float(fill) - 2.0)))  # exp(fill - max): not a weight
+    assert f"{per_key:.3f}" == "0.090" and f"{numerator_only:.3f}" == "0.135"
+    note = body["notes"][0]
+    assert "- max) of the softmax" not in note
+    assert f"valid scores [1, 2] and 1 masked key: each masked key gets {per_key:.3f}." in note
+
+
+def measured_seeds(key: str) -> dict[str, list[float]]:
+    """The measured table's final losses of each choice's two seeds (lab/measured.yaml)."""
+    return {label: values[:2] for label, values in measured()["tables"][key]}
+
+
+def test_learned_or_no_positions_accepts_either_answer_within_seed_noise(lab):
+    seeds = measured_seeds("positional_encoding")
+    means = {label: sum(v) / 2 for label, v in seeds.items()}
+    noise = max(max(v) - min(v) for v in seeds.values())  # how far two seeds of one choice end apart
+    lowest = min(means.values())
+    within = [label for label, m in means.items() if m - lowest <= noise]
+    assert within == ["learned", "none"] and abs(means["learned"] - means["none"]) / lowest < 0.004
+    for prediction, right in (("none", True), ("learned", True), ("sinusoidal (the book's)", False)):
+        code, body = call(
+            lab, "/api/exercises", {"exercise": "learned_or_no_positions", "prediction": prediction}
+        )
+        (answered,) = body["exercises"]
+        assert answered["right"] is right and answered["accepted"] == within, answered
+        assert answered["outcome"] == "learned or none: within seed noise of each other"
+        gap = means["none"] - means["learned"]
+        assert f"The two lowest means differ by {gap:.5f}; two seeds of one choice" in answered["found"]
+        assert f"ended {noise:.5f} apart, so the gap is within seed noise." in answered["found"]
+        spread = next(t for t in answered["tensors"] if t["name"].startswith("final loss: mean and spread"))
+        expected = [[means[label], max(v) - min(v)] for label, v in seeds.items()]
+        np.testing.assert_allclose(spread["values"], expected, atol=1e-12)
+    assert "within seed noise" in answered["reading"] or "counts as a tie" in answered["reading"]
+
+
+def test_the_books_answer_to_valid_length_0_is_accepted_and_the_difference_explained(lab):
+    book = torch.softmax(torch.tensor([1.0, 2.0, 3.0]).masked_fill(torch.ones(3, dtype=torch.bool), -1e6), 0)
+    assert torch.allclose(book, torch.full((3,), 1 / 3))  # the book's: the same weight on every key
+    code, body = call(
+        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "the same weight on every key"}
+    )
+    (answered,) = body["exercises"]
+    assert answered["right"] is True and answered["accepted"] == ["all zeros", "the same weight on every key"]
+    assert answered["why"].startswith("That is the book's masked_softmax")
+    assert f"({float(book[0]):.4f} each)" in answered["why"] and "by design" in answered["why"]
+    assert answered["outcome"] == (
+        "all zeros in attn-mt's masked_softmax; the same weight on every key in the book's"
+    )
+    code, body = call(
+        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all weight on the first key"}
+    )
+    assert body["exercises"][0]["right"] is False and body["exercises"][0]["why"] == ""
+
+
+def test_every_panel_over_a_run_names_the_checkpoint_the_lab_opened(lab, page, run_dirs):
+    opened = {name: open_model(path, "best", "cpu") for name, path in run_dirs.items()}
+    sentence = english("Alpha bravo charlie.")
+    asked = {
+        "decoding": {"sentence": sentence},
+        "own_translation": {"sentence": sentence, "target": english("un deux .")},
+        "trained_heads": {"sentence": sentence},
+        "timeline": {},
+    }
+    for name, run in opened.items():
+        expected = f"run {name}: {run.checkpoint.name}, step {run.step} (the checkpoint the lab opened)"
+        for panel, inputs in asked.items():
+            code, body = call(lab, f"/api/{panel}", {"run": name, **inputs})
+            assert code == 200 and body["text"]["checkpoint"] == expected, (panel, body)
+        timeline = read_timeline(Path(run_dirs[name]) / "timeline.jsonl")
+        code, body = call(lab, "/api/timeline", {"run": name})
+        note = body["notes"][1]
+        assert "the trained model" not in note
+        assert f"the weights last.pt holds (step {timeline.points[-1].step})" in note
+        assert f"The lab opened {run.checkpoint.name} (step {run.step}), which every other panel runs" in note
+    code, body = call(lab, "/api/transformer", {"run": "transformer", "sentence": sentence})
+    assert body["text"]["checkpoint"].startswith(f"run transformer: {opened['transformer'].checkpoint.name}")
+    show(page, lab, "decoding", run="transformer", sentence=sentence, beam="1", step="0", row="0")
+    options = page.evaluate(
+        "[...document.querySelectorAll('#decoding-run option')].map((o) => o.textContent)"
+    )
+    for name, run in opened.items():
+        assert f"{name} ({run.config.model.type}, {run.checkpoint.name}, step {run.step})" in options
+
+
+def test_the_first_nadaraya_watson_request_is_computed_before_the_lab_serves(monkeypatch):
+    from attn_mt.lab import kernel_regression, server
+
+    calls: list[str] = []
+    monkeypatch.setattr(server, "warm_up", lambda: calls.append("warm_up"))
+    monkeypatch.setattr("uvicorn.Server.run", lambda self, sockets: calls.append("serve"))
+    server.run_lab_server({}, "127.0.0.1", 0, [])
+    assert calls == ["warm_up", "serve"]
+    kernel_regression.pooled.cache_clear()
+    kernel_regression.warm_up()
+    computed = kernel_regression.pooled.cache_info()
+    first = kernel_regression.nadaraya_watson_panel({})  # the first request, with the page's defaults
+    assert kernel_regression.pooled.cache_info().hits == computed.hits + 1  # given, not computed again
+    assert first is kernel_regression.nadaraya_watson_panel({"w": "1", "epochs": "50", "lr": "0.01"})
+
+
+def test_play_shows_the_point_the_clock_has_reached_at_the_speed_asked(lab, page, run_dirs):
+    timeline = read_timeline(Path(run_dirs["gru_bahdanau"]) / "timeline.jsonl")
+    last = len(timeline.points) - 1
+    assert last >= 3
+    show(page, lab, "timeline", run="gru_bahdanau", probe="0", point="0")
+    page.evaluate(
+        "(() => { window.labClock = 0; Object.defineProperty(performance, 'now', "
+        "{ value: () => window.labClock, configurable: true }); })()"
+    )
+    try:
+        page.evaluate("document.querySelector('#timeline-speed').value = '10'")  # points per second
+        before = sum(url.endswith("/api/timeline") for url in page.requested_urls())
+        page.evaluate("document.querySelector('#timeline-play').click()")
+        page.evaluate("window.labClock = 250")  # 0.25 s at 10 points a second: point 2 is due
+        page.wait_for(
+            "document.querySelector('#timeline-point').value === '2' && "
+            "document.querySelector('#panel-timeline .status').classList.contains('done')"
+        )
+        page.evaluate("window.labClock = 1e9")  # far past the end: the last point, then it stops
+        page.wait_for(
+            f"document.querySelector('#timeline-point').value === '{last}' && "
+            "document.querySelector('#timeline-play').textContent === 'play' && "
+            "document.querySelector('#panel-timeline .status').classList.contains('done')"
+        )
+        requests = sum(url.endswith("/api/timeline") for url in page.requested_urls()) - before
+        assert requests == 2  # points 1 and 3 .. last - 1 were due while others showed: skipped
+    finally:
+        page.evaluate("delete performance.now")
+    final = timeline.points[-1]
+    assert page.evaluate("document.querySelector('#panel-timeline p.text').textContent").startswith(
+        f"point {last} of {last}: {point_label(final)}"
+    )
+
+
+def test_a_commit_that_fails_leaves_the_prediction_open_to_commit_again(lab, page):
+    page.open(f"http://{lab}/#exercises")  # a fresh page: no exercise answered yet
+    wait_for_answer(page, "exercises")
+    page.wait_for("document.querySelectorAll('#panel-exercises .exercise').length === 16")
+    first = '#panel-exercises .exercise[data-name="empty_rows"]'
+    page.click(f"{first} input.guess[value='all zeros']")
+    failures = {
+        "HTTP 500": 'Promise.resolve(new Response(\'{"error": "the lab could not compute this"}\', '
+        "{ status: 500, headers: { 'Content-Type': 'application/json' } }))",
+        "the lab did not answer": "Promise.reject(new TypeError('Failed to fetch'))",
+    }
+    for said, failure in failures.items():
+        page.evaluate(  # the next commit's request fails once
+            "(() => { const real = window.fetch; window.fetch = (url, options) => { window.fetch = real; "
+            f"return url === '/api/exercises' ? {failure} : real(url, options); }}; }})()"
+        )
+        page.click(f"{first} button.commit")
+        page.wait_for(f"document.querySelector('{first} p.mine').textContent.includes('commit again')")
+        assert said in page.evaluate(f"document.querySelector('{first} p.mine').textContent")
+        disabled = page.evaluate(
+            f"[...document.querySelectorAll('{first} input, {first} button')].map((e) => e.disabled)"
+        )
+        assert disabled and not any(disabled)  # the choices and the button work again, no reload
+    page.click(f"{first} button.commit")
+    page.wait_for(f"document.querySelector('{first} p.mine').textContent.includes('holds')")
+    assert page.evaluate(f"document.querySelector('{first} button.commit').disabled")
+
+
+def test_the_live_estimate_waits_for_a_measured_pace(monkeypatch):
+    from attn_mt.lab import live as live_module
+
+    assert live_module.seconds_left((10.0, 1), 10.0, 1, 250) is None  # one epoch seen: no pace yet
+    # 2 s for 20 epochs since the first was seen: 0.1 s an epoch, 229 epochs to go; the start-up that
+    # came before the first epoch (Python, torch, the corpus) counts in no estimate
+    assert live_module.seconds_left((10.0, 1), 12.0, 21, 250) == pytest.approx(22.9)
+    words = live_module.describe(
+        {"state": "running", "name": "live", "epochs_done": 1, "epochs": 250, "elapsed_s": 6.0}
+    )
+    assert words["live"].endswith("time left: measuring the pace")
+
+
+def test_long_vectors_wrap_on_the_page_and_singleton_axes_name_no_slice(lab, page):
+    show(page, lab, "nadaraya_watson", seed="0", w="1", epochs="5", lr="0.01", point="10")
+    name = "leave_one_out(x_train)[i]: the keys training point i sees"
+    fits = page.evaluate(
+        "(() => { const f = [...document.querySelectorAll('#panel-nadaraya_watson figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(name)}); const r = f.getBoundingClientRect();"
+        " return [f.scrollWidth <= f.clientWidth, r.right <= document.documentElement.clientWidth,"
+        " f.querySelectorAll('tr').length,"
+        " [...f.querySelectorAll('td.cell')].map((c) => Number(c.dataset.index))]; })()"
+    )
+    assert fits[:3] == [True, True, 4]  # 49 keys in rows of 16: on the page, no scrolling
+    assert fits[3] == list(range(49))
+    data = make_data(torch.Generator().manual_seed(0))
+    assert_close(values(page, "nadaraya_watson", name), leave_one_out(data.x_train)[10])
+    show(page, lab, "scoring")
+    labels = page.evaluate(
+        "[...document.querySelectorAll('#panel-scoring figure.tensor')]"
+        ".find((f) => f.dataset.name === 'W_k k, unsqueezed')"
+        ".querySelectorAll('.slice-label').values().map((l) => l.textContent).toArray()"
+    )
+    assert labels == ["B=0"]  # not "B=0, 1=0": the unsqueezed axis has one place only
+
+
+def test_the_head_lines_are_readable_and_each_head_can_be_hidden(lab, page):
+    show(page, lab, "trained_heads", run="transformer", map="cross", sentence=english("Alpha bravo charlie."))
+    sizes = page.evaluate(
+        "(() => { const svg = document.querySelector('#panel-trained_heads svg.token-lines');"
+        " const label = svg.querySelector('.token-label');"
+        " return [svg.getBoundingClientRect().width, getComputedStyle(label).fontSize,"
+        " svg.querySelector('line.token-line').getAttribute('stroke-width')]; })()"
+    )
+    assert sizes == [620, "14px", "3"]
+    hidden = "#panel-trained_heads input.head-shown[data-head='0']"
+    page.click(hidden)
+    shown_heads = page.evaluate(
+        "[...document.querySelectorAll('#panel-trained_heads line.token-line')]"
+        ".filter((l) => getComputedStyle(l).display !== 'none').map((l) => l.dataset.head)"
+    )
+    assert shown_heads and "0" not in shown_heads
+
+
+def test_plurals_and_the_favicon(lab):
+    code, body = call(lab, "/api/complexity", {"n": 4, "d": 4, "k": 3})
+    note = body["notes"][2]
+    assert "reaches 1 position further" in note and "so 3 stacked layers" in note
+    code, body = call(lab, "/api/complexity", {"n": 2, "d": 4, "k": 3})
+    assert "so 1 stacked layer (" in body["notes"][2] and "1 step (O(n))" in body["notes"][2]
+    status_code, _, content = fetch(lab, "/favicon.ico")
+    assert status_code == 204 and content == b""
 
 
 BAD_INPUTS = {
@@ -1559,7 +1868,13 @@ def test_live_training_runs_one_at_a_time_is_followed_opens_and_stops(lab):
     while (status := live(lab))["epochs_done"] < 1:
         assert time.monotonic() < deadline and status["state"] == "running", status
         time.sleep(0.5)
-    assert "s left" in status["text"]["live"]
+    # the first epoch seen carries the start-up: no estimate until the pace is measured past it
+    assert "left_s" not in status and status["text"]["live"].endswith("time left: measuring the pace")
+    first = status["epochs_done"]
+    while "left_s" not in (status := live(lab)):
+        assert time.monotonic() < deadline and status["state"] == "running", status
+        time.sleep(0.5)
+    assert status["epochs_done"] > first and "s left" in status["text"]["live"]
     stopped = live(lab, action="stop")
     assert stopped["state"] == "stopped" and stopped["opened"] == "live-transformer-seed0"
 

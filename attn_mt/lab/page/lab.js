@@ -6,7 +6,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
-const PLAY_MS = 120; // pause between the frames a play button shows
+const ROW_CELLS = 16; // a longer vector with unnamed entries wraps into rows of this many cells
 const LIVE_POLL_MS = 1000; // how often the live panel asks how a training stands
 const PLOT = { width: 440, height: 220, margin: 30, left: 60 };
 // Okabe and Ito's colour-blind-safe colours (and black), each at least 3:1 against white; every pair
@@ -181,11 +181,18 @@ function legend(scale, bound) {
 }
 
 // A slice's place along one axis: layers and heads counted from 1 as in every other label of the page
-// (lines, grid, step-through); other axes as the index the code uses.
+// (lines, grid, step-through); other axes as the index the code uses. An axis named by its size (the
+// "1" of an unsqueezed tensor) has one place only, so it names none.
 function sliceName(axis, k) {
+  if (/^[0-9]+$/.test(axis)) return "";
   if (axis === "L") return `layer ${k + 1}`;
   if (axis === "h") return `head ${k + 1}`;
   return `${axis}=${k}`;
+}
+
+// A list cut into pieces of `size` (the last may be shorter).
+function chunks(list, size) {
+  return Array.from({ length: Math.ceil(list.length / size) }, (_, k) => list.slice(k * size, (k + 1) * size));
 }
 
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
@@ -229,17 +236,25 @@ function matrixTable(tensor, rows, index, bound) {
 function slices(tensor, values, index, bound, into) {
   const depth = tensor.shape.length - index.length;
   if (depth <= 2) {
-    const rows = depth === 1 ? [values] : values;
-    const label = index.length ? index.map((k, a) => sliceName(tensor.axes[a], k)).join(", ") : "";
+    const label = index.map((k, a) => sliceName(tensor.axes[a], k)).filter(Boolean).join(", ");
     const box = element("div", { class: "slice" });
     if (label) box.append(element("div", { class: "slice-label" }, label));
     if (depth === 1) {
-      const table = matrixTable({ ...tensor, masked: tensor.masked && [tensor.masked],
-                                  hover: tensor.hover && [tensor.hover] }, rows, [], bound);
-      for (const td of $$("td", table)) td.dataset.index = td.dataset.index.split(",").slice(1).join(",");
+      // A vector: one row, or, when long and its entries unnamed, rows of ROW_CELLS labelled by the
+      // first and last index they hold, so it stays on the page; data-index stays the entry's index.
+      const wrap = !tensor.columns && values.length > ROW_CELLS;
+      const cut = (list) => (wrap ? chunks(list, ROW_CELLS) : [list]);
+      const rows = cut(values);
+      const named = wrap ? rows.map((row, k) => `${k * ROW_CELLS}–${k * ROW_CELLS + row.length - 1}`) : tensor.rows;
+      const table = matrixTable({ ...tensor, rows: named, masked: tensor.masked && cut(tensor.masked),
+                                  hover: tensor.hover && cut(tensor.hover) }, rows, [], bound);
+      for (const td of $$("td", table)) {
+        const [i, j] = td.dataset.index.split(",").map(Number);
+        td.dataset.index = String(i * ROW_CELLS + j);
+      }
       box.append(table);
     } else {
-      box.append(matrixTable(tensor, rows, index, bound));
+      box.append(matrixTable(tensor, values, index, bound));
     }
     into.append(box);
     return;
@@ -292,39 +307,52 @@ function writtenOut(tensor, box) {
 }
 
 // BertViz-style lines of an (L, h, Q, K) tensor: per layer, queries on the left, keys on the right, one
-// line per head and pair, in the head's colour, its opacity the weight; every head overlaid.
+// line per head and pair, in the head's colour, its opacity the weight; every head overlaid, and each
+// head can be hidden (its box in the key) to read the others.
+const LINES = { width: 620, rowStep: 30, top: 44, queries: 200, keys: 420 };
+
 function drawLines(tensor) {
   const [layers, heads, queries, keys] = tensor.shape;
-  const rowStep = 18;
-  const height = 24 + rowStep * Math.max(queries, keys);
-  const width = 300;
+  const { width, rowStep, top } = LINES;
+  const height = top + rowStep * Math.max(queries, keys);
   const box = element("div", { class: "lines" });
   for (let layer = 0; layer < layers; layer++) {
-    const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, "data-layer": String(layer) });
-    svg.append(element("svg:text", { x: width / 2, y: 12, class: "axis-label" }, `layer ${layer + 1}: queries → keys`));
-    const y = (i) => 30 + i * rowStep;
+    const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "token-lines",
+                                     "data-layer": String(layer) });
+    svg.append(element("svg:text", { x: width / 2, y: 18, class: "axis-label lines-title" },
+                       `layer ${layer + 1}: queries → keys`));
+    const y = (i) => top + i * rowStep;
     for (let head = 0; head < heads; head++) {
       for (let i = 0; i < queries; i++) {
         for (let j = 0; j < keys; j++) {
           const weight = tensor.values[layer][head][i][j];
           if (weight < 0.02) continue;
-          svg.append(element("svg:line", { x1: 100, y1: y(i) - 4, x2: 200, y2: y(j) - 4, class: "token-line",
-            stroke: COLOURS[head % COLOURS.length], "stroke-opacity": weight.toFixed(4), "stroke-width": 2,
-            "stroke-dasharray": DASHES[head % DASHES.length],
+          svg.append(element("svg:line", { x1: LINES.queries, y1: y(i) - 5, x2: LINES.keys, y2: y(j) - 5,
+            class: "token-line", stroke: COLOURS[head % COLOURS.length], "stroke-opacity": weight.toFixed(4),
+            "stroke-width": 3, "stroke-dasharray": DASHES[head % DASHES.length],
             "data-head": String(head), "data-query": String(i), "data-key": String(j),
             "data-weight": String(weight) }));
         }
       }
     }
-    (tensor.rows || []).forEach((label, i) => svg.append(element("svg:text", { x: 94, y: y(i), class: "tick" }, label)));
-    (tensor.columns || []).forEach((label, j) => svg.append(element("svg:text", { x: 206, y: y(j), class: "axis-label start" }, label)));
+    (tensor.rows || []).forEach((label, i) => svg.append(element("svg:text", { x: LINES.queries - 8, y: y(i),
+      class: "tick token-label" }, label)));
+    (tensor.columns || []).forEach((label, j) => svg.append(element("svg:text", { x: LINES.keys + 8, y: y(j),
+      class: "axis-label start token-label" }, label)));
     box.append(svg);
   }
-  const key = element("p", { class: "note" });
+  const key = element("p", { class: "note lines-key" });
   for (let head = 0; head < heads; head++) {
-    key.append(element("span", { style: `color: ${COLOURS[head % COLOURS.length]}` }, `■ head ${head + 1} `));
+    const shown = element("input", { type: "checkbox", class: "head-shown", "data-head": String(head) });
+    shown.checked = true;
+    shown.addEventListener("change", () => {
+      for (const line of $$(`line.token-line[data-head="${head}"]`, box)) line.style.display = shown.checked ? "" : "none";
+    });
+    const label = element("label", { style: `color: ${COLOURS[head % COLOURS.length]}` });
+    label.append(shown, ` ■ head ${head + 1}`);
+    key.append(label, " ");
   }
-  key.append("(lines under weight 0.02 left out)");
+  key.append("(untick a head to hide its lines; lines under weight 0.02 left out)");
   box.append(key);
   return box;
 }
@@ -564,7 +592,9 @@ function drawExercise(exercise) {
   if (kept.choice) {
     for (const radio of $$("input.guess", box)) radio.checked = radio.value === kept.choice;
   }
-  const lock = () => { for (const input of [...$$("input.guess", box), commit]) input.disabled = true; };
+  const lock = (locked = true) => {
+    for (const input of [...$$("input.guess", box), commit]) input.disabled = locked;
+  };
   if (kept.answered) {
     lock();
     drawAnswer(answer, mine, kept.answered);
@@ -588,14 +618,28 @@ function drawExercise(exercise) {
     }
     lock();
     mine.textContent = `you predicted: ${picked.value}; running the experiment…`;
-    const response = await fetch("/api/exercises", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ exercise: exercise.name, prediction: picked.value }),
-    });
-    const body = await response.json();
+    mine.className = "mine";
+    // No answer, or an error: the prediction is open again, so it can be committed once more.
+    const failed = (why) => {
+      lock(false);
+      mine.textContent = `${why}; commit again to run the experiment`;
+      mine.className = "mine failed";
+    };
+    let response;
+    let body;
+    try {
+      response = await fetch("/api/exercises", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ exercise: exercise.name, prediction: picked.value }),
+      });
+      body = await response.json();
+    } catch (error) {
+      failed(`the lab did not answer: ${error}${response ? ` (HTTP ${response.status})` : ""}`);
+      return;
+    }
     if (!response.ok) {
-      mine.textContent = `${body.error} (HTTP ${response.status})`;
+      failed(`${body.error} (HTTP ${response.status})`);
       return;
     }
     const answered = body.exercises[0];
@@ -605,11 +649,17 @@ function drawExercise(exercise) {
   return box;
 }
 
+// The verdict, and, when the experiment accepts more than one prediction (a gap within seed noise, or
+// the book's answer where attn-mt differs by design), which ones and why the learner's holds.
 function drawAnswer(answer, mine, answered) {
   mine.textContent = `you predicted: ${answered.prediction}. The experiment: ${answered.outcome}. `
     + (answered.right ? "Your prediction holds." : "Your prediction does not hold.");
   mine.className = answered.right ? "mine right" : "mine wrong";
   answer.replaceChildren(element("p", { class: "found" }, answered.found));
+  if (answered.accepted.length > 1) {
+    answer.append(element("p", { class: "accepted" }, `Accepted: ${answered.accepted.join("; ")}.`));
+  }
+  if (answered.why) answer.append(element("p", { class: "why" }, answered.why));
   const figures = element("div", { class: "figures" });
   for (const tensor of answered.tensors) figures.append(drawTensor(tensor));
   answer.append(figures, element("p", { class: "note" }, answered.reading));
@@ -670,31 +720,53 @@ function followLive(section, body) {
   for (const select of $$("select.runs")) {
     const fits = !select.dataset.model || select.dataset.model === body.model;
     if (fits && ![...select.options].some((option) => option.value === body.opened)) {
-      select.append(element("option", { value: body.opened }, `${body.opened} (${body.model})`));
+      select.append(element("option", { value: body.opened }, `${body.opened} (${body.model}, last.pt)`));
     }
   }
 }
 
-// A play button steps its slider forward, one answer at a time, until the end or a second click.
+// A play button steps its slider forward at the speed its data-speed input asks (points per second):
+// each frame shows the point the clock has reached, skipping those the server could not answer in time,
+// so N points play in N / speed seconds however long an answer takes. A second click pauses.
 function play(button, section) {
   const slider = $(`#${button.dataset.play}`, section);
+  const speed = $(`#${button.dataset.speed}`, section);
   let playing = false;
+  let started = 0; // performance.now() when the clock was set, and the point shown then
+  let from = 0;
+  const rate = () => Math.max(0.1, Number(speed.value) || 1);
+  const setClock = () => {
+    started = performance.now();
+    from = Number(slider.value);
+  };
+  const stop = () => {
+    playing = false;
+    button.textContent = "play";
+  };
   const advance = async () => {
     if (!playing) return;
+    const last = Number(slider.max);
+    const due = Math.min(last, from + Math.floor(((performance.now() - started) / 1000) * rate()));
+    if (due > Number(slider.value)) {
+      slider.value = String(due);
+      showSliderValues(section);
+      await compute(section);
+      if (!playing) return;
+    }
     if (Number(slider.value) >= Number(slider.max)) {
-      playing = false;
-      button.textContent = "play";
+      stop();
       return;
     }
-    slider.value = String(Number(slider.value) + 1);
-    showSliderValues(section);
-    await compute(section);
-    setTimeout(advance, PLAY_MS);
+    const next = started + ((Number(slider.value) + 1 - from) / rate()) * 1000; // the next point's time
+    setTimeout(advance, Math.max(0, next - performance.now()));
   };
+  speed.addEventListener("input", setClock); // a new speed counts from the point shown now
   button.addEventListener("click", () => {
     playing = !playing;
     button.textContent = playing ? "pause" : "play";
-    if (playing && Number(slider.value) >= Number(slider.max)) slider.value = "0";
+    if (!playing) return;
+    if (Number(slider.value) >= Number(slider.max)) slider.value = slider.min;
+    setClock();
     advance();
   });
 }
@@ -718,7 +790,8 @@ async function start() {
   for (const select of $$("select.runs")) {
     const wanted = select.dataset.model;
     for (const run of listing.runs.filter((r) => !wanted || r.model === wanted)) {
-      select.append(element("option", { value: run.name }, `${run.name} (${run.model})`));
+      select.append(element("option", { value: run.name },
+        `${run.name} (${run.model}, ${run.checkpoint}, step ${run.step})`));
     }
   }
   for (const section of $$("section.panel")) {
