@@ -26,6 +26,7 @@ def check(target: object, block: str | None = None) -> list[BlockResult]:
         results = check_namespace(target, (block,) if block else ())
     else:
         results = [check_block(block_named(target, block), target)]
+    taught: set[str] = set()
     for result in results:
-        print(result.text())
+        print(result.text(taught))
     return results

@@ -23,9 +23,9 @@ from attn_mt.models.attention import (
     MultiHeadAttention,
     masked_softmax,
 )
-from attn_mt.models.bahdanau import BahdanauDecoder
+from attn_mt.models.bahdanau import BahdanauDecoder, GRUEncoder
 from attn_mt.models.positional import PositionalEncoding
-from attn_mt.models.transformer import AddNorm, EncoderBlock, PositionWiseFFN
+from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN
 
 Tensors = dict[str, torch.Tensor | None]
 Outputs = dict[str, torch.Tensor]
@@ -44,6 +44,20 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """What a probe may do to recognise a mistake behind a failed case: run the learner's block and
+    attn-mt's on other inputs (`learner` builds the learner's afresh each time and may raise), build the
+    learner's module with the case's sizes, and compare outputs."""
+
+    learner: Callable[[Tensors], Outputs]
+    reference: Callable[[Tensors], Outputs]
+    build: Callable[[], object]
+    same: Callable[[Outputs, Outputs], bool]
+    inputs: Tensors
+    sizes: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Block:
     """One block of the chapter, how to run attn-mt's module and a learner's, and how each case goes."""
 
@@ -58,6 +72,7 @@ class Block:
     dropout_where: str = ""  # where the book applies dropout, for a train-mode difference
     is_class: bool = True
     method_of: str = ""  # a d2l 1.0 method (transpose_qkv of MultiHeadAttention) when no function is found
+    probes: tuple[Callable[[Probe], str], ...] = ()  # each names a mistake it recognises, or gives ""
 
 
 def normal(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -103,7 +118,9 @@ MASKED_SOFTMAX = Block(
         "mask-with-minus-infinity",
         "valid-lens-ignored",
         "mask-inverted",
+        "mask-off-by-one",
         "softmax-wrong-axis",
+        "valid-lens-wrong-axis",
     ),
     is_class=False,
 )
@@ -310,6 +327,7 @@ MULTI_HEAD = Block(
         *SOFTMAX_MISTAKES,
         "no-scaling",
         "scaled-by-d",
+        "heads-scaled-by-hidden",
         "heads-split-wrong",
         "heads-merged-wrong",
         "valid-lens-tiled",
@@ -338,6 +356,17 @@ def pe_sizes(num_hiddens: int, dropout: float = 0.0) -> dict[str, float]:
     return {"num_hiddens": num_hiddens, "dropout": dropout, "max_len": 1000}
 
 
+def sliced_by_batch(probe: Probe) -> str:
+    """pe-sliced-by-batch: the learner's encoding is right when the batch is as long as the sequence."""
+    X = probe.inputs["X"]
+    assert X is not None
+    batch, steps, hidden = X.shape
+    if batch == steps:
+        return ""
+    square = {"X": torch.randn(steps, steps, hidden, generator=torch.Generator().manual_seed(steps))}
+    return "pe-sliced-by-batch" if probe.same(probe.learner(square), probe.reference(square)) else ""
+
+
 POSITIONAL = Block(
     name="PositionalEncoding",
     names=("PositionalEncoding",),
@@ -352,8 +381,9 @@ POSITIONAL = Block(
         x_case("dropout 0.5 in eval mode", (2, 5, 8), pe_sizes(8, DROPOUT)),
         x_case("dropout 0.5 in train mode", (2, 5, 8), pe_sizes(8, DROPOUT), train=True),
     ),
-    mistakes=("sin-cos-swapped", "frequency-exponent"),
+    mistakes=("sin-cos-swapped", "frequency-exponent", "pe-sliced-by-batch"),
     dropout_where="X + P, after the table is added",
+    probes=(sliced_by_batch,),
 )
 
 
@@ -468,6 +498,7 @@ ENCODER_BLOCK = Block(
         "block-without-mask",
         *SOFTMAX_MISTAKES,
         "no-scaling",
+        "heads-scaled-by-hidden",
         "heads-split-wrong",
         "heads-merged-wrong",
         "valid-lens-tiled",
@@ -478,6 +509,149 @@ ENCODER_BLOCK = Block(
         "block-residual-from-input",
     ),
     dropout_where="the attention weights and, in each add & norm, the sublayer's output",
+)
+
+
+# the Transformer decoder block ------------------------------------------------------------------------
+
+
+def decoder_block_case(
+    name: str, b: int, t: int, s: int, hidden: int, heads: int, valid: torch.Tensor | None, **extra: object
+) -> Case:
+    """A decoder block case: new steps X (B, T, H), encoder outputs (B, S, H), and (with `past`, in eval
+    mode) the block's inputs of the steps before, (B, past, H)."""
+    dropout = DROPOUT if extra.pop("dropout", False) else 0.0
+    past = int(extra.pop("past", 0))  # type: ignore[call-overload]
+
+    def inputs(g: torch.Generator) -> Tensors:
+        return {
+            "X": normal(g, b, t, hidden),
+            "memory": normal(g, b, s, hidden),
+            "valid_lens": valid,
+            "past": normal(g, b, past, hidden) if past else None,
+        }
+
+    return Case(name, block_sizes(hidden, heads, dropout) | {"i": 0}, inputs, **extra)  # type: ignore[arg-type]
+
+
+def run_reference_decoder_block(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's decoder block as the book's is used: causal over all the steps in training, in eval mode
+    the new steps after the cached ones, seeing them all."""
+    assert isinstance(ref, DecoderBlock)
+    X, memory, valid, past = x["X"], x["memory"], x["valid_lens"], x["past"]
+    assert X is not None and memory is not None
+    cross = ref.attention2.project_keys_values(memory, memory)  # (B, h, S, d) each
+    src_mask = None if valid is None else AttentionMask.from_valid_lens(valid, X.shape[1], memory.shape[1])
+    cached = None if past is None else ref.attention1.project_keys_values(past, past)
+    self_mask = AttentionMask.causal(X.shape[1]).with_heads() if ref.training else None
+    heads_mask = None if src_mask is None else src_mask.with_heads()
+    return {"output": ref(X, cached, self_mask, cross, heads_mask, False)[0]}  # type: ignore[arg-type]
+
+
+def run_learner_decoder_block(module: object, x: Tensors, s: dict[str, float]) -> Outputs:
+    """The book's decoder block: forward(X, state) with state [enc_outputs, enc_valid_lens, [cached]]."""
+    state = [x["memory"], x["valid_lens"], [x["past"]]]
+    output, _ = module(x["X"], state)  # type: ignore[operator]
+    return {"output": output}
+
+
+DECODER_BLOCK = Block(
+    name="TransformerDecoderBlock",
+    names=("TransformerDecoderBlock", "DecoderBlock"),
+    reference=lambda s: DecoderBlock(
+        int(s["num_hiddens"]), int(s["ffn_num_hiddens"]), int(s["num_heads"]), s["dropout"]
+    ),
+    run_reference=run_reference_decoder_block,
+    run_learner=run_learner_decoder_block,
+    variant=lambda ref, x, s, k: {
+        "output": variants.decoder_block(
+            params(ref),
+            x["X"],  # type: ignore[arg-type]
+            x["past"],
+            x["memory"],  # type: ignore[arg-type]
+            x["valid_lens"],
+            int(s["num_heads"]),
+            bool(ref is not None and ref.training),
+            k,
+        )
+    },
+    cases=(
+        decoder_block_case("training: causal self-attention", 2, 4, 5, 8, 2, lens(3, 5), train=True),
+        decoder_block_case("no valid_lens", 2, 3, 4, 8, 2, None),
+        decoder_block_case("1-D valid_lens", 2, 3, 5, 8, 2, lens(2, 5)),
+        decoder_block_case("one step after 3 (prediction)", 2, 1, 5, 8, 2, lens(4, 2), past=3),
+        decoder_block_case("batch 1", 1, 3, 3, 6, 3, lens(2)),
+        decoder_block_case("odd sizes", 3, 5, 7, 10, 5, lens(7, 1, 4)),
+        decoder_block_case("dropout 0.5 in eval mode", 2, 4, 5, 8, 2, lens(3, 5), dropout=True),
+        decoder_block_case("dropout 0.5 in train mode", 2, 4, 5, 8, 2, lens(3, 5), dropout=True, train=True),
+    ),
+    mistakes=(
+        "decoder-not-causal",
+        "cross-attention-without-mask",
+        *SOFTMAX_MISTAKES,
+        "no-scaling",
+        "heads-scaled-by-hidden",
+        "heads-split-wrong",
+        "heads-merged-wrong",
+        "valid-lens-tiled",
+        "no-output-projection",
+        "no-relu",
+        "norm-before-add",
+        "no-residual",
+    ),
+    dropout_where="the attention weights and, in each add & norm, the sublayer's output",
+)
+
+
+# the seq2seq encoder ----------------------------------------------------------------------------------
+
+
+def encoder_sizes(num_layers: int, dropout: float = 0.0) -> dict[str, float]:
+    """The seq2seq encoder's sizes: V 11, E 6, H 8."""
+    return {"vocab_size": 11, "embed_size": 6, "num_hiddens": 8, "num_layers": num_layers, "dropout": dropout}
+
+
+def seq2seq_case(name: str, b: int, s: int, layers: int, dropout: float = 0.0) -> Case:
+    """An encoder case: source ids (B, S)."""
+    return Case(
+        name, encoder_sizes(layers, dropout), lambda g: {"X": torch.randint(0, 11, (b, s), generator=g)}
+    )
+
+
+def run_reference_encoder(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's GRU encoder, reading every step as the book's does: outputs (B, S, H), state (L, B, H)."""
+    assert isinstance(ref, GRUEncoder) and x["X"] is not None
+    outputs, state = ref(x["X"], torch.full((x["X"].shape[0],), x["X"].shape[1]))
+    return {"output": outputs, "state": state}
+
+
+def run_learner_encoder(module: object, x: Tensors, s: dict[str, float]) -> Outputs:
+    """The book's Seq2SeqEncoder: X (B, S) -> outputs (S, B, H), state (L, B, H); outputs batch-first here."""
+    outputs, state = module(x["X"])  # type: ignore[operator]
+    return {"output": outputs.permute(1, 0, 2), "state": state}
+
+
+SEQ2SEQ_ENCODER = Block(
+    name="Seq2SeqEncoder",
+    names=("Seq2SeqEncoder",),
+    reference=lambda s: GRUEncoder(
+        int(s["vocab_size"]),
+        int(s["embed_size"]),
+        int(s["num_hiddens"]),
+        int(s["num_layers"]),
+        s["dropout"],
+        False,
+    ),
+    run_reference=run_reference_encoder,
+    run_learner=run_learner_encoder,
+    variant=lambda ref, x, s, k: run_reference_encoder(ref, x, s),
+    cases=(
+        seq2seq_case("2 layers", 2, 5, 2),
+        seq2seq_case("batch 1", 1, 3, 1),
+        seq2seq_case("odd sizes", 3, 7, 3),
+        seq2seq_case("dropout 0.5 in eval mode", 2, 4, 2, DROPOUT),
+    ),
+    mistakes=(),
 )
 
 
@@ -546,6 +720,18 @@ def decoder_variant(ref: nn.Module | None, x: Tensors, s: dict[str, float], k: v
     return {"output": logits, "attention_weights": weights}
 
 
+def time_major_state(probe: Probe) -> str:
+    """init-state-not-transposed: the state's first entry is the encoder outputs as given, (S, B, H)."""
+    memory = probe.inputs["memory"]
+    assert memory is not None
+    module = probe.build()
+    state = module.init_state((memory.permute(1, 0, 2), probe.inputs["hidden"]), probe.inputs["valid_lens"])  # type: ignore[attr-defined]
+    first = state[0] if isinstance(state, list | tuple) and state else None
+    time_major = (memory.shape[1], memory.shape[0], memory.shape[2])
+    kept = isinstance(first, torch.Tensor) and first.shape == time_major
+    return "init-state-not-transposed" if kept else ""
+
+
 DECODER = Block(
     name="Seq2SeqAttentionDecoder",
     names=("Seq2SeqAttentionDecoder",),
@@ -563,8 +749,15 @@ DECODER = Block(
         decoder_case("dropout 0.5 in eval mode", 2, 4, 3, 2, lens(3, 4), dropout=True),
         decoder_case("dropout 0.5 in train mode", 2, 4, 3, 2, lens(3, 4), dropout=True, train=True),
     ),
-    mistakes=("decoder-without-mask", "query-from-first-layer", *SOFTMAX_MISTAKES, "no-tanh"),
+    mistakes=(
+        "decoder-without-mask",
+        "query-from-first-layer",
+        "concat-order-swapped",
+        *SOFTMAX_MISTAKES,
+        "no-tanh",
+    ),
     dropout_where="the attention weights at each step, and between the GRU's layers",
+    probes=(time_major_state,),
 )
 
 BLOCKS = (
@@ -578,5 +771,7 @@ BLOCKS = (
     FFN,
     ADD_NORM,
     ENCODER_BLOCK,
+    DECODER_BLOCK,
+    SEQ2SEQ_ENCODER,
     DECODER,
 )

@@ -1,8 +1,12 @@
 """The common mistakes in the chapter's blocks, each with the sentence `attn-mt check` teaches on seeing it.
 
-A mistake found by comparison moves one switch of `variants.Knobs`: a learner's output equal to that
-variant's names it. The two dropout mistakes are found by behaviour instead (two eval calls that
-differ; a training call equal to an eval call).
+A mistake found by comparison moves one switch of `variants.Knobs` (or one of a few, `more_knobs`): a
+learner's output equal to that variant's names it. The others have no knobs and are found by behaviour
+instead: the two dropout mistakes (two eval calls that differ; a training call equal to an eval call),
+a caller's input changed by the call, a backward pass that reaches no input, a constructor whose
+layers have biases the book's do not, and the probes of runner.py and blocks.py (a 2-D valid_lens
+that fails where a 1-D one runs, an init_state that returns the encoder outputs as it got them, a
+positional encoding right only when the batch is as long as the sequence).
 """
 
 from __future__ import annotations
@@ -18,6 +22,11 @@ class Mistake:
     title: str
     lesson: str
     knobs: dict[str, object] = field(default_factory=dict)
+    more_knobs: tuple[dict[str, object], ...] = ()  # other ways to make the same mistake
+
+    def knob_sets(self) -> tuple[dict[str, object], ...]:
+        """Each set of switches that makes this mistake (none for a mistake found by behaviour)."""
+        return (self.knobs, *self.more_knobs) if self.knobs else ()
 
 
 MISTAKES = (
@@ -51,11 +60,35 @@ MISTAKES = (
         {"inverted": True},
     ),
     Mistake(
+        "mask-off-by-one",
+        "the mask keeps one key too many (<= valid_len instead of < valid_len)",
+        "Key j is real when j < valid_len (positions count from 0): with <= (or valid_len + 1) every row "
+        "keeps its first padding key, and a valid length of 0 still attends to key 0.",
+        {"off_by_one": True},
+    ),
+    Mistake(
         "softmax-wrong-axis",
         "softmax over the wrong axis (the queries, not the keys)",
         "Each query's weights over the keys must sum to 1, so the softmax runs over the last axis "
         "(dim=-1) of the (batch, queries, keys) scores.",
         {"axis": 1},
+    ),
+    Mistake(
+        "valid-lens-wrong-axis",
+        "1-D valid_lens spread over the wrong axis",
+        "A 1-D valid_lens holds one length per sentence, and every query of sentence b uses valid_lens[b]: "
+        "repeat each length in place once per query (torch.repeat_interleave(valid_lens, X.shape[1])) or "
+        "broadcast it as valid_lens[:, None, None]; .repeat() tiles the whole list, and "
+        "valid_lens[None, :, None] gives query q the length of sentence q.",
+        {"lens_1d": "tile"},
+        ({"lens_1d": "query"},),
+    ),
+    Mistake(
+        "valid-lens-2d-as-1d",
+        "a 2-D valid_lens is handled as if it were 1-D",
+        "valid_lens may also be (batch, queries), one length per query: the book flattens it with "
+        "valid_lens.reshape(-1) (its else branch) instead of repeating it once per query as it does a "
+        "1-D one; yours runs with a 1-D valid_lens and fails with a 2-D one.",
     ),
     Mistake(
         "no-scaling",
@@ -70,6 +103,14 @@ MISTAKES = (
         "The scaling is 1/sqrt(d), the standard deviation of a dot product of d unit-variance entries; "
         "dividing by d flattens the weights towards uniform as d grows.",
         {"scale": "d"},
+    ),
+    Mistake(
+        "heads-scaled-by-hidden",
+        "each head's dot products divided by sqrt(num_hiddens) instead of sqrt(d) of the head",
+        "After transpose_qkv each head's queries have d = num_hiddens / num_heads entries, so each head's "
+        "scores are divided by sqrt(d), its own size (the book's DotProductAttention reads d from "
+        "queries.shape[-1]); sqrt(num_hiddens) flattens every head's weights.",
+        {"scale": "sqrt_hidden"},
     ),
     Mistake(
         "no-tanh",
@@ -123,6 +164,14 @@ MISTAKES = (
         {"table": "exponent"},
     ),
     Mistake(
+        "pe-sliced-by-batch",
+        "the positional table is sliced by the batch size, not the number of steps",
+        "X is (batch, steps, num_hiddens), so X gets the table's first `steps` rows, "
+        "self.P[:, :X.shape[1], :]; X.shape[0] is the batch size, which fails unless it is 1 (every "
+        "step then gets row 0) or equal to the steps.",
+        {"pe_rows": "batch"},
+    ),
+    Mistake(
         "no-relu",
         "the position-wise FFN has no ReLU",
         "Two dense layers without a nonlinearity between them are one linear map; the FFN is "
@@ -157,6 +206,21 @@ MISTAKES = (
         {"block_mask": False},
     ),
     Mistake(
+        "decoder-not-causal",
+        "the decoder block's self-attention lets a step see the steps after it in training",
+        "In training all target steps go in at once, so step t must attend to steps 1..t only: the book "
+        "gives self-attention dec_valid_lens = torch.arange(1, num_steps + 1).repeat(batch_size, 1) when "
+        "self.training (and None in prediction, where the later steps do not exist yet).",
+        {"causal": False},
+    ),
+    Mistake(
+        "cross-attention-without-mask",
+        "the decoder block's encoder-decoder attention ignores enc_valid_lens",
+        "Pass enc_valid_lens to self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens), so that no "
+        "target step attends to the source's padding.",
+        {"cross_mask": False},
+    ),
+    Mistake(
         "query-from-first-layer",
         "the decoder's query is the first GRU layer's state",
         "The query is the previous step's state of the top layer, hidden_state[-1]; hidden_state[0] is "
@@ -169,6 +233,42 @@ MISTAKES = (
         "Pass enc_valid_lens to the attention at every step, so that the decoder never attends to the "
         "source's padding (if you do, your masked_softmax ignores it: check masked_softmax).",
         {"decoder_mask": False},
+    ),
+    Mistake(
+        "concat-order-swapped",
+        "the decoder's GRU input is cat(x, context) instead of cat(context, x)",
+        "The book feeds the GRU torch.cat((context, x), dim=-1), the context first; swapped, the shapes "
+        "still agree but each weight of rnn.weight_ih_l0 meets the other input, so it is another model "
+        "(and the book's trained weights read the context as the embedding).",
+        {"concat": "embedding_first"},
+    ),
+    Mistake(
+        "init-state-not-transposed",
+        "init_state keeps the encoder's outputs time-major",
+        "The encoder's outputs come as (steps, batch, num_hiddens); init_state turns them into the "
+        "attention's keys and values, which are (batch, steps, num_hiddens): outputs.permute(1, 0, 2). "
+        "Without it the attention's first matrix product fails, so the error points at the attention, "
+        "not at init_state.",
+    ),
+    Mistake(
+        "changes-its-input",
+        "the block changes its caller's input in place",
+        "X += ... (or X[...] = ..., X.add_(...)) writes into the very tensor the caller passed: the caller's "
+        "X changes under it, and in a network autograd fails (a leaf or a saved tensor modified in "
+        "place); write X = X + ..., which makes a new tensor.",
+    ),
+    Mistake(
+        "gradient-cut",
+        "no gradient reaches the block's input",
+        "The output must stay connected to the inputs for training: .detach(), .data, .numpy() or a "
+        "torch.no_grad() block in forward cut the graph, so nothing before the block learns.",
+    ),
+    Mistake(
+        "bias-hard-coded",
+        "the layers' bias is fixed instead of following the constructor's bias argument",
+        "The book writes nn.Linear(..., bias=bias) (use_bias for the Transformer's blocks), and the check "
+        "passes bias=False; a hard-coded bias=True adds parameters the book's block does not have, and a "
+        "hard-coded bias=False where the book keeps one leaves some out.",
     ),
     Mistake(
         "dropout-in-eval",

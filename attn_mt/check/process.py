@@ -41,6 +41,7 @@ class FileReport:
     path: Path
     results: list[BlockResult] = field(default_factory=list)
     error: str = ""
+    notes: list[str] = field(default_factory=list)  # about the whole file (the d2l stand-in it was given)
 
     @property
     def passed(self) -> bool:
@@ -49,8 +50,10 @@ class FileReport:
         return not self.error and bool(found) and all(result.passed for result in found)
 
     def text(self) -> str:
-        """The whole report, as `attn-mt check` prints it."""
-        lines = [result.text() for result in self.results]
+        """The whole report, as `attn-mt check` prints it; each lesson once, where it first comes up."""
+        taught: set[str] = set()
+        lines = [f"note: {note}" for note in self.notes]
+        lines += [result.text(taught) for result in self.results]
         if self.error:
             lines.append(f"error: {self.error}")
         elif not any(result.found for result in self.results):
@@ -196,6 +199,8 @@ def check_file(path: Path, only: tuple[str, ...] = (), timeout_s: float = DEFAUL
             report.results.append(BlockResult.from_dict(event["result"]))  # type: ignore[arg-type]
         if "load_error" in event:
             report.error = str(event["load_error"])
+        if "note" in event:
+            report.notes.append(str(event["note"]))
     started = [str(event["started"]) for event in events if "started" in event]
     finished = any("finished" in event for event in events)
     where = "while loading the file" if started[-1:] in ([], ["loading"]) else f"in {started[-1]}"

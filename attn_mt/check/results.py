@@ -20,6 +20,8 @@ BLOCK_NAMES = (
     "PositionWiseFFN",
     "AddNorm",
     "TransformerEncoderBlock",
+    "TransformerDecoderBlock",
+    "Seq2SeqEncoder",
     "Seq2SeqAttentionDecoder",
 )
 
@@ -48,8 +50,10 @@ class BlockResult:
         """Found, and every case passed."""
         return self.found and all(case.passed for case in self.cases)
 
-    def text(self) -> str:
-        """The block's lines of the report."""
+    def text(self, taught: set[str] | None = None) -> str:
+        """The block's lines of the report; a mistake's lesson and a note are given once, the first time
+        they come up (`taught` holds those given already, in the blocks before this one)."""
+        taught = set() if taught is None else taught
         if not self.found:
             return f"{self.block}: not found (skipped)"
         passed = sum(case.passed for case in self.cases)
@@ -60,9 +64,12 @@ class BlockResult:
             if case.mistake:
                 mistake = BY_ID[case.mistake]
                 lines.append(f"        mistake [{mistake.id}]: {mistake.title}.")
-                lines.append(f"        {mistake.lesson}")
-            if case.note:
+                if mistake.id not in taught:
+                    lines.append(f"        {mistake.lesson}")
+                    taught.add(mistake.id)
+            if case.note and f"note: {case.note}" not in taught:
                 lines.append(f"        note: {case.note}")
+                taught.add(f"note: {case.note}")
         return "\n".join(lines)
 
     @classmethod

@@ -2,11 +2,15 @@
 
 For each case both modules are built with the case's sizes, attn-mt's parameters are drawn from a
 seeded generator and copied into the learner's by the book's names, and both run on the same inputs
-(in train mode from the same torch seed, so equal code draws equal dropout masks). A difference is
-explained, in this order, by: an exception (with the line of the learner's code), a shape, dropout
-behaving differently in eval and train mode, the book's own convention for a valid length of 0
-(accepted, with a note), and the variants of `variants.py` with one mistake each; else the first
-element that differs is shown.
+(in train mode from the same torch seed, so equal code draws equal dropout masks). The caller's inputs
+must come back unchanged, and where the outputs agree a backward pass through both must give the
+inputs the same gradients. A difference is explained, in this order, by: an exception (with the line
+of the learner's code, and the probes that recognise a mistake behind it), a shape, in train mode the
+same case in eval mode (a difference there is no dropout's), dropout behaving differently in eval and
+train mode, the book's own convention for a valid length of 0 (accepted, with a note), and the
+variants of `variants.py` with one mistake each; else the smallest slice that differs is shown with
+the case's inputs. Where several mistakes fit one case, the one that fits most of the block's cases
+is named.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ import torch
 from torch import nn
 
 from attn_mt.check import variants
-from attn_mt.check.blocks import BLOCKS, Block, Case, Outputs
-from attn_mt.check.mistakes import BY_ID, Mistake
+from attn_mt.check.blocks import BLOCKS, Block, Case, Outputs, Probe, Tensors
+from attn_mt.check.mistakes import BY_ID
 from attn_mt.check.results import BlockResult, CaseResult
 
 RTOL, ATOL = 1e-4, 1e-5  # float32 results of the same formula in another order of operations
+GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-4  # gradients sum more terms, in another order
+DROPOUT_NOTE = "the same case passes in eval mode; the book applies dropout to "
+DROPOUT_MISTAKES = {"dropout-in-eval", "dropout-not-in-training"}
+SHOWN_ELEMENTS = 8  # a differing slice up to this many elements is shown in full
 SEED = 20260
 BOOK_EMPTY_NOTE = (
     "with a valid length of 0 your weights are uniform over all keys, as the book's -1e6 fill gives; "
@@ -33,7 +41,11 @@ BOOK_EMPTY_NOTE = (
 
 
 class LearnerError(Exception):
-    """The learner's block cannot be built or given the case's parameters."""
+    """The learner's block cannot be built or given the case's parameters (`mistake`: the one it shows)."""
+
+    def __init__(self, message: str, mistake: str = "") -> None:
+        super().__init__(message)
+        self.mistake = mistake
 
 
 # building the learner's block ------------------------------------------------------------------------
@@ -75,6 +87,8 @@ def copy_parameters(reference: nn.Module, learner: nn.Module, what: str) -> None
     theirs = dict(learner.named_parameters())
     missing = sorted(set(ours) - set(theirs))
     extra = sorted(set(theirs) - set(ours))
+    if (missing or extra) and all(name.endswith(".bias") for name in missing + extra):
+        raise LearnerError(biases(what, missing, extra), "bias-hard-coded")
     if missing or extra:
         parts = [f"no parameter named {', '.join(missing)}"] if missing else []
         parts += [f"parameters the book's {what} does not have: {', '.join(extra)}"] if extra else []
@@ -92,6 +106,13 @@ def copy_parameters(reference: nn.Module, learner: nn.Module, what: str) -> None
                     f"{tuple(ours[name].shape)}"
                 )
             parameter.copy_(ours[name])
+
+
+def biases(what: str, missing: list[str], extra: list[str]) -> str:
+    """The message for layers whose bias differs from the book's, and nothing else."""
+    parts = [f"biases the book's {what} does not have here: {', '.join(extra)}"] if extra else []
+    parts += [f"no {', '.join(missing)}, which the book's {what} has"] if missing else []
+    return f"your {what} has {'; '.join(parts)}"
 
 
 def has_lazy(module: nn.Module) -> bool:
@@ -130,7 +151,8 @@ def all_close(got: Outputs, expected: Outputs) -> bool:
 
 
 def first_difference(got: Outputs, expected: Outputs) -> str:
-    """The first output and element where the learner's differs from attn-mt's, in words."""
+    """The first output where the learner's differs from attn-mt's, as the smallest slice holding every
+    element that differs."""
     for name in expected:
         if name not in got:
             continue
@@ -139,9 +161,51 @@ def first_difference(got: Outputs, expected: Outputs) -> str:
             return f"{name} has shape {tuple(mine.shape)}, attn-mt's {tuple(ours.shape)}"
         bad = ~torch.isclose(mine.float(), ours.float(), rtol=RTOL, atol=ATOL, equal_nan=True)
         if bool(bad.any()):
-            index = tuple(int(i) for i in bad.nonzero()[0])
-            return f"{name}{list(index)} is {number(mine[index])}, attn-mt's is {number(ours[index])}"
+            return slice_difference(name, mine, ours, bad)
     return ""
+
+
+def slice_difference(name: str, mine: torch.Tensor, ours: torch.Tensor, bad: torch.Tensor) -> str:
+    """`output[1, 0:2, 3] is [0.5, 0.5], attn-mt's [0, 0]`: the box around the elements that differ."""
+    where = bad.nonzero()
+    low, high = where.min(dim=0).values.tolist(), where.max(dim=0).values.tolist()
+    box = tuple(slice(a, b + 1) for a, b in zip(low, high, strict=True))
+    index = ", ".join(str(a) if a == b else f"{a}:{b + 1}" for a, b in zip(low, high, strict=True))
+    squeeze = [dim for dim, (a, b) in enumerate(zip(low, high, strict=True)) if a == b]
+    mine_box, ours_box = mine[box], ours[box]
+    if mine_box.numel() <= SHOWN_ELEMENTS:
+        if squeeze:
+            mine_box, ours_box = mine_box.squeeze(squeeze), ours_box.squeeze(squeeze)
+        return f"{name}[{index}] is {numbers(mine_box)}, attn-mt's {numbers(ours_box)}"
+    first = tuple(int(i) for i in where[0])
+    return (
+        f"{name}[{index}] differs ({int(bad.sum())} of its {mine_box.numel()} elements); "
+        f"{name}{list(first)} is {number(mine[first])}, attn-mt's {number(ours[first])}"
+    )
+
+
+def numbers(values: torch.Tensor) -> str:
+    """A tensor's values as a (nested) list of numbers in 4 significant digits."""
+    if values.dim() == 0:
+        return number(values)
+    return "[" + ", ".join(numbers(row) for row in values) + "]"
+
+
+def case_inputs(case: Case, inputs: Tensors) -> str:
+    """The case's inputs in words: each tensor's shape, valid_lens by value, the heads and the mode."""
+    parts = []
+    for name, value in inputs.items():
+        if value is None:
+            parts.append(f"{name} None")
+        elif name == "valid_lens":
+            parts.append(f"{name} {value.tolist()}")
+        else:
+            parts.append(f"{name} {tuple(value.shape)}")
+    if "num_heads" in case.sizes:
+        parts.append(f"num_heads {int(case.sizes['num_heads'])}")
+    if case.train:
+        parts.append("train mode")
+    return ", ".join(parts)
 
 
 def number(value: torch.Tensor) -> str:
@@ -181,7 +245,7 @@ def learner_for(block: Block, obj: object, case: Case, reference: nn.Module | No
     if has_lazy(module):
         with torch.no_grad():
             try:
-                block.run_learner(module, inputs, case.sizes)
+                block.run_learner(module, {**inputs}, case.sizes)
             except Exception as exc:
                 raise LearnerError(f"its first call raised {error_line(exc)}") from exc
     assert reference is not None
@@ -196,31 +260,157 @@ def run(block: Block, call: object, inputs: dict, case: Case, seed: int) -> Outp
         return {name: value.detach() for name, value in block.run_learner(call, inputs, case.sizes).items()}
 
 
-def run_case(block: Block, obj: object, case: Case, index: int) -> CaseResult:
-    """Run one case of a block and explain any difference."""
-    inputs = case.inputs(torch.Generator().manual_seed(SEED + index))
-    reference = reference_for(block, case)
+def run_reference(block: Block, reference: nn.Module | None, inputs: dict, case: Case) -> Outputs:
+    """attn-mt's outputs for the inputs, from the case's seed, without gradients."""
     torch.manual_seed(SEED)
     with torch.no_grad():
-        expected = block.run_reference(reference, inputs, case.sizes)
+        return block.run_reference(reference, inputs, case.sizes)
+
+
+def run_case(block: Block, obj: object, case: Case, index: int) -> tuple[CaseResult, tuple[str, ...]]:
+    """Run one case of a block and explain any difference: its result, and every mistake that fits it."""
+    inputs = case.inputs(torch.Generator().manual_seed(SEED + index))
+    pristine = {name: None if value is None else value.clone() for name, value in inputs.items()}
+    reference = reference_for(block, case)
+    expected = run_reference(block, reference, inputs, case)
+    shown = f" (inputs: {case_inputs(case, inputs)})"
     try:
         call = learner_for(block, obj, case, reference, inputs)
         got = run(block, call, inputs, case, SEED)
     except LearnerError as exc:
-        return CaseResult(case.name, False, str(exc))
+        fits = (exc.mistake,) if exc.mistake else probe(block, obj, case, reference, pristine)
+        said = str(exc) + ("" if exc.mistake else shown)
+        return CaseResult(case.name, False, said, fits[0] if fits else ""), fits
     except Exception as exc:
-        return CaseResult(case.name, False, f"raised {error_line(exc)}")
+        fits = probe(block, obj, case, reference, pristine)
+        return CaseResult(case.name, False, f"raised {error_line(exc)}{shown}", fits[0] if fits else ""), fits
+    changed = changed_inputs(inputs, pristine)
+    if changed:
+        said = f"your {block.name} changed the caller's {', '.join(changed)} in place"
+        return CaseResult(case.name, False, said, "changes-its-input"), ("changes-its-input",)
     if all_close(got, expected):
-        return CaseResult(case.name, True)
-    detail = first_difference(got, expected)
+        return gradient_result(block, obj, case, reference, pristine)
     if case.train:
-        return train_difference(block, call, inputs, case, got, detail)
+        return train_difference(block, call, reference, inputs, case, got, shown)
+    detail = first_difference(got, expected) + shown
     if not all_close(run(block, call, inputs, case, SEED + 1), got):
-        return CaseResult(case.name, False, detail, "dropout-in-eval")
+        return CaseResult(case.name, False, detail, "dropout-in-eval"), ("dropout-in-eval",)
     if case.zero_length and all_close(got, block.variant(reference, inputs, case.sizes, book_empty())):
-        return CaseResult(case.name, True, note=BOOK_EMPTY_NOTE)
-    mistake = matching_mistake(block, reference, inputs, case, got)
-    return CaseResult(case.name, False, detail, mistake.id if mistake else "")
+        return CaseResult(case.name, True, note=BOOK_EMPTY_NOTE), ()
+    fits = matching_mistakes(block, reference, inputs, case, got) or probe(
+        block, obj, case, reference, pristine
+    )
+    return CaseResult(case.name, False, detail, fits[0] if fits else ""), fits
+
+
+def changed_inputs(inputs: Tensors, pristine: Tensors) -> list[str]:
+    """The inputs the learner's call wrote into (their values, or their shape, no longer as given)."""
+    changed = []
+    for name, before in pristine.items():
+        after = inputs[name]
+        if before is None or after is None:
+            continue
+        if after.shape != before.shape or not torch.equal(after, before):
+            changed.append(name)
+    return changed
+
+
+def probe(
+    block: Block, obj: object, case: Case, reference: nn.Module | None, inputs: Tensors
+) -> tuple[str, ...]:
+    """The mistakes that the probes recognise behind a failure that no variant explains."""
+
+    def learner(other: Tensors) -> Outputs:
+        return run(block, learner_for(block, obj, case, reference, other), other, case, SEED)
+
+    context = Probe(
+        learner=learner,
+        reference=lambda other: run_reference(block, reference, other, case),
+        build=lambda: build(obj, case.sizes, block.name) if isinstance(obj, type) else obj,
+        same=all_close,
+        inputs=dict(inputs),
+        sizes=case.sizes,
+    )
+    found = []
+    valid = inputs.get("valid_lens")
+    if (
+        valid is not None
+        and valid.dim() == 2
+        and not runs(learner, inputs)
+        and runs(learner, {**inputs, "valid_lens": valid[:, -1].clone()})
+    ):
+        found.append("valid-lens-2d-as-1d")
+    for check in block.probes:
+        try:
+            mistake = check(context)
+        except Exception:  # a probe that cannot run on this learner's code says nothing
+            mistake = ""
+        if mistake:
+            found.append(mistake)
+    return tuple(found)
+
+
+def runs(learner: Callable[[Tensors], Outputs], inputs: Tensors) -> bool:
+    """Whether the learner's block runs on `inputs` without raising."""
+    try:
+        learner({name: None if value is None else value.clone() for name, value in inputs.items()})
+    except Exception:
+        return False
+    return True
+
+
+def gradient_result(
+    block: Block, obj: object, case: Case, reference: nn.Module | None, inputs: Tensors
+) -> tuple[CaseResult, tuple[str, ...]]:
+    """A case whose outputs agree: a backward pass through the learner's block must reach its inputs as
+    attn-mt's does (skipped in train mode and for a valid length of 0, where the book's and attn-mt's
+    conventions part)."""
+    floats = [value for value in inputs.values() if value is not None and value.is_floating_point()]
+    if case.train or case.zero_length or not floats:
+        return CaseResult(case.name, True), ()
+    weights: dict[str, torch.Tensor] = {}
+    ours = gradients(lambda x: block.run_reference(reference, x, case.sizes), inputs, weights)
+    try:
+        call = learner_for(block, obj, case, reference, inputs)
+        theirs = gradients(lambda x: block.run_learner(call, x, case.sizes), inputs, weights)
+    except Exception as exc:
+        said = f"the outputs agree, but with gradients on (as in training) it raised {error_line(exc)}"
+        return CaseResult(case.name, False, said), ()
+    for name, grad in ours.items():
+        if grad is None or not bool(grad.any()):
+            continue
+        mine = theirs.get(name)
+        if mine is None or not bool(mine.any()):
+            said = f"the outputs agree, but a backward pass gives {name} no gradient"
+            return CaseResult(case.name, False, said, "gradient-cut"), ("gradient-cut",)
+        if not torch.allclose(mine, grad, rtol=GRAD_RTOL, atol=GRAD_ATOL):
+            bad = ~torch.isclose(mine, grad, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+            said = "the outputs agree, but their gradients differ: " + slice_difference(
+                f"grad of {name}", mine, grad, bad
+            )
+            return CaseResult(case.name, False, said), ()
+    return CaseResult(case.name, True), ()
+
+
+def gradients(
+    forward: Callable[[Tensors], Outputs], inputs: Tensors, weights: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor | None]:
+    """The gradients of the float inputs of a weighted sum of the output (the weights drawn once, shared)."""
+    leaves = {
+        name: value.detach().clone().requires_grad_()
+        for name, value in inputs.items()
+        if value is not None and value.is_floating_point()
+    }
+    others = {name: None if value is None else value.clone() for name, value in inputs.items()}
+    torch.manual_seed(SEED)
+    with torch.enable_grad():
+        output = forward({**others, **leaves})["output"]
+        if "output" not in weights:
+            weights["output"] = torch.randn(output.shape, generator=torch.Generator().manual_seed(SEED))
+        if not output.requires_grad:
+            return dict.fromkeys(leaves)
+        (output * weights["output"]).sum().backward()
+    return {name: leaf.grad for name, leaf in leaves.items()}
 
 
 def book_empty() -> variants.Knobs:
@@ -228,33 +418,71 @@ def book_empty() -> variants.Knobs:
     return variants.with_knob(variants.BOOK, empty="uniform")
 
 
-def matching_mistake(
+def matching_mistakes(
     block: Block, reference: nn.Module | None, inputs: dict, case: Case, got: Outputs
-) -> Mistake | None:
-    """The first of the block's mistakes whose variant gives the learner's outputs (either empty-row rule)."""
+) -> tuple[str, ...]:
+    """Every one of the block's mistakes whose variant gives the learner's outputs (either empty-row rule),
+    in the block's order."""
+    found = []
     with torch.no_grad():
         for mistake_id in block.mistakes:
-            mistake = BY_ID[mistake_id]
-            for empty in ("zero", "uniform"):
-                knobs = variants.with_knob(variants.BOOK, empty=empty, **mistake.knobs)
-                if all_close(got, block.variant(reference, inputs, case.sizes, knobs)):
-                    return mistake
-    return None
+            tries = [
+                variants.with_knob(variants.BOOK, **knobs, empty=empty)
+                for knobs in BY_ID[mistake_id].knob_sets()
+                for empty in ("zero", "uniform")
+            ]
+            if any(fits(block, reference, inputs, case, got, knobs) for knobs in tries):
+                found.append(mistake_id)
+    return tuple(found)
+
+
+def fits(
+    block: Block, reference: nn.Module | None, inputs: dict, case: Case, got: Outputs, knobs: variants.Knobs
+) -> bool:
+    """Whether the variant with `knobs` gives the learner's outputs (a variant that cannot run does not)."""
+    try:
+        return all_close(got, block.variant(reference, inputs, case.sizes, knobs))
+    except (RuntimeError, ValueError, IndexError):
+        return False
 
 
 def train_difference(
-    block: Block, call: object, inputs: dict, case: Case, got: Outputs, detail: str
-) -> CaseResult:
-    """A train-mode difference: no dropout at all, or dropout somewhere other than the book's place."""
+    block: Block,
+    call: object,
+    reference: nn.Module | None,
+    inputs: dict,
+    case: Case,
+    got: Outputs,
+    shown: str,
+) -> tuple[CaseResult, tuple[str, ...]]:
+    """A train-mode difference: one the eval mode shows too (no dropout's), no dropout at all, or dropout
+    somewhere other than the book's place."""
+    detail = first_difference(got, run_reference(block, reference, inputs, case)) + shown
     module = call if isinstance(call, nn.Module) else None
-    if module is not None:
+    if module is not None and reference is not None:
         module.eval()
+        reference.eval()
         plain = run(block, call, inputs, case, SEED)
+        again = run(block, call, inputs, case, SEED + 1)
+        expected = run_reference(block, reference, inputs, case)
+        passes_in_eval = all_close(plain, expected)
+        in_eval = () if passes_in_eval else matching_mistakes(block, reference, inputs, case, plain)
         module.train()
+        reference.train()
+        if not passes_in_eval:
+            if not all_close(again, plain):
+                return CaseResult(case.name, False, detail, "dropout-in-eval"), ("dropout-in-eval",)
+            fits = in_eval
+            said = f"in eval mode too, {first_difference(plain, expected)}{shown}"
+            return CaseResult(case.name, False, said, fits[0] if fits else ""), fits
+        fits = matching_mistakes(block, reference, inputs, case, got)  # a train-only mistake (causal)
+        if fits:
+            return CaseResult(case.name, False, detail, fits[0]), fits
         if all_close(got, plain):
-            return CaseResult(case.name, False, detail, "dropout-not-in-training")
-    where = f"; the book applies dropout to {block.dropout_where}" if block.dropout_where else ""
-    return CaseResult(case.name, False, detail + where)
+            mistake = "dropout-not-in-training"
+            return CaseResult(case.name, False, detail, mistake), (mistake,)
+    note = f"{DROPOUT_NOTE}{block.dropout_where}" if block.dropout_where else ""
+    return CaseResult(case.name, False, detail, note=note), ()
 
 
 # a whole namespace --------------------------------------------------------------------------------------
@@ -272,10 +500,22 @@ def find(namespace: Mapping[str, object], block: Block) -> object | None:
 
 
 def check_block(block: Block, obj: object | None) -> BlockResult:
-    """Every case of one block."""
+    """Every case of one block; where several mistakes fit a case, the one that fits most cases is named."""
     if obj is None:
         return BlockResult(block.name, False)
-    cases = [run_case(block, obj, case, index) for index, case in enumerate(block.cases)]
+    runs = [run_case(block, obj, case, index) for index, case in enumerate(block.cases)]
+    counts: dict[str, int] = {}
+    for _, fits in runs:
+        for mistake in fits:
+            counts[mistake] = counts.get(mistake, 0) + 1
+    named = set(counts) - DROPOUT_MISTAKES
+    cases = []
+    for result, fits in runs:
+        if len(fits) > 1:
+            result.mistake = max(fits, key=lambda mistake: counts[mistake])  # the first of the most common
+        if named and result.note.startswith(DROPOUT_NOTE):  # the mistake named elsewhere, not dropout
+            result.note = ""
+        cases.append(result)
     return BlockResult(block.name, True, cases)
 
 

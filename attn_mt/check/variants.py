@@ -26,22 +26,28 @@ class Knobs:
     """Where the code may go wrong; the defaults are the book's (and attn-mt's) choices."""
 
     fill: str = "large_negative"  # "zero" | "neg_inf" | "none" (valid_lens ignored)
+    off_by_one: bool = False  # the mask keeps positions <= valid_len (one key of padding too many)
+    lens_1d: str = "interleave"  # 1-D valid_lens per row: "tile" (.repeat) | "query" (indexed by the query)
     inverted: bool = False  # the mask keeps the padding and hides the real keys
     axis: int = -1  # 1: softmax over the queries
     empty: str = "zero"  # a query with no valid key: "zero" (attn-mt) or "uniform" (the book's -1e6)
-    scale: str = "sqrt_d"  # "none" | "d"
+    scale: str = "sqrt_d"  # "none" | "d" | "sqrt_hidden" (multi-head: sqrt(H), not each head's sqrt(d))
     tanh: bool = True
     split: str = "per_position"  # "wrong": (B, N, H) read as (B, h, N, d)
     merge: str = "inverse"  # "wrong": (B*h, N, d) read straight as (B, N, H)
     repeat: str = "interleave"  # "tile": valid_lens.repeat(h) instead of repeat_interleave
     w_o: bool = True
     table: str = "book"  # "swapped": cos at even columns | "exponent": 10000^(j/H) instead of 10000^(2j/H)
+    pe_rows: str = "steps"  # "batch": the table sliced by the batch size (P[:, :B]) instead of the steps
     relu: bool = True
     addnorm: str = "post"  # "norm_first": X + LN(Y) | "no_residual": LN(Y)
     block_residual: str = "Y"  # "X": the second add & norm adds the block's input
     block_mask: bool = True  # False: the encoder block's attention is called without valid_lens
     query_layer: int = -1  # 0: the decoder's query is the first GRU layer's state
     decoder_mask: bool = True  # False: enc_valid_lens not passed to the attention
+    causal: bool = True  # False: the decoder block's self-attention sees later steps in training
+    cross_mask: bool = True  # False: the decoder block's encoder-decoder attention gets no enc_valid_lens
+    concat: str = "context_first"  # "embedding_first": the GRU reads cat(x, context), not cat(context, x)
 
 
 BOOK = Knobs()
@@ -56,22 +62,44 @@ def masked_softmax(X: torch.Tensor, valid_lens: torch.Tensor | None, k: Knobs = 
     """Softmax of scores X (B, Q, K) over the keys, keys at or past each valid length masked."""
     if valid_lens is None or k.fill == "none":
         return F.softmax(X, dim=k.axis)
-    lens = valid_lens.reshape(-1, 1, 1) if valid_lens.dim() == 1 else valid_lens.unsqueeze(-1)  # (B, 1|Q, 1)
-    keep = torch.arange(X.shape[-1]) < lens  # (B, 1|Q, K)
+    lens = row_lens(valid_lens, X.shape, k)  # (B|1, 1|Q, 1)
+    keep = torch.arange(X.shape[-1]) < lens + int(k.off_by_one)  # (B, 1|Q, K)
     if k.inverted:
         keep = ~keep
     fill = {"large_negative": BOOK_FILL, "zero": 0.0, "neg_inf": -math.inf}[k.fill]
     weights = F.softmax(X.masked_fill(~keep, fill), dim=k.axis)  # (B, Q, K)
-    if k.empty == "zero" and k.fill == "large_negative" and not k.inverted:
+    if k.empty == "zero" and k.fill == "large_negative" and not k.inverted and not k.off_by_one:
         weights = weights.masked_fill(lens <= 0, 0.0)
     return weights
 
 
+def row_lens(valid_lens: torch.Tensor, shape: torch.Size, k: Knobs) -> torch.Tensor:
+    """Each row's valid length for scores of `shape` (B, Q, K): (B, 1, 1), (B, Q, 1), misread (1, Q, 1)."""
+    batch, queries = shape[0], shape[1]
+    if valid_lens.dim() == 2:
+        return valid_lens.unsqueeze(-1)
+    if k.lens_1d == "tile":  # valid_lens.repeat(Q): row b * Q + q gets valid_lens[(b * Q + q) % B]
+        return valid_lens.repeat(queries).reshape(batch, queries, 1)
+    if k.lens_1d == "query":  # valid_lens[None, :, None]: query q gets sentence q's length
+        if queries != batch:
+            raise ValueError("this misreading fails unless there are as many queries as sentences")
+        return valid_lens.reshape(1, -1, 1)
+    return valid_lens.reshape(-1, 1, 1)
+
+
 def dot_product(
-    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid_lens: torch.Tensor | None, k: Knobs
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    k: Knobs,
+    heads: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention: output (B, Q, v) and weights (B, Q, K) (book eq. 11.3.4)."""
-    scale = {"sqrt_d": math.sqrt(queries.shape[-1]), "d": queries.shape[-1], "none": 1.0}[k.scale]
+    """Scaled dot-product attention: output (B, Q, v) and weights (B, Q, K) (book eq. 11.3.4).
+
+    `heads` is the number of heads whose (B * h, Q, d) rows these are, for the sqrt(H) mistake."""
+    d = queries.shape[-1]
+    scale = {"sqrt_d": math.sqrt(d), "d": d, "none": 1.0, "sqrt_hidden": math.sqrt(d * heads)}[k.scale]
     weights = masked_softmax(queries @ keys.transpose(1, 2) / scale, valid_lens, k)  # (B, Q, K)
     return weights @ values, weights
 
@@ -132,7 +160,7 @@ def multi_head(
             valid_lens = valid_lens.repeat(num_heads, *([1] * (valid_lens.dim() - 1)))  # (B * h[, Q])
         else:
             valid_lens = torch.repeat_interleave(valid_lens, num_heads, dim=0)  # (B * h[, Q])
-    output, _ = dot_product(head_q, head_k, head_v, valid_lens, k)  # (B * h, Q, d)
+    output, _ = dot_product(head_q, head_k, head_v, valid_lens, k, num_heads)  # (B * h, Q, d)
     merged = merge_heads(output, num_heads, k)  # (B, Q, H)
     return merged @ params[prefix + "W_o.weight"].T if k.w_o else merged
 
@@ -151,7 +179,9 @@ def sinusoids(num_steps: int, num_hiddens: int, k: Knobs = BOOK) -> torch.Tensor
 
 
 def positional(X: torch.Tensor, k: Knobs) -> torch.Tensor:
-    """X (B, T, H) plus the table's first T rows."""
+    """X (B, T, H) plus the table's first T rows (misread: its first B rows, broadcast over the steps)."""
+    if k.pe_rows == "batch":
+        return X + sinusoids(X.shape[0], X.shape[2], k).unsqueeze(0)  # fails unless B is 1 or T
     return X + sinusoids(X.shape[1], X.shape[2], k)
 
 
@@ -186,6 +216,31 @@ def encoder_block(
     return add_norm(params, residual, ffn(params, Y, k, "ffn."), k, "addnorm2.")
 
 
+def decoder_block(
+    params: Params,
+    X: torch.Tensor,
+    past: torch.Tensor | None,
+    memory: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    num_heads: int,
+    training: bool,
+    k: Knobs,
+) -> torch.Tensor:
+    """The Transformer decoder block (book section 11.7.5): new steps X (B, T, H) after the block's earlier
+    inputs `past` (B, t, H), encoder outputs memory (B, S, H) -> (B, T, H). In training the steps attend
+    causally (the book's dec_valid_lens 1..T); in eval mode every step sees every key."""
+    keys = X if past is None else torch.cat((past, X), dim=1)  # (B, t + T, H)
+    batch, steps = X.shape[:2]
+    causal = torch.arange(1, steps + 1).repeat(batch, 1) if training and k.causal else None  # (B, T)
+    attended = multi_head(params, X, keys, keys, causal, num_heads, k, "attention1.")
+    Y = add_norm(params, X, attended, k, "addnorm1.")
+    lens = valid_lens if k.cross_mask else None
+    Z = add_norm(
+        params, Y, multi_head(params, Y, memory, memory, lens, num_heads, k, "attention2."), k, "addnorm2."
+    )
+    return add_norm(params, Z, ffn(params, Z, k, "ffn."), k, "addnorm3.")
+
+
 def bahdanau_decoder(
     params: Params,
     rnn: torch.nn.GRU,
@@ -205,7 +260,8 @@ def bahdanau_decoder(
     for x in params["embedding.weight"][tgt].unbind(1):  # T x (B, E)
         query = hidden[k.query_layer].unsqueeze(1)  # (B, 1, H)
         context, step_weights = additive(params, query, memory, memory, lens, k, "attention.")  # (B, 1, H)
-        output, hidden = rnn(torch.cat((context, x.unsqueeze(1)), dim=-1), hidden)  # (B, 1, H), (L, B, H)
+        parts = (context, x.unsqueeze(1)) if k.concat == "context_first" else (x.unsqueeze(1), context)
+        output, hidden = rnn(torch.cat(parts, dim=-1), hidden)  # (B, 1, H), (L, B, H)
         outputs.append(output)
         weights.append(step_weights)
     logits = torch.cat(outputs, dim=1) @ params["dense.weight"].T + params["dense.bias"]  # (B, T, V)

@@ -2,8 +2,10 @@
 
 It loads FILE as a module and checks its blocks, writing one JSON line to EVENTS as each block starts
 and ends, so that the parent (`process.py`) can say where a file that never finishes got stuck. A file
-that cannot be loaded gets one line saying why. The learner's own prints go to this process's stdout
-and stderr, which the parent keeps apart from EVENTS; its stdin is empty, so `input()` fails at once.
+that cannot be loaded gets one line saying why. When no d2l is installed, `from d2l import torch as
+d2l` gives the file attn-mt's stand-in (standin.py), which the report notes. The learner's own prints
+go to this process's stdout and stderr, which the parent keeps apart from EVENTS; its stdin is empty,
+so `input()` fails at once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
+from attn_mt.check import standin
 from attn_mt.check.runner import check_namespace
+
+STANDIN_NOTE = (
+    "{name} imports d2l, which is not installed here: it was given attn-mt check's stand-in for the "
+    "d2l names the attention chapter calls (sequence_mask, masked_softmax, the attention classes, "
+    "Encoder, AttentionDecoder, EncoderDecoder, ...), written from d2l's documented behaviour"
+)
 
 
 def write(events: TextIO, **event: object) -> None:
@@ -40,6 +49,11 @@ def load_error(exc: BaseException, path: Path) -> str:
     where = f"line {lines[-1]} of {path.name}" if lines else path.name
     if isinstance(exc, SyntaxError):
         return f"{path.name} has a syntax error at line {exc.lineno}: {exc.msg}"
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "d2l" and standin.used_package():
+        return (
+            f"{where} raised {type(exc).__name__}: {exc}; attn-mt check stands in only for d2l.torch "
+            "(from d2l import torch as d2l)"
+        )
     if isinstance(exc, ModuleNotFoundError):
         return (
             f"{where} imports {exc.name}, which is not installed in this Python; write the blocks with torch "
@@ -56,6 +70,7 @@ def load_error(exc: BaseException, path: Path) -> str:
 def main(argv: list[str]) -> int:
     """Load the file and check its blocks; the exit code is 0 whatever they show."""
     path, events_path, only = Path(argv[0]), Path(argv[1]), tuple(argv[2:])
+    standin.install()
     with events_path.open("w", encoding="utf-8") as events:
         write(events, started="loading")
         try:
@@ -63,6 +78,9 @@ def main(argv: list[str]) -> int:
         except BaseException as exc:  # the learner's file may raise anything, SystemExit included
             write(events, load_error=load_error(exc, path))
             return 0
+        finally:
+            if standin.used():
+                write(events, note=STANDIN_NOTE.format(name=path.name))
         check_namespace(
             namespace,
             only,

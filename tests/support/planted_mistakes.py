@@ -15,6 +15,44 @@ PLANTED = {
     "mask-with-minus-infinity": ("masked_softmax", "value=-1e6", "value=float('-inf')"),
     "valid-lens-ignored": ("masked_softmax", "if valid_lens is None:", "if True:"),
     "mask-inverted": ("masked_softmax", "X[~mask] = value", "X[mask] = value"),
+    "mask-off-by-one": ("masked_softmax", "< valid_len[:, None]", "<= valid_len[:, None]"),
+    "valid-lens-wrong-axis": (
+        "masked_softmax",
+        "torch.repeat_interleave(valid_lens, shape[1])",
+        "valid_lens.repeat(shape[1])",
+    ),
+    "valid-lens-2d-as-1d": ("masked_softmax", "if valid_lens.dim() == 1:", "if valid_lens.dim() >= 1:"),
+    "heads-scaled-by-hidden": (
+        "MultiHeadAttention",
+        "queries = self.transpose_qkv(self.W_q(queries))",
+        "queries = self.transpose_qkv(self.W_q(queries)) / math.sqrt(self.num_heads)",
+    ),
+    "pe-sliced-by-batch": ("PositionalEncoding", "self.P[:, : X.shape[1], :]", "self.P[:, : X.shape[0], :]"),
+    "concat-order-swapped": (
+        "Seq2SeqAttentionDecoder",
+        "torch.cat((context, torch.unsqueeze(x, dim=1)), dim=-1)",
+        "torch.cat((torch.unsqueeze(x, dim=1), context), dim=-1)",
+    ),
+    "init-state-not-transposed": (
+        "Seq2SeqAttentionDecoder",
+        "return (outputs.permute(1, 0, 2), hidden_state, enc_valid_lens)",
+        "return (outputs, hidden_state, enc_valid_lens)",
+    ),
+    "changes-its-input": (
+        "PositionalEncoding",
+        "X = X + self.P[:, : X.shape[1], :].to(X.device)",
+        "X += self.P[:, : X.shape[1], :].to(X.device)",
+    ),
+    "gradient-cut": (
+        "PositionalEncoding",
+        "X = X + self.P[:, : X.shape[1], :].to(X.device)",
+        "X = X.detach() + self.P[:, : X.shape[1], :].to(X.device)",
+    ),
+    "bias-hard-coded": (
+        "MultiHeadAttention",
+        "self.W_q = nn.LazyLinear(num_hiddens, bias=bias)",
+        "self.W_q = nn.LazyLinear(num_hiddens, bias=True)",
+    ),
     "softmax-wrong-axis": (
         "masked_softmax",
         "softmax(X.reshape(shape), dim=-1)",
@@ -62,6 +100,12 @@ PLANTED = {
         "TransformerEncoderBlock",
         "self.attention(X, X, X, valid_lens)",
         "self.attention(X, X, X, None)",
+    ),
+    "decoder-not-causal": ("TransformerDecoderBlock", "if self.training:", "if False:"),
+    "cross-attention-without-mask": (
+        "TransformerDecoderBlock",
+        "self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens)",
+        "self.attention2(Y, enc_outputs, enc_outputs, None)",
     ),
     "query-from-first-layer": ("Seq2SeqAttentionDecoder", "hidden_state[-1]", "hidden_state[0]"),
     "decoder-without-mask": (
