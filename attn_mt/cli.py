@@ -340,7 +340,8 @@ def serve(
     max_queue_wait: float = typer.Option(
         2.0,
         "--max-queue-wait",
-        help="Seconds of work (at the measured speed) that may wait ahead of a request; beyond, 503.",
+        help="Seconds of work (at the speed measured, from a warm-up batch at start on) that may wait "
+        "ahead of a request; beyond, 503 with Retry-After.",
     ),
     shutdown_timeout: float = typer.Option(
         10.0, "--shutdown-timeout", help="Seconds from SIGTERM or Ctrl-C to the exit; what is left gets 503."
@@ -355,7 +356,9 @@ def serve(
         5.0, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
     ),
     limit_concurrency: int = typer.Option(
-        4096, "--limit-concurrency", help="Open connections (and requests) beyond which requests get 503."
+        4096,
+        "--limit-concurrency",
+        help="Requests in flight beyond which a request gets 503 at once (JSON, with Retry-After).",
     ),
     cors_origins: str | None = typer.Option(
         None,
@@ -367,8 +370,9 @@ def serve(
     api_keys: Path | None = typer.Option(
         None,
         "--api-keys",
-        help="File of API keys, one a line (optionally 'requests=N chars=N', its own limits a minute); "
-        "every POST then needs one (required unless --host is loopback or --no-auth is given).",
+        help="File of API keys, one a line, each 16 or more letters, digits, '-', '_' or '.' (a shorter "
+        "key stops the server at start), optionally followed by 'requests=N chars=N', its own limits a "
+        "minute; every POST then needs one (required unless --host is loopback or --no-auth is given).",
     ),
     no_auth: bool = typer.Option(
         False,

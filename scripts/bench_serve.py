@@ -15,7 +15,10 @@ Starts `attn-mt serve RUN_DIR` on a free port of 127.0.0.1 (never another addres
 4. with `--scenario`: `overload` (one-sentence clients against clients of the largest legal request:
    the short requests' latency, every status, the server's peak memory), `idle-connections` (idle
    sockets held open, then a new client's request, and the server's log size), `sigterm` (paragraph
-   requests queued, then SIGTERM: the time to exit and how every client was answered).
+   requests queued, then SIGTERM: the time to exit and how every client was answered), `burst`
+   (`--burst` LibreTranslate paragraphs of 990 characters sent at once to a fresh server, with
+   `--short-clients` one-sentence clients sending meanwhile, then the same again on the now warm
+   server: how each was answered, every 503's Retry-After, the short requests' p99 and 503 share).
 Sentences are English lines of the corpus (`--data`, else as `attn-mt` finds it). Prints one JSON
 object with every figure; docs/serving.md holds the results.
 """
@@ -344,6 +347,83 @@ def overload(
     }
 
 
+MAX_SHORT_REQUESTS = 2000  # a burst's short clients stop after this many requests each, if not before
+
+
+def timed_post(address: str, body: bytes) -> tuple[int, float, str | None, str]:
+    """POST /translate: the status (0 without an answer), the seconds taken, the Retry-After, the error."""
+    request = urllib.request.Request(f"http://{address}/translate", data=body, method="POST")
+    request.add_header("Content-Type", "application/json")
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            response.read()
+            return response.status, time.perf_counter() - started, None, ""
+    except urllib.error.HTTPError as error:
+        with error:
+            answer = json.loads(error.read() or b"null")
+            said = answer.get("error", "") if isinstance(answer, dict) else ""
+            return error.code, time.perf_counter() - started, error.headers.get("Retry-After"), said
+    except OSError:
+        return 0, time.perf_counter() - started, None, ""
+
+
+def paragraphs(pool: list[str], count: int, length: int = 990) -> list[str]:
+    """`count` paragraphs of `length` characters: the pool's sentences one after another, cut at `length`."""
+    text = " ".join(pool)
+    text = " ".join([text] * (count * length // len(text) + 2))
+    return [text[i * length : (i + 1) * length].strip() for i in range(count)]
+
+
+def summary(answers: list[tuple[int, float, str | None, str]]) -> dict:
+    """How a group of answers went: statuses, the 503s' share and Retry-Afters, the deadline 503s, and the
+    200s' latency."""
+    refused = [a for a in answers if a[0] == 503]
+    answered_ms = [1000 * a[1] for a in answers if a[0] == 200]
+    counts: dict[str, int] = {}
+    for status, *_ in answers:
+        counts[status_key(status)] = counts.get(status_key(status), 0) + 1
+    return {
+        "requests": len(answers),
+        "statuses": counts,
+        "share_503": round(len(refused) / len(answers), 3) if answers else 0.0,
+        "503_with_retry_after": sum(a[2] is not None for a in refused),
+        "503_past_the_deadline": sum("deadline" in a[3] for a in refused),
+        "503_slowest_ms": round(1000 * max((a[1] for a in refused), default=0.0), 1),
+        "200_p50_ms": round(percentile(answered_ms, 50), 1) if answered_ms else None,
+        "200_p99_ms": round(percentile(answered_ms, 99), 1) if answered_ms else None,
+        "200_slowest_ms": round(max(answered_ms), 1) if answered_ms else None,
+    }
+
+
+def burst(address: str, pool: list[str], count: int, short_clients: int) -> dict:
+    """`count` LibreTranslate paragraphs of 990 characters sent at once, one client each, while
+    `short_clients` clients send one-sentence greedy requests back to back (a second apart after a
+    503) until the last paragraph is answered (at most MAX_SHORT_REQUESTS each); how both kinds were
+    answered (`summary`)."""
+    bodies = [
+        json.dumps({"q": text, "source": "en", "target": "fr"}).encode() for text in paragraphs(pool, count)
+    ]
+    done = threading.Event()
+
+    def short_client(number: int) -> list[tuple[int, float, str | None, str]]:
+        rng = random.Random(number)
+        answers = []
+        while not done.is_set() and len(answers) < MAX_SHORT_REQUESTS:
+            body = json.dumps({"sentences": [rng.choice(pool)], "beam": 1}).encode()
+            answers.append(timed_post(address, body))
+            if answers[-1][0] == 503:
+                done.wait(1.0)  # the shortest Retry-After the server gives
+        return answers
+
+    with ThreadPoolExecutor(count + short_clients) as threads:
+        shorts = [threads.submit(short_client, n) for n in range(short_clients)]
+        long = list(threads.map(lambda body: timed_post(address, body), bodies))
+        done.set()
+        short = [answer for future in shorts for answer in future.result()]
+    return {"paragraphs": summary(long), "short": summary(short)}
+
+
 def still_open(sock: socket.socket) -> bool:
     """Whether the server has not closed this connection (nothing to read yet)."""
     sock.setblocking(False)
@@ -432,14 +512,19 @@ def pressure(args: argparse.Namespace, pool: list[str]) -> dict:
         "command": " ".join(sys.argv),
     }
     try:
-        translate(address, pool[:2], beam=1)  # warm-up
+        if args.scenario == "burst":  # the server as it starts: no request before the burst
+            report["fresh"] = burst(address, pool, args.burst, args.short_clients)
+            report["warm"] = burst(address, pool, args.burst, args.short_clients)
+            report["metrics"] = metrics(address)
+        else:
+            translate(address, pool[:2], beam=1)  # warm-up
         if args.scenario == "overload":
             report["overload"] = overload(
                 address, process.pid, pool, args.seconds, args.load_clients, args.large_clients
             )
         elif args.scenario == "idle-connections":
             report["idle"] = idle_connections(address, args.connections, log, pool[0])
-        else:
+        elif args.scenario == "sigterm":
             report["sigterm"] = sigterm_with_queue(process, address, pool, args.queued)
     finally:
         if process.poll() is None:
@@ -477,12 +562,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--scenario",
-        choices=["throughput", "overload", "idle-connections", "sigterm"],
+        choices=["throughput", "overload", "idle-connections", "sigterm", "burst"],
         default="throughput",
         help="throughput: batching, idle latency, load (the default); overload: --load-clients one-sentence "
         "clients against --large-clients of the largest request for --seconds; idle-connections: "
-        "--connections idle sockets, then one request; sigterm: --queued paragraphs queued, then SIGTERM",
+        "--connections idle sockets, then one request; sigterm: --queued paragraphs queued, then SIGTERM; "
+        "burst: --burst paragraphs at once to a fresh server with --short-clients, then again, warm",
     )
+    parser.add_argument("--burst", type=int, default=200, help="paragraphs of the burst scenario")
+    parser.add_argument("--short-clients", type=int, default=4, help="one-sentence clients during a burst")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--large-clients", type=int, default=2)
     parser.add_argument("--connections", type=int, default=1100)
@@ -500,6 +588,8 @@ def main() -> None:
         sys.exit(f"--load-minutes and --seconds must be at most {MAX_LOAD_MINUTES} minutes")
     if not 0 <= args.large_clients <= 8 or not 1 <= args.connections <= 4000 or not 1 <= args.queued <= 500:
         sys.exit("--large-clients must be 0-8, --connections 1-4000, --queued 1-500")
+    if not 1 <= args.burst <= MAX_PRESSURE_CLIENTS or not 0 <= args.short_clients <= 16:
+        sys.exit(f"--burst must be 1-{MAX_PRESSURE_CLIENTS}, --short-clients 0-16")
     if args.scenario != "throughput":
         english = sorted({en for en, _ in read_pairs(resolve_corpus(args.data))})
         print(json.dumps(pressure(args, random.Random(args.seed).sample(english, 2000)), indent=2))

@@ -10,7 +10,14 @@ import pytest
 from attn_mt.decoding.stopping import DecodeStoppedError, check_stop, stop_when
 from attn_mt.decoding.translator import Translator
 from attn_mt.run.run_dir import load_run
-from attn_mt.serving.batcher import Batcher, DeadlinePassedError, QueueFullError, ShuttingDownError
+from attn_mt.serving.batcher import (
+    Batcher,
+    ClientGoneError,
+    DeadlinePassedError,
+    QueueFullError,
+    ShuttingDownError,
+    WarmUp,
+)
 
 WAIT_S = 30.0  # a batch waits this long for more jobs; the tests fill batches well before it ends
 
@@ -177,7 +184,7 @@ def test_a_job_past_its_deadline_is_not_decoded():
     assert batcher.submit(["b"], "y").result(WAIT_S) == ["y:B"]
     batcher.close()
     assert all("late" not in sentences for sentences, _ in decoder.calls)
-    assert (batcher.expired, batcher.dropped) == (1, 1)
+    assert (batcher.expired, batcher.dropped) == (1, 0)  # expired, not counted as a client that left
 
 
 def test_a_batch_whose_clients_all_left_stops_between_search_steps():
@@ -186,11 +193,76 @@ def test_a_batch_whose_clients_all_left_stops_between_search_steps():
     leaving = batcher.submit(["long"], "x")
     assert decoder.started.wait(WAIT_S)
     assert not leaving.cancel()  # running: the waiting request fails it instead, as app.py does
-    leaving.set_exception(DeadlinePassedError("given up by its request"))
+    leaving.set_exception(ClientGoneError("its client left"))
     decoder.steps = 1
     assert batcher.submit(["next"], "x").result(WAIT_S) == ["NEXT"]  # the worker is free again
     batcher.close()
-    assert decoder.ran[0] < 1000 and (batcher.stopped, batcher.dropped) == (1, 1)
+    assert decoder.ran[0] < 1000 and (batcher.stopped, batcher.dropped, batcher.expired) == (1, 1, 0)
+
+
+def test_jobs_given_up_are_counted_once_as_departed_or_as_expired():
+    decoder = GatedDecoder()
+    batcher = Batcher(decoder, max_batch=8, max_wait_s=0.0)
+    late_running = batcher.submit(["a"], "x")
+    assert decoder.started.wait(WAIT_S)
+    staying = batcher.submit(["b"], "y")
+    left_queued, cancelled = batcher.submit(["c"], "z"), batcher.submit(["d"], "z")
+    late_queued = batcher.submit(["e"], "z", deadline=time.monotonic() + 0.05)
+    late_running.set_exception(DeadlinePassedError("given up by its request"))  # app.py's timer, mid-batch
+    left_queued.set_exception(ClientGoneError("its client left"))
+    assert cancelled.cancel()
+    time.sleep(0.1)  # past the queued job's deadline
+    decoder.release.set()
+    batcher.close()
+    with pytest.raises(DeadlinePassedError):
+        late_queued.result(WAIT_S)
+    assert staying.result(WAIT_S) == ["y:B"]
+    assert [sentences for sentences, _ in decoder.calls] == [["a"], ["b"]]
+    assert (batcher.expired, batcher.dropped) == (2, 2)
+
+
+def test_a_warm_up_batch_gives_the_speed_before_the_first_job():
+    decoder = GatedDecoder()
+    decoder.release.set()
+    timed = SteppingDecoder(steps=1, step_s=0.1)  # 10 units in at least 0.1 s: at most 100 units a second
+
+    def decode(sentences: list[str], options: str) -> list[str]:
+        return (decoder if "hold" in sentences else timed)(sentences, options)
+
+    warm_up = WarmUp(["w1", "w2"], "x", work=10)
+    batcher = Batcher(decode, max_batch=1, max_wait_s=0.0, max_queue_wait_s=0.5, warm_up=warm_up)
+    assert batcher.warmed.wait(WAIT_S)
+    assert timed.calls == [["w1", "w2"], ["w1", "w2"]] and 0 < batcher.work_per_s <= 100
+    assert (batcher.batches, batcher.sentences) == (0, 0)  # the warm-up is no request's
+    decoder.release.clear()
+    held = batcher.submit(["hold"], "x", work=1)  # the first job of all: nothing measured it yet
+    assert decoder.started.wait(WAIT_S)
+    admitted = []
+    for number in range(10):
+        try:
+            admitted.append(batcher.submit([f"j{number}"], "x", work=10))
+        except QueueFullError as refused:
+            assert refused.retry_after_s >= 1
+    decoder.release.set()
+    assert [f.result(WAIT_S) for f in admitted] == [[f"J{n}"] for n in range(len(admitted))]
+    assert held.result(WAIT_S) == ["x:HOLD"]
+    batcher.close()
+    # 0.5 s at 100 units a second or less, halved while the held batch runs: at most 3 jobs of 10
+    assert 1 <= len(admitted) <= 3 and batcher.refused == 10 - len(admitted)
+
+
+def test_a_failed_warm_up_leaves_the_worker_serving_without_a_speed():
+    def decode(sentences: list[str], options: str) -> list[str]:
+        if "w" in sentences:
+            raise RuntimeError("cannot warm up")
+        return [s.upper() for s in sentences]
+
+    batcher = Batcher(decode, max_batch=4, max_wait_s=0.0, warm_up=WarmUp(["w"], "x", work=5))
+    assert batcher.warmed.wait(WAIT_S)
+    assert str(batcher.warm_up_error) == "cannot warm up" and batcher.work_per_s == 0
+    assert batcher.submit(["a"], "x").result(WAIT_S) == ["A"]
+    batcher.close()
+    assert batcher.work_per_s > 0  # measured on the first batch
 
 
 def test_short_jobs_alternate_with_bounded_batches_of_a_long_one():

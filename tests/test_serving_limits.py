@@ -17,10 +17,12 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from support.helpers import (
     ANSWER_TIMEOUT_S,
     call,
     load_script,
+    raw_answer,
     raw_request,
     server,
     server_process,
@@ -86,13 +88,54 @@ def test_a_request_not_answered_by_its_deadline_gets_503_and_is_not_decoded(tiny
     # the batch waits 3 s for company, longer than the request's 1 s deadline
     limits = ("--max-wait-ms", "3000", "--request-timeout", "10", "--max-request-timeout", "20")
     with server(tiny_runs.transformer, *limits) as address:
-        status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 1.0})
-        assert status == 503 and "deadline" in answer["error"]
+        status, answer, headers = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 1.0})
+        assert status == 503 and "deadline" in answer["error"] and int(headers["retry-after"]) >= 1
         status, answer, _ = post_with_headers(address, {"sentences": [SENTENCE], "timeout": 21.0})
         assert status == 422 and answer["error"] == "timeout: at most 20 seconds on this server, got 21"
-        health = wait_for_health(address, lambda health: health["dropped"] == 1)
+        health = wait_for_health(address, lambda health: health["expired"] == 1)
+        assert health["dropped"] == 0  # its client waited for the 503: it did not leave
         assert (health["batches"], health["sentences"]) == (0, 0)  # given up before its batch was decoded
         assert translate(address, [SENTENCE], timeout=20.0)["results"][0]["translation"]
+
+
+def test_a_fresh_server_knows_its_speed_and_refuses_from_the_first_request(tiny_runs):
+    # three texts of 990 characters at beam 6 with attention, unsplit: 36,000 units, a long batch of their
+    # own that waits 3 s for company; a second request would wait for the first's work, far over 0.01 s
+    text = " ".join([SENTENCE] * 46)[:990]
+    heavy = {"sentences": [text] * 3, "beam": 6, "attention": True, "split": False}
+    options = ("--max-wait-ms", "3000", "--max-queue-wait", "0.01")
+    with server(tiny_runs.transformer, *options) as address:
+        fresh = worker_counts(address)
+        assert (fresh["batches"], fresh["sentences"]) == (0, 0)  # the warm-up batch is no request's
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(post_with_headers, address, heavy)
+            wait_for_health(address, lambda health: health["queued_work"] == 36_000)
+            status, answer, headers = post_with_headers(address, heavy)  # before any batch was decoded
+            assert first.result(ANSWER_TIMEOUT_S)[0] == 200
+        assert status == 503 and "busy" in answer["error"] and int(headers["retry-after"]) >= 1
+        assert worker_counts(address)["refused"] == 1
+
+
+@pytest.mark.slow
+def test_a_flood_at_start_up_and_again_warm_is_answered_or_refused_at_once_never_at_its_deadline(tiny_runs):
+    # 200 paragraphs of 990 characters at once (the issue's flood) on a server that has answered nothing
+    # yet, then again with 2 one-sentence clients meanwhile; a queue wait of 0.5 s keeps the flood well
+    # over what the worker can answer in time on any machine
+    bench = load_script("bench_serve")
+    pool = [en.capitalize() + "." for en, _ in reverse_pairs(400, seed=4)]
+    options = ("--request-timeout", "20", "--max-queue-wait", "0.5")
+    with server(tiny_runs.transformer, *options) as address:
+        fresh = bench.burst(address, pool, 200, short_clients=0)
+        warm = bench.burst(address, pool, 200, short_clients=2)
+        counts = worker_counts(address)
+    for flood in (fresh, warm):
+        for kind in ("paragraphs", "short"):
+            answers = flood[kind]
+            refused = answers["statuses"].get("503", 0)
+            assert set(answers["statuses"]) <= {"200", "503"}, flood
+            assert answers["503_with_retry_after"] == refused and answers["503_past_the_deadline"] == 0, flood
+        assert 0 < flood["paragraphs"]["statuses"].get("503", 0) < 200, flood  # refused from the first
+    assert (counts["expired"], counts["dropped"]) == (0, 0)
 
 
 def test_max_batch_is_honoured_exactly_by_splitting_requests(tiny_runs, run_cli, tmp_path):
@@ -173,6 +216,80 @@ def test_idle_and_slow_connections_are_closed_and_others_answered(tiny_runs):
                 sock.close()
 
 
+def metric_samples(address: str) -> dict[str, float]:
+    """Every sample of serve's GET /metrics, by its name with labels."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=ANSWER_TIMEOUT_S) as response:
+        lines = response.read().decode().splitlines()
+    return {
+        name: float(value)
+        for name, _, value in (line.rpartition(" ") for line in lines if line and not line.startswith("#"))
+    }
+
+
+def test_a_body_that_times_out_is_logged_and_counted_408_and_a_client_that_leaves_499(tiny_runs, tmp_path):
+    with (
+        (tmp_path / "serve.log").open("w") as logged,
+        server(tiny_runs.transformer, "--body-timeout", "1", log=logged) as address,
+    ):
+        slow = raw_request(address, b'{"sen', 100)  # 100 bytes declared, 5 sent
+        closed, received = closed_within(slow, 10)
+        assert closed and received.startswith(b"HTTP/1.1 408 ")
+        wait_for_metric(address, 'attn_mt_requests_total{route="/translate",status="408"}')
+        leaving = raw_request(address, b'{"sen', 100)
+        leaving.close()  # before its body, and any answer
+        samples = wait_for_metric(address, 'attn_mt_requests_total{route="/translate",status="499"}')
+        log = written_text(logged)
+    assert samples['attn_mt_requests_total{route="/translate",status="408"}'] == 1
+    assert samples['attn_mt_rejections_total{status="408"}'] == 1
+    assert not any('status="500"' in name for name in samples), samples
+    assert re.search(r"POST /translate 408 0 sentences \d+\.\d ms", log), log
+    assert re.search(r"POST /translate 499 0 sentences", log) and " 500 " not in log, log
+
+
+def wait_for_metric(address: str, name: str) -> dict[str, float]:
+    """Poll GET /metrics until the sample `name` appears; every sample then."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while name not in (samples := metric_samples(address)):
+        assert time.monotonic() < deadline, f"{name} never appeared in /metrics"
+        time.sleep(0.05)
+    return samples
+
+
+def test_requests_over_limit_concurrency_get_a_logged_counted_json_503(tiny_runs, tmp_path):
+    body = json.dumps({"sentences": [SENTENCE], "beam": 1}).encode()
+    with (
+        (tmp_path / "serve.log").open("w") as logged,
+        server(tiny_runs.transformer, "--limit-concurrency", "1", log=logged) as address,
+    ):
+        held = raw_request(address, body[:5], len(body))  # in flight until the rest of its body comes
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        while (refused := call_with_headers(address, "/health"))[0] == 200:  # until the server has it
+            assert time.monotonic() < deadline, "the held request never counted"
+            time.sleep(0.05)
+        held.sendall(body[5:])
+        assert raw_answer(held)[0] == 200  # the request in flight is answered
+        samples = metric_samples(address)
+        log = written_text(logged)
+    status, answer, headers = refused
+    assert status == 503 and "1 requests in flight, --limit-concurrency" in answer["error"]
+    assert int(headers["retry-after"]) >= 1 and headers["content-type"] == "application/json"
+    assert samples['attn_mt_requests_total{route="/health",status="503"}'] == 1
+    assert samples['attn_mt_rejections_total{status="503"}'] == 1
+    assert "GET /health 503 0 sentences" in log
+
+
+def call_with_headers(address: str, path: str) -> tuple[int, dict, dict[str, str]]:
+    """GET `path`: the status, the JSON answer and the headers (lower-cased names)."""
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=ANSWER_TIMEOUT_S) as response:
+            headers = {name.lower(): value for name, value in response.headers.items()}
+            return response.status, json.loads(response.read()), headers
+    except urllib.error.HTTPError as error:
+        with error:
+            headers = {name.lower(): value for name, value in error.headers.items()}
+            return error.code, json.loads(error.read()), headers
+
+
 def test_the_fd_limit_is_raised_and_running_out_logs_one_line_not_a_flood(tiny_runs, tmp_path):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     lowered = min(256, hard)
@@ -219,7 +336,8 @@ def test_sigterm_finishes_what_fits_answers_the_rest_503_and_a_second_signal_exi
 ):
     # 16 texts of 45 sentences (720 once split) at beam 6 with attention: 45 batches of 16 for the tiny model
     heavy = {"sentences": [" ".join([SENTENCE] * 46)[:990]] * 16, "beam": 6, "nbest": 6, "attention": True}
-    options = ("--shutdown-timeout", "3", "--max-batch", "16")
+    # a queue wait of 10 minutes lets all of them in: admission control would refuse most at once
+    options = ("--shutdown-timeout", "3", "--max-batch", "16", "--max-queue-wait", "600")
     with (
         (tmp_path / "serve.log").open("w") as logged,
         server_process("serve", str(tiny_runs.transformer), *options, log=logged) as (process, address),
@@ -241,7 +359,7 @@ def test_sigterm_finishes_what_fits_answers_the_rest_503_and_a_second_signal_exi
     assert stopped and int(stopped.group(1)) == statuses.count(503), log
 
     # batches of one sentence: each request needs 720 of them, far longer than the 0.2 s between the signals
-    one_at_a_time = ("--shutdown-timeout", "30", "--max-batch", "1")
+    one_at_a_time = ("--shutdown-timeout", "30", "--max-batch", "1", "--max-queue-wait", "600")
     patient = server_process("serve", str(tiny_runs.transformer), *one_at_a_time)
     with patient as (process, address), ThreadPoolExecutor(4) as pool:
         pending = [pool.submit(post_with_headers, address, heavy) for _ in range(4)]

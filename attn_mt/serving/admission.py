@@ -11,6 +11,8 @@ The queue holds at most `max_queued_work` units (more is refused with 503 and a 
 request larger than that is taken when nothing else waits), and a request is refused the same way
 when the work waiting in its lane would take the worker more than `max_queue_wait_s` at the speed
 it has measured, so a request is answered in about that time (plus one batch) or refused at once;
+the speed is measured before the first request, on `WARM_UP_SENTENCES` at the run's beam (the
+server decodes them at start: serving/server.py), so a burst at start-up is refused like any other;
 requests of at most `short_work` units go in the short lane, which the worker alternates with the
 long one; a batch holds at most `batch_work` units, so a short request waits for at most one such
 batch of long work. Every request has a deadline: `default_timeout_s` after it arrives, or the
@@ -31,6 +33,19 @@ SENTENCE_OVERHEAD = 10  # work units of a sentence besides its characters (its <
 ATTENTION_FACTOR = 2  # returning the attention maps doubles a request's work
 # the largest legal request, at the widest beam with attention: every character split into as many
 # sentences as allowed, or 64 texts each with a prefix as long (a text with a prefix is not split)
+# English sentences of everyday length (60 to 78 characters): the warm-up batch the decoding speed is first
+# measured on. One batch of eight decodes faster per unit than one sentence and slower than a full batch
+# of 64, so the first estimate errs towards refusing, until the first requests' batches are measured.
+WARM_UP_SENTENCES = (
+    "The last train to the city leaves at seven, so we should go now.",
+    "She told me that her brother had found a new job near the harbour.",
+    "I don't think it will rain today, but take an umbrella anyway.",
+    "We have been waiting for the doctor since nine o'clock this morning.",
+    "If you had asked me earlier, I would have helped you carry the boxes upstairs.",
+    "The children were playing in the garden when their grandmother arrived.",
+    "He reads the newspaper every morning before he goes to work.",
+    "Could you tell me how far it is from here to the nearest station by bus?",
+)
 LARGEST_WORK = (
     max(
         MAX_REQUEST_CHARS + MAX_SPLIT_SENTENCES * SENTENCE_OVERHEAD,

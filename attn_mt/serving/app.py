@@ -8,10 +8,11 @@ other routes (serving/libretranslate_routes.py), `GET /health` (LibreTranslate's
 Swagger UI page with its script and style served from `/docs/static/*` (the files the
 fastapi-offline package ships), so every page works offline. Every error is a JSON object
 `{"error": "...", "problems": [...]}` with a 4xx status (400 for a LibreTranslate request, as
-LibreTranslate answers), or 503 when the queue is full (with `Retry-After`), the request's deadline
-passed or the server is stopping (serving/admission.py, serving/batcher.py); a request never sees a
-traceback. A client that disconnects while its translation is still queued has its job cancelled,
-so the worker never decodes it. Before any of this, web/guard.py checks the Host header, that a
+LibreTranslate answers), or 503 when the queue is full or the request's deadline passed (both
+with a `Retry-After`), too many requests are in flight (serving/connections.py, with one too) or the
+server is stopping (serving/admission.py, serving/batcher.py); a request never sees a traceback.
+A client that disconnects while its translation is still queued has its job given up, so the worker
+never decodes it. Before any of this, web/guard.py checks the Host header, that a
 body is JSON (or LibreTranslate's form), and which web pages' origins may use the server (CORS);
 then serving/access.py checks API keys and per-client limits. serving/metrics.py logs a line and
 counts metrics for every request.
@@ -20,11 +21,10 @@ counts metrics for every request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -41,7 +41,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from attn_mt.decoding.scoring import blank_pairs
 from attn_mt.serving.access import Access, AccessPolicy, until_replayed
 from attn_mt.serving.admission import Admission, request_work
-from attn_mt.serving.batcher import Batcher, DeadlinePassedError, QueueFullError, ShuttingDownError
+from attn_mt.serving.batcher import (
+    Batcher,
+    ClientGoneError,
+    DeadlinePassedError,
+    QueueFullError,
+    ShuttingDownError,
+    settle,
+)
+from attn_mt.serving.connections import InFlightLimit
 from attn_mt.serving.libretranslate import (
     INVALID_JSON,
     LibreTranslateCall,
@@ -54,7 +62,7 @@ from attn_mt.serving.libretranslate import (
     read_translate,
 )
 from attn_mt.serving.libretranslate_routes import add_libretranslate_routes
-from attn_mt.serving.metrics import Metrics, RequestLog, note_sentences
+from attn_mt.serving.metrics import CLIENT_GONE, Metrics, RequestLog, note_sentences
 from attn_mt.serving.schemas import (
     MAX_BODY_BYTES,
     MAX_SPLIT_SENTENCES,
@@ -75,7 +83,6 @@ PAGE_DIR = Path(__file__).parent / "page"
 DOCS_STATIC = ("fastapi_offline", "static")  # (package, folder): Swagger UI's script, style and icon
 FORM_TYPE = b"application/x-www-form-urlencoded"
 MULTIPART_TYPE = b"multipart/form-data"
-CLIENT_GONE = 499  # the status (nginx's "client closed request") of an answer nobody reads
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": what}
     for code, what in (
@@ -155,29 +162,33 @@ class UnavailableError(Exception):
         self.retry_after_s = retry_after_s
 
 
-async def results_unless_gone(job: Future, receive: Receive, timeout: float | None = None) -> Any:
-    """The job's results; None if the client disconnects first. A client gone, or `timeout` seconds
-    passed (UnavailableError), gives the job up: a queued job is never decoded, and a batch whose jobs are
-    all given up stops between two search steps."""
+async def results_unless_gone(
+    job: Future, receive: Receive, timeout: float | None = None, retry_after: Callable[[], int] | None = None
+) -> Any:
+    """The job's results; None if the client disconnects first. A client gone (the job failed with
+    ClientGoneError), or `timeout` seconds passed (DeadlinePassedError, and UnavailableError with
+    `retry_after()`'s Retry-After), gives the job up: a queued job is never decoded, and a batch whose
+    jobs are all given up stops between two search steps."""
     results = asyncio.wrap_future(job)
     gone = asyncio.ensure_future(until_disconnect(receive))
+    expired = False
     try:
         await asyncio.wait((results, gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        expired = not results.done() and not gone.done()
     finally:
         gone.cancel()
         if not results.done():  # the client left, the deadline passed, or this request's task was cancelled
-            if not job.cancel():  # already being decoded: the worker sees it done and drops it
-                with contextlib.suppress(InvalidStateError):
-                    job.set_exception(DeadlinePassedError("given up by its request"))
+            reason = DeadlinePassedError("given up by its request") if expired else None
+            settle(job, error=reason or ClientGoneError("its client left"))
             results.cancel()
-    if results.cancelled():
-        if gone.done() and not gone.cancelled():
-            return None
-        raise UnavailableError(f"not answered within the request's deadline ({timeout:.3g} s)")
+    if job.cancelled() or isinstance(job.exception(), ClientGoneError):
+        return None
     try:
-        return results.result()
+        return job.result()
     except DeadlinePassedError:
-        raise UnavailableError("not answered within the request's deadline") from None
+        within = f" ({timeout:.3g} s)" if timeout is not None else ""
+        message = f"not answered within the request's deadline{within}"
+        raise UnavailableError(message, retry_after() if retry_after is not None else None) from None
     except ShuttingDownError as exc:
         raise UnavailableError(f"the server is shutting down: {exc}") from None
 
@@ -236,11 +247,13 @@ def create_app(
     cors: CorsPolicy,
     admission: Admission | None = None,
     access: AccessPolicy | None = None,
+    max_in_flight: int | None = None,
 ) -> FastAPI:
     """The application over one loaded run and its decoding worker, answering the Host headers of
     `hosts`, the web pages `cors` allows (web/guard.py) and the clients `access` lets in
     (serving/access.py: API keys and per-client limits; none by default), within `admission`'s
-    limits (serving/admission.py: deadlines and the queue's bound)."""
+    limits (serving/admission.py: deadlines and the queue's bound) and at most `max_in_flight`
+    requests at once (serving/connections.py; None: no bound)."""
     admission = admission or Admission()
     app = FastAPI(
         title="attn-mt",
@@ -276,6 +289,8 @@ def create_app(
         shared_paths=frozenset({"/translate"}),  # LibreTranslate's body and serve's own
         max_peek_bytes=MAX_BODY_BYTES,
     )
+    if max_in_flight is not None:  # inside the request log, so that its 503s are logged and counted
+        app.add_middleware(InFlightLimit, limit=max_in_flight, retry_after=batcher.retry_after_s)
     app.add_middleware(  # added last, so it runs first: it sees every request, refusals too
         RequestLog, metrics=metrics, routes=ROUTES, prefixes=("/download_file/", "/page/", "/docs/static/")
     )
@@ -362,7 +377,9 @@ def create_app(
             raise UnavailableError(str(exc), exc.retry_after_s) from None
         except ShuttingDownError as exc:
             raise UnavailableError(str(exc)) from None
-        results = await results_unless_gone(job, connection.receive, deadline - time.monotonic())
+        results = await results_unless_gone(
+            job, connection.receive, deadline - time.monotonic(), batcher.retry_after_s
+        )
         if results is not None:
             note_sentences(connection.state, len(sentences))
         return results

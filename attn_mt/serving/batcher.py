@@ -18,11 +18,17 @@ was (decoding/stopping.py's check is the hook), losing nothing.
 The queue is bounded in work, not in requests: `submit` refuses a job (`QueueFullError`, which says when
 to retry) when the waiting work and the job's together pass `max_queued_work`, or when the work
 already waiting in its lane would take more than `max_queue_wait_s` at the speed the worker has
-measured, so a request is either answered in about that time or refused at once. A job is gone when its
-future is done before its results: its client left (the future cancelled, or failed by the waiting
-request), or its deadline passed. A gone job takes no room in a batch, and a batch whose jobs are all
-gone stops between two search steps (decoding/stopping.py). `shut_down(by)` fails every job not
-finished at `by` with `ShuttingDownError`, and stops the batch then being decoded.
+measured, so a request is either answered in about that time or refused at once. The speed is known
+from the first request on: given a `WarmUp`, the worker decodes that batch before it takes any job
+(twice: the first round pays the model's first-call costs, the second is timed) and starts from its
+speed; every batch decoded after it is folded into a running average.
+
+A job is gone when its future is done before its results: its client left (the future cancelled, or
+failed with `ClientGoneError` by the waiting request: counted in `dropped`), or its deadline passed
+(failed with `DeadlinePassedError`, by the worker or the waiting request: counted in `expired`); each
+gone job is counted once, in one of the two. A gone job takes no room in a batch, and a batch whose
+jobs are all gone stops between two search steps (decoding/stopping.py). `shut_down(by)` fails every
+job not finished at `by` with `ShuttingDownError`, and stops the batch then being decoded.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ class DeadlinePassedError(Exception):
     """The job was not finished by its deadline."""
 
 
+class ClientGoneError(Exception):
+    """The job's client left before its answer."""
+
+
 class ShuttingDownError(Exception):
     """The server is stopping and did not finish the job within its shutdown timeout."""
 
@@ -70,7 +80,7 @@ class Job:
     handed: int = 0  # sentences put in batches so far
     finished: int = 0  # sentences decoded so far
     results: list[Any] = field(default_factory=list)
-    dropped: bool = False  # counted in Batcher.dropped
+    counted: bool = False  # counted as gone (in Batcher.dropped or Batcher.expired)
     queued_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -86,6 +96,16 @@ class Job:
     def left(self) -> int:
         """Sentences not yet put in a batch."""
         return len(self.sentences) - self.handed
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """A batch the worker decodes before any job, to know its speed from the first request on."""
+
+    sentences: list[Any]
+    options: Hashable
+    work: float  # the batch's work units (serving/admission.py)
+    rounds: int = 2  # decodings; the last one is timed
 
 
 def settle(future: Future, result: Any = None, error: BaseException | None = None) -> bool:
@@ -112,6 +132,7 @@ class Batcher:
         batch_work: float = math.inf,
         short_work: float = math.inf,
         max_queue_wait_s: float = math.inf,
+        warm_up: WarmUp | None = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -126,11 +147,15 @@ class Batcher:
         self._stop_by: float | None = None  # the shutdown deadline, once shut_down is called
         self._running: list[Job] = []  # the jobs of the batch being decoded (and one run inside it)
         self._last_long = False  # whether the last batch came from the long lane
-        self._work_per_s = 0.0  # decoding speed, a running average (0 until the first batch)
-        self.batches = 0  # batches decoded so far
+        self._work_per_s = 0.0  # decoding speed, a running average (0 until the warm-up or first batch)
+        self.warm_up = warm_up
+        self.warmed = threading.Event()  # set once the warm-up batch is decoded (at once without one)
+        self.warm_up_s = 0.0  # how long the timed round of the warm-up took
+        self.warm_up_error: Exception | None = None  # what the warm-up raised, if it failed
+        self.batches = 0  # batches decoded so far (the warm-up's not counted)
         self.sentences = 0  # sentences decoded so far
-        self.dropped = 0  # jobs not (wholly) decoded because their client had gone
-        self.expired = 0  # jobs failed because their deadline passed
+        self.dropped = 0  # jobs given up because their client left before the answer
+        self.expired = 0  # jobs given up because their deadline passed first
         self.refused = 0  # jobs refused because the queue was full
         self.stopped = 0  # batches stopped between two search steps
         self.interleaved = 0  # short batches decoded at a step boundary of a long batch's search
@@ -143,6 +168,18 @@ class Batcher:
         """The work of the sentences waiting for a batch."""
         with self._lock:
             return self._queued_work()
+
+    @property
+    def work_per_s(self) -> float:
+        """The decoding speed admission control uses, in work units a second (0 while unknown)."""
+        return self._work_per_s
+
+    def retry_after_s(self) -> int:
+        """A Retry-After for a request refused now: the time the waiting work would take at the speed
+        measured, in whole seconds within RETRY_AFTER_S."""
+        with self._lock:
+            queued = self._queued_work()
+        return self._retry_after(queued / self._work_per_s if self._work_per_s > 0 else 0.0)
 
     @property
     def queued_jobs(self) -> int:
@@ -228,10 +265,10 @@ class Batcher:
             self.unfinished_at_shutdown += 1
 
     def _gone(self, job: Job, now: float) -> bool:
-        """Whether the job is no longer wanted: its future done (client gone) or its deadline passed."""
-        expired = job.deadline is not None and now > job.deadline
-        if expired and settle(job.future, error=DeadlinePassedError("the deadline passed")):
-            self.expired += 1
+        """Whether the job is no longer wanted: its future done (its client gone, or given up by its
+        request) or its deadline passed (the future then fails with DeadlinePassedError)."""
+        if job.deadline is not None and now > job.deadline:
+            settle(job.future, error=DeadlinePassedError("the deadline passed"))
         return job.future.done()
 
     def _prune(self) -> None:
@@ -317,7 +354,11 @@ class Batcher:
         return parts
 
     def _run(self) -> None:
-        """The worker: gather a batch, decode it once, hand each job its share of the results."""
+        """The worker: decode the warm-up batch, then gather a batch, decode it once, hand each job its
+        share of the results."""
+        if self.warm_up is not None:
+            self._warm(self.warm_up)
+        self.warmed.set()
         while True:
             parts = self.gather()
             if parts is None:
@@ -353,8 +394,8 @@ class Batcher:
         except DecodeStoppedError:
             self.stopped += 1
             for job in jobs:
-                self._drop(job)
                 self._fail_at_shutdown(job)
+                self._drop(job)
             return
         except Exception as exc:  # handed to every waiting request; the worker carries on
             for job in jobs:
@@ -370,8 +411,8 @@ class Batcher:
             job.results[start:end] = results[at : at + end - start]
             at += end - start
             job.finished += end - start
-            if job.finished == len(job.sentences):
-                settle(job.future, job.results)
+            if job.finished == len(job.sentences) and not settle(job.future, job.results):
+                self._drop(job)  # given up while its last batch was decoded
 
     def _short_overdue(self) -> bool:
         """Whether a short job has waited half of max_queue_wait_s: a long search then lets it in."""
@@ -405,10 +446,15 @@ class Batcher:
         return True
 
     def _drop(self, job: Job) -> None:
-        """Count a job given up before all of it was decoded, once however many parts it had."""
-        if not job.dropped:
-            job.dropped = True
+        """Count a gone job once, however many parts it had: in `expired` when its deadline passed, in
+        `dropped` when its client left; neither when the shutdown failed it (unfinished_at_shutdown)."""
+        if job.counted or not job.future.done():
+            return
+        job.counted = True
+        if job.future.cancelled() or isinstance(job.future.exception(), ClientGoneError):
             self.dropped += 1
+        elif isinstance(job.future.exception(), DeadlinePassedError):
+            self.expired += 1
 
     def _all_gone(self, jobs: list[Job]) -> bool:
         """The stop check of a batch being decoded: every job of it gone, or the shutdown deadline passed."""
@@ -416,6 +462,18 @@ class Batcher:
         if self._stop_by is not None and now > self._stop_by:
             return True
         return all(self._gone(job, now) for job in jobs)
+
+    def _warm(self, warm_up: WarmUp) -> None:
+        """Decode the warm-up batch `rounds` times and start from the last round's speed."""
+        try:
+            for _ in range(max(1, warm_up.rounds)):
+                started = time.monotonic()
+                self.decode(list(warm_up.sentences), warm_up.options)
+                self.warm_up_s = max(time.monotonic() - started, 1e-6)
+        except Exception as exc:  # the server starts without a speed; its first batch measures one
+            self.warm_up_error = exc
+            return
+        self._work_per_s = warm_up.work / self.warm_up_s
 
     def _measure(self, work: float, started: float) -> None:
         """Fold one batch's work per second into the running average that Retry-After is computed from."""

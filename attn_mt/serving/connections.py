@@ -1,16 +1,23 @@
-"""Connections of `attn-mt serve` that cannot pin the server: read timeouts, the fd limit, a quiet log.
+"""Connections of `attn-mt serve` that cannot pin the server: read timeouts, requests in flight, the fd
+limit, a quiet log.
 
 uvicorn closes a kept-alive connection after `timeout_keep_alive` seconds without a request, but
 never one that opened and sent nothing, or a request head or body trickling in a byte at a time.
 `TimedH11Protocol` (uvicorn's h11 protocol with one timer more) gives every request
 `header_timeout_s` to arrive whole up to its blank line, counted from the connection's start or
 the end of the previous answer, and then `body_timeout_s` for its body; a connection past either is
-closed (with a 408 answer when a body was under way and nothing has been answered yet). A client
-that stops reading its answer gets as long (`body_timeout_s`) once the server's send buffer is
-full; then the connection is dropped and the unsent answer freed.
+closed (with a 408 answer when a body was under way and nothing has been answered yet; the request's
+log line and metrics say 408, serving/metrics.py). A client that stops reading its answer gets as
+long (`body_timeout_s`) once the server's send buffer is full; then the connection is dropped and
+the unsent answer freed.
 
-At start the server raises its soft limit of open files to the hard limit, so connections, not
-the default 1,024 descriptors, are what `--limit-concurrency` bounds. When descriptors still run
+`InFlightLimit` bounds the requests in flight (`--limit-concurrency`): one more is answered 503 at
+once, before its body is read, as JSON with a Retry-After, inside the request log, so it is logged
+and counted like every other refusal. (uvicorn's own `limit_concurrency`, which counted idle
+connections too and answered a plain-text 503 nobody logged, is not used.)
+
+At start the server raises its soft limit of open files to the hard limit, so the default 1,024
+descriptors do not cap the connections the header timeout bounds. When descriptors still run
 out, asyncio logs "Too many open files" for each refused accept; `OutOfFilesLog` turns that into one
 line at the first, then at most one line a minute with the count so far, never a traceback (and
 drops the traceback of asyncio's retry of such an accept when it comes after the socket was closed).
@@ -24,11 +31,16 @@ import json
 import logging
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import h11
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from attn_mt.serving.metrics import PROTOCOL_STATUS
+from attn_mt.web.http import error_response
 
 OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
 REPORT_EVERY_S = 60.0  # at most one "too many open files" line in this many seconds
@@ -45,7 +57,7 @@ class ConnectionLimits:
     header_timeout_s: float = 10.0  # the request head, from the connection's start or the last answer
     body_timeout_s: float = 30.0  # the request body, once its head has arrived
     keep_alive_s: float = 5.0  # an idle kept-alive connection (uvicorn's timeout_keep_alive)
-    limit_concurrency: int = 4096  # open connections and requests together; over it, 503
+    limit_concurrency: int = 4096  # requests in flight (InFlightLimit); over it, 503
     shutdown_timeout_s: float = 10.0  # from the first SIGTERM or Ctrl-C to the exit
 
     def uvicorn_options(self) -> dict[str, Any]:
@@ -53,7 +65,6 @@ class ConnectionLimits:
         return {
             "http": timed_protocol(self.header_timeout_s, self.body_timeout_s, self.body_timeout_s),
             "timeout_keep_alive": self.keep_alive_s,
-            "limit_concurrency": self.limit_concurrency,
             "timeout_graceful_shutdown": self.shutdown_timeout_s + 1,  # uvicorn's backstop after ours
         }
 
@@ -141,6 +152,7 @@ class TimedH11Protocol(H11Protocol):
             message = f"the request body did not arrive within {self.body_timeout_s:g} s"
             body = json.dumps({"error": message, "problems": [message]}).encode()
             self.transport.write(TIMED_OUT % (len(body), body))
+            self.cycle.scope.setdefault("state", {})[PROTOCOL_STATUS] = 408  # for the request's log line
         self.transport.close()
 
 
@@ -154,6 +166,33 @@ def timed_protocol(
         "write_timeout_s": write_timeout_s,
     }
     return type("TimedH11Protocol", (TimedH11Protocol,), timeouts)
+
+
+class InFlightLimit:
+    """ASGI middleware: at most `limit` HTTP requests in flight; one more is answered 503 at once (JSON,
+    with `retry_after()` as its Retry-After), before its body is read."""
+
+    def __init__(self, app: ASGIApp, limit: int, retry_after: Callable[[], int]):
+        self.app, self.limit, self.retry_after = app, limit, retry_after
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            message = (
+                f"the server is busy ({self.limit} requests in flight, --limit-concurrency); retry later"
+            )
+            response = error_response(503, message, [message])
+            response.headers["Retry-After"] = str(self.retry_after())
+            await response(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
 
 
 def out_of_files(record: logging.LogRecord) -> bool:

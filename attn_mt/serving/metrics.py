@@ -5,20 +5,27 @@ the sentences decoded and the milliseconds taken, never the text:
 
     POST /translate 200 3 sentences 41.7 ms
 
+The status is the one the client was sent: the app's answer; 408 when serving/connections.py's
+protocol answered it because its body did not arrive in time; 499 (nginx's "client closed request")
+when the client left before any answer; 500 only when the app itself failed.
+
 `GET /metrics` answers Prometheus' text format (prometheus-client) from the server's own registry:
 
 - `attn_mt_requests_total{route, status}` and `attn_mt_request_seconds{route}` (a histogram);
 - `attn_mt_rejections_total{status}`: requests refused before or instead of decoding (401, 403,
-  413, 415, 429, 503);
+  408, 413, 415, 429, 503);
 - `attn_mt_sentences_total`: sentences (or scored pairs) decoded for answered requests;
 - `attn_mt_queue_depth`: requests whose sentences wait for a batch (the batcher's queue), read when
   scraped from the `queue_depth` callable the app hands over; `attn_mt_queued_work`: their work
-  (serving/admission.py's units, what --max-queued-work bounds);
+  (serving/admission.py's units, what --max-queued-work bounds); `attn_mt_decoder_work_per_second`:
+  the decoding speed admission control works from (the warm-up batch's at start, then a running
+  average of the batches');
 - `attn_mt_decoder_batches_total`, `attn_mt_decoder_sentences_total`, `attn_mt_decoder_dropped_total`,
   `attn_mt_decoder_refused_total`, `attn_mt_decoder_expired_total`, `attn_mt_decoder_stopped_total`:
-  the decoding worker's own counts (the batches, sentences, jobs dropped because their client had
-  gone, jobs refused because the queue was full, jobs whose deadline passed, and batches stopped
-  between two search steps).
+  the decoding worker's own counts (the batches, sentences, jobs given up because their client left
+  before the answer, jobs refused because the queue was full, jobs given up because their deadline
+  passed first, and batches stopped between two search steps); a job given up is counted once, as
+  dropped or as expired.
 
 A route is its path for the app's routes and `other` for anything else (a 404), so that a client
 cannot create a time series per URL it invents.
@@ -44,7 +51,9 @@ from prometheus_client.registry import Collector
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-REJECTIONS = frozenset({401, 403, 413, 415, 429, 503})
+REJECTIONS = frozenset({401, 403, 408, 413, 415, 429, 503})
+CLIENT_GONE = 499  # the status (nginx's "client closed request") of a request whose client left unanswered
+PROTOCOL_STATUS = "attn_mt_protocol_status"  # in the scope's state: what the protocol itself answered
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)  # seconds
 SENTENCES_KEY = "attn_mt_sentences"  # where a route leaves its decoded sentences in the request's state
 request_log = logging.getLogger("attn_mt.serving.requests")
@@ -65,9 +74,9 @@ class WorkerCounts(Collector):
         for name, what in (
             ("batches", "Batches the decoding worker has decoded."),
             ("sentences", "Sentences (or pairs) the decoding worker has decoded."),
-            ("dropped", "Jobs dropped undecoded because their client had gone."),
+            ("dropped", "Jobs given up because their client left before the answer."),
             ("refused", "Jobs refused (503) because the queue held too much work."),
-            ("expired", "Jobs failed because their deadline passed."),
+            ("expired", "Jobs given up because their deadline passed first."),
             ("stopped", "Batches stopped between two search steps (all their jobs gone)."),
         ):
             yield CounterMetricFamily(f"attn_mt_decoder_{name}", what, value=getattr(self.worker, name, 0))
@@ -93,7 +102,7 @@ class Metrics:
         )
         self.rejections = Counter(
             "attn_mt_rejections",
-            "Requests refused (401, 403, 413, 415, 429, 503).",
+            "Requests refused (401, 403, 408, 413, 415, 429, 503).",
             ["status"],
             registry=self.registry,
         )
@@ -106,6 +115,12 @@ class Metrics:
             "attn_mt_queued_work", "Work of the sentences waiting for a batch.", registry=self.registry
         )
         work.set_function(lambda: getattr(worker, "queued_work", 0))
+        speed = Gauge(
+            "attn_mt_decoder_work_per_second",
+            "The decoding speed admission control works from, in work units a second.",
+            registry=self.registry,
+        )
+        speed.set_function(lambda: getattr(worker, "work_per_s", 0))
         self.registry.register(WorkerCounts(worker))
 
     def observe(self, route: str, status: int, seconds: float, sentences: int) -> None:
@@ -143,7 +158,14 @@ class RequestLog:
             return
         start = time.perf_counter()
         state = scope.setdefault("state", {})
-        status = 500  # unless an answer starts
+        status: int | None = None  # until an answer starts
+        disconnected = False
+
+        async def receiving() -> Message:
+            nonlocal disconnected
+            message = await receive()
+            disconnected = disconnected or message["type"] == "http.disconnect"
+            return message
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -152,8 +174,10 @@ class RequestLog:
             await send(message)
 
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receiving, sending)
         finally:
+            if status is None:  # answered by the protocol, or by no one
+                status = state.get(PROTOCOL_STATUS) or (CLIENT_GONE if disconnected else 500)
             seconds = time.perf_counter() - start
             sentences = int(state.get(SENTENCES_KEY, 0))
             route = route_of(scope, self.routes, self.prefixes)

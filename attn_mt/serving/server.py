@@ -20,10 +20,11 @@ import uvicorn
 
 from attn_mt.run.opened import LoadedRun
 from attn_mt.serving.access import AccessPolicy
-from attn_mt.serving.admission import Admission
-from attn_mt.serving.batcher import Batcher
+from attn_mt.serving.admission import WARM_UP_SENTENCES, Admission, request_work
+from attn_mt.serving.batcher import Batcher, WarmUp
 from attn_mt.serving.connections import ConnectionLimits, OutOfFilesLog, quiet_out_of_files, raise_fd_limit
 from attn_mt.serving.exposure import exposure_warnings
+from attn_mt.serving.schemas import TranslateRequest
 from attn_mt.serving.service import TranslationService
 from attn_mt.web.guard import CorsPolicy, host_policy
 from attn_mt.web.listen import bind
@@ -82,6 +83,30 @@ class StoppingServer(uvicorn.Server):
             say(f"too many open files: {files.count} refused accepts in all (the limit is {files.fd_limit})")
 
 
+def warm_up_batch(service: TranslationService) -> WarmUp:
+    """The batch the decoding worker times at start: WARM_UP_SENTENCES at the run's default search."""
+    sentences = list(WARM_UP_SENTENCES)
+    options = service.options(TranslateRequest(sentences=sentences))
+    width = options.beam if options.settings.sampling is None else options.outputs
+    return WarmUp(sentences, options, request_work(sentences, width))
+
+
+def warmed_up(batcher: Batcher) -> None:
+    """Wait for the decoding worker's warm-up batch and say what it measured (or that it failed)."""
+    batcher.warmed.wait()
+    if batcher.warm_up_error is not None:
+        say(
+            f"the warm-up batch failed ({batcher.warm_up_error}); admission control has no decoding "
+            "speed until the first batch is decoded"
+        )
+        return
+    count = len(batcher.warm_up.sentences) if batcher.warm_up else 0
+    say(
+        f"warm-up: {count} sentences decoded in {batcher.warm_up_s * 1000:.0f} ms, "
+        f"{batcher.work_per_s:,.0f} work units a second; admission control starts from that speed"
+    )
+
+
 def run_server(
     run: LoadedRun,
     run_dir: Path,
@@ -112,11 +137,21 @@ def run_server(
         max_queue_wait_s=admission.max_queue_wait_s,
         batch_work=admission.batch_work,
         short_work=admission.short_work,
+        warm_up=warm_up_batch(service),
     )
-    app = create_app(service, batcher, host_policy(host, bound_port, allowed_hosts), cors, admission, access)
+    app = create_app(
+        service,
+        batcher,
+        host_policy(host, bound_port, allowed_hosts),
+        cors,
+        admission,
+        access,
+        max_in_flight=connections.limit_concurrency,
+    )
     log_requests()
     for line in exposure_warnings(host, access or AccessPolicy()):
         print(line, file=sys.stderr, flush=True)
+    warmed_up(batcher)
     config = uvicorn.Config(app, log_level="warning", **connections.uvicorn_options())
     server = StoppingServer(config, batcher, connections.shutdown_timeout_s, files)
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
