@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from libretranslatepy import LibreTranslateAPI
-from support.helpers import call, fetch, multipart, server
+from support.helpers import ROOT, call, fetch, multipart, server, wait_for_health
 
 from attn_mt.errors import UserError
 from attn_mt.serving.access import WINDOW_S, Limits, MovingWindow, read_api_keys
@@ -21,6 +26,7 @@ BRAVO = "bravo-key-0123456789"  # 20 characters a minute of its own
 CHARLIE = "charlie-key-0123456789"  # the server's limits
 KEYS = f"# keys of the test server\n{ALPHA} requests=2\n\n{BRAVO} chars=20  # a comment\n{CHARLIE}\n"
 SECRET_TEXT = "Golf hotel alpha bravo."
+SERVING_DOC = ROOT / "docs" / "serving.md"
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +109,48 @@ def test_each_address_has_its_own_request_limit_even_from_another_origin(run_dir
         assert call(address, "/languages")[0] == 200  # reading pages costs nothing
 
 
+def test_refused_requests_cost_their_client_nothing(run_dir):
+    with server(run_dir, "--req-limit", "3", "--char-limit", "40") as address:
+        for _ in range(3):  # 400s: 3 requests and 36 characters, if they were charged
+            status, answer = call(address, "/translate", lt_body("Alpha bravo.", source="de"))
+            assert (status, answer["error"]) == (400, "de is not supported")
+        assert call(address, "/translate", {"sentences": ["Alpha bravo."], "beam": 99})[0] == 422
+        for _ in range(3):  # 36 characters of the 40
+            assert call(address, "/translate", lt_body("Alpha bravo."))[0] == 200
+        status, answer = call(address, "/translate", lt_body("Alpha bravo."))
+        assert (status, answer["error"]) == (429, "Slowdown: 40 characters per minute per address")
+
+
+def test_requests_refused_with_503_cost_their_client_nothing(run_dir):
+    # a queue of 1 unit whose first batch waits 6 s for company: the requests behind it get 503
+    options = ("--req-limit", "3", "--max-queued-work", "1", "--max-wait-ms", "6000")
+    with server(run_dir, *options) as address, ThreadPoolExecutor(1) as pool:
+        first = pool.submit(call, address, "/translate", lt_body("Alpha bravo."))
+        wait_for_health(address, lambda health: health["queued_work"] > 0)
+        for _ in range(3):
+            status, answer = call(address, "/translate", lt_body("Charlie delta."))
+            assert status == 503 and "busy" in answer["error"], answer
+        assert first.result(60)[0] == 200
+        assert call(address, "/translate", lt_body("Echo."))[0] == 200  # the 2nd charged of 3
+        assert call(address, "/translate", lt_body("Golf."))[0] == 200
+        status, answer = call(address, "/translate", lt_body("Hotel."))
+        assert (status, answer["error"]) == (429, "Slowdown: 3 requests per minute per address")
+
+
+def test_a_charge_given_back_frees_its_room_once():
+    now = [0.0]
+    window = MovingWindow(clock=lambda: now[0])
+    wait, charge = window.charge("a", 6, 10)
+    assert wait is None and charge is not None
+    assert window.wait("a", 6, 10) == pytest.approx(WINDOW_S)  # 12 would pass 10
+    charge.give_back()
+    charge.give_back()  # a second time takes nothing more
+    now[0] = 1.0
+    assert window.wait("a", 6, 10) is None and window.wait("a", 4, 10) is None
+    assert window.charge("a", 1, 10) == (WINDOW_S, None)  # refused: nothing charged, nothing to give back
+    assert window.charge("a", 5, None) == (None, None)  # no limit: nothing charged
+
+
 def test_the_moving_window_frees_what_a_minute_ago_spent():
     now = [0.0]
     window = MovingWindow(clock=lambda: now[0])
@@ -132,6 +180,30 @@ def test_a_keys_file_is_checked_line_by_line(tmp_path, text, error):
     keys.write_text(text)
     with pytest.raises(UserError, match=error):
         read_api_keys(keys)
+
+
+def test_the_key_rule_is_said_in_serve_help_and_the_docs_example_writes_a_key_it_takes(
+    tmp_path, run_dir, run_cli
+):
+    shown = run_cli("serve", "--help")
+    words = " ".join(re.sub("[\u2500-\u257f]", " ", shown.stdout).split())  # without rich's box lines
+    assert (
+        "each 16 or more letters, digits, '-', '_' or '.' (a shorter key stops the server at start)" in words
+    )
+    (tmp_path / "short.txt").write_text("short-key-0123\n")
+    refused = run_cli("serve", str(run_dir), "--api-keys", str(tmp_path / "short.txt"))
+    assert refused.returncode == 2 and "line 1: a key is 16 or more letters" in refused.stderr
+
+    example = next(line for line in SERVING_DOC.read_text().splitlines() if ">> keys.txt" in line)
+    command, _, said = example.strip().partition(" >> keys.txt")
+    assert command.startswith("python -c ") and "16+ letters, digits, -, _, ." in said
+    for _ in range(2):  # two keys, one a line
+        written = subprocess.run(
+            [sys.executable, "-c", shlex.split(command)[2]], capture_output=True, text=True, check=True
+        )
+        with (tmp_path / "keys.txt").open("a") as keys:
+            keys.write(written.stdout)
+    assert len(read_api_keys(tmp_path / "keys.txt")) == 2
 
 
 def test_a_reachable_address_needs_keys_or_an_explicit_no_auth(tmp_path, run_dir, run_cli):

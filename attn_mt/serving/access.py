@@ -15,7 +15,10 @@
   A request over a limit gets 429 naming it (`Slowdown: 60 requests per minute per address`) and a
   `Retry-After`; the minute is a moving window, LibreTranslate's strategy.
 
-Only POST requests count against the limits; a refused request costs nothing.
+Only POST requests count against the limits, and only those answered: a request the server refuses
+(any 4xx answer, 503, or another 5xx) costs nothing. A request is charged when it arrives, so that
+concurrent requests cannot pass a limit together, and given its cost back when its refusal is sent;
+one whose client leaves before its answer stays charged, as its work may have been done.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attn_mt.errors import UserError
+from attn_mt.serving.metrics import CLIENT_GONE
 from attn_mt.web.http import error_response, read_body, replaying
 
 WINDOW_S = 60.0  # the limits' window: a minute
@@ -110,6 +114,30 @@ class AccessPolicy:
         return self.keys is None and self.limits == Limits()
 
 
+def refunded(status: int) -> bool:
+    """Whether a request answered `status` is a refusal, which costs its client nothing: a 4xx (the
+    client's leaving, 499, excepted) or a 5xx."""
+    return status >= 400 and status != CLIENT_GONE
+
+
+@dataclass
+class Charge:
+    """What one request was charged in a moving window: the client, when, and how much."""
+
+    window: MovingWindow
+    client: str
+    at: float
+    cost: int
+    given_back: bool = False
+
+    def give_back(self) -> None:
+        """Take the charge out of its window again, once (nothing when it has aged out already)."""
+        entries = self.window.spent.get(self.client)
+        if not self.given_back and entries and (self.at, self.cost) in entries:
+            entries.remove((self.at, self.cost))
+        self.given_back = True
+
+
 class MovingWindow:
     """What each client has spent in the last minute: (time, cost) entries, the old ones dropped."""
 
@@ -120,8 +148,13 @@ class MovingWindow:
     def wait(self, client: str, cost: int, limit: int | None) -> float | None:
         """None, and `cost` counted, if the client may spend it within `limit` a minute; otherwise
         the seconds until it may (nothing counted)."""
+        wait, _ = self.charge(client, cost, limit)
+        return wait
+
+    def charge(self, client: str, cost: int, limit: int | None) -> tuple[float | None, Charge | None]:
+        """`wait`, with the charge made (None when nothing was counted) so that it can be given back."""
         if limit is None or cost == 0:
-            return None
+            return None, None
         now = self.clock()
         entries = self.spent.setdefault(client, deque())
         while entries and entries[0][0] <= now - WINDOW_S:
@@ -129,14 +162,14 @@ class MovingWindow:
         total = sum(c for _, c in entries)
         if total + cost <= limit:
             entries.append((now, cost))
-            return None
+            return None, Charge(self, client, now, cost)
         if cost > limit:
-            return WINDOW_S
+            return WINDOW_S, None
         for at, spent in entries:  # the moment enough of the window's cost has aged out
             total -= spent
             if total + cost <= limit:
-                return max(at + WINDOW_S - now, 0.0)
-        return WINDOW_S
+                return max(at + WINDOW_S - now, 0.0), None
+        return WINDOW_S, None
 
     def forget_idle(self) -> None:
         """Drop clients with nothing in the window, so the table does not grow with every address."""
@@ -227,14 +260,32 @@ class Access:
                 response.headers["WWW-Authenticate"] = 'Bearer realm="attn-mt"'
                 await response(scope, receive, send)
                 return
-        if scope["method"] == "POST" and await self.over_limit(scope, receive, send, key_digest, characters):
+        if scope["method"] != "POST":
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        charges = await self.over_limit(scope, receive, send, key_digest, characters)
+        if charges is None:
+            return
+        status = None
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if status is not None and refunded(status):
+                for charge in charges:
+                    charge.give_back()
 
     async def over_limit(
         self, scope: Scope, receive: Receive, send: Send, key_digest: str | None, characters: int
-    ) -> bool:
-        """Count the request against its client's limits; answer 429 naming the limit it passes."""
+    ) -> list[Charge] | None:
+        """Charge the request to its client's limits (the charges made); None, having answered 429
+        naming the limit it passes, when it is over one."""
         limits = self.policy.limits_of(key_digest)
         client = f"key {key_digest}" if key_digest else f"address {(scope.get('client') or ('?',))[0]}"
         who = "per key" if key_digest else "per address"
@@ -242,17 +293,18 @@ class Access:
         if self.seen % 1000 == 0:
             self.requests.forget_idle()
             self.chars.forget_idle()
-        wait = self.chars.wait(client, characters, limits.chars)
+        wait, by_chars = self.chars.charge(client, characters, limits.chars)
         named = f"{limits.chars} characters per minute {who}"
+        by_requests = None
         if wait is None:
-            wait = self.requests.wait(client, 1, limits.requests)
+            wait, by_requests = self.requests.charge(client, 1, limits.requests)
             named = f"{limits.requests} requests per minute {who}"
-            if wait is not None and limits.chars is not None and characters:  # give the characters back
-                self.chars.spent[client].pop()
+            if wait is not None and by_chars is not None:  # give the characters back
+                by_chars.give_back()
         if wait is None:
-            return False
+            return [charge for charge in (by_chars, by_requests) if charge is not None]
         message = f"Slowdown: {named}"
         response = error_response(429, message, [message])
         response.headers["Retry-After"] = str(max(1, round(wait + 0.5)))
         await response(scope, receive, send)
-        return True
+        return None
