@@ -258,9 +258,18 @@ def test_score_alignments_of_the_models_own_greedy_output_are_translates(run_pat
     scored = tmp_path / "score.align"
     done = run_cli("score", run_dir, "-s", str(source), "-t", str(target), "--alignments", str(scored))
     assert done.returncode == 0, done.stderr
-    assert scored.read_text(encoding="utf-8") == told.read_text(encoding="utf-8")
     api = attn_mt.load(run_dir).score(lines, outputs, alignments=True)
-    assert [s.alignment.pharaoh() + "\n" for s in api] == told.read_text(encoding="utf-8").splitlines(True)
+    assert [s.alignment.pharaoh() + "\n" for s in api] == scored.read_text(encoding="utf-8").splitlines(True)
+    # An output that lost a sentence's full stop (a tiny model's runaway) splits into fewer sentences than
+    # its source, so score takes the pair whole, with a note (docs/translating.md), where translate aligned
+    # each sentence: only the lines whose sentences pair up must give translate's alignments.
+    whole = [any("scored as one sentence each" in w for w in s.warnings) for s in api]
+    assert sum(whole) < len(lines), outputs
+    for pairs, wrote, taken_whole in zip(
+        api, told.read_text(encoding="utf-8").splitlines(True), whole, strict=True
+    ):
+        if not taken_whole:
+            assert pairs.alignment.pharaoh() + "\n" == wrote
     assert any(_pharaoh(line) for line in scored.read_text(encoding="utf-8").splitlines())
     others = ["un deux trois quatre cinq six sept", "a b", "x"]
     other_target = _write(tmp_path / "other.fr", others)
