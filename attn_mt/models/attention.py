@@ -20,14 +20,15 @@ NEG_INF = float("-inf")
 
 
 def reads_back(device: torch.device) -> bool:
-    """Whether a mask on `device` may look at its lengths on the host: on the CPU only.
+    """Whether a mask on `device` may look at its lengths on the host: on the CPU only, and not compiled.
 
     Asking whether any query lacks a valid key (`bool(empty.any())`) costs nothing on the CPU and
     spares every attention call a fill; on a GPU it would stop the host until the device caught up,
     once per attention call, so there the mask keeps `empty` and always applies the (no-op) fill.
+    Under torch.compile the read would split the graph in two, so a compiled step never reads back.
     Both give the same numbers.
     """
-    return device.type == "cpu"
+    return device.type == "cpu" and not torch.compiler.is_compiling()
 
 
 @dataclass(frozen=True)

@@ -63,13 +63,22 @@ def prepare_compile() -> None:
 
 
 def compile_options(speed_options: dict, mode: str) -> dict:
-    """torch.compile's keyword arguments: the speed object's, with `train.compile_mode` unless it set one."""
-    return {"mode": None if mode == "default" else mode, **speed_options}
+    """torch.compile's keyword arguments: the speed object's, with `train.compile_mode` unless it set one.
+
+    `cuda-graphs` (the whole step's own capture, training/whole_step.py) compiles a module as `default`.
+    """
+    return {"mode": None if mode in ("default", "cuda-graphs") else mode, **speed_options}
 
 
 def compiled(net: torch.nn.Module, speed_options: dict, tc: Any) -> torch.nn.Module:
-    """`net` compiled in train.compile_mode under train.compile (`tc`: the train section), else `net`."""
-    return torch.compile(net, **compile_options(speed_options, tc.compile_mode)) if tc.compile else net
+    """`net` compiled in train.compile_mode under train.compile (`tc`: the train section), else `net`.
+
+    Under train.compile_scope: step the trainer compiles the whole step instead (training/whole_step.py),
+    and the module alone only where the whole step is refused.
+    """
+    if not tc.compile or tc.compile_scope == "step":
+        return net
+    return torch.compile(net, **compile_options(speed_options, tc.compile_mode))
 
 
 def warm_up_batches(
@@ -117,10 +126,13 @@ class WarmedUp(Protocol):
     amp: str
     device: torch.device
     compile_s: float
+    whole_step: Any  # training/whole_step.py's WholeStep, or None
 
     def collate(self, indices: Sequence[int]) -> Batch: ...
 
     def untraced_passes(self, batches: list[Batch], amp: str) -> None: ...
+
+    def on_device(self, batch: Batch) -> Batch: ...
 
 
 def warm_up(trainer: WarmedUp, epochs: int = 3) -> None:
@@ -131,7 +143,12 @@ def warm_up(trainer: WarmedUp, epochs: int = 3) -> None:
         first = trainer.progress.epoch
         last = max(min(first + epochs, tc.epochs), first + 1)
         plan = [ix for e in range(first, last) for ix in trainer.data.train.plan(e, tc.seed)]
-        batches = warm_up_batches(plan, trainer.collate, getattr(trainer.speed, "bucket", False))
-        seconds = compile_shapes(lambda: trainer.untraced_passes(batches, trainer.amp), trainer.device)
+        shaped = bool(getattr(trainer.data.train, "shapes", None))  # data.batch_shapes
+        batches = warm_up_batches(plan, trainer.collate, shaped or getattr(trainer.speed, "bucket", False))
+        if trainer.whole_step is not None:
+            on_device = [trainer.on_device(b) for b in batches]
+            seconds = compile_shapes(lambda: trainer.whole_step.warm_up(on_device), trainer.device)
+        else:
+            seconds = compile_shapes(lambda: trainer.untraced_passes(batches, trainer.amp), trainer.device)
         trainer.compile_s += seconds
         log.info("compiled %d batch shape(s) in %.1f s, outside the training time", len(batches), seconds)

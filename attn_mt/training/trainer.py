@@ -28,7 +28,7 @@ from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.best_metric import improves
 from attn_mt.training.checkpointing import save_trainer, trainer_state
-from attn_mt.training.compiling import compiled, prepare_compile, warm_up
+from attn_mt.training.compiling import compile_options, compiled, prepare_compile, warm_up
 from attn_mt.training.distributed import DistContext, ddp_options
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
@@ -40,6 +40,7 @@ from attn_mt.training.stopping import StopBounds, StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
 from attn_mt.training.timeline import Timeline
 from attn_mt.training.validation import Validator
+from attn_mt.training.whole_step import WholeStep, whole_step_refusal
 
 log = logging.getLogger("attn_mt")
 
@@ -50,7 +51,8 @@ class Trainer:
     `model` is the model being trained: its parameters, its checkpoints, what validation scores.
     `net` is the module a training step calls: `model` itself, or `model` with the CPU kernels
     behind it (train.kernels), wrapped for DDP when there are several processes (`ddp`) and
-    compiled (train.compile); every one of these shares `model`'s parameters.
+    compiled (train.compile); every one of these shares `model`'s parameters. Under
+    train.compile_scope: step, `whole_step` (training/whole_step.py) runs each step instead.
 
     On CUDA a step does not wait for the GPU: batches come pinned from a thread (data/prefetch.py),
     the loss is summed on the device and read at log lines and checkpoints (training/loss_totals.py).
@@ -86,6 +88,7 @@ class Trainer:
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
         self.net: torch.nn.Module = compiled(net, self.speed.compile_options, tc)
         self.compile_s = 0.0  # seconds of this session's warm-up (compiling), outside the training clock
+        self.whole_step: WholeStep | None = None  # train.compile_scope: step, built by start()
         self.optimizer = build_optimizer(self.params.tensors, tc)
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
@@ -163,6 +166,8 @@ class Trainer:
         self.schedule.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.model.train()
         self.settle_amp()
+        if tc.compile and tc.compile_scope == "step" and self.whole_step is None:
+            self.whole_step = self.build_whole_step()
         warm_up(self)
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
@@ -206,6 +211,8 @@ class Trainer:
         for the schedule, so every replica steps with the same learning rate.
         """
         tc = self.cfg.train
+        if self.whole_step is not None:
+            return self._whole_step(batches[0], stop_asked, time_used)
         self.params.zero_grad()
         loss_sum, tokens = self.totals.zero(), 0
         for i, batch in enumerate(batches):
@@ -231,6 +238,42 @@ class Trainer:
         self.schedule.after_step(time_used / self.dist.world_size)
         return loss_sum, tokens, stop_asked
 
+    def _whole_step(self, batch: Batch, stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
+        """`_step` as one compiled function (train.compile_scope: step): one batch, one process."""
+        tokens = batch.num_tgt_tokens  # read before the batch leaves the host
+        batch = self.on_device(batch)
+        total, norm = self.whole_step.run(batch)
+        if self.cfg.train.grad_clip > 0:
+            self.grad_norm = norm
+        self.schedule.after_step(time_used)
+        logged = self.totals.scalar(total)
+        return (
+            (logged if self.cfg.train.loss_average == "token" else logged / batch.tgt.shape[1]),
+            tokens,
+            stop_asked,
+        )
+
+    def build_whole_step(self) -> WholeStep | None:
+        """The whole compiled step, or None where it cannot run: one log line, the model compiled alone."""
+        tc = self.cfg.train
+        why = whole_step_refusal(
+            tc, self.device, self.dist.world_size, self.amp, bool(self.cfg.model.switches)
+        )
+        if why is None and self.speed.name != "reference":
+            why = f"train.kernels: {self.speed.name} runs its own pass"
+        if why is not None:
+            log.info("train.compile_scope: step falls back to compiling the model alone: %s", why)
+            self.net = torch.compile(self.net, **compile_options(self.speed.compile_options, tc.compile_mode))
+            return None
+        shaped = bool(getattr(self.data.train, "shapes", None))
+        return WholeStep(
+            self.model, self.optimizer, self.params.tensors, tc, self.amp, self.data.tgt_vocab.bos_id, shaped
+        )
+
+    def on_device(self, batch: Batch) -> Batch:
+        """`batch` without the all-padding columns the model may skip, on the training device."""
+        return batch.trimmed(source=not self.model.reads_source_padding).to(self.device)
+
     def _objective(self, batch: Batch, amp: str) -> tuple[torch.Tensor, Loss]:
         """Teacher-forced loss of one batch: the objective to differentiate, and its loss for the logs.
 
@@ -240,7 +283,7 @@ class Trainer:
         """
         tc = self.cfg.train
         width, tokens = batch.tgt.shape[1], batch.num_tgt_tokens  # read before the batch leaves the host
-        batch = batch.trimmed(source=not self.model.reads_source_padding).to(self.device)
+        batch = self.on_device(batch)
         bos = torch.full_like(batch.tgt[:, :1], self.data.tgt_vocab.bos_id)  # (B, 1)
         tgt_in = torch.cat([bos, batch.tgt[:, :-1]], dim=1)  # (B, T): <bos>, then the targets shifted right
         with autocast_context(self.device, amp):

@@ -1,0 +1,203 @@
+"""`train.compile_scope: step`: the whole training step compiled, and on CUDA captured once per batch shape.
+
+Shapes: B batch rows, S source steps, T target steps, V target vocabulary.
+With `compile_scope: module` torch.compile wraps the model alone, and the loss, clipping, AdamW and
+the schedule run eagerly, a few hundred small launches a step. Here one function does what
+`Trainer._step` does for one batch, in order:
+
+    1. teacher-forced logits of the book's model under autocast, torch's cross-entropy summed over
+       the real target tokens (training/loss.py), divided as train.loss_average says;
+    2. backward, into gradients the step allocates (the host sets them to None before it);
+    3. the gradient norm clipped (foreach) and AdamW's step, its learning rate a device tensor that
+       the host fills before each step, so a new rate is neither a recompile nor a new graph;
+
+and returns the loss sum and the gradient norm as device tensors (nothing is read back). The
+function is compiled by torch.compile (`train.compile_mode: default`: inductor, dynamo splitting it
+at the backward), or compiled with CUDA graphs (`reduce-overhead`: torch.compile's own graph trees),
+or compiled and then captured whole by `torch.cuda.graphs`, one graph a batch shape (`cuda-graphs`);
+the last two need the fixed batch shapes of data.batch_shapes. `whole_step_refusal` names what it
+cannot run: several processes (DDP), gradient accumulation and fp16's gradient scaler (which reads
+the gradients back every step); the trainer then logs it in one line and compiles the module alone.
+Before the clock (`warm_up`) every shape is compiled (and captured) on a copy of the training state,
+which is put back afterwards, so the run's numbers are those of a run that did not warm up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from attn_mt.data.batch import Batch
+from attn_mt.run.device import autocast_context
+from attn_mt.training.loss import masked_cross_entropy
+
+log = logging.getLogger("attn_mt")
+
+GRAPH_MODES = ("reduce-overhead", "cuda-graphs")  # compile modes of the whole step that capture CUDA graphs
+
+
+def whole_step_refusal(tc: Any, device: torch.device, processes: int, amp: str, switches: bool) -> str | None:
+    """Why the whole step cannot run this training (`tc`: the train section), or None when it can."""
+    if processes > 1:
+        return "DDP synchronises gradients inside the backward, between graphs"
+    if tc.accum_steps > 1:
+        return f"train.accum_steps = {tc.accum_steps} runs several backwards before one update"
+    if amp == "fp16":
+        return "fp16's gradient scaler reads the gradients back every step"
+    if switches:
+        return "a model with an exercise switch trains on the plain step"
+    if tc.compile_mode in GRAPH_MODES and device.type != "cuda":
+        return f"train.compile_mode: {tc.compile_mode} captures CUDA graphs, but the device is {device.type}"
+    return None
+
+
+class WholeStep:
+    """One optimiser step of one batch as one compiled function (captured per shape under cuda-graphs)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        params: Sequence[torch.Tensor],
+        tc: Any,
+        amp: str,
+        bos_id: int,
+        static_shapes: bool,
+        compile_options: dict | None = None,
+    ):
+        self.model, self.optimizer, self.params = model, optimizer, list(params)
+        self.grad_clip, self.label_smoothing, self.per_token = (
+            tc.grad_clip,
+            tc.label_smoothing,
+            tc.loss_average == "token",
+        )
+        self.amp, self.bos_id = amp, bos_id
+        self.device = self.params[0].device
+        self.lr = torch.tensor(
+            float(optimizer.param_groups[0]["lr"]), device=self.device
+        )  # filled every step
+        self.capture = tc.compile_mode == "cuda-graphs"
+        mode = "reduce-overhead" if tc.compile_mode == "reduce-overhead" else None
+        # fixed shapes: one graph each; else torch's automatic dynamic shapes (a recompile, then dynamic)
+        dynamic = False if static_shapes else None
+        options = {"mode": mode, "dynamic": dynamic} if compile_options is None else compile_options
+        self.compiled = torch.compile(self.train, **options)
+        self.graphs: dict[tuple[int, ...], CapturedStep] = {}
+        self.pool = (
+            torch.cuda.graph_pool_handle() if self.capture else None
+        )  # one memory pool for every shape
+
+    def train(
+        self, src: torch.Tensor, src_lens: torch.Tensor, tgt: torch.Tensor, tgt_lens: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps 1-3 of the module docstring on src (B, S), tgt (B, T): the loss sum and the gradient norm."""
+        bos = torch.full_like(tgt[:, :1], self.bos_id)  # (B, 1)
+        tgt_in = torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T): <bos>, then the targets shifted right
+        with autocast_context(self.device, self.amp):
+            logits = self.model(src, src_lens, tgt_in)  # (B, T, V)
+        total = masked_cross_entropy(logits, tgt, tgt_lens, self.label_smoothing)
+        divisor = tgt_lens.sum().clamp(min=1) if self.per_token else tgt.shape[1]
+        (total / divisor).backward()
+        grads = [p.grad for p in self.params]
+        if self.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip, foreach=True)
+        else:
+            norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        self.optimizer.step()
+        return total.detach(), norm
+
+    def run(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step on `batch` (already on the device) at the optimiser's current learning rate."""
+        for param in self.params:  # a first backward allocates them; none is added into (no add_ a tensor)
+            param.grad = None
+        group = self.optimizer.param_groups[0]
+        rate = group["lr"]
+        self.lr.fill_(rate)  # no wait: a fill kernel
+        group["lr"] = self.lr
+        try:
+            if not self.capture:
+                return self.compiled(*batch.tensors())
+            key = shape_key(batch)
+            if key not in self.graphs:
+                self.graphs[key] = CapturedStep(self.compiled, batch, self.pool)
+            return self.graphs[key].replay(batch)
+        finally:
+            group["lr"] = rate  # the schedule and the checkpoints keep a float
+
+    def warm_up(self, batches: Sequence[Batch]) -> None:
+        """Compile (and capture) the step for each of `batches`' shapes, then put the training state back."""
+        saved = TrainingState(self.params, self.optimizer)
+        for batch in batches:
+            self.run(batch)
+        saved.restore()
+
+
+def shape_key(batch: Batch) -> tuple[int, ...]:
+    """(B, S, T) of a batch: what a captured graph is kept by."""
+    return (*batch.src.shape, batch.tgt.shape[1])
+
+
+class CapturedStep:
+    """The compiled step of one batch shape captured as one CUDA graph, with its own input tensors.
+
+    torch.cuda.graphs' whole-network capture: a few steps on a side stream first (they compile and
+    allocate what the step keeps: gradients, AdamW's moments), then the capture, which runs
+    nothing; every replay reads the batch copied into `inputs` and the learning rate tensor. The
+    gradients the capture allocated live in the graph's memory pool and are rewritten by each replay.
+    """
+
+    def __init__(self, step: Any, batch: Batch, pool: Any, warm_steps: int = 2):
+        self.inputs = [t.clone() for t in batch.tensors()]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warm_steps):
+                step(*self.inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.outputs = step(*self.inputs)
+
+    def replay(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copy `batch` in, run the graph: the loss sum and gradient norm (overwritten by the next replay)."""
+        for kept, new in zip(self.inputs, batch.tensors(), strict=True):
+            kept.copy_(new, non_blocking=True)
+        self.graph.replay()
+        return self.outputs
+
+
+class TrainingState:
+    """A copy of the parameters, their gradients and the optimiser's state, put back in place (same tensors).
+
+    AdamW's state that did not exist yet when the copy was taken is zeroed on `restore`, which is
+    the state a first step starts from (zero moments, step 0).
+    """
+
+    def __init__(self, params: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer):
+        self.params, self.optimizer = list(params), optimizer
+        self.values = [p.detach().clone() for p in self.params]
+        self.grads = [None if p.grad is None else p.grad.detach().clone() for p in self.params]
+        self.state = {
+            id(p): {k: v.clone() for k, v in optimizer.state[p].items() if isinstance(v, torch.Tensor)}
+            for p in self.params
+            if p in optimizer.state
+        }
+
+    def restore(self) -> None:
+        """Every parameter, gradient and optimiser tensor as it was when the copy was taken."""
+        with torch.no_grad():
+            for param, value, grad in zip(self.params, self.values, self.grads, strict=True):
+                param.copy_(value)
+                if param.grad is not None and grad is None:
+                    param.grad.zero_()
+                elif param.grad is not None:
+                    param.grad.copy_(grad)
+                saved = self.state.get(id(param), {})
+                for name, tensor in self.optimizer.state.get(param, {}).items():
+                    if isinstance(tensor, torch.Tensor) and name in saved:
+                        tensor.copy_(saved[name])
+                    elif isinstance(tensor, torch.Tensor):
+                        tensor.zero_()
