@@ -80,6 +80,8 @@ class WholeStep:
             float(optimizer.param_groups[0]["lr"]), device=self.device
         )  # filled every step
         self.capture = tc.compile_mode == "cuda-graphs"
+        for group in optimizer.param_groups:  # AdamW refuses a capture otherwise (after a resume too)
+            group["capturable"] = group["capturable"] or self.capture
         mode = "reduce-overhead" if tc.compile_mode == "reduce-overhead" else None
         # fixed shapes: one graph each; else torch's automatic dynamic shapes (a recompile, then dynamic)
         dynamic = False if static_shapes else None
