@@ -399,7 +399,8 @@ class Batcher:
             return
         except Exception as exc:  # handed to every waiting request; the worker carries on
             for job in jobs:
-                settle(job.future, error=exc)
+                if not settle(job.future, error=exc):
+                    self._drop(job)  # given up while its batch was decoded
             return
         finally:
             self._running = outer

@@ -25,7 +25,7 @@ from attn_mt.serving.batcher import Batcher, WarmUp
 from attn_mt.serving.connections import ConnectionLimits, OutOfFilesLog, quiet_out_of_files, raise_fd_limit
 from attn_mt.serving.exposure import exposure_warnings
 from attn_mt.serving.schemas import TranslateRequest
-from attn_mt.serving.service import TranslationService
+from attn_mt.serving.service import RequestError, TranslationService
 from attn_mt.web.guard import CorsPolicy, host_policy
 from attn_mt.web.listen import bind
 
@@ -84,9 +84,13 @@ class StoppingServer(uvicorn.Server):
 
 
 def warm_up_batch(service: TranslationService) -> WarmUp:
-    """The batch the decoding worker times at start: WARM_UP_SENTENCES at the run's default search."""
+    """The batch the decoding worker times at start: WARM_UP_SENTENCES at the run's default search
+    (greedy when the run's own cannot run, as then no request can use it either)."""
     sentences = list(WARM_UP_SENTENCES)
-    options = service.options(TranslateRequest(sentences=sentences))
+    try:
+        options = service.options(TranslateRequest(sentences=sentences))
+    except RequestError:
+        options = service.options(TranslateRequest(sentences=sentences, beam=1))
     width = options.beam if options.settings.sampling is None else options.outputs
     return WarmUp(sentences, options, request_work(sentences, width))
 
