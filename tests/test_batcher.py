@@ -221,6 +221,18 @@ def test_jobs_given_up_are_counted_once_as_departed_or_as_expired():
     assert (batcher.expired, batcher.dropped) == (2, 2)
 
 
+def test_a_job_given_up_while_its_batch_fails_is_counted_once():
+    decoder = GatedDecoder()
+    batcher = Batcher(decoder, max_batch=8, max_wait_s=0.0)
+    leaving = batcher.submit(["boom"], "x")
+    assert decoder.started.wait(WAIT_S)
+    leaving.set_exception(ClientGoneError("its client left"))
+    decoder.release.set()
+    assert batcher.submit(["after"], "x").result(WAIT_S) == ["x:AFTER"]
+    batcher.close()
+    assert (batcher.dropped, batcher.expired) == (1, 0)
+
+
 def test_a_warm_up_batch_gives_the_speed_before_the_first_job():
     decoder = GatedDecoder()
     decoder.release.set()
