@@ -1421,6 +1421,17 @@ def test_every_panel_over_a_run_names_the_checkpoint_the_lab_opened(lab, page, r
         assert f"The lab opened {run.checkpoint.name} (step {run.step}), which every other panel runs" in note
     code, body = call(lab, "/api/transformer", {"run": "transformer", "sentence": sentence})
     assert body["text"]["checkpoint"].startswith(f"run transformer: {opened['transformer'].checkpoint.name}")
+    for exercise, name in (
+        ("pruned_heads", "transformer"),
+        ("order_without_positions", "transformer"),
+        ("beam_one_is_greedy", "gru_bahdanau"),
+    ):
+        listed = call(lab, "/api/exercises", {})[1]["exercises"]
+        prediction = next(e["choices"][0] for e in listed if e["name"] == exercise)
+        code, body = call(lab, "/api/exercises", {"exercise": exercise, "prediction": prediction})
+        run = opened[name]
+        ran = f"Ran on run {name}: {run.checkpoint.name}, step {run.step} (the checkpoint the lab opened)."
+        assert body["exercises"][0]["found"].endswith(ran), exercise
     show(page, lab, "decoding", run="transformer", sentence=sentence, beam="1", step="0", row="0")
     options = page.evaluate(
         "[...document.querySelectorAll('#decoding-run option')].map((o) => o.textContent)"

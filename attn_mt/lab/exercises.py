@@ -34,7 +34,7 @@ from attn_mt.demos.nadaraya_watson import (
     squared_error,
     train_parametric,
 )
-from attn_mt.lab.engines import request_engine
+from attn_mt.lab.engines import checkpoint_text, request_engine
 from attn_mt.lab.inputs import LabError, choice, text
 from attn_mt.lab.scoring import seeded_additive, seeded_bilinear
 from attn_mt.lab.self_attention import where_moved
@@ -401,7 +401,7 @@ def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         f"Log-probability of {len(sentences)} translations: {full:.3f} with every head. Switching off "
         f"one head lowers it by {float(drops.min()):.3f} to {float(drops.max()):.3f} (below 0: the "
         f"translations became more probable); the least needed is layer {least[0] + 1}, head "
-        f"{least[1] + 1}.",
+        f"{least[1] + 1}. Ran on {checkpoint_text(name, run)}.",
         [
             shown(
                 "log-probability lost with the head off",
@@ -483,7 +483,8 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     gaps = [float((outputs[0] - outputs[1][moved]).abs().max()) for outputs in (with_positions, without)]
     return result(
         f"{' '.join(orders[0])!r} against {' '.join(orders[1])!r}: with positions, a word's output differs "
-        f"between the orders by up to {gaps[0]:.3f}; without them, by {gaps[1]:.1e}.",
+        f"between the orders by up to {gaps[0]:.3f}; without them, by {gaps[1]:.1e}. Ran on "
+        f"{checkpoint_text(name, run)}.",
         [
             shown(
                 "largest difference between the two orders",
@@ -555,7 +556,7 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     return result(
         f"{same} of {len(sentences)} sentences translate identically: "
         + "; ".join(f"{g!r}" for g, _, _, _ in pairs)
-        + ".",
+        + f". Ran on {checkpoint_text(name, run)}.",
         [
             shown(
                 "log-probability",
