@@ -10,7 +10,7 @@ ifneq ($(strip $(ATTN_MT_DATA)),)
 export ATTN_MT_DATA
 endif
 
-.PHONY: install train test test-avx2 test-seeds cpu-facts lint check browser bench-train bench-translate bench-full clean
+.PHONY: install train test test-avx2 test-seeds cpu-facts lint check browser catalogues bench-train bench-translate bench-full clean
 
 $(BIN)/attn-mt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,10 +70,17 @@ lint: install
 
 check: lint test
 
-# Headless Chromium for the browser tests (report page, serve's explorer): `make test` runs this step, which
-# installs Debian's chromium with apt-get (as root) only when no `chromium` is on PATH.
+# Headless Chromium for the browser tests (report page, serve's explorer) and a CJK font for the pages and
+# plots in Chinese: `make test` runs this step, which installs Debian's chromium and fonts-noto-cjk with
+# apt-get (as root) only when no `chromium` is on PATH, or fontconfig knows no font for Chinese.
 browser:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+	fc-list :lang=zh family | grep -q . || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fonts-noto-cjk)
+
+# The catalogues (attn_mt/i18n/locale/*/LC_MESSAGES/attn_mt.po) in step with the strings the code marks:
+# new ones added untranslated, those no code marks dropped (docs/languages.md).
+catalogues: install
+	$(BIN)/python -m attn_mt.i18n.extract
 
 bench-train: install
 	$(BIN)/python scripts/bench_train.py $(ARGS)

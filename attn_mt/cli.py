@@ -28,6 +28,7 @@ MODEL_HELP = "A trained run directory, an export file or an exported CTranslate2
 MODELS_HELP = MODEL_HELP[:-1] + "; several (same vocabularies) decode as their ensemble."
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
+LANG_HELP = "Language of the text and figures: en, zh or vi (default: $ATTN_MT_LANG, else the locale's)."
 ALLOWED_HOSTS_HELP = (
     "Host names (comma-separated) the server answers besides the address it listens on, e.g. a reverse "
     "proxy's; '*' answers any (no DNS-rebinding check)."
@@ -548,11 +549,12 @@ def demo(
     name: str = typer.Argument(..., help="nadaraya-watson, scoring or positional-encoding."),
     out: Path = typer.Option(Path("demos"), "--out", help="Folder for the figures and the JSON of numbers."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
+    lang: str | None = typer.Option(None, "--lang", help=LANG_HELP),
 ) -> None:
     """Run one of the attention chapter's demonstrations and write its figures."""
     from attn_mt.commands.demo import run_demo
 
-    run_demo(name, out, seed)
+    run_demo(name, out, seed, lang)
 
 
 def main() -> None:
@@ -621,11 +623,12 @@ def report(
     out: Path | None = typer.Option(
         None, "--out", "-o", help="HTML file (default: RUN_DIR/report.html; ./report.html for several runs)."
     ),
+    lang: str | None = typer.Option(None, "--lang", help=LANG_HELP),
 ) -> None:
     """Write one self-contained HTML report: config, data, curves, scores, comparisons, attention gallery."""
     from attn_mt.commands.report import run_report
 
-    run_report(run_dirs, out)
+    run_report(run_dirs, out, lang)
 
 
 @app.command()

@@ -116,6 +116,12 @@ class CliResult(NamedTuple):
     stderr: str
 
 
+@pytest.fixture(autouse=True)
+def english_unless_asked(monkeypatch) -> None:
+    """Every test reads attn-mt in English, whatever the machine's locale, unless it asks for another."""
+    monkeypatch.setenv("ATTN_MT_LANG", "en")
+
+
 @pytest.fixture
 def run_cli(monkeypatch, capsys) -> Callable[..., CliResult]:
     """Run `attn-mt ARGS` in this process (no interpreter start-up per command)."""

@@ -4,6 +4,7 @@ in headless Chromium."""
 from __future__ import annotations
 
 import base64
+import contextvars
 import io
 import json
 import re
@@ -27,6 +28,7 @@ from attn_mt.training.timeline import read_timeline
 
 DUMPS = 3  # attention dumps written by the evaluation of each run
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+HEADINGS = ("h1", "h2", "h3", "h4")
 RUN_PARTS = ("overview", "config", "data", "curves", "timeline", "scores", "samples")
 PROBES = 4  # the timeline's probe sentences (four spread over the valid split)
 
@@ -44,6 +46,7 @@ class PageParser(HTMLParser):
         self.links: list[str] = []
         self.text: dict[str, str] = {}
         self.h5: list[str] = []
+        self.headings: list[str] = []  # the text of every h1 to h4
 
     def handle_decl(self, decl: str) -> None:
         self.doctype = decl
@@ -59,6 +62,8 @@ class PageParser(HTMLParser):
             self.links.append(attributes["href"])
         if tag == "h5":
             self.h5.append("")
+        if tag in HEADINGS:
+            self.headings.append("")
         if tag not in VOID:
             self.stack.append((tag, attributes.get("id")))
 
@@ -81,6 +86,8 @@ class PageParser(HTMLParser):
                 self.text[element_id] += data
         if any(tag == "h5" for tag, _ in self.stack):
             self.h5[-1] += data
+        if any(tag in HEADINGS for tag, _ in self.stack):
+            self.headings[-1] += data
 
 
 def parse_page(path: Path) -> tuple[PageParser, str]:
@@ -278,6 +285,39 @@ def test_cli_writes_the_report(runs, tmp_path, run_cli):
     parser, _ = parse_page(out)
     # curves, the timeline's probes, encoder self, decoder self and cross per dump
     assert len(parser.images) == 1 + PROBES + 3 * DUMPS
+
+
+@pytest.mark.parametrize(
+    ("lang", "html_lang", "headings", "score"),
+    [
+        (
+            "zh",
+            "zh-Hans",
+            ["运行对比", "运行 gru_bahdanau", "概览", "训练曲线", "看它学习", "翻译示例", "缺失内容"],
+            r"\d+\.\d\d",
+        ),
+        (
+            "vi",
+            "vi",
+            ["So sánh các lượt chạy", "Tổng quan", "Đường cong huấn luyện", "Xem mô hình học"],
+            r"\d+,\d\d",
+        ),
+    ],
+)
+def test_the_report_speaks_the_language_asked(runs, tmp_path, run_cli, lang, html_lang, headings, score):
+    out = tmp_path / f"{lang}.html"
+    args = ("report", str(runs["gru_bahdanau"]), str(runs["transformer"]), "--out", str(out), "--lang", lang)
+    result = contextvars.copy_context().run(run_cli, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == {"zh": f"报告已写入 {out}", "vi": f"Đã ghi báo cáo vào {out}"}[lang]
+    parser, page = parse_page(out)
+    assert f'<html lang="{html_lang}">' in page and '"Noto Sans CJK SC"' in page
+    assert set(headings) <= set(parser.headings)
+    assert not {"Overview", "Training curves", "Runs side by side", "Missing"} & set(parser.headings)
+    side_by_side = parser.text["comparison"]
+    assert re.search(score, side_by_side), side_by_side[:300]  # the scores as the language writes numbers
+    english = contextvars.copy_context().run(run_cli, "report", str(runs["gru_bahdanau"]), "--out", str(out))
+    assert english.returncode == 0 and '<html lang="en">' in out.read_text(encoding="utf-8")
 
 
 def test_missing_chromium_names_the_install_step_and_installs_nothing(monkeypatch):

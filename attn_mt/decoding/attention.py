@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from attn_mt.decoding import display
+from attn_mt.i18n import N_
 from attn_mt.models.base import EncoderDecoder
 
 SOURCE, TARGET = "source", "target"
@@ -37,10 +38,10 @@ SIDES = {  # map name -> (query side, key side)
     "decoder_self": (TARGET, TARGET),
     "cross": (TARGET, SOURCE),
 }
-TITLES = {
-    "encoder_self": "encoder self-attention",
-    "decoder_self": "decoder self-attention",
-    "cross": "encoder-decoder attention",
+TITLES = {  # English; a page in another language shows gettext(title)
+    "encoder_self": N_("encoder self-attention"),
+    "decoder_self": N_("decoder self-attention"),
+    "cross": N_("encoder-decoder attention"),
 }
 
 

@@ -22,6 +22,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from attn_mt.i18n.fonts import with_plot_fonts
+
 CMAP = "Reds"
 DPI = 100
 PANEL_INCHES = 2.5  # the book's figsize per panel
@@ -37,9 +39,9 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def png_bytes(fig: Figure) -> bytes:
-    """`fig` rendered as PNG bytes at the module's DPI."""
+    """`fig` rendered as PNG bytes at the module's DPI, its text in fonts for every language."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=DPI, format="png")
+    with_plot_fonts(fig).savefig(buffer, dpi=DPI, format="png")
     return buffer.getvalue()
 
 

@@ -18,6 +18,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from attn_mt.errors import UserError
+from attn_mt.i18n import _
+from attn_mt.i18n.fonts import with_plot_fonts
 
 DPI = 100
 PANEL_SIZE = (3.2, 2.6)  # inches per subplot: small figures, as the book draws them
@@ -28,11 +30,12 @@ def prepare_out_dir(out_dir: Path) -> Path:
     """Create `out_dir` (and parents) if needed; raise UserError when it cannot hold files."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"demo output path {out_dir} exists and is not a directory")
+        raise UserError(_("demo output path {path} exists and is not a directory").format(path=out_dir))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"cannot create demo output directory {out_dir}: {exc.strerror}") from exc
+        message = _("cannot create demo output directory {path}: {reason}")
+        raise UserError(message.format(path=out_dir, reason=exc.strerror)) from exc
     return out_dir
 
 
@@ -47,8 +50,8 @@ def new_figure(
 
 
 def save_figure(fig: Figure, path: Path) -> str:
-    """Write `fig` as a PNG at `path`; returns the file name (for the demo's JSON)."""
-    fig.savefig(path, dpi=DPI, format="png")
+    """Write `fig` as a PNG at `path`, its text in fonts for every language; returns the file name."""
+    with_plot_fonts(fig).savefig(path, dpi=DPI, format="png")
     return path.name
 
 
@@ -59,10 +62,11 @@ def draw_heatmap(
     xlabel: str,
     ylabel: str,
     title: str = "",
-    legend: str = "attention weight",
+    legend: str | None = None,
     centred: bool = False,
 ) -> None:
-    """Draw a 2-D `matrix` (rows on the y axis) on `ax` with a colour bar labelled `legend`, as the book's
+    """Draw a 2-D `matrix` (rows on the y axis) on `ax` with a colour bar labelled `legend` (by default
+    "attention weight", in the language in force), as the book's
     show_heatmaps. Weights (the default) use a fixed 0-1 scale, so equal weights look equal in every
     figure; `centred` values use a blue-white-red scale with 0 at its centre."""
     values = matrix.detach().cpu().numpy() if isinstance(matrix, torch.Tensor) else np.asarray(matrix)
@@ -80,7 +84,7 @@ def draw_heatmap(
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize="medium")
-    fig.colorbar(image, ax=ax, shrink=0.8, label=legend)
+    fig.colorbar(image, ax=ax, shrink=0.8, label=_("attention weight") if legend is None else legend)
 
 
 def to_lists(tensor: torch.Tensor) -> Any:

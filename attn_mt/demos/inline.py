@@ -11,6 +11,7 @@ from typing import Any
 
 from attn_mt.decoding.display import image_tag
 from attn_mt.demos.registry import demo_named
+from attn_mt.i18n import _
 
 
 def scalars_only(tree: dict) -> dict:
@@ -40,7 +41,8 @@ class DemoFigures:
         """Jupyter's view: the headline numbers, then every figure."""
         numbers = html.escape(json.dumps(scalars_only(self.results), indent=2, default=str), quote=False)
         images = "".join(image_tag(png, name) for name, png in self.figures.items())
-        return f"<div><p><b>demo {html.escape(self.name)}</b></p><pre>{numbers}</pre>{images}</div>"
+        title = html.escape(_("demo {name}").format(name=self.name))
+        return f"<div><p><b>{title}</b></p><pre>{numbers}</pre>{images}</div>"
 
 
 def show(name: str, seed: int = 0) -> DemoFigures:

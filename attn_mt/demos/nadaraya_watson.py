@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from attn_mt.demos.figures import draw_heatmap, new_figure, prepare_out_dir, save_figure, to_lists, write_json
+from attn_mt.i18n import N_, _
 
 NAME = "nadaraya-watson"
 N_TRAIN = 50
@@ -26,6 +27,11 @@ NOISE_STD = 0.5
 TEST_STEP = 0.1
 LEARNING_RATE = 0.5
 EPOCHS = 5
+TITLES = {  # the estimators as the book's section headings name them
+    "average": N_("average pooling"),
+    "nonparametric": N_("nonparametric attention pooling"),
+    "parametric": N_("parametric attention pooling"),
+}
 
 
 def target_function(x: torch.Tensor) -> torch.Tensor:
@@ -154,7 +160,7 @@ def train_parametric(
     values = leave_one_out(data.y_train)  # (N, N - 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
-    for _ in range(epochs):
+    for _epoch in range(epochs):
         optimizer.zero_grad()
         loss = squared_error(model(data.x_train, keys, values), data.y_train).sum()
         loss.backward()
@@ -182,10 +188,10 @@ def mean_squared_error(predictions: torch.Tensor, targets: torch.Tensor) -> floa
 def _plot_predictions(data: RegressionData, predictions: dict[str, torch.Tensor], path: Path) -> str:
     fig, axes = new_figure(ncols=len(predictions))
     for ax, (label, y_hat) in zip(axes, predictions.items(), strict=True):
-        ax.plot(data.x_test, data.y_truth, label="truth")
-        ax.plot(data.x_test, y_hat, linestyle="--", label="prediction")
+        ax.plot(data.x_test, data.y_truth, label=_("truth"))
+        ax.plot(data.x_test, y_hat, linestyle="--", label=_("prediction"))
         ax.plot(data.x_train, data.y_train, "o", alpha=0.5, markersize=3)
-        ax.set(xlim=(0, X_MAX), ylim=(-1, 5), xlabel="x", ylabel="y", title=label)
+        ax.set(xlim=(0, X_MAX), ylim=(-1, 5), xlabel="x", ylabel="y", title=_(TITLES[label]))
         ax.legend(fontsize="small")
     return save_figure(fig, path)
 
@@ -193,7 +199,7 @@ def _plot_predictions(data: RegressionData, predictions: dict[str, torch.Tensor]
 def _plot_losses(losses: list[float], path: Path) -> str:
     fig, (ax,) = new_figure()
     ax.plot(range(1, len(losses) + 1), losses, marker="o")
-    ax.set(xlabel="epoch", ylabel="summed training loss", title="parametric pooling")
+    ax.set(xlabel=_("epoch"), ylabel=_("summed training loss"), title=_(TITLES["parametric"]))
     return save_figure(fig, path)
 
 
@@ -201,7 +207,12 @@ def _plot_weights(weights: dict[str, torch.Tensor], path: Path) -> str:
     fig, axes = new_figure(ncols=len(weights))
     for ax, (label, matrix) in zip(axes, weights.items(), strict=True):
         draw_heatmap(
-            fig, ax, matrix, xlabel="sorted training inputs", ylabel="sorted testing inputs", title=label
+            fig,
+            ax,
+            matrix,
+            xlabel=_("sorted training inputs"),
+            ylabel=_("sorted testing inputs"),
+            title=_(TITLES[label]),
         )
     return save_figure(fig, path)
 

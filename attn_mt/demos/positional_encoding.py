@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from attn_mt.demos.figures import draw_heatmap, new_figure, prepare_out_dir, save_figure, to_lists, write_json
+from attn_mt.i18n import _
 from attn_mt.models.positional import PositionalEncoding
 
 NAME = "positional-encoding"
@@ -42,8 +43,8 @@ def _plot_columns(matrix: torch.Tensor, path: Path) -> str:
     fig, (ax,) = new_figure(panel_size=(5.0, 2.6))
     positions = torch.arange(matrix.shape[0])
     for column in PLOTTED_COLUMNS:
-        ax.plot(positions, matrix[:, column], label=f"Col {column}")
-    ax.set(xlabel="Row (position)", ylabel="encoding value")
+        ax.plot(positions, matrix[:, column], label=_("Col {column}").format(column=column))
+    ax.set(xlabel=_("Row (position)"), ylabel=_("encoding value"))
     ax.legend(fontsize="small", loc="lower left")
     return save_figure(fig, path)
 
@@ -54,9 +55,9 @@ def _plot_matrix(matrix: torch.Tensor, path: Path) -> str:
         fig,
         ax,
         matrix,
-        xlabel="Column (encoding dimension)",
-        ylabel="Row (position)",
-        legend="encoding value",
+        xlabel=_("Column (encoding dimension)"),
+        ylabel=_("Row (position)"),
+        legend=_("encoding value"),
         centred=True,
     )
     return save_figure(fig, path)
@@ -71,9 +72,15 @@ def _plot_binary(codes: torch.Tensor, matrix: torch.Tensor, path: Path) -> str:
     fig, (bits_ax, encoding_ax) = new_figure(ncols=2, panel_size=(3.6, 3.4))
     by_place_value = codes.flip(1)  # (2^bits, bits): lowest place value first
     bits = codes.shape[1]
-    title = f"binary: 0 to {codes.shape[0] - 1}"
+    title = _("binary: 0 to {last}").format(last=codes.shape[0] - 1)
     draw_heatmap(
-        fig, bits_ax, by_place_value, xlabel="bit (place value)", ylabel="number", title=title, legend="bit"
+        fig,
+        bits_ax,
+        by_place_value,
+        xlabel=_("bit (place value)"),
+        ylabel=_("number"),
+        title=title,
+        legend=_("bit"),
     )
     bits_ax.set_xticks(range(bits), [str(2**place) for place in range(bits)])
     bits_ax.set_yticks(range(codes.shape[0]))
@@ -85,13 +92,13 @@ def _plot_binary(codes: torch.Tensor, matrix: torch.Tensor, path: Path) -> str:
         fig,
         encoding_ax,
         matrix,
-        xlabel="Column (encoding dimension)",
-        ylabel="Row (position)",
-        title="sinusoidal encoding",
-        legend="encoding value",
+        xlabel=_("Column (encoding dimension)"),
+        ylabel=_("Row (position)"),
+        title=_("sinusoidal positional encoding"),
+        legend=_("encoding value"),
         centred=True,
     )
-    fig.suptitle("frequency falls from left to right in both", fontsize="medium")
+    fig.suptitle(_("frequency falls from left to right in both"), fontsize="medium")
     return save_figure(fig, path)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from attn_mt.demos import nadaraya_watson, positional_encoding, scoring
 from attn_mt.errors import UserError
+from attn_mt.i18n import _
 
 Demo = Callable[[Path, int], dict[str, Any]]
 
@@ -21,5 +22,7 @@ DEMOS: dict[str, Demo] = {
 def demo_named(name: str) -> Demo:
     """The demo called `name`, or a UserError listing the names there are."""
     if name not in DEMOS:
-        raise UserError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+        raise UserError(
+            _("unknown demo {name!r}: choose one of {names}").format(name=name, names=", ".join(DEMOS))
+        )
     return DEMOS[name]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from attn_mt.demos.figures import draw_heatmap, new_figure, prepare_out_dir, save_figure, to_lists, write_json
+from attn_mt.i18n import _
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
 
 NAME = "scoring"
@@ -78,17 +79,21 @@ def dot_product_example() -> dict[str, torch.Tensor]:
 def _plot_masked_softmax(examples: dict[str, torch.Tensor], path: Path) -> str:
     fig, axes = new_figure(ncols=2)
     batch, queries, keys = SCORES_SHAPE
-    titles = {"valid_lens_1d": "valid_lens [2, 3]", "valid_lens_2d": "valid_lens [[1, 3], [2, 4]]"}
-    for ax, (key, title) in zip(axes, titles.items(), strict=True):
+    lengths = {
+        "valid_lens_1d": list(BATCH_VALID_LENS),
+        "valid_lens_2d": [list(row) for row in QUERY_VALID_LENS],
+    }
+    for ax, (key, valid_lens) in zip(axes, lengths.items(), strict=True):
         matrix = examples[key].reshape(batch * queries, keys)  # (B * Q, K)
-        draw_heatmap(fig, ax, matrix, xlabel="keys", ylabel="(batch, query) rows", title=title)
+        title = _("valid lengths {lengths}").format(lengths=valid_lens)
+        draw_heatmap(fig, ax, matrix, xlabel=_("keys"), ylabel=_("(batch, query) rows"), title=title)
     return save_figure(fig, path)
 
 
 def _plot_weights(weights: torch.Tensor, title: str, path: Path) -> str:
     fig, (ax,) = new_figure(panel_size=(4.0, 2.0))
     matrix = weights.reshape(weights.shape[0], -1)  # (B, K): one query per batch element
-    draw_heatmap(fig, ax, matrix, xlabel="keys", ylabel="queries", title=title)
+    draw_heatmap(fig, ax, matrix, xlabel=_("keys"), ylabel=_("queries"), title=title)
     return save_figure(fig, path)
 
 
@@ -102,9 +107,9 @@ def run(out_dir: Path, seed: int) -> dict[str, Any]:
         dot_product = dot_product_example()
     figures = [
         _plot_masked_softmax(softmax, out_dir / "scoring_masked_softmax.png"),
-        _plot_weights(additive["weights"], "additive attention", out_dir / "scoring_additive.png"),
+        _plot_weights(additive["weights"], _("additive attention"), out_dir / "scoring_additive.png"),
         _plot_weights(
-            dot_product["weights"], "scaled dot-product attention", out_dir / "scoring_dot_product.png"
+            dot_product["weights"], _("scaled dot-product attention"), out_dir / "scoring_dot_product.png"
         ),
     ]
     results = {

@@ -14,13 +14,14 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from attn_mt.decoding.heatmaps import DPI, attention_figure, new_figure
+from attn_mt.i18n import N_, _
 
 CURVE_PANEL_SIZE = (5.0, 3.0)
 LOSS_KEYS = {
-    "loss": "train (window)",
-    "epoch_loss": "train (epoch)",
-    "train_loss": "train",
-    "valid_loss": "valid",
+    "loss": N_("train (window)"),
+    "epoch_loss": N_("train (epoch)"),
+    "train_loss": N_("train"),
+    "valid_loss": N_("valid"),
 }
 
 
@@ -46,17 +47,18 @@ def _series(metrics: Sequence[dict[str, Any]], key: str) -> tuple[list[float], l
 
 
 def training_curves_figure(metrics: Sequence[dict[str, Any]]) -> Figure:
-    """Loss, valid BLEU and learning rate against the step, one panel each (panels without data left out)."""
+    """Loss, valid BLEU and learning rate against the step, one panel each (panels without data left out),
+    labelled in the language in force."""
     panels: list[tuple[str, dict[str, str]]] = [
-        ("loss (nats per token)", LOSS_KEYS),
-        ("valid BLEU", {"valid_bleu": "valid BLEU"}),
-        ("learning rate", {"lr": "learning rate"}),
+        (N_("loss (nats per token)"), LOSS_KEYS),
+        (N_("valid BLEU"), {"valid_bleu": N_("valid BLEU")}),
+        (N_("learning rate"), {"lr": N_("learning rate")}),
     ]
     present = [(ylabel, keys) for ylabel, keys in panels if any(_series(metrics, k)[0] for k in keys)]
     fig = new_figure(CURVE_PANEL_SIZE[0], CURVE_PANEL_SIZE[1] * max(len(present), 1))
     if not present:
         ax = fig.subplots()
-        ax.text(0.5, 0.5, "no metrics logged yet", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, _("no metrics logged yet"), ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return fig
     axes = fig.subplots(len(present), 1, squeeze=False, sharex=True)[:, 0]
@@ -64,12 +66,12 @@ def training_curves_figure(metrics: Sequence[dict[str, Any]]) -> Figure:
         for key, label in keys.items():
             steps, values = _series(metrics, key)
             if steps:
-                ax.plot(steps, values, marker="." if len(steps) < 30 else None, label=label)
-        ax.set_ylabel(ylabel)
+                ax.plot(steps, values, marker="." if len(steps) < 30 else None, label=_(label))
+        ax.set_ylabel(_(ylabel))
         ax.grid(True, alpha=0.3)
         if len(ax.get_lines()) > 1:
             ax.legend(fontsize="small")
-    axes[-1].set_xlabel("step")
+    axes[-1].set_xlabel(_("step"))
     return fig
 
 

@@ -15,12 +15,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from attn_mt.evaluation.plots import CURVE_PANEL_SIZE, DPI, training_curves_figure
+from attn_mt.i18n import N_, _
+from attn_mt.i18n.fonts import with_plot_fonts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 COMPARISON_PANELS = (  # metrics.jsonl key -> y-axis label of the runs-side-by-side figure
-    ("valid_loss", "valid loss (nats per token)"),
-    ("valid_bleu", "valid BLEU"),
-    ("epoch_loss", "train loss per epoch"),
+    ("valid_loss", N_("valid loss (nats per token)")),
+    ("valid_bleu", N_("valid BLEU")),
+    ("epoch_loss", N_("train loss per epoch")),
 )
 
 
@@ -37,9 +39,9 @@ def file_data_uri(path: Path) -> str:
 
 
 def figure_data_uri(fig: Figure) -> str:
-    """A matplotlib figure rendered to PNG, as a data URI."""
+    """A matplotlib figure rendered to PNG (its text in fonts for every language), as a data URI."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, dpi=DPI, format="png")
+    with_plot_fonts(fig).savefig(buffer, dpi=DPI, format="png")
     return png_data_uri(buffer.getvalue())
 
 
@@ -73,8 +75,8 @@ def comparison_data_uri(runs: dict[str, Sequence[dict[str, Any]]]) -> str | None
             steps, values = _points(records, key)
             if steps:
                 ax.plot(steps, values, marker="." if len(steps) < 30 else None, label=name)
-        ax.set_xlabel("step")
-        ax.set_ylabel(label)
+        ax.set_xlabel(_("step"))
+        ax.set_ylabel(_(label))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
     return figure_data_uri(fig)

@@ -1,7 +1,9 @@
 """The `attn-mt report` page: one self-contained HTML page about one or more runs.
 
 The page needs nothing beside itself: pictures are PNG `data:` URIs, the style sheet is inline, there
-is no script and no external font. Every piece of text that comes from a run is escaped.
+is no script and no external font. Every piece of text that comes from a run is escaped. Its own text is
+in the language in force (attn_mt.i18n), its numbers written as that language writes them, and its font
+stack names CJK fonts, so a page in Chinese shows its characters.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 from attn_mt.data.report import format_report
 from attn_mt.decoding.attention import TITLES
 from attn_mt.evaluation.scores import SCORED_TEXT, scored_text_of
+from attn_mt.i18n import _, format_number, html_lang, ngettext
+from attn_mt.i18n.fonts import PAGE_FONT_STACK
 from attn_mt.report.collect import (
     AttentionDump,
     Comparison,
@@ -32,7 +36,7 @@ GALLERY_PER_END = 3  # sentences shown from each end of the sentence-chrF rankin
 SIGNIFICANCE = 0.05  # p-value below which the paired bootstrap calls a difference significant
 METRICS = (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER"))
 STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1150px;
+body { font-family: FONT_STACK; margin: 0 auto; max-width: 1150px;
        padding: 1rem 1.5rem 3rem; color: #1d1d1f; background: #fff; line-height: 1.45; }
 h1 { border-bottom: 3px solid #b3261e; padding-bottom: .3rem; }
 h2 { border-bottom: 1px solid #ccc; margin-top: 2.5rem; }
@@ -55,7 +59,7 @@ article.sample { border: 1px solid #ddd; border-radius: 6px; padding: .2rem .9re
 .tag.dump { background: #44546a; }
 .note { color: #6b4e00; background: #fff8e1; border-left: 4px solid #e0a800; padding: .3rem .6rem; }
 nav ul { columns: 2; }
-"""
+""".replace("FONT_STACK", PAGE_FONT_STACK)
 
 
 def esc(value: Any) -> str:
@@ -64,23 +68,23 @@ def esc(value: Any) -> str:
 
 
 def number(value: Any, digits: int = 2) -> str:
-    """A float with `digits` decimals, or "n/a" when it is not a number."""
+    """A float with `digits` decimals as the language in force writes it, or "n/a" when it is not a number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "n/a"
-    return f"{value:.{digits}f}"
+        return _("n/a")
+    return format_number(value, digits)
 
 
 def duration(seconds: float | None) -> str:
     """Seconds as `12.3 s`, `4 min 05 s` or `2 h 03 min`."""
     if seconds is None:
-        return "n/a"
+        return _("n/a")
     if seconds < 60:
-        return f"{seconds:.1f} s"
+        return _("{seconds} s").format(seconds=format_number(seconds, 1))
     minutes, secs = divmod(int(round(seconds)), 60)
     if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
+        return _("{minutes} min {seconds} s").format(minutes=minutes, seconds=f"{secs:02d}")
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    return _("{hours} h {minutes} min").format(hours=hours, minutes=f"{minutes:02d}")
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
@@ -103,7 +107,7 @@ def key_value_table(pairs: Iterable[tuple[str, str]]) -> str:
 
 def signature_cell(signature: Any) -> str:
     """A sacreBLEU signature as code, or "n/a"."""
-    return f"<code>{esc(signature)}</code>" if signature else "n/a"
+    return f"<code>{esc(signature)}</code>" if signature else esc(_("n/a"))
 
 
 def note(text: str) -> str:
@@ -127,68 +131,89 @@ def model_type(run: RunInfo) -> str:
     section = (run.config or {}).get("model")
     if isinstance(section, dict) and section.get("type"):
         return str(section["type"])
-    return run.log.model_type or "n/a"
+    return run.log.model_type or _("n/a")
 
 
 def overview_section(run: RunInfo, anchor: str) -> str:
     """Model, device, steps, wall time, throughput and best validation numbers."""
     log, training = run.log, run.training
-    throughput = "n/a"
+    missing = _("n/a")
+    throughput = missing
     if training.mean_tokens_per_s is not None:
-        throughput = (
-            f"{training.mean_tokens_per_s:,.0f} target tokens/s (mean over log intervals; "
-            f"last {training.last_tokens_per_s:,.0f})"
+        throughput = _("{mean} target tokens/s (mean over log intervals; last {last})").format(
+            mean=format_number(training.mean_tokens_per_s, 0, grouping=True),
+            last=format_number(training.last_tokens_per_s, 0, grouping=True),
         )
     best_bleu = training.best_valid_bleu
     best_loss = training.best_valid_loss
+    at_step = _("{score} at step {step}")
     pairs = [
-        ("run directory", f"<code>{esc(run.root)}</code>"),
-        ("model", esc(model_type(run))),
-        ("parameters", esc(log.parameters or "n/a")),
-        ("device", esc(log.device or "n/a")),
-        ("steps", esc(training.last_step if training.last_step is not None else "n/a")),
-        ("epochs completed", esc(training.epochs_completed)),
-        ("wall time (training loop)", esc(duration(training.elapsed_s))),
-        ("last session", esc(f"{log.first_time} to {log.last_time}" if log.first_time else "n/a")),
-        ("throughput", esc(throughput)),
-        ("best valid BLEU", esc(f"{best_bleu[0]:.2f} at step {best_bleu[1]}" if best_bleu else "n/a")),
-        ("best valid loss", esc(f"{best_loss[0]:.4f} at step {best_loss[1]}" if best_loss else "n/a")),
-        ("how training ended", esc(log.finish or "n/a")),
+        (_("run directory"), f"<code>{esc(run.root)}</code>"),
+        (_("model"), esc(model_type(run))),
+        (_("parameters"), esc(log.parameters or missing)),
+        (_("device"), esc(log.device or missing)),
+        (_("steps"), esc(training.last_step if training.last_step is not None else missing)),
+        (_("epochs completed"), esc(training.epochs_completed)),
+        (_("wall time (training loop)"), esc(duration(training.elapsed_s))),
+        (
+            _("last session"),
+            esc(
+                _("{start} to {end}").format(start=log.first_time, end=log.last_time)
+                if log.first_time
+                else missing
+            ),
+        ),
+        (_("throughput"), esc(throughput)),
+        (
+            _("best valid BLEU"),
+            esc(
+                at_step.format(score=format_number(best_bleu[0]), step=best_bleu[1]) if best_bleu else missing
+            ),
+        ),
+        (
+            _("best valid loss"),
+            esc(
+                at_step.format(score=format_number(best_loss[0], 4), step=best_loss[1])
+                if best_loss
+                else missing
+            ),
+        ),
+        (_("how training ended"), esc(log.finish or missing)),
     ]
     if log.parent:
-        pairs.insert(2, ("fine-tuned from", esc(log.parent)))
-    return f'<section id="{anchor}">\n<h3>Overview</h3>\n{key_value_table(pairs)}</section>\n'
+        pairs.insert(2, (_("fine-tuned from"), esc(log.parent)))
+    return f'<section id="{anchor}">\n<h3>{esc(_("Overview"))}</h3>\n{key_value_table(pairs)}</section>\n'
 
 
 def config_section(run: RunInfo, anchor: str) -> str:
     """The resolved config.yaml."""
     if run.config_text is None:
-        body = note("config.yaml missing")
+        body = note(_("config.yaml missing"))
     else:
         body = f'<pre class="config">{esc(run.config_text)}</pre>\n'
-    return f'<section id="{anchor}">\n<h3>Resolved config</h3>\n{body}</section>\n'
+    return f'<section id="{anchor}">\n<h3>{esc(_("Resolved config"))}</h3>\n{body}</section>\n'
 
 
 def data_section(run: RunInfo, anchor: str) -> str:
     """The data report as the training log prints it (raw JSON if it has an unexpected shape)."""
     if run.data_report is None:
-        body = note("data_report.json missing")
+        body = note(_("data_report.json missing"))
     else:
         try:
             text = format_report(run.data_report)
         except (KeyError, TypeError, ValueError, AttributeError):
             text = json.dumps(run.data_report, indent=2, ensure_ascii=False)
         body = f"<pre>{esc(text)}</pre>\n"
-    return f'<section id="{anchor}">\n<h3>Data</h3>\n{body}</section>\n'
+    return f'<section id="{anchor}">\n<h3>{esc(_("Data"))}</h3>\n{body}</section>\n'
 
 
 def curves_section(run: RunInfo, anchor: str) -> str:
     """Training and validation curves drawn from metrics.jsonl."""
     if run.metrics:
-        body = image(curves_data_uri(run.metrics), f"training curves of {run.name}")
+        body = image(curves_data_uri(run.metrics), _("training curves of {run}").format(run=run.name))
     else:
-        body = note("no metrics.jsonl records: no training curves")
-    return f'<section id="{anchor}">\n<h3>Training curves</h3>\n{body}</section>\n'
+        body = note(_("no metrics.jsonl records: no training curves"))
+    return f'<section id="{anchor}">\n<h3>{esc(_("Training curves"))}</h3>\n{body}</section>\n'
 
 
 def score_with_interval(entry: dict[str, Any]) -> str:
@@ -205,9 +230,9 @@ def bootstrap_table(result: dict[str, Any]) -> str:
             continue
         base, system = entry.get("baseline", {}), entry.get("system", {})
         p_value = system.get("p_value")
-        significant = "n/a"
+        significant = _("n/a")
         if isinstance(p_value, (int, float)):
-            significant = "yes" if p_value < SIGNIFICANCE else "no"
+            significant = _("yes") if p_value < SIGNIFICANCE else _("no")
         rows.append(
             [
                 esc(label),
@@ -219,12 +244,12 @@ def bootstrap_table(result: dict[str, Any]) -> str:
             ]
         )
     header = [
-        "metric",
-        "baseline score (mean ± 95% CI)",
-        "system score (mean ± 95% CI)",
-        "p-value",
-        f"significant (p < {SIGNIFICANCE})",
-        "signature",
+        _("metric"),
+        _("baseline score (mean ± 95% CI)"),
+        _("system score (mean ± 95% CI)"),
+        _("p-value"),
+        _("significant (p < {level})").format(level=format_number(SIGNIFICANCE)),
+        _("signature"),
     ]
     return table(header, rows, numeric=(3,))
 
@@ -233,31 +258,38 @@ def scores_block(evaluation: SplitEval) -> str:
     """One split's scores, each with its sacreBLEU signature, book BLEU-2 rows and any stored comparison."""
     scores = evaluation.scores
     if scores is None:
-        return note(f"eval/{evaluation.split} has no scores.json")
+        return note(_("eval/{split} has no scores.json").format(split=evaluation.split))
     refs = scores.get("refs_per_sentence")
     scored = scores.get("scored_text", SCORED_TEXT["book"])
-    facts = (
-        f"{scores.get('direction', 'en-fr')}, scored on {scored} text, "
-        f"{scores.get('num_sentences', 'n/a')} sentences, references per sentence "
-        f"{number(refs.get('mean')) if isinstance(refs, dict) else 'n/a'}, "
-        f"beam {scores.get('beam_size', 'n/a')}, "
-        f"checkpoint {scores.get('checkpoint', 'n/a')} (step {scores.get('step', 'n/a')})"
+    missing = _("n/a")
+    facts = _(
+        "{direction}, scored on {scored} text, {sentences} sentences, references per sentence {refs}, "
+        "beam {beam}, checkpoint {checkpoint} (step {step})"
+    ).format(
+        direction=scores.get("direction", "en-fr"),
+        scored=scored,
+        sentences=scores.get("num_sentences", missing),
+        refs=number(refs.get("mean")) if isinstance(refs, dict) else missing,
+        beam=scores.get("beam_size", missing),
+        checkpoint=scores.get("checkpoint", missing),
+        step=scores.get("step", missing),
     )
     rows = [
         [esc(label), esc(number(scores.get(key))), signature_cell(scores.get(f"{key}_signature"))]
         for key, label in METRICS
     ]
     parts = [
-        f"<h4>Split {esc(evaluation.split)}</h4>\n<p>{esc(facts)}</p>\n",
-        table(["metric", "score", "sacreBLEU signature"], rows, numeric=(1,)),
+        f"<h4>{esc(_('Split {split}').format(split=evaluation.split))}</h4>\n<p>{esc(facts)}</p>\n",
+        table([_("metric"), _("score"), _("sacreBLEU signature")], rows, numeric=(1,)),
     ]
     book_rows = scores.get("book_bleu2")
     if isinstance(book_rows, list) and book_rows:
         mean = number(scores.get("book_bleu2_mean"), 3)
-        parts.append(f"<p>The book's BLEU-2 (d2l.ai section 10.7.6), mean {esc(mean)}:</p>\n")
+        line = _("The book's BLEU-2 (section 10.7.6 of d2l.ai, the English edition), mean {mean}:")
+        parts.append(f"<p>{esc(line.format(mean=mean))}</p>\n")
         parts.append(
             table(
-                ["source", "output", "reference", "BLEU-2"],
+                [_("source"), _("output"), _("reference"), "BLEU-2"],
                 (
                     [
                         esc(r.get("source", "")),
@@ -273,10 +305,11 @@ def scores_block(evaluation: SplitEval) -> str:
         )
     stored = scores.get("compare")
     if isinstance(stored, dict):
-        parts.append(
-            f"<p>Paired bootstrap ({esc(stored.get('n_samples', 'n/a'))} samples) against baseline "
-            f"<code>{esc(stored.get('baseline_name', 'n/a'))}</code>:</p>\n"
+        line = esc(_("Paired bootstrap ({samples} samples) against baseline {baseline}:")).format(
+            samples=esc(stored.get("n_samples", missing)),
+            baseline=f"<code>{esc(stored.get('baseline_name', missing))}</code>",
         )
+        parts.append(f"<p>{line}</p>\n")
         parts.append(bootstrap_table(stored))
     return "".join(parts)
 
@@ -284,10 +317,12 @@ def scores_block(evaluation: SplitEval) -> str:
 def scores_section(run: RunInfo, anchor: str) -> str:
     """Every split the run was evaluated on."""
     if not run.evals:
-        body = note(f"{run.name} was never evaluated: run `attn-mt eval {run.root}`")
+        body = note(
+            _("{run} was never evaluated: run `attn-mt eval {folder}`").format(run=run.name, folder=run.root)
+        )
     else:
         body = "".join(scores_block(e) for e in run.evals)
-    return f'<section id="{anchor}">\n<h3>Evaluation scores</h3>\n{body}</section>\n'
+    return f'<section id="{anchor}">\n<h3>{esc(_("Evaluation scores"))}</h3>\n{body}</section>\n'
 
 
 def per_head(values: Any) -> str:
@@ -295,7 +330,9 @@ def per_head(values: Any) -> str:
     if not isinstance(values, list):
         return ""
     return "; ".join(
-        f"layer {i}: " + ", ".join(number(v) for v in (row if isinstance(row, list) else [row]))
+        _("layer {number}: {values}").format(
+            number=i, values=", ".join(number(v) for v in (row if isinstance(row, list) else [row]))
+        )
         for i, row in enumerate(values, start=1)
     )
 
@@ -308,23 +345,36 @@ def attention_block(dump: AttentionDump, sentence: Sentence, anchor: str) -> str
     rows = []
     for name, entry in entries.items():
         share = number(entry.get("eos_share"), 3) if "eos_share" in entry else "-"
-        row = [esc(TITLES.get(name, name)), esc(number(entry.get("entropy"), 3)), esc(share)]
+        row = [esc(_(TITLES.get(name, name))), esc(number(entry.get("entropy"), 3)), esc(share)]
         if heads:
             row += [esc(per_head(entry.get(key))) for key in ("entropy_per_head", "eos_share_per_head")]
         rows.append(row)
-    header = ["attention", "entropy (nats, mean over queries)", "weight share on the source <eos>"]
+    header = [_("attention"), _("entropy (nats, mean over queries)"), _("weight share on the source <eos>")]
     if heads:
-        header += ["entropy per layer and head", "<eos> share per layer and head"]
+        header += [_("entropy per layer and head"), _("<eos> share per layer and head")]
     parts = [table(header, rows, numeric=(1, 2))]
     for name, png in dump.heatmaps.items():
-        title = TITLES.get(name, name)
+        title = _(TITLES.get(name, name))
         try:
             uri = file_data_uri(png)
         except (OSError, ValueError) as exc:
-            parts.append(note(f"heatmap {png.name} could not be read: {exc}"))
+            parts.append(
+                note(_("heatmap {file} could not be read: {reason}").format(file=png.name, reason=exc))
+            )
             continue
-        parts.append(image(uri, f"{title} of sentence {sentence.index}", f"{title} ({png.name})"))
+        alt = _("{title} of sentence {index}").format(title=title, index=sentence.index)
+        parts.append(image(uri, alt, _("{title} ({file})").format(title=title, file=png.name)))
     return f'<div class="attention" id="{anchor}">\n' + "".join(parts) + "</div>\n"
+
+
+def reason_text(reason: str) -> str:
+    """A gallery tag (select_gallery's English reason) in the language in force."""
+    kind, _separator, rank = reason.partition(" chrF #")
+    if kind == "worst" and rank:
+        return _("worst chrF #{rank}").format(rank=rank)
+    if kind == "best" and rank:
+        return _("best chrF #{rank}").format(rank=rank)
+    return _("attention dump") if reason == "attention dump" else reason
 
 
 def tag_class(reason: str) -> str:
@@ -343,21 +393,25 @@ def sample_card(
     anchor: str,
 ) -> str:
     """One sentence: source, references, output, its chrF and (when dumped) its attention."""
-    tags = "".join(f'<span class="{tag_class(r)}">{esc(r)}</span>' for r in reasons)
-    rows = [("source", esc(sentence.source))]
+    tags = "".join(f'<span class="{tag_class(r)}">{esc(reason_text(r))}</span>' for r in reasons)
+    rows = [(_("source"), esc(sentence.source))]
     rows += [
-        (f"reference {i}" if len(sentence.refs) > 1 else "reference", esc(ref))
+        (_("reference {number}").format(number=i) if len(sentence.refs) > 1 else _("reference"), esc(ref))
         for i, ref in enumerate(sentence.refs, start=1)
     ]
-    rows.append(("output", esc(sentence.hyp) if sentence.hyp else "<em>(empty)</em>"))
-    heading = f"<h5>Sentence {sentence.index} · sentence chrF {number(sentence.chrf, 1)}{tags}</h5>\n"
+    rows.append((_("output"), esc(sentence.hyp) if sentence.hyp else f"<em>{esc(_('(empty)'))}</em>"))
+    title = _("Sentence {index} · sentence chrF {chrf}").format(
+        index=sentence.index, chrf=number(sentence.chrf, 1)
+    )
+    heading = f"<h5>{esc(title)}{tags}</h5>\n"
     if dump is not None:
         attention = attention_block(dump, sentence, f"{anchor}-attention")
     else:
+        command = eval_command(run.root, evaluation.split, evaluation.scores, str(sentence.index + 1))
         attention = note(
-            f"no attention dump for sentence {sentence.index}: "
-            f"{eval_command(run.root, evaluation.split, evaluation.scores, str(sentence.index + 1))} "
-            "writes it"
+            _("no attention dump for sentence {index}: {command} writes it").format(
+                index=sentence.index, command=command
+            )
         )
     return f'<article class="sample" id="{anchor}">\n{heading}{key_value_table(rows)}{attention}</article>\n'
 
@@ -366,21 +420,24 @@ def samples_section(run: RunInfo, anchor: str) -> str:
     """Per split: the worst and best sentences by sentence chrF and the sentences with attention dumps."""
     parts = []
     for split_number, evaluation in enumerate(run.evals, start=1):
-        parts.append(f"<h4>Split {esc(evaluation.split)}</h4>\n")
+        parts.append(f"<h4>{esc(_('Split {split}').format(split=evaluation.split))}</h4>\n")
         sentences = evaluation.sentences
         if not sentences:
-            parts.append(note(f"no eval files in eval/{evaluation.split}: no sample translations"))
+            parts.append(
+                note(
+                    _("no eval files in eval/{split}: no sample translations").format(split=evaluation.split)
+                )
+            )
             continue
         values = [s.chrf for s in sentences]
-        spread = (
-            f"mean {number(sum(values) / len(values), 1)}, min {number(min(values), 1)}, "
-            f"max {number(max(values), 1)}"
+        spread = _("mean {mean}, min {min}, max {max}").format(
+            mean=number(sum(values) / len(values), 1), min=number(min(values), 1), max=number(max(values), 1)
         )
-        parts.append(
-            f"<p>Sentence-level chrF (sacreBLEU defaults) over {len(sentences)} sentences: {spread}. "
-            f"Shown: the {GALLERY_PER_END} worst, the {GALLERY_PER_END} best and every sentence with an "
-            "attention dump.</p>\n"
-        )
+        line = _(
+            "Sentence-level chrF (sacreBLEU defaults) over {count} sentences: {spread}. Shown: the {shown} "
+            "worst, the {shown} best and every sentence with an attention dump."
+        ).format(count=len(sentences), spread=spread, shown=GALLERY_PER_END)
+        parts.append(f"<p>{esc(line)}</p>\n")
         for position, (sentence, reasons) in enumerate(
             select_gallery(sentences, evaluation.attention, GALLERY_PER_END)
         ):
@@ -391,8 +448,9 @@ def samples_section(run: RunInfo, anchor: str) -> str:
                 )
             )
     if not run.evals:
-        parts.append(note("never evaluated: no sample translations"))
-    return f'<section id="{anchor}">\n<h3>Sample translations</h3>\n{"".join(parts)}</section>\n'
+        parts.append(note(_("never evaluated: no sample translations")))
+    heading = esc(_("Sample translations"))
+    return f'<section id="{anchor}">\n<h3>{heading}</h3>\n{"".join(parts)}</section>\n'
 
 
 def run_section(run: RunInfo, anchor: str) -> str:
@@ -406,7 +464,8 @@ def run_section(run: RunInfo, anchor: str) -> str:
         scores_section(run, f"{anchor}-scores"),
         samples_section(run, f"{anchor}-samples"),
     ]
-    return f'<section class="run" id="{anchor}">\n<h2>Run {esc(run.name)}</h2>\n{"".join(parts)}</section>\n'
+    heading = esc(_("Run {name}").format(name=run.name))
+    return f'<section class="run" id="{anchor}">\n<h2>{heading}</h2>\n{"".join(parts)}</section>\n'
 
 
 # ----- several runs -----
@@ -423,15 +482,15 @@ def _splits(runs: Sequence[RunInfo]) -> list[str]:
 def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison]) -> str:
     """The runs side by side: training facts, scores per split, paired bootstrap tests and curves."""
     splits = _splits(runs)
-    header = ["run", "model", "parameters", "steps", "wall time", "tokens/s"]
+    header = [_("run"), _("model"), _("parameters"), _("steps"), _("wall time"), _("tokens/s")]
     header += [f"{split} {label}" for split in splits for _, label in METRICS]
     rows = []
     for run in runs:
         row = [
             esc(run.name),
             esc(model_type(run)),
-            esc(run.log.parameters or "n/a"),
-            esc(run.training.last_step if run.training.last_step is not None else "n/a"),
+            esc(run.log.parameters or _("n/a")),
+            esc(run.training.last_step if run.training.last_step is not None else _("n/a")),
             esc(duration(run.training.elapsed_s)),
             esc(number(run.training.mean_tokens_per_s, 0)),
         ]
@@ -440,14 +499,19 @@ def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison
             scores = evaluation.scores if evaluation is not None and evaluation.scores else {}
             row += [esc(number(scores.get(key))) for key, _ in METRICS]
         rows.append(row)
-    parts = ["<h2>Runs side by side</h2>\n", table(header, rows, numeric=tuple(range(3, len(header))))]
+    parts = [
+        f"<h2>{esc(_('Runs side by side'))}</h2>\n",
+        table(header, rows, numeric=tuple(range(3, len(header)))),
+    ]
     for split in splits:
         texts = {scored_text_of(e.path) for run in runs if (e := run.eval_for(split)) is not None}
         if len(texts) > 1:
             parts.append(
                 note(
-                    f"{split}: the runs were scored on different text "
-                    f"({' / '.join(sorted(texts))}); their scores are not comparable"
+                    _(
+                        "{split}: the runs were scored on different text ({texts}); "
+                        "their scores are not comparable"
+                    ).format(split=split, texts=" / ".join(sorted(texts)))
                 )
             )
         for key, label in METRICS:
@@ -457,42 +521,45 @@ def comparison_section(runs: Sequence[RunInfo], comparisons: Sequence[Comparison
                 if (e := run.eval_for(split)) is not None and e.scores
             }
             if len(signatures) > 1:
-                parts.append(
-                    note(
-                        f"{split} {label}: the runs' sacreBLEU signatures differ "
-                        f"({' / '.join(sorted(signatures))}); those scores are not comparable"
-                    )
+                message = _(
+                    "{split} {metric}: the runs' sacreBLEU signatures differ ({signatures}); "
+                    "those scores are not comparable"
                 )
-    parts.append("<h3>Paired bootstrap resampling (Koehn 2004)</h3>\n")
+                parts.append(
+                    note(message.format(split=split, metric=label, signatures=" / ".join(sorted(signatures))))
+                )
+    parts.append(f"<h3>{esc(_('Paired bootstrap resampling (Koehn 2004)'))}</h3>\n")
     if not comparisons:
-        parts.append(note("no paired bootstrap result: the runs share no evaluated split"))
+        parts.append(note(_("no paired bootstrap result: the runs share no evaluated split")))
     for comparison in comparisons:
         result = comparison.result
-        parts.append(
-            f"<h4>{esc(comparison.split)}: {esc(comparison.system.name)} against baseline "
-            f"{esc(comparison.baseline.name)}</h4>\n<p>{esc(result.get('n_samples', 'n/a'))} resamples, "
-            f"{esc(comparison.origin)}.</p>\n"
+        title = _("{split}: {system} against baseline {baseline}").format(
+            split=comparison.split, system=comparison.system.name, baseline=comparison.baseline.name
         )
+        resamples = _("{count} resamples, {origin}.").format(
+            count=result.get("n_samples", _("n/a")), origin=comparison.origin
+        )
+        parts.append(f"<h4>{esc(title)}</h4>\n<p>{esc(resamples)}</p>\n")
         parts.append(bootstrap_table(result))
     uri = comparison_data_uri({run.name: run.metrics for run in runs})
     if uri is not None:
-        parts.append("<h3>Curves of all runs</h3>\n")
-        parts.append(image(uri, "validation and training curves of all runs"))
+        parts.append(f"<h3>{esc(_('Curves of all runs'))}</h3>\n")
+        parts.append(image(uri, _("validation and training curves of all runs")))
     return '<section id="comparison">\n' + "".join(parts) + "</section>\n"
 
 
 def missing_section(runs: Sequence[RunInfo], notes: Sequence[str]) -> str:
     """Everything the report could not show, run by run."""
-    parts = ["<h2>Missing</h2>\n"]
+    parts = [f"<h2>{esc(_('Missing'))}</h2>\n"]
     if not notes and not any(run.missing for run in runs):
-        parts.append("<p>Nothing is missing.</p>\n")
+        parts.append(f"<p>{esc(_('Nothing is missing.'))}</p>\n")
     for run in runs:
         if run.missing:
             items = "".join(f"<li>{esc(line)}</li>\n" for line in run.missing)
             parts.append(f"<h3>{esc(run.name)}</h3>\n<ul>\n{items}</ul>\n")
     if notes:
         items = "".join(f"<li>{esc(line)}</li>\n" for line in notes)
-        parts.append(f"<h3>Comparison</h3>\n<ul>\n{items}</ul>\n")
+        parts.append(f"<h3>{esc(_('Comparison'))}</h3>\n<ul>\n{items}</ul>\n")
     return '<section id="missing">\n' + "".join(parts) + "</section>\n"
 
 
@@ -506,12 +573,18 @@ def render_report(runs: Sequence[RunInfo], generated: str | None = None) -> str:
     stamp = generated or datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     toc = []
     if len(runs) > 1:
-        toc.append('<li><a href="#comparison">Runs side by side</a></li>')
-    toc += [f'<li><a href="#run-{i}">Run {esc(run.name)}</a></li>' for i, run in enumerate(runs, start=1)]
-    toc.append('<li><a href="#missing">Missing</a></li>')
+        toc.append(f'<li><a href="#comparison">{esc(_("Runs side by side"))}</a></li>')
+    toc += [
+        f'<li><a href="#run-{i}">{esc(_("Run {name}").format(name=run.name))}</a></li>'
+        for i, run in enumerate(runs, start=1)
+    ]
+    toc.append(f'<li><a href="#missing">{esc(_("Missing"))}</a></li>')
+    summary = ngettext(
+        "{count} run: {names}. Generated {stamp}.", "{count} runs: {names}. Generated {stamp}.", len(runs)
+    )
     body = [
-        f"<header>\n<h1>attn-mt report</h1>\n"
-        f"<p>{len(runs)} run(s): {esc(names)}. Generated {esc(stamp)}.</p>\n"
+        f"<header>\n<h1>{esc(_('attn-mt report'))}</h1>\n"
+        f"<p>{esc(summary.format(count=len(runs), names=names, stamp=stamp))}</p>\n"
         f"<nav>\n<ul>\n{''.join(toc)}\n</ul>\n</nav>\n</header>\n<main>\n"
     ]
     if len(runs) > 1:
@@ -520,9 +593,8 @@ def render_report(runs: Sequence[RunInfo], generated: str | None = None) -> str:
     body.append(missing_section(runs, notes))
     body.append("</main>\n")
     return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<!DOCTYPE html>\n<html lang="{html_lang()}">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>attn-mt report: {esc(names)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        + "".join(body)
-        + "</body>\n</html>\n"
+        f"<title>{esc(_('attn-mt report: {names}').format(names=names))}</title>\n"
+        f"<style>{STYLE}</style>\n</head>\n<body>\n" + "".join(body) + "</body>\n</html>\n"
     )

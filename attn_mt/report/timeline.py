@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from attn_mt.decoding.heatmaps import CMAP, label_axis, new_figure, panel_inches, png_bytes
+from attn_mt.i18n import _
 from attn_mt.report.figures import png_data_uri
 from attn_mt.run.run_dir import RunPaths
 from attn_mt.training.timeline import (
@@ -46,28 +47,30 @@ def probe_figure_uri(timeline: RecordedTimeline, probe: int) -> str:
 
 def timeline_section(root: Path, anchor: str) -> str:
     """The section's HTML ('' when the run has no timeline.jsonl)."""
+    heading = html.escape(_("Watch it learn"))
     try:
         timeline = read_timeline(RunPaths(root).timeline)
     except TimelineError as exc:
-        return (
-            f'<section id="{anchor}">\n<h3>Watch it learn</h3>\n'
-            f"<p>The timeline cannot be shown: {html.escape(str(exc))}</p>\n</section>\n"
-        )
+        why = _("The timeline cannot be shown: {reason}").format(reason=exc)
+        return f'<section id="{anchor}">\n<h3>{heading}</h3>\n<p>{html.escape(why)}</p>\n</section>\n'
     if timeline is None or not timeline.points:
         return ""
-    what = (
-        "the mean over the last layer's heads" if timeline.model == "transformer" else "the decoder's weights"
+    if timeline.model == "transformer":
+        what = _("the mean over the last layer's heads")
+    else:
+        what = _("the decoder's weights")
+    text = _(
+        "Encoder-decoder attention of each probe sentence ({what}) at the first recorded point, 10%, 50% "
+        'and the last of {count} points ({file}; the lab\'s panel "Watch it learn" plays every point).'
     )
-    parts = [
-        f'<section id="{anchor}">\n<h3>Watch it learn</h3>\n',
-        f"<p>Encoder-decoder attention of each probe sentence ({what}) at the first recorded point, 10%, 50% "
-        f"and the last of {len(timeline.points)} points (<code>timeline.jsonl</code>; the lab's "
-        "&quot;Watch it learn&quot; panel plays every point).</p>\n",
-    ]
+    text = html.escape(text).format(
+        what=html.escape(what), count=len(timeline.points), file="<code>timeline.jsonl</code>"
+    )
+    parts = [f'<section id="{anchor}">\n<h3>{heading}</h3>\n', f"<p>{text}</p>\n"]
     for probe, sentence in enumerate(timeline.probes):
         uri = probe_figure_uri(timeline, probe)
         caption = f"{sentence} → {timeline.points[-1].outputs[probe]}"
-        alt = html.escape(f"attention of {sentence} as training went on")
+        alt = html.escape(_("attention of {sentence} as training went on").format(sentence=sentence))
         parts.append(
             f'<figure class="timeline"><img src="{uri}" alt="{alt}">'
             f"<figcaption>{html.escape(caption)}</figcaption></figure>\n"

@@ -31,6 +31,7 @@ from attn_mt.data.dataset import NMTData
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import book_pairs
+from attn_mt.i18n import _
 from attn_mt.models.base import EncoderDecoder
 from attn_mt.run.run_dir import parse_metrics, read_jsonl_text
 from attn_mt.training.validation import spread_subset
@@ -204,5 +205,7 @@ def multiple_indices(count: int) -> list[int]:
 
 
 def point_label(point: TimelinePoint) -> str:
-    """`epoch E, step S` (or `before training`) for a caption."""
-    return "before training" if point.step == 0 else f"epoch {point.epoch}, step {point.step}"
+    """`epoch E, step S` (or `before training`) for a caption, in the language in force."""
+    if point.step == 0:
+        return _("before training")
+    return _("epoch {epoch}, step {step}").format(epoch=point.epoch, step=point.step)

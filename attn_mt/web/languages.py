@@ -1,0 +1,46 @@
+"""The catalogues a page speaks from: GET /i18n/catalogue.json (the language asked for with ?lang=, else
+the browser's Accept-Language) and GET /i18n/i18n.js, the lookup helper that reads it.
+
+A page's app calls `add_catalogue_routes(app)` once; the page loads the script and calls
+`attnMtI18n.load()`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from attn_mt.i18n import LANGUAGES, catalogue_json, pick_language
+from attn_mt.i18n.languages import language_of
+from attn_mt.web.http import error_response
+
+PREFIX = "/i18n"
+HELPER = Path(__file__).resolve().parent.parent / "i18n" / "i18n.js"
+
+
+def request_language(request: Request) -> str:
+    """The language the request's Accept-Language prefers among the catalogues, else English."""
+    return pick_language(request.headers.get("accept-language"))
+
+
+def add_catalogue_routes(app: FastAPI, prefix: str = PREFIX) -> None:
+    """Serve the catalogues as JSON and the JavaScript helper under `prefix`."""
+
+    @app.get(f"{prefix}/catalogue.json", tags=["languages"])
+    def catalogue(
+        request: Request,
+        lang: str | None = Query(None, description=f"one of {', '.join(LANGUAGES)}; else Accept-Language's"),
+    ) -> Response:
+        """One language's messages, plural rule and <html lang>, and the languages there are."""
+        chosen = request_language(request) if lang is None else language_of(lang)
+        if chosen is None:
+            return error_response(404, f"no catalogue for {lang!r}: {', '.join(LANGUAGES)}")
+        headers = {"Vary": "Accept-Language", "Content-Language": catalogue_json(chosen)["html_lang"]}
+        return JSONResponse(catalogue_json(chosen), headers=headers)
+
+    @app.get(f"{prefix}/i18n.js", tags=["languages"])
+    def helper() -> Response:
+        """The lookup helper the pages use (window.attnMtI18n)."""
+        return Response(HELPER.read_bytes(), media_type="text/javascript; charset=utf-8")
