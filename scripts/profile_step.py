@@ -15,6 +15,8 @@ scripts/profile_lengths.json, the joint histogram of source and target lengths (
 counted) of configs/transformer-gpu.yaml's training split, with random token ids past the special
 tokens, and batched by the same BucketTrainSet (data/bucketing.py) under the config's
 `data.max_tokens`. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is gpu),
+`+step`, `+step-graphs` and `+step-capture` compile the whole step (train.compile_scope: step; modes
+default, reduce-overhead and cuda-graphs: give `--set data.batch_shapes=16` for the last two),
 `+compile` compiles it (train.compile), `+graphs` compiles it with train.compile_mode:
 reduce-overhead (CUDA graphs; the gpu path pads the batches to a few shapes); all run in one
 process on the same batches: the trainer's start (compiling every batch shape, compile_s), --warmup
@@ -48,7 +50,7 @@ import torch
 
 from attn_mt.config import Config, load_config
 from attn_mt.data.batch import Batch
-from attn_mt.data.bucketing import BucketTrainSet
+from attn_mt.data.bucketing import BucketTrainSet, fit_shapes
 from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.trainset import TokenSequences
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
@@ -216,13 +218,21 @@ def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
     return sdpa_kernel(backends[name])
 
 
+WHOLE_STEP_MODES = {"step": "default", "step-graphs": "reduce-overhead", "step-capture": "cuda-graphs"}
+"""Variant suffixes that compile the whole step (train.compile_scope: step), and their train.compile_mode."""
+
+
 def profile_data(cfg: Config, args: argparse.Namespace) -> NMTData:
     """The variants' training set: --data's (with its vocabularies), else the synthetic one; no valid set."""
     if args.data:
         data = load_data(cfg.data, args.data)
         return NMTData(data.src_vocab, data.tgt_vocab, data.train)
     vocab = synthetic_vocab(args.vocab or cfg.data.vocab_size)
-    return NMTData(vocab, vocab, synthetic_train_set(cfg.data.max_tokens, cfg.data.max_len, vocab, args.seed))
+    train = synthetic_train_set(cfg.data.max_tokens, cfg.data.max_len, vocab, args.seed)
+    if cfg.data.batch_shapes:  # --set data.batch_shapes=K: the fixed shapes a run fits to these lengths
+        src_lens, tgt_lens = train.src.lengths + 1, train.tgt.lengths + 1
+        train.shapes = fit_shapes(src_lens, tgt_lens, cfg.data.max_tokens, cfg.data.batch_shapes)
+    return NMTData(vocab, vocab, train)
 
 
 def profile_trainer(
@@ -237,6 +247,9 @@ def profile_trainer(
     if extra or args.compile:
         settings.append("train.compile=true")
     mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
+    if extra in WHOLE_STEP_MODES:  # the whole step compiled (training/whole_step.py)
+        settings.append("train.compile_scope=step")
+        mode = WHOLE_STEP_MODES[extra]
     if mode:
         settings.append(f"train.compile_mode={mode}")
     cfg = load_config(args.config, [*args.overrides, *settings])
@@ -466,7 +479,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--variants",
         default="reference,gpu",
-        help="train.kernels values, each +compile or +graphs",
+        help="train.kernels values, each +compile, +graphs, +step, +step-graphs or +step-capture",
     )
     parser.add_argument("--compile", action="store_true", help="compile every variant (train.compile)")
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. reduce-overhead")
@@ -490,8 +503,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for variant in args.variants.split(","):
         kernels, _, extra = variant.strip().partition("+")
-        if variant.strip() and (kernels not in KERNELS or extra not in ("", "compile", "graphs")):
-            parser.error(f"--variants: {variant!r} is not one of {', '.join(KERNELS)} (+compile or +graphs)")
+        if variant.strip() and (
+            kernels not in KERNELS or extra not in ("", "compile", "graphs", *WHOLE_STEP_MODES)
+        ):
+            parser.error(
+                f"--variants: {variant!r} is not one of {', '.join(KERNELS)} (+compile, +graphs, "
+                f"+{', +'.join(WHOLE_STEP_MODES)})"
+            )
     if args.warmup < 0 or args.steps < 1 or args.trace_steps < 1:
         parser.error("--steps and --trace-steps must be at least 1, --warmup at least 0")
     return args

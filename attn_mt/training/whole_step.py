@@ -83,7 +83,8 @@ class WholeStep:
         for group in optimizer.param_groups:  # AdamW refuses a capture otherwise (after a resume too)
             group["capturable"] = group["capturable"] or self.capture
         mode = "reduce-overhead" if tc.compile_mode == "reduce-overhead" else None
-        # fixed shapes: one graph each; else torch's automatic dynamic shapes (a recompile, then dynamic)
+        # fixed shapes: one graph each, all compiled in the warm-up (automatic dynamic shapes were seen to
+        # recompile in a later epoch); otherwise torch's automatic dynamic shapes
         dynamic = False if static_shapes else None
         options = {"mode": mode, "dynamic": dynamic} if compile_options is None else compile_options
         self.compiled = torch.compile(self.train, **options)
