@@ -4,7 +4,10 @@ and the glossary's terms; the language a command or a page uses; numbers; the JS
 from __future__ import annotations
 
 import contextvars
+import html
 import json
+import re
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -282,3 +285,69 @@ def test_demo_speaks_the_language_asked(run_cli, tmp_path: Path, monkeypatch):
         result.stdout.splitlines()[-1]
         == f"figures and the full JSON written to {tmp_path / 'positional-encoding'}"
     )
+
+
+I18N_JS = Path(__file__).resolve().parent.parent / "attn_mt" / "i18n" / "i18n.js"
+HELPER_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"></head><body>
+<select id="language"></select><h2 data-i18n>Watch
+  it   learn</h2><p id="out"></p>
+<script>
+const CATALOGUES = %s;
+const asked = [];
+window.fetch = async (url) => {  // the server: ?lang= else the browser's language (Vietnamese here)
+  const lang = new URL(url, location.href).searchParams.get("lang") || "vi";
+  asked.push(lang);
+  return { ok: true, status: 200, json: async () => CATALOGUES[lang] };
+};
+</script>
+<script src="i18n.js"></script>
+<script>
+const { t, nt, formatNumber } = window.attnMtI18n;
+attnMtI18n.load().then(async () => {
+  const select = attnMtI18n.switcher(document.getElementById("language"));
+  const plural = ["{count} run: {names}. Generated {stamp}.", "{count} runs: {names}. Generated {stamp}."];
+  const first = [document.documentElement.lang, document.querySelector("h2").textContent,
+    t("Run {name}", { name: "gru" }), nt(...plural, 2, { count: 2, names: "a, b", stamp: "9:00" }),
+    formatNumber(16095.4, 0, true), formatNumber(0.05, 2), t("{{not a field}} {n}", { n: 1 }),
+    [...select.options].map((option) => option.textContent).join("|")];
+  await attnMtI18n.choose("zh");
+  const second = [document.documentElement.lang, document.querySelector("h2").textContent, select.value,
+    localStorage.getItem("attn-mt-lang"), t("Run {name}", { name: "gru" })];
+  document.getElementById("out").textContent = JSON.stringify({ first, second, asked });
+});
+</script></body></html>
+"""
+
+
+def test_the_pages_helper_translates_switches_and_remembers(chromium, tmp_path: Path):
+    from support.helpers import CHROMIUM_FLAGS
+
+    catalogues = {lang: catalogue_json(lang) for lang in ("en", "zh", "vi")}
+    (tmp_path / "i18n.js").write_bytes(I18N_JS.read_bytes())
+    page = tmp_path / "page.html"
+    page.write_text(HELPER_PAGE % json.dumps(catalogues, ensure_ascii=False), encoding="utf-8")
+    command = [
+        chromium,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=90, cwd=tmp_path).stdout
+    found = re.search(r'<p id="out">(.*?)</p>', dom)
+    assert found and found.group(1), dom[-2000:]
+    result = json.loads(html.unescape(found.group(1)))
+    assert result["first"] == [
+        "vi",
+        "Xem mô hình học",
+        "Lượt chạy gru",
+        "2 lượt chạy: a, b. Tạo lúc 9:00.",
+        "16.095",
+        "0,05",
+        "{not a field} 1",
+        "English|中文（简体）|Tiếng Việt",
+    ]
+    assert result["second"] == ["zh-Hans", "看它学习", "zh", "zh", "运行 gru"]
+    assert result["asked"] == ["vi", "zh"]
