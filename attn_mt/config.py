@@ -394,6 +394,12 @@ class DecodeConfig:
         clamped_on_open=True,
     )
     batch_size: int = key(128, help="sentences per decoding batch", above=0)
+    beam_stop: str = key(
+        "bound",
+        help="when beam search ends a sentence: bound (once K outputs have finished and no live hypothesis "
+        "can still beat them) or k_finished (as soon as K have finished: fairseq's and CTranslate2's rule)",
+        choices=("bound", "k_finished"),
+    )
 
 
 @dataclass

@@ -76,11 +76,11 @@ def folder(subword_folder) -> Path:
 def both(
     run_dir: Path, out: Path, cfg_change: dict | None = None
 ) -> tuple[Translator, Ctranslate2Translator]:
-    """The torch translator of the run and the CTranslate2 one of its folder, with the same settings."""
+    """The torch translator of the run and the CTranslate2 one of its folder, with the same settings; the
+    torch search stops a sentence at K finished hypotheses, as CTranslate2's does (decode.beam_stop)."""
     run, exported = load_run(run_dir), open_model(out, device="cpu")
     cfg = run.config
-    if cfg_change:
-        cfg = replace(cfg, decode=replace(cfg.decode, **cfg_change))
+    cfg = replace(cfg, decode=replace(cfg.decode, beam_stop="k_finished", **(cfg_change or {})))
     torch_side, ct2_side = translator_for(run, cfg), translator_for(exported, cfg)
     assert isinstance(torch_side, Translator) and isinstance(ct2_side, Ctranslate2Translator)
     return torch_side, ct2_side
@@ -168,6 +168,7 @@ def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, ru
     source = tmp_path / "in.txt"
     source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
     torch_side, ct2_side = both(trained, folder)
+    own = translator_for(load_run(trained))  # the run's own decode settings, as its command line has them
     for beam in (1, 3):
         options = ["--beam", str(beam)]
         from_run = run_cli("translate", str(trained), "--device", "cpu", "--input", str(source), *options)
@@ -175,7 +176,8 @@ def test_cli_translate_and_eval_of_the_folder_equal_the_runs(trained, folder, ru
         assert from_run.returncode == 0 and from_folder.returncode == 0, from_folder.stderr
         want = torch_side.translate(sentences, beam_size=beam)
         got = ct2_side.translate(sentences, beam_size=beam)
-        assert from_run.stdout.splitlines() == [t.text for t in want]  # each prints its engine's outputs
+        # each prints its engine's outputs
+        assert from_run.stdout.splitlines() == [t.text for t in own.translate(sentences, beam_size=beam)]
         assert from_folder.stdout.splitlines() == [t.text for t in got]
         assert_decodings_agree(torch_side, want, got, beam=beam, terms=SEARCH_TERMS, other_search_rules=True)
     nbest = run_cli(
@@ -211,7 +213,8 @@ def test_translating_with_the_folder_never_imports_torch(trained, folder, run_cl
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
-    assert done.stdout == run_cli("translate", str(trained), "--beam", "2", *WORDS[:3]).stdout
+    torch_side, _ = both(trained, folder)
+    assert done.stdout == "".join(t.text + "\n" for t in torch_side.translate(WORDS[:3], beam_size=2))
 
 
 def test_the_folders_device_is_chosen_from_what_ctranslate2_sees():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -517,7 +518,11 @@ def test_ctranslate2_forces_prefixes_as_torch_does_and_samples(subword_run, subw
     decode it alike with one: the same tokens, and scores that include the prefix."""
     from support.synthetic import reverse_pairs
 
-    torch_side = translator_for(open_model(subword_run, device="cpu"))
+    run = open_model(subword_run, device="cpu")
+    ct2_rule = replace(
+        run.config, decode=replace(run.config.decode, beam_stop="k_finished")
+    )  # CTranslate2's stop
+    torch_side = translator_for(run, ct2_rule)
     ct2_side = translator_for(open_model(subword_folder, device="cpu"))
     assert ct2_side.search_prefix and ct2_side.search_sampling
     sentences = [en for en, _ in reverse_pairs(12, seed=5)]

@@ -206,12 +206,12 @@ def test_a_full_beam_keeps_the_best_normalised_of_all_endings():
 
 
 def test_beam_goes_on_while_a_live_hypothesis_can_still_win():
-    # <eos> ranks among the best two at steps 0 and 1, so two outputs finish at once ([] and [B], 0.05
-    # each), while the live [A A] at 0.81 is three steps from a far better ending ([A A C], 0.729).
-    # Stopping as soon as K outputs have finished returns [] whatever alpha is; no beam may.
+    # <eos> ranks second at step 0 ([], 0.06) and [A C] finishes at step 2 (0.054): two outputs have
+    # finished while the live [A A] is one step from a far better ending ([A A C], 0.729). Stopping as soon
+    # as K outputs have finished returns [A C] whatever alpha is; no beam may.
     tables = {
         KEY_GREEDY_FAILS: {
-            (): {A: 0.9, EOS: 0.05, B: 0.05},
+            (): {A: 0.9, EOS: 0.06, B: 0.04},
             (A,): {A: 0.9, C: 0.06, EOS: 0.04},
             (A, A): {C: 0.9, EOS: 0.06, B: 0.04},
             (A, A, C): {EOS: 1.0},
@@ -228,6 +228,15 @@ def test_beam_goes_on_while_a_live_hypothesis_can_still_win():
             assert_hyps(hyps, [([A, A, C], best, best / gnmt_length_penalty(4, alpha))])
     # Then it stops: at step 3 no live hypothesis is left (every extension of [A A C] is <eos>).
     assert len(model.rows_per_step) == 4
+    # fairseq's and CTranslate2's rule (decode.beam_stop k_finished) stops at step 2, where [A C] (0.054)
+    # finishes second after [] (0.06).
+    model = TableModel(tables, VOCAB)
+    (hyps,) = beam_search(
+        model, src, lens, beam_size=2, nbest=2, bos_id=BOS, eos_id=EOS, max_len_b=8, stop_at_k_finished=True
+    )
+    ac = log(0.9) + log(0.06)
+    assert_hyps(hyps, [([A, C], ac, ac / gnmt_length_penalty(3, 1.0)), ([], log(0.06), log(0.06))])
+    assert len(model.rows_per_step) == 3
 
 
 def test_beam_stops_once_no_live_hypothesis_can_win():

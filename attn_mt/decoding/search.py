@@ -30,9 +30,10 @@ come first). A sentence stops at its maximum length, or once K hypotheses have f
 one can still beat the worst of them: log-probabilities are at most 0, so a live hypothesis of raw
 score s, holding t tokens, can at best end with score s and length n in [t + 2, max_len], and its
 normalised score is at most max(s / lp(t + 2), s / lp(max_len)) (`_best_reachable`; the bound that
-transformers' `early_stopping="never"` uses). Stopping as soon as K have finished (fairseq's rule, or
-transformers' `early_stopping=True`) can drop a live hypothesis that was far better than every finished
-one: an early, short <eos> among the top K ends the sentence. With K = 1 the search stops at its first
+transformers' `early_stopping="never"` uses). Stopping as soon as K have finished (fairseq's and
+CTranslate2's rule, transformers' `early_stopping=True`; `stop_at_k_finished`, decode.beam_stop
+k_finished) can drop a live hypothesis that was far better than every finished one: an early, short
+<eos> among the top K ends the sentence. With K = 1 the search stops at its first
 <eos>, as greedy search does: beam size 1 is greedy search. The finished hypotheses are then sorted
 by `norm_score` and the best `nbest` returned. Finished sentences leave the batch, so they cost no
 further compute, and step 0 runs one row per sentence (its K beams would be identical); the first
@@ -375,10 +376,12 @@ def beam_search(
     prefix: list[list[int]] | None = None,
     never: tuple[int, ...] = (),
     positions: int | None = None,
+    stop_at_k_finished: bool = False,
 ) -> list[list[Hypothesis]]:
     """Vectorised beam search over (sentences x beam); per sentence its `nbest` outputs, best first.
 
-    `prefix[i]` forces sentence i's first tokens; no output holds a `never` id (module docstring)."""
+    `prefix[i]` forces sentence i's first tokens; no output holds a `never` id; `stop_at_k_finished`
+    ends a sentence as soon as K outputs have finished (module docstring)."""
     if beam_size < 1:
         raise UserError(f"beam size must be at least 1, got {beam_size}")
     if not 1 <= nbest <= beam_size:
@@ -456,7 +459,7 @@ def beam_search(
         live_rows = origin.gather(1, live_pos)  # (n, K)
         live_tokens = top_tokens.gather(1, live_pos)  # (n, K)
         done = num_finished >= K  # (n,)
-        if K > 1 and bool(done.any()):
+        if K > 1 and not stop_at_k_finished and bool(done.any()):
             best_live = _best_reachable(live_scores[:, 0], t, limits, length_penalty)  # (n,)
             done &= best_live <= worst_kept
         if at_limit is not None:

@@ -194,6 +194,7 @@ class Translator:
                     nbest=settings.nbest,
                     length_penalty=settings.length_penalty,
                     prefix=prefix,
+                    stop_at_k_finished=self.cfg.decode.beam_stop == "k_finished",
                     **common,
                 )
             for k, hyps, warnings in zip(chunk, per_sentence, encoded.warnings, strict=True):

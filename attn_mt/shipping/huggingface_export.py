@@ -257,7 +257,7 @@ def generation_config(cfg: Config, eos_id: int, start_id: int) -> dict[str, Any]
         "bos_token_id": None,
         "num_beams": dc.beam_size,
         "length_penalty": dc.length_penalty,
-        "early_stopping": "never",
+        "early_stopping": True if dc.beam_stop == "k_finished" else "never",
         "max_new_tokens": longest,
         "do_sample": False,
     }
