@@ -5,7 +5,7 @@ and ends, so that the parent (`process.py`) can say where a file that never fini
 that cannot be loaded gets one line saying why. When no d2l is installed, `from d2l import torch as
 d2l` gives the file attn-mt's stand-in (standin.py), which the report notes. The learner's own prints
 go to this process's stdout and stderr, which the parent keeps apart from EVENTS; its stdin is empty,
-so `input()` fails at once.
+so `input()` fails at once. torch runs on one thread here: the cases' tensors are tiny.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
+import torch
+
 from attn_mt.check import standin
 from attn_mt.check.runner import check_namespace
 
+THREADS = 1  # the cases' tensors are tiny: a second thread costs more in hand-offs than it saves
 STANDIN_NOTE = (
     "{name} imports d2l, which is not installed here: it was given attn-mt check's stand-in for the "
     "d2l names the attention chapter calls (sequence_mask, masked_softmax, the attention classes, "
@@ -71,6 +74,7 @@ def main(argv: list[str]) -> int:
     """Load the file and check its blocks; the exit code is 0 whatever they show."""
     path, events_path, only = Path(argv[0]), Path(argv[1]), tuple(argv[2:])
     standin.install()
+    torch.set_num_threads(THREADS)
     with events_path.open("w", encoding="utf-8") as events:
         write(events, started="loading")
         try:
