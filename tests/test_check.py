@@ -197,7 +197,8 @@ def test_a_file_that_imports_what_is_missing_says_so(tmp_path: Path) -> None:
 
 def test_unknown_block_is_a_user_error() -> None:
     with pytest.raises(
-        UserError, match="--block masked_sofmax: not one of masked_softmax, AdditiveAttention"
+        UserError,
+        match="--block masked_sofmax: not one of NWKernelRegression, masked_softmax, AdditiveAttention",
     ):
         run_check(SOLUTION, ["masked_sofmax"], 60)
 
@@ -423,6 +424,7 @@ def test_the_chapters_own_code_runs_on_the_d2l_stand_in() -> None:
     assert report.text().startswith("note: book_with_d2l.py imports d2l")
     found = [result.block for result in report.results if result.found]
     assert found == [
+        "NWKernelRegression",
         "masked_softmax",
         "AdditiveAttention",
         "DotProductAttention",
@@ -434,6 +436,8 @@ def test_the_chapters_own_code_runs_on_the_d2l_stand_in() -> None:
         "AddNorm",
         "TransformerEncoderBlock",
         "TransformerDecoderBlock",
+        "TransformerEncoder",
+        "TransformerDecoder",
         "Seq2SeqAttentionDecoder",
     ]
     assert report.passed, report.text()
@@ -477,3 +481,74 @@ def test_the_stand_ins_blocks_equal_attn_mts() -> None:
     found = [result for result in results if result.found]
     assert [result.block for result in found] == list(names)
     assert all(result.passed for result in found), "\n".join(result.text() for result in found)
+
+
+# issue 71: the whole Transformer encoder and decoder, the Nadaraya-Watson kernel regression ---------------
+
+
+def test_the_checks_kernel_regression_equals_attn_mts_demo() -> None:
+    from attn_mt.check.blocks import NW_KERNEL_REGRESSION
+    from attn_mt.demos.nadaraya_watson import NWKernelRegression
+
+    for index, case in enumerate(NW_KERNEL_REGRESSION.cases):
+        inputs = case.inputs(torch.Generator().manual_seed(SEED + index))
+        reference = reference_for(NW_KERNEL_REGRESSION, case)
+        demo = NWKernelRegression()
+        with torch.no_grad():
+            demo.w.copy_(reference.w)
+            expected = {"output": demo(inputs["queries"], inputs["keys"], inputs["values"])}
+            expected["attention_weights"] = demo.attention_weights
+            got = NW_KERNEL_REGRESSION.run_reference(reference, inputs, case.sizes)
+        assert all_close(got, expected) and got.keys() == expected.keys(), case.name
+
+
+def test_a_kernel_regression_softmax_over_the_queries_is_named(tmp_path: Path) -> None:
+    old = "** 2) / 2, dim=1)"
+    text = SOLUTION.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    [result] = check_namespace(
+        load_text(text.replace(old, "** 2) / 2, dim=0)"), tmp_path), ("NWKernelRegression",)
+    )
+    failing = [case for case in result.cases if not case.passed]
+    assert len(failing) == len(result.cases) and {case.mistake for case in failing} == {"softmax-wrong-axis"}
+    assert "dim=1 of Nadaraya-Watson's (queries, keys)" in result.text()
+
+
+def test_encoder_blocks_in_a_plain_list_are_named(tmp_path: Path) -> None:
+    block = "TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads, dropout, use_bias)"
+    old = f"self.blks = nn.Sequential()\n{' ' * 8}for i in range(num_blks):\n{' ' * 12}self.blks.add_module("
+    old += f'\n{" " * 16}"block" + str(i),\n{" " * 16}{block},\n{" " * 12})'
+    new = f"self.blks = []\n{' ' * 8}for i in range(num_blks):\n{' ' * 12}self.blks.append({block})"
+    text = SOLUTION.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    [result] = check_namespace(load_text(text.replace(old, new), tmp_path), ("TransformerEncoder",))
+    assert {case.mistake for case in result.cases} == {"parameters-not-registered"}, result.text()
+    assert "self.blks (a Python list of modules) is not registered with the module" in result.cases[0].detail
+
+
+def test_a_decoder_giving_step_t_position_t_passes_with_a_note(tmp_path: Path) -> None:
+    # the book's predict_seq2seq feeds one token at a time, and its decoder adds P[0] to each; a learner
+    # who offsets the positions by the tokens already decoded (as attn-mt's decoding does) passes too
+    old = "X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))\n        self._attention"
+    new = (
+        "offset = 0 if state[2][0] is None else state[2][0].shape[1]\n"
+        "        X = self.embedding(X) * math.sqrt(self.num_hiddens)\n"
+        "        X = self.pos_encoding.dropout(X + self.pos_encoding.P[:, offset : offset + X.shape[1]])\n"
+        "        self._attention"
+    )
+    text = SOLUTION.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    [result] = check_namespace(load_text(text.replace(old, new), tmp_path), ("TransformerDecoder",))
+    assert result.passed, result.text()
+    noted = [case.case for case in result.cases if case.note]
+    assert noted == [case.case for case in result.cases if "one token at a time" in case.case] and noted
+    assert "position 0" in result.cases[2].note
+
+
+def test_a_decoder_that_ignores_its_cache_passes_training_and_fails_prediction(tmp_path: Path) -> None:
+    block, old, new = PLANTED["cache-not-kept"]
+    [result] = check_namespace(
+        load_text(SOLUTION.read_text(encoding="utf-8").replace(old, new), tmp_path), (block,)
+    )
+    for case in result.cases:
+        assert case.passed == ("one token at a time" not in case.case), result.text()

@@ -4,7 +4,9 @@ Shapes as in variants.py. A block's cases cover the edge cases where implementat
 valid_lens, 1-D and 2-D valid_lens, a valid length of 0, a batch of 1, odd sizes, and dropout in eval
 and in train mode. Sizes are passed to the learner's constructor by the book's argument names (both
 the d2l 1.0 signatures, `AdditiveAttention(num_hiddens, dropout)`, and the older ones with
-`key_size`, `query_size`, ...), so either edition's code is checked.
+`key_size`, `query_size`, ...), so either edition's code is checked. The whole Transformer decoder
+also runs as the book predicts, one token at a time with its state passed on; the kernel regression,
+whose attn-mt module lives in demos/ beside check/, is compared with the book's formula instead.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from attn_mt.models.attention import (
 )
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUEncoder
 from attn_mt.models.positional import PositionalEncoding
-from attn_mt.models.transformer import AddNorm, DecoderBlock, EncoderBlock, PositionWiseFFN
+from attn_mt.models.transformer import (
+    AddNorm,
+    DecoderBlock,
+    EncoderBlock,
+    PositionWiseFFN,
+    TransformerDecoder,
+    TransformerEncoder,
+)
 
 Tensors = dict[str, torch.Tensor | None]
 Outputs = dict[str, torch.Tensor]
@@ -41,6 +50,7 @@ class Case:
     inputs: Callable[[torch.Generator], Tensors]
     train: bool = False
     zero_length: bool = False  # a valid length of 0: the book's uniform row is accepted too
+    accepted: tuple[tuple[dict[str, object], str], ...] = ()  # other conventions passed, each with a note
 
 
 @dataclass(frozen=True)
@@ -760,7 +770,374 @@ DECODER = Block(
     probes=(time_major_state,),
 )
 
+# the Transformer encoder and decoder ----------------------------------------------------------------
+
+
+TRANSFORMER_DROPOUT = (
+    "the positional encoding's sum and, in every block, the attention weights and each add & norm's "
+    "sublayer output"
+)
+
+
+def transformer_sizes(
+    num_hiddens: int, num_heads: int, num_layers: int, dropout: float = 0.0
+) -> dict[str, float]:
+    """The whole encoder's or decoder's sizes in both editions' names: V 11, F 2H."""
+    layers = {"num_layers": num_layers, "num_blks": num_layers}
+    return block_sizes(num_hiddens, num_heads, dropout) | layers | {"vocab_size": 11}
+
+
+def kept_weights(weights: object, batch: int, heads: int) -> torch.Tensor | None:
+    """The book's list of each block's weights, L x (B * h, Q, K), as one (B, L, h, Q, K); a single tensor
+    counts as a list of one; None when they are not kept so."""
+    if isinstance(weights, torch.Tensor):
+        weights = [weights]
+    if not isinstance(weights, list | tuple) or not weights:
+        return None
+    if not all(isinstance(w, torch.Tensor) and w.dim() == 3 and w.shape[0] == batch * heads for w in weights):
+        return None
+    return torch.stack([w.reshape(batch, heads, *w.shape[1:]) for w in weights], dim=1)
+
+
+def ids_case(
+    name: str, sizes: dict[str, float], inputs: Callable[[torch.Generator], Tensors], **extra: bool
+) -> Case:
+    """A case of the whole encoder or decoder."""
+    return Case(name, sizes, inputs, **extra)
+
+
+def encoder_inputs(b: int, s: int, valid: torch.Tensor | None) -> Callable[[torch.Generator], Tensors]:
+    """Source ids (B, S) and their valid_lens."""
+    return lambda g: {"X": torch.randint(0, 11, (b, s), generator=g), "valid_lens": valid}
+
+
+def run_reference_transformer_encoder(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's TransformerEncoder: outputs (B, S, H) and each block's weights (B, L, h, S, S)."""
+    assert isinstance(ref, TransformerEncoder) and x["X"] is not None
+    steps, valid = x["X"].shape[1], x["valid_lens"]
+    mask = None if valid is None else AttentionMask.from_valid_lens(valid, 1, steps).with_heads()
+    output, weights = ref(x["X"], mask, True)  # type: ignore[arg-type]
+    return {"output": output, "attention_weights": torch.stack(weights, dim=1)}
+
+
+def run_learner_transformer_encoder(module: object, x: Tensors, s: dict[str, float]) -> Outputs:
+    """The book's TransformerEncoder: forward(X, valid_lens), each block's weights in attention_weights."""
+    output = module(x["X"], x["valid_lens"])  # type: ignore[operator]
+    assert x["X"] is not None
+    weights = kept_weights(getattr(module, "attention_weights", None), x["X"].shape[0], int(s["num_heads"]))
+    return {"output": output} | ({} if weights is None else {"attention_weights": weights})
+
+
+def encoder_variant(ref: nn.Module | None, x: Tensors, s: dict[str, float], k: variants.Knobs) -> Outputs:
+    """The book's encoder with one mistake."""
+    output, weights = variants.transformer_encoder(
+        params(ref),
+        x["X"],
+        x["valid_lens"],
+        int(s["num_heads"]),
+        int(s["num_layers"]),
+        k,  # type: ignore[arg-type]
+    )
+    return {"output": output, "attention_weights": weights}
+
+
+BLOCK_MISTAKES = (  # a block's mistakes that show through the whole encoder or decoder
+    *SOFTMAX_MISTAKES,
+    "no-scaling",
+    "heads-scaled-by-hidden",
+    "heads-split-wrong",
+    "heads-merged-wrong",
+    "valid-lens-tiled",
+    "no-output-projection",
+    "no-relu",
+    "norm-before-add",
+    "no-residual",
+)
+
+TRANSFORMER_ENCODER = Block(
+    name="TransformerEncoder",
+    names=("TransformerEncoder",),
+    reference=lambda s: TransformerEncoder(
+        11,
+        int(s["num_hiddens"]),
+        int(s["ffn_num_hiddens"]),
+        int(s["num_heads"]),
+        int(s["num_layers"]),
+        s["dropout"],
+    ),
+    run_reference=run_reference_transformer_encoder,
+    run_learner=run_learner_transformer_encoder,
+    variant=encoder_variant,
+    cases=(
+        ids_case("no valid_lens", transformer_sizes(8, 2, 2), encoder_inputs(2, 4, None)),
+        ids_case("1-D valid_lens", transformer_sizes(8, 2, 2), encoder_inputs(2, 5, lens(3, 2))),
+        ids_case("batch 1, one block", transformer_sizes(6, 3, 1), encoder_inputs(1, 3, lens(2))),
+        ids_case("odd sizes, 3 blocks", transformer_sizes(10, 5, 3), encoder_inputs(3, 7, lens(7, 1, 4))),
+        ids_case(
+            "dropout 0.5 in eval mode", transformer_sizes(8, 2, 2, DROPOUT), encoder_inputs(2, 4, lens(3, 4))
+        ),
+        ids_case(
+            "dropout 0.5 in train mode",
+            transformer_sizes(8, 2, 2, DROPOUT),
+            encoder_inputs(2, 4, lens(3, 4)),
+            train=True,
+        ),
+    ),
+    mistakes=(
+        "embedding-not-scaled",
+        "embedding-scaled-after-positions",
+        "positions-left-out",
+        "weights-of-last-block-only",
+        "block-without-mask",
+        *BLOCK_MISTAKES,
+        "block-residual-from-input",
+    ),
+    dropout_where=TRANSFORMER_DROPOUT,
+)
+
+
+STEP_POSITIONS_NOTE = (
+    "one token at a time, your decoder gives step t the positional encoding of position t; the book's gives "
+    "every one-token input position 0 (P[:, :1]), which attn-mt's decoding does not: both pass"
+)
+
+
+def decoder_inputs(
+    b: int, t: int, s: int, hidden: int, valid: torch.Tensor | None
+) -> Callable[[torch.Generator], Tensors]:
+    """Target ids (B, T), encoder outputs (B, S, H) and their valid_lens."""
+
+    def inputs(g: torch.Generator) -> Tensors:
+        return {
+            "tgt": torch.randint(0, 11, (b, t), generator=g),
+            "memory": normal(g, b, s, hidden),
+            "valid_lens": valid,
+        }
+
+    return inputs
+
+
+def transformer_decoder_case(
+    name: str,
+    b: int,
+    t: int,
+    s: int,
+    sizes: tuple[int, int, int],
+    valid: torch.Tensor | None,
+    **extra: object,
+) -> Case:
+    """A whole decoder case; `sizes` (H, h, L); `predict` feeds the target one token at a time."""
+    hidden, heads, layers = sizes
+    dropout = DROPOUT if extra.pop("dropout", False) else 0.0
+    predict = bool(extra.pop("predict", False))
+    case_sizes = transformer_sizes(hidden, heads, layers, dropout) | {"one_at_a_time": float(predict)}
+    accepted = (({"step_positions": "offset"}, STEP_POSITIONS_NOTE),) if predict else ()
+    return Case(name, case_sizes, decoder_inputs(b, t, s, hidden, valid), accepted=accepted, **extra)  # type: ignore[arg-type]
+
+
+def run_reference_transformer_decoder(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> Outputs:
+    """attn-mt's TransformerDecoder as the book's is used: all steps at once (causal in training, seeing
+    every step in eval mode, as the book's), or one token at a time, each block's cache growing by a
+    step and every token at position 0 as the book's predict_seq2seq gives it."""
+    assert isinstance(ref, TransformerDecoder)
+    tgt, memory, valid = x["tgt"], x["memory"], x["valid_lens"]
+    assert tgt is not None and memory is not None
+    cross = ref.project_memory(memory)  # L x ((B, h, S, d), (B, h, S, d))
+    mask = None if valid is None else AttentionMask.from_valid_lens(valid, 1, memory.shape[1]).with_heads()
+    blocks = list(ref.blks.values())
+    if not s["one_at_a_time"]:
+        X = ref.embed(tgt)  # (B, T, H)
+        causal = AttentionMask.causal(tgt.shape[1]).with_heads() if ref.training else None
+        for i, blk in enumerate(blocks):
+            X = blk(X, None, causal, cross[i], mask, False)[0]
+        return {"output": ref.dense(X)}
+    past: list = [None] * len(blocks)
+    logits = []
+    for step in range(tgt.shape[1]):
+        X = ref.embed(tgt[:, step : step + 1], 0)  # (B, 1, H)
+        for i, blk in enumerate(blocks):
+            X, past[i] = blk(X, past[i], None, cross[i], mask, False)[:2]
+        logits.append(ref.dense(X))
+    return {"output": torch.cat(logits, dim=1)}
+
+
+def run_learner_transformer_decoder(module: object, x: Tensors, s: dict[str, float]) -> Outputs:
+    """The book's TransformerDecoder: init_state(enc_outputs, enc_valid_lens), then forward(X, state) with
+    every target token at once, or one at a time, the returned state passed on as predict_seq2seq does."""
+    tgt = x["tgt"]
+    assert tgt is not None
+    state = module.init_state(x["memory"], x["valid_lens"])  # type: ignore[attr-defined]
+    if not s["one_at_a_time"]:
+        return {"output": module(tgt, state)[0]}  # type: ignore[operator]
+    logits = []
+    for step in range(tgt.shape[1]):
+        output, state = module(tgt[:, step : step + 1], state)  # type: ignore[operator]
+        logits.append(output)
+    return {"output": torch.cat(logits, dim=1)}
+
+
+def decoder_model_variant(
+    ref: nn.Module | None, x: Tensors, s: dict[str, float], k: variants.Knobs
+) -> Outputs:
+    """The book's decoder with one mistake."""
+    logits = variants.transformer_decoder(
+        params(ref),
+        x["tgt"],  # type: ignore[arg-type]
+        x["memory"],  # type: ignore[arg-type]
+        x["valid_lens"],
+        int(s["num_heads"]),
+        int(s["num_layers"]),
+        bool(ref is not None and ref.training),
+        bool(s["one_at_a_time"]),
+        k,
+    )
+    return {"output": logits}
+
+
+def cache_slots(probe: Probe) -> str:
+    """cache-not-per-block: init_state's cache list has fewer slots than the decoder has blocks."""
+    layers = int(probe.sizes["num_layers"])
+    state = probe.build().init_state(probe.inputs["memory"], probe.inputs["valid_lens"])  # type: ignore[attr-defined]
+    cache = state[2] if isinstance(state, list | tuple) and len(state) > 2 else None
+    return "cache-not-per-block" if isinstance(cache, list | tuple) and len(cache) < layers else ""
+
+
+TRANSFORMER_DECODER = Block(
+    name="TransformerDecoder",
+    names=("TransformerDecoder",),
+    reference=lambda s: TransformerDecoder(
+        11,
+        int(s["num_hiddens"]),
+        int(s["ffn_num_hiddens"]),
+        int(s["num_heads"]),
+        int(s["num_layers"]),
+        s["dropout"],
+    ),
+    run_reference=run_reference_transformer_decoder,
+    run_learner=run_learner_transformer_decoder,
+    variant=decoder_model_variant,
+    cases=(
+        transformer_decoder_case("training: all steps, causal", 2, 4, 5, (8, 2, 2), lens(3, 5), train=True),
+        transformer_decoder_case("training, no valid_lens", 2, 3, 4, (8, 2, 2), None, train=True),
+        transformer_decoder_case(
+            "prediction: one token at a time", 2, 4, 5, (8, 2, 2), lens(4, 2), predict=True
+        ),
+        transformer_decoder_case("batch 1, one block", 1, 3, 3, (6, 3, 1), lens(2), train=True),
+        transformer_decoder_case(
+            "odd sizes, 3 blocks, one token at a time", 3, 5, 7, (10, 5, 3), lens(7, 1, 4), predict=True
+        ),
+        transformer_decoder_case(
+            "dropout 0.5 in eval mode, one token at a time",
+            2,
+            3,
+            5,
+            (8, 2, 2),
+            lens(3, 5),
+            dropout=True,
+            predict=True,
+        ),
+        transformer_decoder_case(
+            "dropout 0.5 in train mode", 2, 4, 5, (8, 2, 2), lens(3, 5), dropout=True, train=True
+        ),
+    ),
+    mistakes=(
+        "embedding-not-scaled",
+        "embedding-scaled-after-positions",
+        "positions-left-out",
+        "cache-not-kept",
+        "cache-overwritten",
+        "decoder-not-causal",
+        "cross-attention-without-mask",
+        *BLOCK_MISTAKES,
+    ),
+    dropout_where=TRANSFORMER_DROPOUT,
+    probes=(cache_slots,),
+)
+
+
+# Nadaraya-Watson kernel regression ----------------------------------------------------------------------
+
+
+class KernelRegression(nn.Module):
+    """The book's parametric NWKernelRegression at the book's settings of variants.nadaraya_watson.
+
+    attn-mt's own (demos/nadaraya_watson.py) sits beside check/ in the layers, which keep the two
+    apart; tests/test_check.py proves this one equal to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Queries (n,), keys and values (n, K) -> predictions (n,); the (n, K) weights kept."""
+        output, self.attention_weights = variants.nadaraya_watson(
+            self.w, queries, keys, values, variants.BOOK
+        )
+        return output
+
+
+def nw_case(name: str, inputs: Callable[[torch.Generator], torch.Tensor]) -> Case:
+    """A kernel-regression case: `inputs` draws the (n,) queries and their (n, K) keys as one (n, 1 + K)."""
+
+    def draw(g: torch.Generator) -> Tensors:
+        both = inputs(g)
+        keys = both[:, 1:]
+        return {
+            "queries": both[:, 0].contiguous(),
+            "keys": keys.contiguous(),
+            "values": normal(g, *keys.shape),
+        }
+
+    return Case(name, {}, draw)
+
+
+def leave_one_out(g: torch.Generator, n: int) -> torch.Tensor:
+    """Sorted training inputs in [0, 5), each a query against all the others (the book's training)."""
+    x = torch.sort(torch.rand(n, generator=g) * 5).values
+    others = x.expand(n, n)[~torch.eye(n, dtype=torch.bool)].reshape(n, n - 1)
+    return torch.cat((x.unsqueeze(1), others), dim=1)
+
+
+def shared_keys(g: torch.Generator, n: int, pairs: int, far: float = 0.0) -> torch.Tensor:
+    """n test inputs in [0, 5) against the same `pairs` training inputs (moved `far` away), as the book
+    predicts."""
+    queries = torch.rand(n, 1, generator=g) * 5
+    keys = (torch.rand(1, pairs, generator=g) * 5 + far).expand(n, pairs)
+    return torch.cat((queries, keys), dim=1)
+
+
+def run_nw(module: object, x: Tensors, s: dict[str, float]) -> Outputs:
+    """Call a kernel regression as the book does and keep its attention_weights when it has them."""
+    output = module(x["queries"], x["keys"], x["values"])  # type: ignore[operator]
+    weights = getattr(module, "attention_weights", None)
+    return {"output": output} | ({"attention_weights": weights} if isinstance(weights, torch.Tensor) else {})
+
+
+NW_KERNEL_REGRESSION = Block(
+    name="NWKernelRegression",
+    names=("NWKernelRegression",),
+    reference=lambda s: KernelRegression(),
+    run_reference=run_nw,
+    run_learner=run_nw,
+    variant=lambda ref, x, s, k: dict(
+        zip(
+            ("output", "attention_weights"),
+            variants.nadaraya_watson(params(ref)["w"], x["queries"], x["keys"], x["values"], k),  # type: ignore[arg-type]
+            strict=True,
+        )
+    ),
+    cases=(
+        nw_case("each training input against the others", lambda g: leave_one_out(g, 6)),
+        nw_case("test inputs against shared keys", lambda g: shared_keys(g, 4, 7)),
+        nw_case("one query", lambda g: shared_keys(g, 1, 5)),
+        nw_case("one key per query", lambda g: shared_keys(g, 3, 1)),
+        nw_case("keys far from the queries", lambda g: shared_keys(g, 3, 4, far=60.0)),
+    ),
+    mistakes=("nw-exponent-sign", "softmax-wrong-axis", "nw-queries-tiled", "nw-w-on-squared-distance"),
+)
+
 BLOCKS = (
+    NW_KERNEL_REGRESSION,
     MASKED_SOFTMAX,
     ADDITIVE,
     DOT_PRODUCT,
@@ -772,6 +1149,8 @@ BLOCKS = (
     ADD_NORM,
     ENCODER_BLOCK,
     DECODER_BLOCK,
+    TRANSFORMER_ENCODER,
+    TRANSFORMER_DECODER,
     SEQ2SEQ_ENCODER,
     DECODER,
 )

@@ -71,6 +71,17 @@ def use_svg_display() -> None:
     """Does nothing: the check draws no figure."""
 
 
+class Animator:
+    """Draws nothing: the check has no screen (the book's d2l.Animator plots a curve as training goes)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.points: list[tuple[object, object]] = []
+
+    def add(self, x: object, y: object) -> None:
+        """Keeps the point, draws nothing."""
+        self.points.append((x, y))
+
+
 def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0) -> torch.Tensor:
     """Write `value` over each row's entries at positions >= its valid length; X (N, K), valid_len (N,).
 

@@ -4,9 +4,10 @@ A mistake found by comparison moves one switch of `variants.Knobs` (or one of a 
 learner's output equal to that variant's names it. The others have no knobs and are found by behaviour
 instead: the two dropout mistakes (two eval calls that differ; a training call equal to an eval call),
 a caller's input changed by the call, a backward pass that reaches no input, a constructor whose
-layers have biases the book's do not, and the probes of runner.py and blocks.py (a 2-D valid_lens
-that fails where a 1-D one runs, an init_state that returns the encoder outputs as it got them, a
-positional encoding right only when the batch is as long as the sequence).
+layers have biases the book's do not, a layer or weight the module does not register, and the probes
+of runner.py and blocks.py (a 2-D valid_lens that fails where a 1-D one runs, an init_state that
+returns the encoder outputs as it got them, a positional encoding right only when the batch is as long
+as the sequence, a Transformer decoder's init_state with fewer cache slots than blocks).
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ MISTAKES = (
     Mistake(
         "softmax-wrong-axis",
         "softmax over the wrong axis (the queries, not the keys)",
-        "Each query's weights over the keys must sum to 1, so the softmax runs over the last axis "
-        "(dim=-1) of the (batch, queries, keys) scores.",
+        "Each query's weights over the keys must sum to 1, so the softmax runs over the keys' axis: the "
+        "last (dim=-1) of the (batch, queries, keys) scores, dim=1 of Nadaraya-Watson's (queries, keys).",
         {"axis": 1},
     ),
     Mistake(
@@ -251,6 +252,85 @@ MISTAKES = (
         "not at init_state.",
     ),
     Mistake(
+        "embedding-not-scaled",
+        "the embedding is not multiplied by sqrt(num_hiddens) before the positions are added",
+        "The positional encoding's entries lie in [-1, 1], and the embedding's are drawn with their own "
+        "scale; the book multiplies the embedding by math.sqrt(self.num_hiddens) before adding the "
+        "positions, self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens)), so neither "
+        "drowns the other (a trained model's numbers change without it).",
+        {"embed_scale": "none"},
+    ),
+    Mistake(
+        "embedding-scaled-after-positions",
+        "the sum of the embedding and the positions is multiplied by sqrt(num_hiddens)",
+        "Only the embedding is scaled: self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens)); "
+        "scaling the output of pos_encoding scales the positions (and the dropout's output) too.",
+        {"embed_scale": "after"},
+    ),
+    Mistake(
+        "positions-left-out",
+        "the embedding goes to the blocks without the positional encoding",
+        "Self-attention treats its inputs as a set, so without positions the Transformer cannot tell word "
+        "order: pass the scaled embedding through self.pos_encoding before the first block.",
+        {"positions": False},
+    ),
+    Mistake(
+        "weights-of-last-block-only",
+        "the encoder keeps only one block's attention weights",
+        "The book keeps one entry per block: self.attention_weights = [None] * len(self.blks) before the "
+        "loop, then self.attention_weights[i] = blk.attention.attention.attention_weights in it; a "
+        "single attribute set in the loop holds the last block's alone.",
+        {"block_weights": "last"},
+    ),
+    Mistake(
+        "cache-not-kept",
+        "in prediction each decoder block sees only the current token, not the tokens before it",
+        "One token at a time, block i's self-attention must see every token decoded so far: its keys and "
+        "values are torch.cat((state[2][self.i], X), dim=1), and the block writes them back with "
+        "state[2][self.i] = key_values, so that the next step finds them. Without that write (or without "
+        "the concatenation) each step attends to itself alone; training, which feeds all steps at once, "
+        "does not show it.",
+        {"cache": "none"},
+    ),
+    Mistake(
+        "cache-overwritten",
+        "the decoder block's cache keeps only the latest token",
+        "state[2][self.i] must hold every token so far: store the concatenation, state[2][self.i] = "
+        "key_values; storing X keeps the newest token alone, so each step sees only itself and the one "
+        "before it.",
+        {"cache": "last"},
+    ),
+    Mistake(
+        "cache-not-per-block",
+        "init_state gives fewer cache slots than the decoder has blocks",
+        "Each block keeps its own cache at state[2][self.i]: init_state returns [enc_outputs, "
+        "enc_valid_lens, [None] * self.num_layers] (num_blks in d2l 1.0), one slot per block, and "
+        "each block is built with its index i.",
+    ),
+    Mistake(
+        "nw-exponent-sign",
+        "the kernel's exponent is +((q - k) w)^2 / 2",
+        "The Gaussian kernel is exp(-u^2 / 2): the minus sign gives the nearest keys the largest "
+        "weights; without it the softmax favours the keys farthest from the query.",
+        {"nw_sign": 1},
+    ),
+    Mistake(
+        "nw-queries-tiled",
+        "the queries repeated with .repeat instead of repeat_interleave",
+        "Row i of the (queries, keys) distances must hold query i against its own keys: "
+        "queries.repeat_interleave(keys.shape[1]).reshape(-1, keys.shape[1]) repeats each query in "
+        "place, while .repeat tiles the whole list and pairs keys with other queries.",
+        {"nw_repeat": "tile"},
+    ),
+    Mistake(
+        "nw-w-on-squared-distance",
+        "w multiplies the squared distance, not the distance",
+        "The book's parametric kernel is -((queries - keys) * self.w)**2 / 2: w scales the distance, so "
+        "the exponent grows with w^2 (the bandwidth is 1/w); -(queries - keys)**2 * self.w / 2 is "
+        "another kernel, which w < 0 turns upside down.",
+        {"nw_w": "squared"},
+    ),
+    Mistake(
         "changes-its-input",
         "the block changes its caller's input in place",
         "X += ... (or X[...] = ..., X.add_(...)) writes into the very tensor the caller passed: the caller's "
@@ -269,6 +349,15 @@ MISTAKES = (
         "The book writes nn.Linear(..., bias=bias) (use_bias for the Transformer's blocks), and the check "
         "passes bias=False; a hard-coded bias=True adds parameters the book's block does not have, and a "
         "hard-coded bias=False where the book keeps one leaves some out.",
+    ),
+    Mistake(
+        "parameters-not-registered",
+        "a layer or a weight the module does not register",
+        "nn.Module finds only the layers set as its attributes (or held in nn.Sequential, nn.ModuleList) "
+        "and the tensors wrapped in nn.Parameter: blocks kept in a plain Python list, or self.w = "
+        "torch.rand(1, requires_grad=True), are left out of parameters(), so the optimizer never trains "
+        "them and .to(device) never moves them. The book uses nn.Sequential with add_module and "
+        "nn.Parameter.",
     ),
     Mistake(
         "dropout-in-eval",

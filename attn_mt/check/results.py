@@ -10,6 +10,7 @@ from attn_mt.check.mistakes import BY_ID
 
 # The blocks in the order they are checked (blocks.BLOCKS, which tests/test_check.py compares).
 BLOCK_NAMES = (
+    "NWKernelRegression",
     "masked_softmax",
     "AdditiveAttention",
     "DotProductAttention",
@@ -21,6 +22,8 @@ BLOCK_NAMES = (
     "AddNorm",
     "TransformerEncoderBlock",
     "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerDecoder",
     "Seq2SeqEncoder",
     "Seq2SeqAttentionDecoder",
 )

@@ -3,7 +3,7 @@
 Shapes: B batch, Q queries, K keys (= values), N steps, H hidden, h heads, d = H / h, F the FFN's hidden
 size, S source steps, T target steps, L layers, V vocabulary.
 Each function reads the parameters by the book's state-dict names (`W_q.weight`, `ln.bias`, ...) from
-`params` and computes what the book's code computes (d2l.ai sections 11.3-11.7). With every switch of
+`params` and computes what the book's code computes (d2l.ai sections 11.2-11.7). With every switch of
 `Knobs` at its default it equals attn-mt's module (tests/test_check.py proves it, case by case); one
 switch moved gives the output of a learner's code with that one mistake, which is how `attn-mt check`
 names a mistake: a learner's output that equals a variant's, where attn-mt's differs.
@@ -48,6 +48,16 @@ class Knobs:
     causal: bool = True  # False: the decoder block's self-attention sees later steps in training
     cross_mask: bool = True  # False: the decoder block's encoder-decoder attention gets no enc_valid_lens
     concat: str = "context_first"  # "embedding_first": the GRU reads cat(x, context), not cat(context, x)
+    embed_scale: str = "before"  # the sqrt(H) scaling of the embedding: "none" | "after" (of X + P too)
+    positions: bool = True  # False: the Transformer's embedding gets no positional encoding
+    step_positions: str = "zero"  # one token at a time: the book's P[0] for each | "offset": step t gets P[t]
+    cache: str = (
+        "all"  # the decoder's per-block cache: "none" (a step sees itself) | "last" (the step before)
+    )
+    block_weights: str = "each"  # "last": the encoder keeps only the last block's attention weights
+    nw_repeat: str = "interleave"  # "tile": the NW queries repeated with .repeat, not repeat_interleave
+    nw_sign: int = -1  # +1: the NW exponent +((q - k) w)^2 / 2, far keys weighted most
+    nw_w: str = "distance"  # "squared": w multiplies the squared distance, not the distance
 
 
 BOOK = Knobs()
@@ -149,8 +159,11 @@ def multi_head(
     num_heads: int,
     k: Knobs,
     prefix: str = "",
+    kept: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Multi-head attention (book section 11.5): (B, Q, q), (B, K, k), (B, K, v) -> (B, Q, H)."""
+    """Multi-head attention (book section 11.5): (B, Q, q), (B, K, k), (B, K, v) -> (B, Q, H).
+
+    The heads' weights (B * h, Q, K) are appended to `kept` when it is given."""
     head_q, head_k, head_v = (
         split_heads(X @ params[f"{prefix}{name}.weight"].T, num_heads, k)  # (B * h, N, d)
         for X, name in ((queries, "W_q"), (keys, "W_k"), (values, "W_v"))
@@ -160,7 +173,9 @@ def multi_head(
             valid_lens = valid_lens.repeat(num_heads, *([1] * (valid_lens.dim() - 1)))  # (B * h[, Q])
         else:
             valid_lens = torch.repeat_interleave(valid_lens, num_heads, dim=0)  # (B * h[, Q])
-    output, _ = dot_product(head_q, head_k, head_v, valid_lens, k, num_heads)  # (B * h, Q, d)
+    output, weights = dot_product(head_q, head_k, head_v, valid_lens, k, num_heads)  # (B * h, Q, d)
+    if kept is not None:
+        kept.append(weights)
     merged = merge_heads(output, num_heads, k)  # (B, Q, H)
     return merged @ params[prefix + "W_o.weight"].T if k.w_o else merged
 
@@ -178,11 +193,12 @@ def sinusoids(num_steps: int, num_hiddens: int, k: Knobs = BOOK) -> torch.Tensor
     return table
 
 
-def positional(X: torch.Tensor, k: Knobs) -> torch.Tensor:
-    """X (B, T, H) plus the table's first T rows (misread: its first B rows, broadcast over the steps)."""
+def positional(X: torch.Tensor, k: Knobs, offset: int = 0) -> torch.Tensor:
+    """X (B, T, H) at positions offset.. plus those rows of the table (misread: its first B rows,
+    broadcast over the steps)."""
     if k.pe_rows == "batch":
         return X + sinusoids(X.shape[0], X.shape[2], k).unsqueeze(0)  # fails unless B is 1 or T
-    return X + sinusoids(X.shape[1], X.shape[2], k)
+    return X + sinusoids(offset + X.shape[1], X.shape[2], k)[offset:]
 
 
 def ffn(params: Params, X: torch.Tensor, k: Knobs, prefix: str = "") -> torch.Tensor:
@@ -207,13 +223,21 @@ def add_norm(params: Params, X: torch.Tensor, Y: torch.Tensor, k: Knobs, prefix:
 
 
 def encoder_block(
-    params: Params, X: torch.Tensor, valid_lens: torch.Tensor | None, num_heads: int, k: Knobs
+    params: Params,
+    X: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    num_heads: int,
+    k: Knobs,
+    prefix: str = "",
+    kept: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """The Transformer encoder block (book section 11.7.4): (B, N, H) -> (B, N, H)."""
+    """The Transformer encoder block (book section 11.7.4): (B, N, H) -> (B, N, H); its self-attention
+    weights (B * h, N, N) appended to `kept` when it is given."""
     lens = valid_lens if k.block_mask else None
-    Y = add_norm(params, X, multi_head(params, X, X, X, lens, num_heads, k, "attention."), k, "addnorm1.")
+    attended = multi_head(params, X, X, X, lens, num_heads, k, prefix + "attention.", kept)
+    Y = add_norm(params, X, attended, k, prefix + "addnorm1.")
     residual = X if k.block_residual == "X" else Y
-    return add_norm(params, residual, ffn(params, Y, k, "ffn."), k, "addnorm2.")
+    return add_norm(params, residual, ffn(params, Y, k, prefix + "ffn."), k, prefix + "addnorm2.")
 
 
 def decoder_block(
@@ -225,6 +249,7 @@ def decoder_block(
     num_heads: int,
     training: bool,
     k: Knobs,
+    prefix: str = "",
 ) -> torch.Tensor:
     """The Transformer decoder block (book section 11.7.5): new steps X (B, T, H) after the block's earlier
     inputs `past` (B, t, H), encoder outputs memory (B, S, H) -> (B, T, H). In training the steps attend
@@ -232,13 +257,97 @@ def decoder_block(
     keys = X if past is None else torch.cat((past, X), dim=1)  # (B, t + T, H)
     batch, steps = X.shape[:2]
     causal = torch.arange(1, steps + 1).repeat(batch, 1) if training and k.causal else None  # (B, T)
-    attended = multi_head(params, X, keys, keys, causal, num_heads, k, "attention1.")
-    Y = add_norm(params, X, attended, k, "addnorm1.")
+    attended = multi_head(params, X, keys, keys, causal, num_heads, k, prefix + "attention1.")
+    Y = add_norm(params, X, attended, k, prefix + "addnorm1.")
     lens = valid_lens if k.cross_mask else None
-    Z = add_norm(
-        params, Y, multi_head(params, Y, memory, memory, lens, num_heads, k, "attention2."), k, "addnorm2."
-    )
-    return add_norm(params, Z, ffn(params, Z, k, "ffn."), k, "addnorm3.")
+    crossed = multi_head(params, Y, memory, memory, lens, num_heads, k, prefix + "attention2.")
+    Z = add_norm(params, Y, crossed, k, prefix + "addnorm2.")
+    return add_norm(params, Z, ffn(params, Z, k, prefix + "ffn."), k, prefix + "addnorm3.")
+
+
+def embed(params: Params, ids: torch.Tensor, k: Knobs, offset: int = 0) -> torch.Tensor:
+    """The Transformer's input: ids (B, N) at positions offset.. -> sqrt(H) embedding + positions."""
+    X = params["embedding.weight"][ids]  # (B, N, H)
+    scale = math.sqrt(X.shape[-1])
+    if k.embed_scale == "before":
+        X = X * scale
+    if k.positions:
+        X = positional(X, k, offset)
+    return X * scale if k.embed_scale == "after" else X
+
+
+def transformer_encoder(
+    params: Params,
+    src: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    num_heads: int,
+    num_layers: int,
+    k: Knobs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Transformer encoder (book section 11.7.4): source ids (B, S) -> (B, S, H), and every block's
+    self-attention weights (B, L, h, S, S) (the last block's alone, (B, 1, h, S, S), when misread)."""
+    X = embed(params, src, k)
+    kept: list[torch.Tensor] = []
+    for i in range(num_layers):
+        X = encoder_block(params, X, valid_lens, num_heads, k, f"blks.block{i}.", kept)
+    batch, steps = src.shape
+    weights = torch.stack([w.reshape(batch, num_heads, steps, steps) for w in kept], dim=1)
+    return X, weights[:, -1:] if k.block_weights == "last" else weights
+
+
+def transformer_decoder(
+    params: Params,
+    tgt: torch.Tensor,
+    memory: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    num_heads: int,
+    num_layers: int,
+    training: bool,
+    one_at_a_time: bool,
+    k: Knobs,
+) -> torch.Tensor:
+    """The Transformer decoder (book section 11.7.5): target ids (B, T) -> logits (B, T, V), all at once
+    (causal in training), or one token at a time as the book's predict_seq2seq feeds them, each block
+    keeping its inputs so far in the state's cache."""
+    blocks = [f"blks.block{i}." for i in range(num_layers)]
+
+    def logits(X: torch.Tensor) -> torch.Tensor:
+        return X @ params["dense.weight"].T + params["dense.bias"]
+
+    if not one_at_a_time:
+        X = embed(params, tgt, k)
+        for prefix in blocks:
+            X = decoder_block(params, X, None, memory, valid_lens, num_heads, training, k, prefix)
+        return logits(X)
+    caches: list[torch.Tensor | None] = [None] * num_layers  # each block's inputs so far, (B, t, H)
+    outputs = []
+    for step in range(tgt.shape[1]):
+        X = embed(params, tgt[:, step : step + 1], k, step if k.step_positions == "offset" else 0)
+        for i, prefix in enumerate(blocks):
+            past = caches[i]
+            if k.cache == "all":
+                caches[i] = X if past is None else torch.cat((past, X), dim=1)
+            elif k.cache == "last":
+                caches[i] = X
+            X = decoder_block(params, X, past, memory, valid_lens, num_heads, training, k, prefix)
+        outputs.append(logits(X))
+    return torch.cat(outputs, dim=1)
+
+
+def nadaraya_watson(
+    w: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, k: Knobs
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The book's parametric Nadaraya-Watson regression: queries (n,), keys and values (n, K) ->
+    predictions (n,) and weights softmax_K(-((q - k) w)^2 / 2) (n, K)."""
+    pairs = keys.shape[1]
+    if k.nw_repeat == "tile":
+        repeated = queries.repeat(pairs).reshape(-1, pairs)  # row i: queries (i * K) % n, ...
+    else:
+        repeated = queries.repeat_interleave(pairs).reshape(-1, pairs)  # row i: query i, K times
+    distances = repeated - keys  # (n, K)
+    exponent = (distances * w) ** 2 if k.nw_w == "distance" else distances**2 * w
+    weights = F.softmax(k.nw_sign * exponent / 2, dim=1 if k.axis == -1 else 0)  # (n, K)
+    return (weights * values).sum(dim=1), weights
 
 
 def bahdanau_decoder(

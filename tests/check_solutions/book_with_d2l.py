@@ -1,8 +1,10 @@
-# ruff: noqa: E501, SIM108, UP008  (the book's code as learners copy it)
+# ruff: noqa: E501, E741, SIM108, UP008  (the book's code as learners copy it)
 """A learner's file copied from the chapter as the Chinese edition writes it (d2l 0.17 signatures), leaning
 on the book's own package: `from d2l import torch as d2l`, d2l.sequence_mask in masked_softmax,
-d2l.MultiHeadAttention in the decoder block, d2l.AttentionDecoder as the decoder's base class, and the
-chapter's little demos (d2l.normal, d2l.show_heatmaps, d2l.Seq2SeqEncoder, d2l.try_gpu) at the top level.
+d2l.MultiHeadAttention in the decoder block, d2l.Encoder and d2l.AttentionDecoder as base classes,
+d2l.PositionalEncoding in the Transformer decoder, and the chapter's little demos (the kernel
+regression's training with d2l.Animator, d2l.normal, d2l.show_heatmaps, d2l.Seq2SeqEncoder, d2l.try_gpu)
+at the top level.
 What `attn-mt check` must run and pass without the d2l package; not part of attn_mt."""
 
 import math
@@ -10,6 +12,35 @@ import math
 import torch
 from d2l import torch as d2l
 from torch import nn
+
+
+class NWKernelRegression(nn.Module):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.w = nn.Parameter(torch.rand((1,), requires_grad=True))
+
+    def forward(self, queries, keys, values):
+        queries = queries.repeat_interleave(keys.shape[1]).reshape((-1, keys.shape[1]))
+        self.attention_weights = nn.functional.softmax(-(((queries - keys) * self.w) ** 2) / 2, dim=1)
+        return torch.bmm(self.attention_weights.unsqueeze(1), values.unsqueeze(-1)).reshape(-1)
+
+
+n_train = 50
+x_train, _ = torch.sort(torch.rand(n_train) * 5)
+y_train = 2 * torch.sin(x_train) + x_train**0.8 + torch.normal(0.0, 0.5, (n_train,))
+X_tile, Y_tile = x_train.repeat((n_train, 1)), y_train.repeat((n_train, 1))
+keys = X_tile[(1 - torch.eye(n_train)).type(torch.bool)].reshape((n_train, -1))
+values = Y_tile[(1 - torch.eye(n_train)).type(torch.bool)].reshape((n_train, -1))
+net = NWKernelRegression()
+loss = nn.MSELoss(reduction="none")
+trainer = torch.optim.SGD(net.parameters(), lr=0.5)
+animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, 5])
+for epoch in range(5):
+    trainer.zero_grad()
+    l = loss(net(x_train, keys, values), y_train)
+    l.sum().backward()
+    trainer.step()
+    animator.add(epoch + 1, float(l.sum()))
 
 
 def masked_softmax(X, valid_lens):
@@ -211,6 +242,111 @@ class DecoderBlock(nn.Module):
         Y2 = self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens)
         Z = self.addnorm2(Y, Y2)
         return self.addnorm3(Z, self.ffn(Z)), state
+
+
+class TransformerEncoder(d2l.Encoder):
+    def __init__(
+        self,
+        vocab_size,
+        key_size,
+        query_size,
+        value_size,
+        num_hiddens,
+        norm_shape,
+        ffn_num_input,
+        ffn_num_hiddens,
+        num_heads,
+        num_layers,
+        dropout,
+        use_bias=False,
+        **kwargs,
+    ):
+        super(TransformerEncoder, self).__init__(**kwargs)
+        self.num_hiddens = num_hiddens
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.pos_encoding = PositionalEncoding(num_hiddens, dropout)
+        self.blks = nn.Sequential()
+        for i in range(num_layers):
+            self.blks.add_module(
+                "block" + str(i),
+                EncoderBlock(
+                    key_size,
+                    query_size,
+                    value_size,
+                    num_hiddens,
+                    norm_shape,
+                    ffn_num_input,
+                    ffn_num_hiddens,
+                    num_heads,
+                    dropout,
+                    use_bias,
+                ),
+            )
+
+    def forward(self, X, valid_lens, *args):
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        self.attention_weights = [None] * len(self.blks)
+        for i, blk in enumerate(self.blks):
+            X = blk(X, valid_lens)
+            self.attention_weights[i] = blk.attention.attention.attention_weights
+        return X
+
+
+class TransformerDecoder(d2l.AttentionDecoder):
+    def __init__(
+        self,
+        vocab_size,
+        key_size,
+        query_size,
+        value_size,
+        num_hiddens,
+        norm_shape,
+        ffn_num_input,
+        ffn_num_hiddens,
+        num_heads,
+        num_layers,
+        dropout,
+        **kwargs,
+    ):
+        super(TransformerDecoder, self).__init__(**kwargs)
+        self.num_hiddens = num_hiddens
+        self.num_layers = num_layers
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.pos_encoding = d2l.PositionalEncoding(num_hiddens, dropout)
+        self.blks = nn.Sequential()
+        for i in range(num_layers):
+            self.blks.add_module(
+                "block" + str(i),
+                DecoderBlock(
+                    key_size,
+                    query_size,
+                    value_size,
+                    num_hiddens,
+                    norm_shape,
+                    ffn_num_input,
+                    ffn_num_hiddens,
+                    num_heads,
+                    dropout,
+                    i,
+                ),
+            )
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+
+    def init_state(self, enc_outputs, enc_valid_lens, *args):
+        return [enc_outputs, enc_valid_lens, [None] * self.num_layers]
+
+    def forward(self, X, state):
+        X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+        self._attention_weights = [[None] * len(self.blks) for _ in range(2)]
+        for i, blk in enumerate(self.blks):
+            X, state = blk(X, state)
+            self._attention_weights[0][i] = blk.attention1.attention.attention_weights
+            self._attention_weights[1][i] = blk.attention2.attention.attention_weights
+        return self.dense(X), state
+
+    @property
+    def attention_weights(self):
+        return self._attention_weights
 
 
 class Seq2SeqAttentionDecoder(d2l.AttentionDecoder):

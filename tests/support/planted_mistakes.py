@@ -9,6 +9,9 @@ from support.helpers import ROOT
 
 SOLUTION = ROOT / "tests" / "check_solutions" / "d2l_blocks.py"
 
+EMBEDDING = "X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))\n        "
+ENCODER_EMBEDDING = EMBEDDING + "self.attention_weights = [None]"
+
 # mistake id -> (the block it is checked in, the text of the solution it replaces, the replacement)
 PLANTED = {
     "mask-with-zero": ("masked_softmax", "value=-1e6", "value=0"),
@@ -112,6 +115,49 @@ PLANTED = {
         "Seq2SeqAttentionDecoder",
         "self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)",
         "self.attention(query, enc_outputs, enc_outputs, None)",
+    ),
+    "embedding-not-scaled": (
+        "TransformerEncoder",
+        ENCODER_EMBEDDING,
+        "X = self.pos_encoding(self.embedding(X))\n        self.attention_weights = [None]",
+    ),
+    "embedding-scaled-after-positions": (
+        "TransformerDecoder",
+        "self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))\n        self._attention",
+        "self.pos_encoding(self.embedding(X)) * math.sqrt(self.num_hiddens)\n        self._attention",
+    ),
+    "positions-left-out": (
+        "TransformerEncoder",
+        ENCODER_EMBEDDING,
+        "X = self.embedding(X) * math.sqrt(self.num_hiddens)\n        self.attention_weights = [None]",
+    ),
+    "weights-of-last-block-only": (
+        "TransformerEncoder",
+        "self.attention_weights[i] = blk.attention.attention.attention_weights",
+        "self.attention_weights = blk.attention.attention.attention_weights",
+    ),
+    "cache-not-kept": ("TransformerDecoder", "        state[2][self.i] = key_values\n", ""),
+    "cache-overwritten": ("TransformerDecoder", "state[2][self.i] = key_values", "state[2][self.i] = X"),
+    "cache-not-per-block": ("TransformerDecoder", "[None] * self.num_blks]", "[None]]"),
+    "nw-exponent-sign": (
+        "NWKernelRegression",
+        "softmax(-(((queries - keys) * self.w) ** 2) / 2, dim=1)",
+        "softmax((((queries - keys) * self.w) ** 2) / 2, dim=1)",
+    ),
+    "nw-queries-tiled": (
+        "NWKernelRegression",
+        "queries.repeat_interleave(keys.shape[1])",
+        "queries.repeat(keys.shape[1])",
+    ),
+    "nw-w-on-squared-distance": (
+        "NWKernelRegression",
+        "softmax(-(((queries - keys) * self.w) ** 2) / 2, dim=1)",
+        "softmax(-((queries - keys) ** 2) * self.w / 2, dim=1)",
+    ),
+    "parameters-not-registered": (
+        "NWKernelRegression",
+        "self.w = nn.Parameter(torch.rand((1,), requires_grad=True))",
+        "self.w = torch.rand((1,), requires_grad=True)",
     ),
     "dropout-in-eval": (
         "AddNorm",
