@@ -19,6 +19,7 @@ from attn_mt.models import (
     PositionalEncoding,
     masked_softmax,
 )
+from attn_mt.models.attention import fused_attention
 
 
 def hand_softmax(row: list[float], valid: int) -> list[float]:
@@ -316,3 +317,54 @@ def test_positional_encoding_odd_size_and_book_shape():
         abs=1e-6,
     )
     assert PositionalEncoding(32, 0.5)(torch.zeros(1, 60, 32)).shape == (1, 60, 32)
+
+
+# ----- the fused path's masks: is_causal and an aligned bias (issue 70) -----
+
+
+def test_source_bias_is_laid_out_for_the_fused_kernels():
+    mask = AttentionMask.from_valid_lens(torch.tensor([3, 1, 5]), 1, 5).with_heads()
+    biased = mask.with_bias(torch.bfloat16)
+    bias = biased.bias
+    assert bias.shape == (3, 1, 1, 5) and bias.dtype == torch.bfloat16
+    assert all(stride % 16 == 0 for stride in bias.stride()[:-1])  # no copy in the memory-efficient kernel
+    assert torch.equal(bias == 0, mask.keep) and torch.isinf(bias[~mask.keep]).all()
+    picked = biased.index_select(torch.tensor([2, 0, 0]))  # beam search keeps the layout
+    assert torch.equal(picked.bias == 0, mask.keep[[2, 0, 0]]) and picked.bias.stride()[0] % 16 == 0
+    assert AttentionMask.causal(4).with_heads().is_causal and not mask.is_causal
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_fused_causal_and_biased_attention_equal_the_explicit_path_in_training(dropout):
+    attention = DotProductAttention(dropout)
+    attention.train()
+    q, k, v = (torch.randn(3, 2, 6, 8, requires_grad=True) for _ in range(3))
+    causal = AttentionMask.causal(6).with_heads()
+    padded = (
+        AttentionMask.from_valid_lens(torch.tensor([6, 2, 4]), 1, 6).with_heads().with_bias(torch.float32)
+    )
+    for mask in (causal, padded):
+        torch.manual_seed(5)
+        explicit, _ = attention.attend(q, k, v, mask, need_weights=True)  # nn.Dropout on the weights
+        torch.manual_seed(5)
+        fused = fused_attention(q, k, v, mask, dropout)  # the same draws inside torch's kernel
+        assert_float32_close(fused, explicit, terms=8 + 6 + 6)
+        grads = [
+            torch.autograd.grad((out * torch.linspace(-1, 1, 8)).sum(), (q, k, v))
+            for out in (explicit, fused)
+        ]
+        for g_explicit, g_fused in zip(*grads, strict=True):
+            assert_float32_close(g_fused, g_explicit, terms=8 + 6 + 6 + 6 + 8)
+
+
+def test_the_bias_in_bf16_gives_the_boolean_masks_output():
+    q, k, v = (torch.randn(3, 2, n, 8).bfloat16() for n in (4, 5, 5))
+    mask = AttentionMask.from_valid_lens(torch.tensor([3, 1, 5]), 4, 5).with_heads()
+    with_bool = fused_attention(q, k, v, mask, 0.0)
+    with_bias = fused_attention(q, k, v, mask.with_bias(torch.bfloat16), 0.0)
+    assert (
+        fused_attention(q, k, v, mask.with_bias(torch.float32), 0.0).dtype == torch.bfloat16
+    )  # keep, not a wrong bias
+    explicit = fused_attention(q.float(), k.float(), v.float(), mask, 0.0)
+    torch.testing.assert_close(with_bias, with_bool, rtol=0, atol=0)
+    torch.testing.assert_close(with_bias.float(), explicit, rtol=2e-2, atol=2e-2)  # bf16's 8-bit mantissa

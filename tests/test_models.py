@@ -418,6 +418,36 @@ def test_transformer_projects_memory_once_and_caches_steps():
     assert self_keys[0] == 6  # one new step at a time, earlier steps come from the cache
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.25])
+def test_transformer_training_pass_on_the_fused_kernels_equals_the_explicit_path(dropout, monkeypatch):
+    # the fused path (is_causal, the aligned source bias) in training mode, with dropout drawn inside
+    # torch's kernel, against the book's explicit softmax drawing the same dropout from the same seed
+    monkeypatch.setattr(attention_module, "EXPLICIT_WITH_DROPOUT", ())
+    model = make("transformer", dropout=dropout).train()
+    src, src_lens, tgt_in = batch([5, 2, 4], tgt_steps=6)
+    calls = []
+    sdpa = attention_module.F.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):
+        calls.append((kwargs["is_causal"], kwargs["attn_mask"]))
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", recording)
+    outputs, grads = [], []
+    for run in (model, lambda *a: model.forward_with_attention(*a)[0]):
+        torch.manual_seed(7)
+        logits = run(src, src_lens, tgt_in)
+        outputs.append(logits)
+        grads.append(torch.autograd.grad((logits * torch.linspace(-1, 1, TGT_V)).sum(), model.parameters()))
+    assert_float32_close(outputs[0], outputs[1], terms=MODEL_TERMS)
+    for fused, explicit in zip(*grads, strict=True):
+        assert_float32_close(fused, explicit, terms=2 * MODEL_TERMS)
+    causal = [mask for is_causal, mask in calls if is_causal]
+    biased = [mask for is_causal, mask in calls if not is_causal]
+    assert len(causal) == LAYERS and all(mask is None for mask in causal)  # the decoder's self-attention
+    assert len(biased) == 2 * LAYERS and all(mask.dtype == torch.float32 for mask in biased)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_masks_built_once_per_batch(kind, monkeypatch):
     built = []

@@ -5,6 +5,10 @@ The public names and constructor signatures are the book's (d2l.ai section 11.3 
 Functions" and 11.5 "Multi-Head Attention"), so the book's weights load unchanged. Unlike the book,
 a masked key gets exactly zero weight and a query with no valid key gets an all-zero row (and zero,
 not NaN, gradients), on the explicit path and on the fused `scaled_dot_product_attention` path alike.
+The fused path hands torch's kernels a mask in the form each one takes (`fused_attention`): a causal
+mask as `is_causal` and no tensor (flash attention takes no mask tensor), and a key-padding mask as
+the additive bias `with_bias` lays out once per batch (the memory-efficient kernel takes it without
+a copy); the explicit path reads the boolean `keep` and `blocked` as the book does.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 NEG_INF = float("-inf")
+BIAS_ALIGNMENT = 16  # columns each row of an additive bias is allocated with (see additive_bias)
+EXPLICIT_WITH_DROPOUT = ("cpu",)  # devices where training with dropout takes the explicit path
 
 
 def reads_back(device: torch.device) -> bool:
@@ -43,6 +49,8 @@ class AttentionMask:
     keep: torch.Tensor  # bool (B, Q or 1, K), or (B, 1, Q or 1, K) after with_heads()
     blocked: torch.Tensor  # bool, ~keep
     empty: torch.Tensor | None  # bool (..., Q or 1, 1): queries without a valid key; None if none (CPU)
+    is_causal: bool = False  # keep is the lower triangle of a square (T, T): the fused path passes is_causal
+    bias: torch.Tensor | None = None  # keep as 0 / -inf in one dtype, rows aligned (with_bias); None: keep
 
     @classmethod
     def from_valid_lens(cls, valid_lens: torch.Tensor, num_queries: int, num_keys: int) -> AttentionMask:
@@ -74,17 +82,43 @@ class AttentionMask:
         keep = (
             torch.ones(num_steps, num_steps, dtype=torch.bool, device=device).tril().unsqueeze(0)
         )  # (1, T, T)
-        return cls(keep, ~keep, None)
+        return cls(keep, ~keep, None, is_causal=True)
 
     def with_heads(self) -> AttentionMask:
         """The same mask with a head axis inserted after the batch axis, for (B, h, Q, K) scores."""
         empty = None if self.empty is None else self.empty.unsqueeze(1)
-        return AttentionMask(self.keep.unsqueeze(1), self.blocked.unsqueeze(1), empty)
+        bias = None if self.bias is None else self.bias.unsqueeze(1)
+        return AttentionMask(self.keep.unsqueeze(1), self.blocked.unsqueeze(1), empty, self.is_causal, bias)
+
+    def with_bias(self, dtype: torch.dtype) -> AttentionMask:
+        """The same mask carrying its additive bias in `dtype`, the dtype the fused kernel's queries have."""
+        return AttentionMask(
+            self.keep, self.blocked, self.empty, self.is_causal, additive_bias(self.keep, dtype)
+        )
 
     def index_select(self, index: torch.Tensor) -> AttentionMask:
         """Rows `index` of the batch axis (for beam search)."""
         empty = None if self.empty is None else self.empty.index_select(0, index)
-        return AttentionMask(self.keep.index_select(0, index), self.blocked.index_select(0, index), empty)
+        keep = self.keep.index_select(0, index)
+        bias = None if self.bias is None else additive_bias(keep, self.bias.dtype)
+        return AttentionMask(keep, self.blocked.index_select(0, index), empty, self.is_causal, bias)
+
+
+def additive_bias(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where `keep` (..., K) is True and -inf elsewhere, in `dtype`: (..., K), rows BIAS_ALIGNMENT wide.
+
+    The rows are allocated BIAS_ALIGNMENT columns wide and sliced to K, so every stride but the last
+    is a multiple of 16: CUDA's memory-efficient attention kernel then reads the bias as it is,
+    where a boolean mask is turned into a bias in the queries' dtype and a bias of other strides is
+    padded and copied, at every call (attention.cpp's convert_boolean_attn_mask and preprocess_mask;
+    tests/support/cuda_rules.py checks the layout). Built once a batch, it serves every layer.
+    """
+    width = keep.shape[-1]
+    columns = -(-width // BIAS_ALIGNMENT) * BIAS_ALIGNMENT
+    rows = torch.full((*keep.shape[:-1], columns), NEG_INF, dtype=dtype, device=keep.device)  # (..., K')
+    bias = rows[..., :width]  # (..., K), a view keeping the aligned strides
+    bias.masked_fill_(keep, 0.0)
+    return bias
 
 
 def softmax_with_mask(scores: torch.Tensor, mask: AttentionMask | None) -> torch.Tensor:
@@ -220,20 +254,41 @@ class DotProductAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(..., Q, d), (..., K, d), (..., K, v) -> output (..., Q, v) and weights (..., Q, K) or None."""
         dropout_p = self.dropout.p if self.training else 0.0
-        if need_weights or (dropout_p > 0 and queries.device.type == "cpu"):
+        if need_weights or (dropout_p > 0 and queries.device.type in EXPLICIT_WITH_DROPOUT):
             # torch's CPU fused kernel falls back to a slower path of its own with dropout and a mask
             scores = torch.matmul(queries, keys.transpose(-1, -2)) / math.sqrt(
                 queries.shape[-1]
             )  # (..., Q, K)
             weights = softmax_with_mask(scores, mask)  # (..., Q, K)
             return torch.matmul(self.dropout(weights), values), weights if need_weights else None
-        attn_mask = None if mask is None else mask.keep
-        output = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=attn_mask, dropout_p=dropout_p
-        )
-        if mask is not None and mask.empty is not None:
-            output = output.masked_fill(mask.empty, 0.0)
-        return output, None
+        return fused_attention(queries, keys, values, mask, dropout_p), None
+
+
+def fused_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: AttentionMask | None,
+    dropout_p: float,
+) -> torch.Tensor:
+    """DotProductAttention's fused path: (..., Q, d), (..., K, d), (..., K, v) -> (..., Q, v).
+
+    The mask goes to `scaled_dot_product_attention` in the form its fastest kernels take: a causal
+    mask as `is_causal` with no tensor (a square mask, so torch's top-left causal window is the
+    lower triangle), a mask with a bias in the queries' dtype as that bias, any other as `keep`.
+    """
+    attn_mask, causal = None, False
+    if mask is not None and mask.is_causal:
+        causal = True
+    elif mask is not None:
+        usable = mask.bias is not None and mask.bias.dtype == queries.dtype
+        attn_mask = mask.bias if usable else mask.keep
+    output = F.scaled_dot_product_attention(
+        queries, keys, values, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=causal
+    )  # (..., Q, v)
+    if mask is not None and mask.empty is not None:
+        output = output.masked_fill(mask.empty, 0.0)
+    return output
 
 
 class MultiHeadAttention(nn.Module):

@@ -26,6 +26,11 @@ from attn_mt.models.positional import positional_encoding
 KeyValues = tuple[torch.Tensor, torch.Tensor]  # per-head keys and values, each (B, h, N, d)
 
 
+def attention_dtype(device_type: str, weights: torch.dtype) -> torch.dtype:
+    """The dtype queries reach the attention in: autocast's where it is on, else the weights'."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weights
+
+
 class PositionWiseFFN(nn.Module):
     """Two dense layers with a ReLU between, applied at every position (book section 11.7.2)."""
 
@@ -307,12 +312,14 @@ class Transformer(EncoderDecoder):
     ) -> tuple[DecoderState, list[torch.Tensor]]:
         """encode() plus, when asked, each encoder layer's self-attention weights (B, h, S, S)."""
         check_source(src, src_lens)
-        src_mask = AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]).with_heads()  # (B, 1, 1, S)
+        # the bias the fused attention kernels read, once a batch in the dtype the attention computes in
+        dtype = attention_dtype(src.device.type, self.encoder.embedding.weight.dtype)
+        src_mask = AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]).with_heads().with_bias(dtype)
         memory, weights = self.encoder(src, src_mask, need_weights)
         return {"memory": memory, "src_mask": src_mask}, weights
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> DecoderState:
-        """Memory (B, S, H) and the source mask (B, 1, 1, S)."""
+        """Memory (B, S, H) and the source mask (B, 1, 1, S), with its additive bias (B, 1, 1, S)."""
         return self._encode(src, src_lens, need_weights=False)[0]
 
     @property

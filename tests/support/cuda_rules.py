@@ -56,7 +56,9 @@ HALF = (torch.float16, torch.bfloat16)
 BACKENDS = ("flash", "cudnn", "efficient", "math")
 CUDNN_HEAD_LIMIT = 128  # 256 only on sm90/sm10x with cuDNN > 9.22 (check_cudnn_tensor_shapes)
 FLASH_HEAD_LIMIT = 256
-BIAS_STRIDE_ALIGNMENT = 16  # elements: stricter than recent preprocess_mask's 8, as source_bias lays rows out
+BIAS_STRIDE_ALIGNMENT = (
+    16  # elements: stricter than recent preprocess_mask's 8, as additive_bias lays rows out
+)
 POINTER_ALIGNMENT_BYTES = 16  # minimum_gemm_alignment x element size on sm80+ for fp16/bf16 (and float32)
 
 
