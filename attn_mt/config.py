@@ -319,9 +319,9 @@ class TrainConfig:
     )
     kernels: str = key(
         "auto",
-        help="the training pass: auto (the fast kernels where they apply), reference (plain torch), cpu, gpu "
-        "(attn_mt/kernels)",
-        choices=("auto", "reference", "cpu", "gpu"),
+        help="the training pass: auto (the CPU kernels on the CPU, plain torch elsewhere), reference (plain "
+        "torch), cpu (attn_mt/kernels/cpu)",
+        choices=("auto", "reference", "cpu"),
     )
     seed: int = key(0, help="torch seed for initialisation, dropout and batch order")
     threads: int = key(0, help="torch CPU threads (0 = torch's default, every core)", minimum=0)
@@ -503,6 +503,31 @@ def _sound(problems: list[str], *keys: str) -> bool:
     return named.isdisjoint(keys)
 
 
+RETIRED_VALUES: dict[tuple[str, str], tuple[str, str]] = {
+    ("train.kernels", "gpu"): (
+        "reference",
+        "was removed (issue 70): the reference path takes its attention kernels (is_causal, an aligned "
+        "bias), and data.batch_shapes with train.compile_scope: step replace its bucketing; use auto or "
+        "reference",
+    ),
+}
+"""Values a key no longer takes: (key, value) -> (what a saved run opens with instead, why and what to use).
+
+A new config naming one is refused with the reason; a trained run's config opens with the replacement
+(the removed GPU path trained the book's parameters, which the reference path loads as they are).
+"""
+
+
+def _retire(raw: dict) -> dict:
+    """A saved config with its retired values replaced by what runs in their stead (RETIRED_VALUES)."""
+    for (dotted, value), (instead, _) in RETIRED_VALUES.items():
+        section, name = dotted.split(".")
+        keys = raw.get(section)
+        if isinstance(keys, dict) and keys.get(name) == value:
+            raw = {**raw, section: {**keys, name: instead}}
+    return raw
+
+
 def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> None:
     """Non-finite numbers, what each key's declaration allows, and impossible combinations.
 
@@ -517,7 +542,9 @@ def _check_semantics(cfg: Config, problems: list[str], saved: bool = False) -> N
         if isinstance(value, float) and not math.isfinite(value):
             problems.append(f"{dotted}: must be a finite number, got {value}")
     for dotted, rule, value in values:
-        if rule.choices and isinstance(value, str) and value not in rule.choices:
+        if isinstance(value, str) and (dotted, value) in RETIRED_VALUES:
+            problems.append(f"{dotted}: {value!r} {RETIRED_VALUES[dotted, value][1]}")
+        elif rule.choices and isinstance(value, str) and value not in rule.choices:
             close = difflib.get_close_matches(value, rule.choices, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"{dotted}: {value!r} is not one of {', '.join(rule.choices)}{hint}")
@@ -708,10 +735,10 @@ def _check_whole_step(cfg: Config, problems: list[str]) -> None:
         return
     if not train.compile:
         problems.append("train.compile_scope: step compiles the step, so it needs train.compile: true")
-    if train.kernels in ("cpu", "gpu"):
+    if train.kernels == "cpu":
         problems.append(
-            f"train.compile_scope: step compiles the book's modules and torch's loss; train.kernels: "
-            f"{train.kernels} cannot run inside it (use auto or reference)"
+            "train.compile_scope: step compiles the book's modules and torch's loss; train.kernels: "
+            "cpu cannot run inside it (use auto or reference)"
         )
     if train.compile_mode != "default" and not data.batch_shapes:
         problems.append(
@@ -751,7 +778,7 @@ def _check_switches(cfg: Config, problems: list[str]) -> None:
                 f"but model.type is {cfg.model.type!r}"
             )
     switches = [key for key in cfg.model.switches if _sound(problems, key)]
-    if _sound(problems, "train.kernels") and switches and cfg.train.kernels in ("cpu", "gpu"):
+    if _sound(problems, "train.kernels") and switches and cfg.train.kernels == "cpu":
         problems.append(
             f"train.kernels: {cfg.train.kernels} runs the book's architecture only, but "
             f"{', '.join(f'{key} is {cfg.model.switches[key]!r}' for key in switches)} "
@@ -854,6 +881,8 @@ def config_from_dict(raw: Any, source: str = "config", saved: bool = False) -> C
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError([f"top level: expected a mapping of sections, got {type(raw).__name__}"], source)
+    if saved:
+        raw = _retire(raw)
     sections = {}
     for name, value in raw.items():
         if name not in SECTIONS:

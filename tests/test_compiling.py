@@ -34,8 +34,6 @@ def counted_compile(monkeypatch, tmp_path) -> dict:
         return graph.forward
 
     def compile_(fn, **options):
-        if not isinstance(fn, torch.nn.Module):  # the GPU path's loss: compiled on its own
-            return real(fn, backend="eager", dynamic=options.get("dynamic"))
         seen["options"].append(options)
         return real(fn, backend=counting_backend, dynamic=options.get("dynamic"))
 
@@ -59,8 +57,8 @@ def test_the_compile_options_take_the_mode_unless_the_path_set_one():
         "mode": "reduce-overhead",
         "dynamic": True,
     }
-    bucketed = {"dynamic": False, "mode": "reduce-overhead"}
-    assert compiling.compile_options(bucketed, "default") == bucketed
+    fixed = {"dynamic": False, "mode": "reduce-overhead"}
+    assert compiling.compile_options(fixed, "default") == fixed
 
 
 def test_compiled_graphs_persist_under_attn_mts_cache_unless_told_otherwise(monkeypatch, tmp_path):
@@ -71,17 +69,20 @@ def test_compiled_graphs_persist_under_attn_mts_cache_unless_told_otherwise(monk
     assert compiling.inductor_cache_dir() == tmp_path / "mine"
 
 
-def test_every_bucket_shape_compiles_before_the_first_step_and_its_time_is_apart(tmp_path, counted_compile):
+def test_every_batch_shape_compiles_before_the_first_step_and_its_time_is_apart(tmp_path, counted_compile):
     corpus = write_corpus(tmp_path / "reverse.txt", n=300)
     cfg = load_config(
-        TINY, [*SETTINGS, "train.kernels=gpu", "train.compile=true", "train.compile_mode=reduce-overhead"]
+        TINY,
+        [*SETTINGS, "data.batch_shapes=3", "train.compile=true", "train.compile_mode=reduce-overhead"],
     )
     data = load_data(cfg.data, str(corpus))
     paths = RunPaths(tmp_path / "run")
     paths.root.mkdir()
     made = Trainer(cfg, paths, data, torch.device("cpu"), quiet=True)
-    assert made.speed.bucket and torch._dynamo.config.recompile_limit >= 64
-    assert counted_compile["options"] == [{"mode": "reduce-overhead", "dynamic": False}]
+    assert torch._dynamo.config.recompile_limit >= 64
+    assert counted_compile["options"] == [
+        {"mode": "reduce-overhead", "dynamic": False}
+    ]  # static: one graph a shape
     shapes = set()
     for epoch in range(cfg.train.epochs):
         for indices in data.train.plan(epoch, cfg.train.seed):
@@ -96,7 +97,7 @@ def test_every_bucket_shape_compiles_before_the_first_step_and_its_time_is_apart
 
     made.train_step = first_counted
     result = made.fit()
-    assert at_first_step[0] == len(shapes) > 1  # one graph a bucket shape, all before the first step
+    assert at_first_step[0] == len(shapes) > 1  # one graph a batch shape, all before the first step
     assert counted_compile["graphs"] == len(shapes)  # and none while training
     assert made.compile_s > 0 and result.wall_s > 0
     write_run_summary(paths.summary, made, result, 0.0)
@@ -114,14 +115,13 @@ def test_the_recompile_limit_is_raised_for_every_compiled_run_ddp_included(tmp_p
         assert torch._dynamo.config.recompile_limit == compiling.RECOMPILE_LIMIT
 
 
-def test_compiled_graphs_go_to_attn_mts_cache_even_when_the_gpu_path_compiles_first(tmp_path):
-    """torch.compile fixes inductor's cache folder when first called: the GPU path's loss is compiled when
-    the path is built, so the cache must be set before (a fresh process, as `attn-mt train` is); and
-    equal sizes are not merged into one symbol."""
+def test_compiled_graphs_go_to_attn_mts_cache_when_compiling_is_prepared_first(tmp_path):
+    """torch.compile fixes inductor's cache folder when first called, so the cache is set before (a fresh
+    process, as `attn-mt train` is); and equal sizes are not merged into one symbol."""
     code = (
         "import os\n"
-        "from attn_mt.training.speed import GpuPath\n"
-        "GpuPath(1, compile=True)\n"
+        "from attn_mt.training.compiling import prepare_compile\n"
+        "prepare_compile()\n"
         "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
         "import torch.fx.experimental._config as fx\n"
         "print(fx.use_duck_shape)\n"

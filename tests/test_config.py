@@ -367,6 +367,16 @@ def test_choices_owned_by_other_layers_agree_with_them():
     assert declaration("train.best_metric").choices == tuple(HIGHER_IS_BETTER)
 
 
+def test_a_removed_value_is_named_with_what_to_use_and_a_saved_run_opens_with_its_replacement():
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["train.kernels=gpu"])
+    assert "train.kernels: 'gpu' was removed (issue 70)" in str(caught.value)
+    assert "use auto or reference" in str(caught.value)
+    saved = {"train": {"kernels": "gpu", "epochs": 3}}
+    assert config_from_dict(saved, saved=True).train.kernels == "reference"  # a run the GPU path trained
+    assert saved["train"]["kernels"] == "gpu"  # the caller's mapping is left as it was
+
+
 def test_bounds_words_and_problems():
     """Each kind of bound says what it allows, and a value outside gets the same words."""
     with pytest.raises(ConfigError) as info:

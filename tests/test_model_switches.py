@@ -190,8 +190,8 @@ def test_the_default_is_the_book_architecture():
         (["model.positional_encoding=learned"], "applies to model.type 'transformer' only"),
         (["model.type=transformer", "model.max_positions=0"], "model.max_positions: must be > 0, got 0"),
         (
-            ["model.type=transformer", "model.norm=batch", "train.kernels=gpu"],
-            "train.kernels: gpu runs the book's architecture only, but model.norm is 'batch'",
+            ["model.type=transformer", "model.norm=batch", "train.kernels=cpu"],
+            "train.kernels: cpu runs the book's architecture only, but model.norm is 'batch'",
         ),
         (["model.positional_enconding=none"], "did you mean model.positional_encoding?"),
     ],

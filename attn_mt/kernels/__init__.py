@@ -1,10 +1,8 @@
-"""Hand-written training passes that do the book's maths faster, one subpackage per device.
+"""Hand-written training passes that do the book's maths faster: cpu/, turned on together by
+`train.kernels: cpu` (`auto` on the CPU); `cpu.for_training` is the trainer's way in.
 
-- cpu/: every CPU speed measure, turned on together by `train.kernels: cpu` (`auto` on the CPU);
-  `cpu.for_training` is the trainer's way in.
-- gpu/: the Transformer's training pass for a GPU (`train.kernels: gpu`, `auto` on a verified
-  CUDA card); training/speed.py's GpuPath is its way in.
 Tests prove each kernel equal to the torch or book code it replaces (values, gradients and dropout
-masks from the same seed). The trainer imports a subpackage only when its kernels apply
-(training/speed.py), so a `train.kernels: reference` run never imports either.
+masks from the same seed). The trainer imports the subpackage only when its kernels apply
+(training/speed.py), so a `train.kernels: reference` run never imports it. A GPU trains the book's
+modules (the GPU path of its own was removed in issue 70: docs/gpu.md).
 """

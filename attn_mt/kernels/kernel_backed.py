@@ -1,8 +1,7 @@
 """The base of every kernel-backed model: a book model whose methods stay its own unless a kernel overrides.
 
-Both devices' kernels subclass it: kernels/cpu/kernel_models.py (the CPU kernels) and
-kernels/gpu/transformer_pass.py (the GPU path). Shapes: B batch, S source steps, T target steps,
-H hidden.
+The CPU kernels subclass it (kernels/cpu/kernel_models.py). Shapes: B batch, S source steps,
+T target steps, H hidden.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Shapes: B batch rows, S source steps, T target steps.
 A compiled step compiles (and, with `train.compile_mode: reduce-overhead`, captures a CUDA graph)
 the first time it meets a shape. `warm_up_batches` picks the batches that meet every shape a run
-will see (every bucket shape when the GPU path pads to buckets; with dynamic shapes the batches of
-fewest and most rows), so the trainer compiles them all before its first timed or logged step and
+will see (every fixed shape of data.batch_shapes; with dynamic shapes the batches of fewest and
+most rows), so the trainer compiles them all before its first timed or logged step and
 reports that time apart (`compile_s` in run_summary.json and the log). The FX graph cache keeps compiled
 graphs on disk, so a restarted or resumed run loads them instead of compiling again.
 """
@@ -43,7 +43,7 @@ def prepare_compile() -> None:
     torch.compile fixes inductor's cache folder the first time it is called, so this comes first.
     Sizes that are equal in one batch are kept apart (no duck shapes), so they guard nothing.
     Dynamo's recompile limit is raised for every compiled run, DDP included: past torch's default
-    of 8 graphs a frame (the bucketed shapes of a CUDA-graph mode, or the recompiles a new rank
+    of 8 graphs a frame (the fixed shapes of data.batch_shapes, or the recompiles a new rank
     count or the last, smaller batch cause) dynamo falls back to eager mode without an error.
     """
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache_dir()))
@@ -87,7 +87,7 @@ def warm_up_batches(
     """One collated batch of each shape the plan's batches take (`bucketed`), else a few extremes.
 
     `plan` is the batches (index lists) of the epochs to cover: a later epoch's shuffle can make a
-    bucket shape none of them had, which then compiles inside that epoch's step (and its log window).
+    batch shape none of them had, which then compiles inside that epoch's step (and its log window).
     """
     if bucketed:
         by_shape: dict[tuple[int, ...], Batch] = {}
@@ -144,7 +144,7 @@ def warm_up(trainer: WarmedUp, epochs: int = 3) -> None:
         last = max(min(first + epochs, tc.epochs), first + 1)
         plan = [ix for e in range(first, last) for ix in trainer.data.train.plan(e, tc.seed)]
         shaped = bool(getattr(trainer.data.train, "shapes", None))  # data.batch_shapes
-        batches = warm_up_batches(plan, trainer.collate, shaped or getattr(trainer.speed, "bucket", False))
+        batches = warm_up_batches(plan, trainer.collate, shaped)
         if trainer.whole_step is not None:
             on_device = [trainer.on_device(b) for b in batches]
             seconds = compile_shapes(lambda: trainer.whole_step.warm_up(on_device), trainer.device)

@@ -78,15 +78,17 @@ class Trainer:
         # the kernels run the book's architecture only: a model with an exercise switch trains on plain torch
         kernels = "reference" if cfg.model.switches else tc.kernels
         if tc.compile:
-            prepare_compile()  # before any torch.compile (the GPU path compiles its loss when built)
-        world, pad_id = self.dist.world_size, data.src_vocab.pad_id
-        self.speed = choose_speed(kernels, device, tc.compile, world, tc.compile_mode, pad_id)
+            prepare_compile()  # before any torch.compile, which fixes inductor's cache folder
+        self.speed = choose_speed(kernels, device, tc.compile, self.dist.world_size)
         self.params = self.speed.parameters(self.model)  # laid out before DDP reads them
         net = self.speed.wrap(self.model)
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
-        self.net: torch.nn.Module = compiled(net, self.speed.compile_options, tc)
+        # fixed batch shapes (data.batch_shapes): one static graph each, all compiled in the warm-up
+        static = {"dynamic": False} if cfg.data.batch_shapes else {}
+        self.compile_options = {**self.speed.compile_options, **static}
+        self.net: torch.nn.Module = compiled(net, self.compile_options, tc)
         self.compile_s = 0.0  # seconds of this session's warm-up (compiling), outside the training clock
         self.whole_step: WholeStep | None = None  # train.compile_scope: step, built by start()
         self.optimizer = build_optimizer(self.params.tensors, tc)
@@ -263,7 +265,7 @@ class Trainer:
             why = f"train.kernels: {self.speed.name} runs its own pass"
         if why is not None:
             log.info("train.compile_scope: step falls back to compiling the model alone: %s", why)
-            self.net = torch.compile(self.net, **compile_options(self.speed.compile_options, tc.compile_mode))
+            self.net = torch.compile(self.net, **compile_options(self.compile_options, tc.compile_mode))
             return None
         shaped = bool(getattr(self.data.train, "shapes", None))
         return WholeStep(

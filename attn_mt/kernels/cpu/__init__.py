@@ -13,8 +13,7 @@ gradients and dropout masks from the same seed):
 At the book's sizes a CPU training step is bound by the cost of each small operation and of
 autograd's bookkeeping, not by arithmetic; these kernels do the same maths in fewer, larger steps.
 The trainer reaches this package through `for_training` only, and only when the kernels apply
-(training/speed.py), so a `train.kernels: reference` run never imports it. The GPU path is
-kernels/gpu/.
+(training/speed.py), so a `train.kernels: reference` run never imports it.
 """
 
 from __future__ import annotations
