@@ -29,6 +29,7 @@ MODELS_HELP = MODEL_HELP[:-1] + "; several (same vocabularies) decode as their e
 QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)."
 DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
 LANG_HELP = "Language of the text and figures: en, zh or vi (default: $ATTN_MT_LANG, else the locale's)."
+CHECK_LANG_HELP = "Language of the report: en, zh or vi (default: $ATTN_MT_LANG, else the locale's)."
 ALLOWED_HOSTS_HELP = (
     "Host names (comma-separated) the server answers besides the address it listens on, e.g. a reverse "
     "proxy's; '*' answers any (no DNS-rebinding check)."
@@ -607,12 +608,13 @@ def check(
         [], "--block", help="Check only this block (repeatable), e.g. masked_softmax."
     ),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds the file may run before it is stopped."),
+    lang: str | None = typer.Option(None, "--lang", help=CHECK_LANG_HELP),
 ) -> None:
     """Run your masked softmax, attentions, positional encoding, Transformer blocks and Bahdanau decoder
     against attn-mt's, on edge cases; name the common mistakes. Exit code 1 if any case fails."""
     from attn_mt.commands.check import run_check
 
-    run_check(file, blocks, timeout)
+    run_check(file, blocks, timeout, lang)
 
 
 @app.command()

@@ -360,7 +360,7 @@ def test_dropout_in_the_wrong_place_still_gets_the_dropout_hint(tmp_path: Path) 
     [result] = check_namespace(load_text(text, tmp_path), ("AddNorm",))
     [failed] = [case for case in result.cases if not case.passed]
     assert failed.case == "dropout 0.5 in train mode" and failed.mistake == ""
-    assert failed.note == DROPOUT_NOTE + "Y, the sublayer's output, before the residual sum"
+    assert failed.note == DROPOUT_NOTE.format(where="Y, the sublayer's output, before the residual sum")
 
 
 def test_an_off_by_one_mask_is_named_in_every_block_and_case(tmp_path: Path) -> None:

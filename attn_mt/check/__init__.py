@@ -4,7 +4,8 @@ against attn-mt's own modules on the edge cases, with the common mistakes named.
 `check(masked_softmax)` (in Jupyter) checks one function or class in this process and prints its
 cases; `check(globals())` checks every block it finds. `check_file(path)` runs a file in a child
 process with a time limit (process.py), which is what `attn-mt check` and any server must use; it
-loads no torch in the calling process.
+loads no torch in the calling process. Both report in the learner's language: `check(..., lang="zh")`,
+else $ATTN_MT_LANG, else the locale's; `check_file` in the language in force.
 """
 
 from __future__ import annotations
@@ -14,19 +15,22 @@ from collections.abc import Mapping
 from attn_mt.check.mistakes import MISTAKES
 from attn_mt.check.process import FileReport, check_file
 from attn_mt.check.results import BLOCK_NAMES, BlockResult
+from attn_mt.i18n import in_language, resolve_language
 
 __all__ = ["BLOCK_NAMES", "MISTAKES", "BlockResult", "FileReport", "check", "check_file"]
 
 
-def check(target: object, block: str | None = None) -> list[BlockResult]:
-    """Check a learner's function or class, or every block in a namespace (`globals()`); print the cases."""
+def check(target: object, block: str | None = None, lang: str | None = None) -> list[BlockResult]:
+    """Check a learner's function or class, or every block in a namespace (`globals()`); print the cases in
+    `lang` (en, zh or vi; None: $ATTN_MT_LANG, else the locale's)."""
     from attn_mt.check.runner import block_named, check_block, check_namespace
 
-    if isinstance(target, Mapping):
-        results = check_namespace(target, (block,) if block else ())
-    else:
-        results = [check_block(block_named(target, block), target)]
-    taught: set[str] = set()
-    for result in results:
-        print(result.text(taught))
+    with in_language(resolve_language(lang)):
+        if isinstance(target, Mapping):
+            results = check_namespace(target, (block,) if block else ())
+        else:
+            results = [check_block(block_named(target, block), target)]
+        taught: set[str] = set()
+        for result in results:
+            print(result.text(taught))
     return results

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from attn_mt.check import variants
+from attn_mt.i18n import N_
 from attn_mt.models.attention import (
     AdditiveAttention,
     AttentionMask,
@@ -116,12 +117,12 @@ MASKED_SOFTMAX = Block(
     run_learner=lambda fn, x, sizes: {"output": fn(x["X"].clone(), x["valid_lens"])},
     variant=lambda ref, x, sizes, k: {"output": variants.masked_softmax(x["X"], x["valid_lens"], k)},
     cases=(
-        softmax_case("no valid_lens", (2, 2, 4), None),
-        softmax_case("1-D valid_lens", (2, 2, 4), lens(2, 3)),
-        softmax_case("2-D valid_lens", (2, 3, 5), lens([1, 3, 5], [2, 4, 4])),
-        softmax_case("a valid length of 0", (2, 2, 4), lens(0, 3), zero_length=True),
-        softmax_case("batch 1", (1, 3, 4), lens(2)),
-        softmax_case("odd sizes", (3, 5, 7), lens(7, 1, 4)),
+        softmax_case(N_("no valid_lens"), (2, 2, 4), None),
+        softmax_case(N_("1-D valid_lens"), (2, 2, 4), lens(2, 3)),
+        softmax_case(N_("2-D valid_lens"), (2, 3, 5), lens([1, 3, 5], [2, 4, 4])),
+        softmax_case(N_("a valid length of 0"), (2, 2, 4), lens(0, 3), zero_length=True),
+        softmax_case(N_("batch 1"), (1, 3, 4), lens(2)),
+        softmax_case(N_("odd sizes"), (3, 5, 7), lens(7, 1, 4)),
     ),
     mistakes=(
         "mask-with-zero",
@@ -159,14 +160,14 @@ def attention_cases(query_size: int, key_size: int) -> tuple[Case, ...]:
         return Case(name, sizes, inputs, **extra)  # type: ignore[arg-type]
 
     return (
-        case("no valid_lens", 2, 1, 10, 4, None),
-        case("1-D valid_lens", 2, 1, 10, 4, lens(2, 6)),
-        case("2-D valid_lens", 2, 3, 5, 4, lens([1, 3, 5], [2, 4, 4])),
-        case("a valid length of 0", 2, 2, 4, 3, lens(0, 3), zero_length=True),
-        case("batch 1", 1, 2, 5, 3, lens(4)),
-        case("odd sizes", 3, 5, 7, 3, lens(7, 1, 4)),
-        case("dropout 0.5 in eval mode", 2, 3, 6, 4, lens(3, 5), dropout=True),
-        case("dropout 0.5 in train mode", 2, 3, 6, 4, lens(3, 5), dropout=True, train=True),
+        case(N_("no valid_lens"), 2, 1, 10, 4, None),
+        case(N_("1-D valid_lens"), 2, 1, 10, 4, lens(2, 6)),
+        case(N_("2-D valid_lens"), 2, 3, 5, 4, lens([1, 3, 5], [2, 4, 4])),
+        case(N_("a valid length of 0"), 2, 2, 4, 3, lens(0, 3), zero_length=True),
+        case(N_("batch 1"), 1, 2, 5, 3, lens(4)),
+        case(N_("odd sizes"), 3, 5, 7, 3, lens(7, 1, 4)),
+        case(N_("dropout 0.5 in eval mode"), 2, 3, 6, 4, lens(3, 5), dropout=True),
+        case(N_("dropout 0.5 in train mode"), 2, 3, 6, 4, lens(3, 5), dropout=True, train=True),
     )
 
 
@@ -196,7 +197,7 @@ DOT_PRODUCT = Block(
     variant=attention_variant(lambda ref, q, k, v, vl, kn: variants.dot_product(q, k, v, vl, kn)),
     cases=attention_cases(6, 6),
     mistakes=(*SOFTMAX_MISTAKES, "no-scaling", "scaled-by-d"),
-    dropout_where="the attention weights, after the softmax and before they multiply the values",
+    dropout_where=N_("the attention weights, after the softmax and before they multiply the values"),
 )
 
 ADDITIVE = Block(
@@ -208,7 +209,7 @@ ADDITIVE = Block(
     variant=attention_variant(lambda ref, q, k, v, vl, kn: variants.additive(params(ref), q, k, v, vl, kn)),
     cases=attention_cases(5, 3),
     mistakes=(*SOFTMAX_MISTAKES, "no-tanh"),
-    dropout_where="the attention weights, after the softmax and before they multiply the values",
+    dropout_where=N_("the attention weights, after the softmax and before they multiply the values"),
 )
 
 
@@ -263,7 +264,7 @@ def merge_reference(ref: nn.Module | None, x: Tensors, s: dict[str, float]) -> O
 def heads_block(name: str, split: bool) -> Block:
     """One of multi-head attention's two transposes: transpose_qkv (`split`) or transpose_output."""
     shapes = ((2, 4, 6), (1, 3, 8), (3, 5, 15)) if split else ((6, 4, 2), (2, 3, 4), (15, 5, 3))
-    names = ("3 heads", "batch 1", "odd sizes")
+    names = (N_("3 heads"), N_("batch 1"), N_("odd sizes"))
     transpose = variants.split_heads if split else variants.merge_heads
     return Block(
         name=name,
@@ -305,14 +306,14 @@ def mha_cases() -> tuple[Case, ...]:
         return Case(name, sizes, inputs, **extra)  # type: ignore[arg-type]
 
     return (
-        case("no valid_lens", 2, 3, 4, None),
-        case("1-D valid_lens", 2, 4, 6, lens(3, 2)),
-        case("2-D valid_lens", 2, 3, 5, lens([1, 3, 5], [2, 4, 4])),
-        case("a valid length of 0", 2, 2, 4, lens(0, 3), zero_length=True),
-        case("batch 1", 1, 2, 5, lens(4)),
-        case("odd sizes", 3, 5, 7, lens(7, 1, 4), hidden=15, heads=5),
-        case("dropout 0.5 in eval mode", 2, 3, 6, lens(3, 5), dropout=True),
-        case("dropout 0.5 in train mode", 2, 3, 6, lens(3, 5), dropout=True, train=True),
+        case(N_("no valid_lens"), 2, 3, 4, None),
+        case(N_("1-D valid_lens"), 2, 4, 6, lens(3, 2)),
+        case(N_("2-D valid_lens"), 2, 3, 5, lens([1, 3, 5], [2, 4, 4])),
+        case(N_("a valid length of 0"), 2, 2, 4, lens(0, 3), zero_length=True),
+        case(N_("batch 1"), 1, 2, 5, lens(4)),
+        case(N_("odd sizes"), 3, 5, 7, lens(7, 1, 4), hidden=15, heads=5),
+        case(N_("dropout 0.5 in eval mode"), 2, 3, 6, lens(3, 5), dropout=True),
+        case(N_("dropout 0.5 in train mode"), 2, 3, 6, lens(3, 5), dropout=True, train=True),
     )
 
 
@@ -343,7 +344,7 @@ MULTI_HEAD = Block(
         "valid-lens-tiled",
         "no-output-projection",
     ),
-    dropout_where="the attention weights of every head, after the softmax",
+    dropout_where=N_("the attention weights of every head, after the softmax"),
 )
 
 
@@ -385,14 +386,14 @@ POSITIONAL = Block(
     run_learner=lambda m, x, s: {"output": m(x["X"])},  # type: ignore[operator]
     variant=lambda ref, x, s, k: {"output": variants.positional(x["X"], k)},  # type: ignore[arg-type]
     cases=(
-        x_case("12 steps", (1, 12, 8), pe_sizes(8)),
-        x_case("batch 2", (2, 9, 16), pe_sizes(16)),
-        x_case("odd steps", (3, 7, 6), pe_sizes(6)),
-        x_case("dropout 0.5 in eval mode", (2, 5, 8), pe_sizes(8, DROPOUT)),
-        x_case("dropout 0.5 in train mode", (2, 5, 8), pe_sizes(8, DROPOUT), train=True),
+        x_case(N_("12 steps"), (1, 12, 8), pe_sizes(8)),
+        x_case(N_("batch 2"), (2, 9, 16), pe_sizes(16)),
+        x_case(N_("odd steps"), (3, 7, 6), pe_sizes(6)),
+        x_case(N_("dropout 0.5 in eval mode"), (2, 5, 8), pe_sizes(8, DROPOUT)),
+        x_case(N_("dropout 0.5 in train mode"), (2, 5, 8), pe_sizes(8, DROPOUT), train=True),
     ),
     mistakes=("sin-cos-swapped", "frequency-exponent", "pe-sliced-by-batch"),
-    dropout_where="X + P, after the table is added",
+    dropout_where=N_("X + P, after the table is added"),
     probes=(sliced_by_batch,),
 )
 
@@ -412,9 +413,9 @@ FFN = Block(
     run_learner=lambda m, x, s: {"output": m(x["X"])},  # type: ignore[operator]
     variant=lambda ref, x, s, k: {"output": variants.ffn(params(ref), x["X"], k)},  # type: ignore[arg-type]
     cases=(
-        x_case("batch 2", (2, 3, 4), ffn_sizes(4, 8)),
-        x_case("batch 1", (1, 1, 6), ffn_sizes(6, 3)),
-        x_case("odd sizes", (3, 5, 7), ffn_sizes(7, 9)),
+        x_case(N_("batch 2"), (2, 3, 4), ffn_sizes(4, 8)),
+        x_case(N_("batch 1"), (1, 1, 6), ffn_sizes(6, 3)),
+        x_case(N_("odd sizes"), (3, 5, 7), ffn_sizes(7, 9)),
     ),
     mistakes=("no-relu",),
 )
@@ -433,14 +434,14 @@ ADD_NORM = Block(
     run_learner=lambda m, x, s: {"output": m(x["X"], x["Y"])},  # type: ignore[operator]
     variant=lambda ref, x, s, k: {"output": variants.add_norm(params(ref), x["X"], x["Y"], k)},  # type: ignore[arg-type]
     cases=(
-        x_case("batch 2", (2, 3, 4), addnorm_sizes(4), two=True),
-        x_case("batch 1", (1, 1, 6), addnorm_sizes(6), two=True),
-        x_case("odd sizes", (3, 5, 7), addnorm_sizes(7), two=True),
-        x_case("dropout 0.5 in eval mode", (2, 3, 4), addnorm_sizes(4, DROPOUT), two=True),
-        x_case("dropout 0.5 in train mode", (2, 3, 4), addnorm_sizes(4, DROPOUT), two=True, train=True),
+        x_case(N_("batch 2"), (2, 3, 4), addnorm_sizes(4), two=True),
+        x_case(N_("batch 1"), (1, 1, 6), addnorm_sizes(6), two=True),
+        x_case(N_("odd sizes"), (3, 5, 7), addnorm_sizes(7), two=True),
+        x_case(N_("dropout 0.5 in eval mode"), (2, 3, 4), addnorm_sizes(4, DROPOUT), two=True),
+        x_case(N_("dropout 0.5 in train mode"), (2, 3, 4), addnorm_sizes(4, DROPOUT), two=True, train=True),
     ),
     mistakes=("norm-before-add", "no-residual"),
-    dropout_where="Y, the sublayer's output, before the residual sum",
+    dropout_where=N_("Y, the sublayer's output, before the residual sum"),
 )
 
 
@@ -497,12 +498,12 @@ ENCODER_BLOCK = Block(
         "output": variants.encoder_block(params(ref), x["X"], x["valid_lens"], int(s["num_heads"]), k)  # type: ignore[arg-type]
     },
     cases=(
-        encoder_case("no valid_lens", (2, 4, 8), 2, None),
-        encoder_case("1-D valid_lens", (2, 5, 8), 2, lens(3, 2)),
-        encoder_case("batch 1", (1, 3, 6), 3, lens(2)),
-        encoder_case("odd sizes", (3, 7, 10), 5, lens(7, 1, 4)),
-        encoder_case("dropout 0.5 in eval mode", (2, 4, 8), 2, lens(3, 4), dropout=True),
-        encoder_case("dropout 0.5 in train mode", (2, 4, 8), 2, lens(3, 4), dropout=True, train=True),
+        encoder_case(N_("no valid_lens"), (2, 4, 8), 2, None),
+        encoder_case(N_("1-D valid_lens"), (2, 5, 8), 2, lens(3, 2)),
+        encoder_case(N_("batch 1"), (1, 3, 6), 3, lens(2)),
+        encoder_case(N_("odd sizes"), (3, 7, 10), 5, lens(7, 1, 4)),
+        encoder_case(N_("dropout 0.5 in eval mode"), (2, 4, 8), 2, lens(3, 4), dropout=True),
+        encoder_case(N_("dropout 0.5 in train mode"), (2, 4, 8), 2, lens(3, 4), dropout=True, train=True),
     ),
     mistakes=(
         "block-without-mask",
@@ -518,7 +519,7 @@ ENCODER_BLOCK = Block(
         "no-residual",
         "block-residual-from-input",
     ),
-    dropout_where="the attention weights and, in each add & norm, the sublayer's output",
+    dropout_where=N_("the attention weights and, in each add & norm, the sublayer's output"),
 )
 
 
@@ -586,14 +587,16 @@ DECODER_BLOCK = Block(
         )
     },
     cases=(
-        decoder_block_case("training: causal self-attention", 2, 4, 5, 8, 2, lens(3, 5), train=True),
-        decoder_block_case("no valid_lens", 2, 3, 4, 8, 2, None),
-        decoder_block_case("1-D valid_lens", 2, 3, 5, 8, 2, lens(2, 5)),
-        decoder_block_case("one step after 3 (prediction)", 2, 1, 5, 8, 2, lens(4, 2), past=3),
-        decoder_block_case("batch 1", 1, 3, 3, 6, 3, lens(2)),
-        decoder_block_case("odd sizes", 3, 5, 7, 10, 5, lens(7, 1, 4)),
-        decoder_block_case("dropout 0.5 in eval mode", 2, 4, 5, 8, 2, lens(3, 5), dropout=True),
-        decoder_block_case("dropout 0.5 in train mode", 2, 4, 5, 8, 2, lens(3, 5), dropout=True, train=True),
+        decoder_block_case(N_("training: causal self-attention"), 2, 4, 5, 8, 2, lens(3, 5), train=True),
+        decoder_block_case(N_("no valid_lens"), 2, 3, 4, 8, 2, None),
+        decoder_block_case(N_("1-D valid_lens"), 2, 3, 5, 8, 2, lens(2, 5)),
+        decoder_block_case(N_("one step after 3 (prediction)"), 2, 1, 5, 8, 2, lens(4, 2), past=3),
+        decoder_block_case(N_("batch 1"), 1, 3, 3, 6, 3, lens(2)),
+        decoder_block_case(N_("odd sizes"), 3, 5, 7, 10, 5, lens(7, 1, 4)),
+        decoder_block_case(N_("dropout 0.5 in eval mode"), 2, 4, 5, 8, 2, lens(3, 5), dropout=True),
+        decoder_block_case(
+            N_("dropout 0.5 in train mode"), 2, 4, 5, 8, 2, lens(3, 5), dropout=True, train=True
+        ),
     ),
     mistakes=(
         "decoder-not-causal",
@@ -609,7 +612,7 @@ DECODER_BLOCK = Block(
         "norm-before-add",
         "no-residual",
     ),
-    dropout_where="the attention weights and, in each add & norm, the sublayer's output",
+    dropout_where=N_("the attention weights and, in each add & norm, the sublayer's output"),
 )
 
 
@@ -656,10 +659,10 @@ SEQ2SEQ_ENCODER = Block(
     run_learner=run_learner_encoder,
     variant=lambda ref, x, s, k: run_reference_encoder(ref, x, s),
     cases=(
-        seq2seq_case("2 layers", 2, 5, 2),
-        seq2seq_case("batch 1", 1, 3, 1),
-        seq2seq_case("odd sizes", 3, 7, 3),
-        seq2seq_case("dropout 0.5 in eval mode", 2, 4, 2, DROPOUT),
+        seq2seq_case(N_("2 layers"), 2, 5, 2),
+        seq2seq_case(N_("batch 1"), 1, 3, 1),
+        seq2seq_case(N_("odd sizes"), 3, 7, 3),
+        seq2seq_case(N_("dropout 0.5 in eval mode"), 2, 4, 2, DROPOUT),
     ),
     mistakes=(),
 )
@@ -752,12 +755,12 @@ DECODER = Block(
     run_learner=run_learner_decoder,
     variant=decoder_variant,
     cases=(
-        decoder_case("no valid_lens", 2, 4, 3, 2, None),
-        decoder_case("1-D valid_lens", 2, 5, 4, 2, lens(3, 5)),
-        decoder_case("batch 1", 1, 3, 2, 1, lens(2)),
-        decoder_case("odd sizes", 3, 7, 5, 3, lens(7, 1, 4)),
-        decoder_case("dropout 0.5 in eval mode", 2, 4, 3, 2, lens(3, 4), dropout=True),
-        decoder_case("dropout 0.5 in train mode", 2, 4, 3, 2, lens(3, 4), dropout=True, train=True),
+        decoder_case(N_("no valid_lens"), 2, 4, 3, 2, None),
+        decoder_case(N_("1-D valid_lens"), 2, 5, 4, 2, lens(3, 5)),
+        decoder_case(N_("batch 1"), 1, 3, 2, 1, lens(2)),
+        decoder_case(N_("odd sizes"), 3, 7, 5, 3, lens(7, 1, 4)),
+        decoder_case(N_("dropout 0.5 in eval mode"), 2, 4, 3, 2, lens(3, 4), dropout=True),
+        decoder_case(N_("dropout 0.5 in train mode"), 2, 4, 3, 2, lens(3, 4), dropout=True, train=True),
     ),
     mistakes=(
         "decoder-without-mask",
@@ -766,14 +769,14 @@ DECODER = Block(
         *SOFTMAX_MISTAKES,
         "no-tanh",
     ),
-    dropout_where="the attention weights at each step, and between the GRU's layers",
+    dropout_where=N_("the attention weights at each step, and between the GRU's layers"),
     probes=(time_major_state,),
 )
 
 # the Transformer encoder and decoder ----------------------------------------------------------------
 
 
-TRANSFORMER_DROPOUT = (
+TRANSFORMER_DROPOUT = N_(
     "the positional encoding's sum and, in every block, the attention weights and each add & norm's "
     "sublayer output"
 )
@@ -869,15 +872,17 @@ TRANSFORMER_ENCODER = Block(
     run_learner=run_learner_transformer_encoder,
     variant=encoder_variant,
     cases=(
-        ids_case("no valid_lens", transformer_sizes(8, 2, 2), encoder_inputs(2, 4, None)),
-        ids_case("1-D valid_lens", transformer_sizes(8, 2, 2), encoder_inputs(2, 5, lens(3, 2))),
-        ids_case("batch 1, one block", transformer_sizes(6, 3, 1), encoder_inputs(1, 3, lens(2))),
-        ids_case("odd sizes, 3 blocks", transformer_sizes(10, 5, 3), encoder_inputs(3, 7, lens(7, 1, 4))),
+        ids_case(N_("no valid_lens"), transformer_sizes(8, 2, 2), encoder_inputs(2, 4, None)),
+        ids_case(N_("1-D valid_lens"), transformer_sizes(8, 2, 2), encoder_inputs(2, 5, lens(3, 2))),
+        ids_case(N_("batch 1, one block"), transformer_sizes(6, 3, 1), encoder_inputs(1, 3, lens(2))),
+        ids_case(N_("odd sizes, 3 blocks"), transformer_sizes(10, 5, 3), encoder_inputs(3, 7, lens(7, 1, 4))),
         ids_case(
-            "dropout 0.5 in eval mode", transformer_sizes(8, 2, 2, DROPOUT), encoder_inputs(2, 4, lens(3, 4))
+            N_("dropout 0.5 in eval mode"),
+            transformer_sizes(8, 2, 2, DROPOUT),
+            encoder_inputs(2, 4, lens(3, 4)),
         ),
         ids_case(
-            "dropout 0.5 in train mode",
+            N_("dropout 0.5 in train mode"),
             transformer_sizes(8, 2, 2, DROPOUT),
             encoder_inputs(2, 4, lens(3, 4)),
             train=True,
@@ -896,7 +901,7 @@ TRANSFORMER_ENCODER = Block(
 )
 
 
-STEP_POSITIONS_NOTE = (
+STEP_POSITIONS_NOTE = N_(
     "one token at a time, your decoder gives step t the positional encoding of position t; the book's gives "
     "every one-token input position 0 (P[:, :1]), which attn-mt's decoding does not: both pass"
 )
@@ -1017,17 +1022,19 @@ TRANSFORMER_DECODER = Block(
     run_learner=run_learner_transformer_decoder,
     variant=decoder_model_variant,
     cases=(
-        transformer_decoder_case("training: all steps, causal", 2, 4, 5, (8, 2, 2), lens(3, 5), train=True),
-        transformer_decoder_case("training, no valid_lens", 2, 3, 4, (8, 2, 2), None, train=True),
         transformer_decoder_case(
-            "prediction: one token at a time", 2, 4, 5, (8, 2, 2), lens(4, 2), predict=True
+            N_("training: all steps, causal"), 2, 4, 5, (8, 2, 2), lens(3, 5), train=True
         ),
-        transformer_decoder_case("batch 1, one block", 1, 3, 3, (6, 3, 1), lens(2), train=True),
+        transformer_decoder_case(N_("training, no valid_lens"), 2, 3, 4, (8, 2, 2), None, train=True),
         transformer_decoder_case(
-            "odd sizes, 3 blocks, one token at a time", 3, 5, 7, (10, 5, 3), lens(7, 1, 4), predict=True
+            N_("prediction: one token at a time"), 2, 4, 5, (8, 2, 2), lens(4, 2), predict=True
+        ),
+        transformer_decoder_case(N_("batch 1, one block"), 1, 3, 3, (6, 3, 1), lens(2), train=True),
+        transformer_decoder_case(
+            N_("odd sizes, 3 blocks, one token at a time"), 3, 5, 7, (10, 5, 3), lens(7, 1, 4), predict=True
         ),
         transformer_decoder_case(
-            "dropout 0.5 in eval mode, one token at a time",
+            N_("dropout 0.5 in eval mode, one token at a time"),
             2,
             3,
             5,
@@ -1037,7 +1044,7 @@ TRANSFORMER_DECODER = Block(
             predict=True,
         ),
         transformer_decoder_case(
-            "dropout 0.5 in train mode", 2, 4, 5, (8, 2, 2), lens(3, 5), dropout=True, train=True
+            N_("dropout 0.5 in train mode"), 2, 4, 5, (8, 2, 2), lens(3, 5), dropout=True, train=True
         ),
     ),
     mistakes=(
@@ -1127,11 +1134,11 @@ NW_KERNEL_REGRESSION = Block(
         )
     ),
     cases=(
-        nw_case("each training input against the others", lambda g: leave_one_out(g, 6)),
-        nw_case("test inputs against shared keys", lambda g: shared_keys(g, 4, 7)),
-        nw_case("one query", lambda g: shared_keys(g, 1, 5)),
-        nw_case("one key per query", lambda g: shared_keys(g, 3, 1)),
-        nw_case("keys far from the queries", lambda g: shared_keys(g, 3, 4, far=60.0)),
+        nw_case(N_("each training input against the others"), lambda g: leave_one_out(g, 6)),
+        nw_case(N_("test inputs against shared keys"), lambda g: shared_keys(g, 4, 7)),
+        nw_case(N_("one query"), lambda g: shared_keys(g, 1, 5)),
+        nw_case(N_("one key per query"), lambda g: shared_keys(g, 3, 1)),
+        nw_case(N_("keys far from the queries"), lambda g: shared_keys(g, 3, 4, far=60.0)),
     ),
     mistakes=("nw-exponent-sign", "softmax-wrong-axis", "nw-queries-tiled", "nw-w-on-squared-distance"),
 )

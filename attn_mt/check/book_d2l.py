@@ -320,8 +320,13 @@ class Seq2SeqEncoder(Encoder):
 
 
 def __getattr__(name: str) -> object:
-    """A d2l name the stand-in does not give: say so rather than fail with a bare AttributeError."""
+    """A d2l name the stand-in does not give: say so, in the check's language, rather than fail with a bare
+    AttributeError."""
+    from attn_mt.i18n import _  # here, so that d2l.torch's names stay the stand-in's own
+
     raise AttributeError(
-        f"attn-mt check's stand-in for d2l has no {name!r}: it gives only what the attention chapter's "
-        "blocks call; leave calls such as training, data loading and plotting out of the file you check"
+        _(
+            "attn-mt check's stand-in for d2l has no {name!r}: it gives only what the attention chapter's "
+            "blocks call; leave calls such as training, data loading and plotting out of the file you check"
+        ).format(name=name)
     )

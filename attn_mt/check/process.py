@@ -6,7 +6,8 @@ JSON lines to a file of its own, so whatever happens the parent reads how far it
 one line, within the limit. The child starts in a session of its own with no input (stdin is empty,
 so `input()` fails at once), and the whole session is killed when the check ends, so nothing it
 started outlives the check. Of the child's output the parent keeps the first and last `OUTPUT_KEEP`
-bytes, and stops a child that prints more than `OUTPUT_LIMIT` bytes.
+bytes, and stops a child that prints more than `OUTPUT_LIMIT` bytes. The child reports in the language in
+force here (given to it as $ATTN_MT_LANG), as do the lines this module writes.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attn_mt.check.results import BlockResult
+from attn_mt.check.results import BlockResult, note_line
 from attn_mt.errors import UserError
+from attn_mt.i18n import _, current_language
+from attn_mt.i18n.languages import ENV_VAR
 
 DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_KEEP = 1024  # bytes of the learner's output kept from its start, and as many from its end
@@ -52,16 +55,18 @@ class FileReport:
     def text(self) -> str:
         """The whole report, as `attn-mt check` prints it; each lesson once, where it first comes up."""
         taught: set[str] = set()
-        lines = [f"note: {note}" for note in self.notes]
+        lines = [note_line(note) for note in self.notes]
         lines += [result.text(taught) for result in self.results]
         if self.error:
-            lines.append(f"error: {self.error}")
+            lines.append(_("error: {error}").format(error=self.error))
         elif not any(result.found for result in self.results):
-            lines.append(f"no block found in {self.path.name}: define them under the book's names")
+            lines.append(
+                _("no block found in {file}: define them under the book's names").format(file=self.path.name)
+            )
         else:
             found = [result for result in self.results if result.found]
             passed = sum(result.passed for result in found)
-            lines.append(f"{passed} of {len(found)} blocks passed")
+            lines.append(_("{passed} of {total} blocks passed").format(passed=passed, total=len(found)))
         return "\n".join(lines)
 
 
@@ -91,7 +96,8 @@ class KeptOutput:
             return bytes(self.head + self.tail).decode("utf-8", "replace").strip()
         head = bytes(self.head).decode("utf-8", "replace")
         tail = bytes(self.tail).decode("utf-8", "replace")
-        return f"{head}\n[... {left_out} bytes of its output left out ...]\n{tail}".strip()
+        left = _("[... {count} bytes of its output left out ...]").format(count=left_out)
+        return f"{head}\n{left}\n{tail}".strip()
 
 
 @dataclass
@@ -179,19 +185,28 @@ def kill_session(pid: int) -> None:
 def check_timeout(timeout_s: float, option: str = "timeout_s") -> None:
     """Refuse a time limit that is not a positive finite number of seconds (NaN, infinity, 0, < 0)."""
     if not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise UserError(f"{option} must be a positive finite number of seconds, got {timeout_s:g}")
+        raise UserError(
+            _("{option} must be a positive finite number of seconds, got {value}").format(
+                option=option, value=f"{timeout_s:g}"
+            )
+        )
 
 
 def check_file(path: Path, only: tuple[str, ...] = (), timeout_s: float = DEFAULT_TIMEOUT_S) -> FileReport:
     """Run the checks of the blocks in the learner's file `path` in a child process, within `timeout_s`."""
     check_timeout(timeout_s)
     if not path.is_file():
-        raise UserError(f"no such file to check: {path}")
+        raise UserError(_("no such file to check: {path}").format(path=path))
     report = FileReport(path)
     with tempfile.TemporaryDirectory(prefix="attn-mt-check-") as folder:
         events_path = Path(folder) / "events.jsonl"
         command = [sys.executable, "-m", "attn_mt.check.worker", str(path.resolve()), str(events_path), *only]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            ENV_VAR: current_language(),
+        }
         child = run_child(command, env, path.resolve().parent, timeout_s)
         events = read_events(events_path)
     for event in events:
@@ -203,17 +218,19 @@ def check_file(path: Path, only: tuple[str, ...] = (), timeout_s: float = DEFAUL
             report.notes.append(str(event["note"]))
     started = [str(event["started"]) for event in events if "started" in event]
     finished = any("finished" in event for event in events)
-    where = "while loading the file" if started[-1:] in ([], ["loading"]) else f"in {started[-1]}"
+    if started[-1:] in ([], ["loading"]):
+        where = _("while loading the file")
+    else:
+        where = _("in {block}").format(block=started[-1])
     if child.timed_out:
-        report.error = (
-            f"{path.name} did not finish within {timeout_s:g} s (stopped {where}): "
-            "look for a loop that never ends"
-        )
+        report.error = _(
+            "{file} did not finish within {seconds} s (stopped {where}): look for a loop that never ends"
+        ).format(file=path.name, seconds=f"{timeout_s:g}", where=where)
     elif child.flooded:
-        report.error = (
-            f"{path.name} printed more than {OUTPUT_LIMIT >> 20} MiB (stopped {where}): print less, "
-            "such as a tensor's shape rather than the tensor"
-        )
+        report.error = _(
+            "{file} printed more than {size} MiB (stopped {where}): print less, such as a tensor's shape "
+            "rather than the tensor"
+        ).format(file=path.name, size=OUTPUT_LIMIT >> 20, where=where)
     elif not finished and not report.error:
         report.error = ended_early(path, bool(events), where, child)
     return report
@@ -224,16 +241,20 @@ def ended_early(path: Path, loading_began: bool, where: str, child: ChildRun) ->
     code = child.returncode
     if code < 0:
         try:
-            how = f"killed by {signal.Signals(-code).name}"
+            how = _("killed by {signal}").format(signal=signal.Signals(-code).name)
         except ValueError:
-            how = f"killed by signal {-code}"
+            how = _("killed by signal {number}").format(number=-code)
     else:
-        how = f"exit code {code}"
+        how = _("exit code {code}").format(code=code)
     if not loading_began:
-        said = f"the check of {path.name} stopped before loading the file ({how})"
+        said = _("the check of {file} stopped before loading the file ({how})").format(
+            file=path.name, how=how
+        )
     elif code < 0:
-        said = f"the check's process was {how} {where}"
+        said = _("the check's process was {how} {where}").format(how=how, where=where)
     else:
-        said = f"{path.name} ended the check's process {where} ({how})"
+        said = _("{file} ended the check's process {where} ({how})").format(
+            file=path.name, where=where, how=how
+        )
     printed = child.output.text()
-    return f"{said}; its last output: {printed}" if printed else said
+    return _("{said}; its last output: {output}").format(said=said, output=printed) if printed else said

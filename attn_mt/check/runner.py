@@ -10,7 +10,8 @@ same case in eval mode (a difference there is no dropout's), dropout behaving di
 train mode, the book's own convention for a valid length of 0 or another convention a case accepts
 (passed, with a note), and the variants of `variants.py` with one mistake each; else the smallest
 slice that differs is shown with the case's inputs. Where several mistakes fit one case, the one that
-fits most of the block's cases is named.
+fits most of the block's cases is named. What it says of a case (its detail, its note, a LearnerError) is
+in the language in force.
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ from attn_mt.check import variants
 from attn_mt.check.blocks import BLOCKS, Block, Case, Outputs, Probe, Tensors
 from attn_mt.check.mistakes import BY_ID
 from attn_mt.check.results import BlockResult, CaseResult
+from attn_mt.i18n import N_, _
 
 RTOL, ATOL = 1e-4, 1e-5  # float32 results of the same formula in another order of operations
 GRAD_RTOL, GRAD_ATOL = 1e-3, 1e-4  # gradients sum more terms, in another order
-DROPOUT_NOTE = "the same case passes in eval mode; the book applies dropout to "
+DROPOUT_NOTE = N_("the same case passes in eval mode; the book applies dropout to {where}")
 DROPOUT_MISTAKES = {"dropout-in-eval", "dropout-not-in-training"}
 SHOWN_ELEMENTS = 8  # a differing slice up to this many elements is shown in full
 SEED = 20260
-BOOK_EMPTY_NOTE = (
+BOOK_EMPTY_NOTE = N_(
     "with a valid length of 0 your weights are uniform over all keys, as the book's -1e6 fill gives; "
     "attn-mt gives such a query all-zero weights (it attends to nothing)"
 )
@@ -65,14 +67,18 @@ def build(cls: type, sizes: Mapping[str, float], what: str) -> nn.Module:
         elif parameter.default is parameter.empty:
             known = ", ".join(sorted(sizes))
             raise LearnerError(
-                f"{what}.__init__ asks for '{name}', which is none of the book's arguments here ({known})"
+                _(
+                    "{what}.__init__ asks for '{name}', which is none of the book's arguments here ({known})"
+                ).format(what=what, name=name, known=known)
             )
     try:
         module = cls(**arguments)
     except Exception as exc:
-        raise LearnerError(f"{what}({describe(arguments)}) raised {error_line(exc)}") from exc
+        raise LearnerError(
+            _("{call} raised {error}").format(call=f"{what}({describe(arguments)})", error=error_line(exc))
+        ) from exc
     if not isinstance(module, nn.Module):
-        raise LearnerError(f"{what} is not an nn.Module subclass")
+        raise LearnerError(_("{what} is not an nn.Module subclass").format(what=what))
     return module
 
 
@@ -92,16 +98,23 @@ def copy_parameters(reference: nn.Module, learner: nn.Module, what: str) -> None
     hidden = unregistered(learner, missing)
     if hidden:
         raise LearnerError(
-            f"your {what} has no parameter named {', '.join(missing)}: {hidden} is not registered with "
-            "the module",
+            _(
+                "your {what} has no parameter named {names}: {hidden} is not registered with the module"
+            ).format(what=what, names=", ".join(missing), hidden=hidden),
             "parameters-not-registered",
         )
     if missing or extra:
-        parts = [f"no parameter named {', '.join(missing)}"] if missing else []
-        parts += [f"parameters the book's {what} does not have: {', '.join(extra)}"] if extra else []
+        parts = [_("no parameter named {names}").format(names=", ".join(missing))] if missing else []
+        if extra:
+            parts.append(
+                _("parameters the book's {what} does not have: {names}").format(
+                    what=what, names=", ".join(extra)
+                )
+            )
         raise LearnerError(
-            f"your {what} has {'; '.join(parts)}; name the layers as the book does "
-            f"(its parameters: {', '.join(sorted(ours))})"
+            _("your {what} has {parts}; name the layers as the book does (its parameters: {names})").format(
+                what=what, parts="; ".join(parts), names=", ".join(sorted(ours))
+            )
         )
     with torch.no_grad():
         for name, parameter in theirs.items():
@@ -109,8 +122,9 @@ def copy_parameters(reference: nn.Module, learner: nn.Module, what: str) -> None
                 parameter.materialize(ours[name].shape)  # a LazyLinear the learner's forward never called
             if parameter.shape != ours[name].shape:
                 raise LearnerError(
-                    f"your {what}'s {name} has shape {tuple(parameter.shape)}, the book's "
-                    f"{tuple(ours[name].shape)}"
+                    _("your {what}'s {name} has shape {shape}, the book's {book_shape}").format(
+                        what=what, name=name, shape=tuple(parameter.shape), book_shape=tuple(ours[name].shape)
+                    )
                 )
             parameter.copy_(ours[name])
 
@@ -122,19 +136,26 @@ def unregistered(learner: nn.Module, missing: list[str]) -> str:
         attribute = name.split(".")[0]
         value = learner.__dict__.get(attribute)
         if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
-            return f"self.{attribute} (a plain tensor, not an nn.Parameter)"
+            return _("self.{attribute} (a plain tensor, not an nn.Parameter)").format(attribute=attribute)
         if isinstance(value, list | tuple | dict):
             items = value.values() if isinstance(value, dict) else value
             if any(isinstance(item, nn.Module) for item in items):
-                return f"self.{attribute} (a Python {type(value).__name__} of modules)"
+                return _("self.{attribute} (a Python {kind} of modules)").format(
+                    attribute=attribute, kind=type(value).__name__
+                )
     return ""
 
 
 def biases(what: str, missing: list[str], extra: list[str]) -> str:
     """The message for layers whose bias differs from the book's, and nothing else."""
-    parts = [f"biases the book's {what} does not have here: {', '.join(extra)}"] if extra else []
-    parts += [f"no {', '.join(missing)}, which the book's {what} has"] if missing else []
-    return f"your {what} has {'; '.join(parts)}"
+    parts = (
+        [_("biases the book's {what} does not have here: {names}").format(what=what, names=", ".join(extra))]
+        if extra
+        else []
+    )
+    if missing:
+        parts.append(_("no {names}, which the book's {what} has").format(names=", ".join(missing), what=what))
+    return _("your {what} has {parts}").format(what=what, parts="; ".join(parts))
 
 
 def has_lazy(module: nn.Module) -> bool:
@@ -147,10 +168,10 @@ def error_line(exc: BaseException) -> str:
     where = ""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if not any(part in frame.filename for part in ("/torch/", "/attn_mt/")):
-            where = f" (line {frame.lineno}, in {frame.name})"
+            where = " " + _("(line {line}, in {function})").format(line=frame.lineno, function=frame.name)
             break
     hint = (
-        "; attn-mt check gives the file no input, so input() fails at once"
+        _("; attn-mt check gives the file no input, so input() fails at once")
         if isinstance(exc, EOFError)
         else ""
     )
@@ -180,7 +201,9 @@ def first_difference(got: Outputs, expected: Outputs) -> str:
             continue
         mine, ours = got[name].detach(), expected[name].detach()
         if mine.shape != ours.shape:
-            return f"{name} has shape {tuple(mine.shape)}, attn-mt's {tuple(ours.shape)}"
+            return _("{name} has shape {shape}, attn-mt's {expected}").format(
+                name=name, shape=tuple(mine.shape), expected=tuple(ours.shape)
+            )
         bad = ~torch.isclose(mine.float(), ours.float(), rtol=RTOL, atol=ATOL, equal_nan=True)
         if bool(bad.any()):
             return slice_difference(name, mine, ours, bad)
@@ -198,11 +221,17 @@ def slice_difference(name: str, mine: torch.Tensor, ours: torch.Tensor, bad: tor
     if mine_box.numel() <= SHOWN_ELEMENTS:
         if squeeze:
             mine_box, ours_box = mine_box.squeeze(squeeze), ours_box.squeeze(squeeze)
-        return f"{name}[{index}] is {numbers(mine_box)}, attn-mt's {numbers(ours_box)}"
+        return _("{where} is {mine}, attn-mt's {ours}").format(
+            where=f"{name}[{index}]", mine=numbers(mine_box), ours=numbers(ours_box)
+        )
     first = tuple(int(i) for i in where[0])
-    return (
-        f"{name}[{index}] differs ({int(bad.sum())} of its {mine_box.numel()} elements); "
-        f"{name}{list(first)} is {number(mine[first])}, attn-mt's {number(ours[first])}"
+    return _("{where} differs ({count} of its {total} elements); {first} is {mine}, attn-mt's {ours}").format(
+        where=f"{name}[{index}]",
+        count=int(bad.sum()),
+        total=mine_box.numel(),
+        first=f"{name}{list(first)}",
+        mine=number(mine[first]),
+        ours=number(ours[first]),
     )
 
 
@@ -226,7 +255,7 @@ def case_inputs(case: Case, inputs: Tensors) -> str:
     if "num_heads" in case.sizes:
         parts.append(f"num_heads {int(case.sizes['num_heads'])}")
     if case.train:
-        parts.append("train mode")
+        parts.append(_("train mode"))
     return ", ".join(parts)
 
 
@@ -261,7 +290,11 @@ def learner_for(block: Block, obj: object, case: Case, reference: nn.Module | No
     if not block.is_class:
         return obj
     if not isinstance(obj, type):
-        raise LearnerError(f"{block.name} should be a class (an nn.Module), got {type(obj).__name__}")
+        raise LearnerError(
+            _("{block} should be a class (an nn.Module), got {kind}").format(
+                block=block.name, kind=type(obj).__name__
+            )
+        )
     module = build(obj, case.sizes, block.name)
     module.eval()
     if has_lazy(module):
@@ -269,7 +302,7 @@ def learner_for(block: Block, obj: object, case: Case, reference: nn.Module | No
             try:
                 block.run_learner(module, {**inputs}, case.sizes)
             except Exception as exc:
-                raise LearnerError(f"its first call raised {error_line(exc)}") from exc
+                raise LearnerError(_("its first call raised {error}").format(error=error_line(exc))) from exc
     assert reference is not None
     copy_parameters(reference, module, block.name)
     return module.train(case.train)
@@ -295,7 +328,7 @@ def run_case(block: Block, obj: object, case: Case, index: int) -> tuple[CaseRes
     pristine = {name: None if value is None else value.clone() for name, value in inputs.items()}
     reference = reference_for(block, case)
     expected = run_reference(block, reference, inputs, case)
-    shown = f" (inputs: {case_inputs(case, inputs)})"
+    shown = " " + _("(inputs: {inputs})").format(inputs=case_inputs(case, inputs))
     try:
         call = learner_for(block, obj, case, reference, inputs)
         got = run(block, call, inputs, case, SEED)
@@ -305,12 +338,13 @@ def run_case(block: Block, obj: object, case: Case, index: int) -> tuple[CaseRes
         return CaseResult(case.name, False, said, found[0] if found else ""), found
     except Exception as exc:
         found = probe(block, obj, case, reference, pristine)
-        return CaseResult(
-            case.name, False, f"raised {error_line(exc)}{shown}", found[0] if found else ""
-        ), found
+        said = _("raised {error}").format(error=error_line(exc)) + shown
+        return CaseResult(case.name, False, said, found[0] if found else ""), found
     changed = changed_inputs(inputs, pristine)
     if changed:
-        said = f"your {block.name} changed the caller's {', '.join(changed)} in place"
+        said = _("your {block} changed the caller's {names} in place").format(
+            block=block.name, names=", ".join(changed)
+        )
         return CaseResult(case.name, False, said, "changes-its-input"), ("changes-its-input",)
     if all_close(got, expected):
         return gradient_result(block, obj, case, reference, pristine)
@@ -320,10 +354,10 @@ def run_case(block: Block, obj: object, case: Case, index: int) -> tuple[CaseRes
     if not all_close(run(block, call, inputs, case, SEED + 1), got):
         return CaseResult(case.name, False, detail, "dropout-in-eval"), ("dropout-in-eval",)
     if case.zero_length and all_close(got, block.variant(reference, inputs, case.sizes, book_empty())):
-        return CaseResult(case.name, True, note=BOOK_EMPTY_NOTE), ()
+        return CaseResult(case.name, True, note=_(BOOK_EMPTY_NOTE)), ()
     for knobs, note in case.accepted:
         if fits(block, reference, inputs, case, got, variants.with_knob(variants.BOOK, **knobs)):
-            return CaseResult(case.name, True, note=note), ()
+            return CaseResult(case.name, True, note=_(note)), ()
     found = matching_mistakes(block, reference, inputs, case, got) or probe(
         block, obj, case, reference, pristine
     )
@@ -401,19 +435,21 @@ def gradient_result(
         call = learner_for(block, obj, case, reference, inputs)
         theirs = gradients(lambda x: block.run_learner(call, x, case.sizes), inputs, weights)
     except Exception as exc:
-        said = f"the outputs agree, but with gradients on (as in training) it raised {error_line(exc)}"
+        said = _("the outputs agree, but with gradients on (as in training) it raised {error}").format(
+            error=error_line(exc)
+        )
         return CaseResult(case.name, False, said), ()
     for name, grad in ours.items():
         if grad is None or not bool(grad.any()):
             continue
         mine = theirs.get(name)
         if mine is None or not bool(mine.any()):
-            said = f"the outputs agree, but a backward pass gives {name} no gradient"
+            said = _("the outputs agree, but a backward pass gives {name} no gradient").format(name=name)
             return CaseResult(case.name, False, said, "gradient-cut"), ("gradient-cut",)
         if not torch.allclose(mine, grad, rtol=GRAD_RTOL, atol=GRAD_ATOL):
             bad = ~torch.isclose(mine, grad, rtol=GRAD_RTOL, atol=GRAD_ATOL)
-            said = "the outputs agree, but their gradients differ: " + slice_difference(
-                f"grad of {name}", mine, grad, bad
+            said = _("the outputs agree, but their gradients differ: {difference}").format(
+                difference=slice_difference(_("grad of {name}").format(name=name), mine, grad, bad)
             )
             return CaseResult(case.name, False, said), ()
     return CaseResult(case.name, True), ()
@@ -500,7 +536,10 @@ def train_difference(
             if not all_close(again, plain):
                 return CaseResult(case.name, False, detail, "dropout-in-eval"), ("dropout-in-eval",)
             fits = in_eval
-            said = f"in eval mode too, {first_difference(plain, expected)}{shown}"
+            said = (
+                _("in eval mode too, {difference}").format(difference=first_difference(plain, expected))
+                + shown
+            )
             return CaseResult(case.name, False, said, fits[0] if fits else ""), fits
         fits = matching_mistakes(block, reference, inputs, case, got)  # a train-only mistake (causal)
         if fits:
@@ -508,8 +547,12 @@ def train_difference(
         if all_close(got, plain):
             mistake = "dropout-not-in-training"
             return CaseResult(case.name, False, detail, mistake), (mistake,)
-    note = f"{DROPOUT_NOTE}{block.dropout_where}" if block.dropout_where else ""
-    return CaseResult(case.name, False, detail, note=note), ()
+    return CaseResult(case.name, False, detail, note=dropout_note(block)), ()
+
+
+def dropout_note(block: Block) -> str:
+    """Where the book applies dropout in `block`, for a train-mode difference; "" for a block without it."""
+    return _(DROPOUT_NOTE).format(where=_(block.dropout_where)) if block.dropout_where else ""
 
 
 # a whole namespace --------------------------------------------------------------------------------------
@@ -532,15 +575,16 @@ def check_block(block: Block, obj: object | None) -> BlockResult:
         return BlockResult(block.name, False)
     runs = [run_case(block, obj, case, index) for index, case in enumerate(block.cases)]
     counts: dict[str, int] = {}
-    for _, fits in runs:
+    for _result, fits in runs:
         for mistake in fits:
             counts[mistake] = counts.get(mistake, 0) + 1
     named = set(counts) - DROPOUT_MISTAKES
+    hint = dropout_note(block)
     cases = []
     for result, fits in runs:
         if len(fits) > 1:
             result.mistake = max(fits, key=lambda mistake: counts[mistake])  # the first of the most common
-        if named and result.note.startswith(DROPOUT_NOTE):  # the mistake named elsewhere, not dropout
+        if named and hint and result.note == hint:  # the mistake named elsewhere, not dropout
             result.note = ""
         cases.append(result)
     return BlockResult(block.name, True, cases)
@@ -572,4 +616,8 @@ def block_named(obj: object, name: str | None = None) -> Block:
         if wanted == block.name or (not name and wanted in block.names):
             return block
     known = ", ".join(block.name for block in BLOCKS)
-    raise LearnerError(f"'{wanted}' is none of the chapter's blocks ({known}); name it as the book does")
+    raise LearnerError(
+        _("'{name}' is none of the chapter's blocks ({known}); name it as the book does").format(
+            name=wanted, known=known
+        )
+    )

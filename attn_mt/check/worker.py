@@ -5,7 +5,8 @@ and ends, so that the parent (`process.py`) can say where a file that never fini
 that cannot be loaded gets one line saying why. When no d2l is installed, `from d2l import torch as
 d2l` gives the file attn-mt's stand-in (standin.py), which the report notes. The learner's own prints
 go to this process's stdout and stderr, which the parent keeps apart from EVENTS; its stdin is empty,
-so `input()` fails at once. torch runs on one thread here: the cases' tensors are tiny.
+so `input()` fails at once. torch runs on one thread here: the cases' tensors are tiny. It writes its
+lines in the language $ATTN_MT_LANG names (the parent's, which `check_file` passes on).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import torch
 
 from attn_mt.check import standin
 from attn_mt.check.runner import check_namespace
+from attn_mt.i18n import N_, _, resolve_language, use_language
 
 THREADS = 1  # the cases' tensors are tiny: a second thread costs more in hand-offs than it saves
-STANDIN_NOTE = (
+STANDIN_NOTE = N_(
     "{name} imports d2l, which is not installed here: it was given attn-mt check's stand-in for the "
     "d2l names the attention chapter calls (sequence_mask, masked_softmax, the attention classes, "
     "Encoder, AttentionDecoder, EncoderDecoder, ...), written from d2l's documented behaviour"
@@ -49,30 +51,34 @@ def load(path: Path) -> dict[str, object]:
 def load_error(exc: BaseException, path: Path) -> str:
     """Why the file could not be loaded, in one line that names the file's line."""
     lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(path)]
-    where = f"line {lines[-1]} of {path.name}" if lines else path.name
+    where = _("line {line} of {file}").format(line=lines[-1], file=path.name) if lines else path.name
+    error = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, SyntaxError):
-        return f"{path.name} has a syntax error at line {exc.lineno}: {exc.msg}"
+        return _("{file} has a syntax error at line {line}: {message}").format(
+            file=path.name, line=exc.lineno, message=exc.msg
+        )
     if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "d2l" and standin.used_package():
-        return (
-            f"{where} raised {type(exc).__name__}: {exc}; attn-mt check stands in only for d2l.torch "
+        return _(
+            "{where} raised {error}; attn-mt check stands in only for d2l.torch "
             "(from d2l import torch as d2l)"
-        )
+        ).format(where=where, error=error)
     if isinstance(exc, ModuleNotFoundError):
-        return (
-            f"{where} imports {exc.name}, which is not installed in this Python; write the blocks with torch "
+        return _(
+            "{where} imports {module}, which is not installed in this Python; write the blocks with torch "
             "alone (attn-mt check needs no d2l)"
-        )
+        ).format(where=where, module=exc.name)
     if isinstance(exc, EOFError):
-        return (
-            f"{where} raised EOFError: {exc} while the file was loaded; attn-mt check gives the file no "
-            "input, so input() fails at once: define the blocks without asking for input"
-        )
-    return f"{where} raised {type(exc).__name__}: {exc} while the file was loaded"
+        return _(
+            "{where} raised {error} while the file was loaded; attn-mt check gives the file no input, so "
+            "input() fails at once: define the blocks without asking for input"
+        ).format(where=where, error=error)
+    return _("{where} raised {error} while the file was loaded").format(where=where, error=error)
 
 
 def main(argv: list[str]) -> int:
     """Load the file and check its blocks; the exit code is 0 whatever they show."""
     path, events_path, only = Path(argv[0]), Path(argv[1]), tuple(argv[2:])
+    use_language(resolve_language())
     standin.install()
     torch.set_num_threads(THREADS)
     with events_path.open("w", encoding="utf-8") as events:
@@ -84,7 +90,7 @@ def main(argv: list[str]) -> int:
             return 0
         finally:
             if standin.used():
-                write(events, note=STANDIN_NOTE.format(name=path.name))
+                write(events, note=_(STANDIN_NOTE).format(name=path.name))
         check_namespace(
             namespace,
             only,
