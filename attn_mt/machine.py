@@ -1,4 +1,5 @@
-"""Facts about this machine's CPU, read without torch: cores, feature flags, native bf16, int8 kernels.
+"""Facts about this machine, read without torch: the CPU's cores, feature flags, native bf16 and int8
+kernels, and a GPU's dense bf16 peak by its name (for MFU, training/flops.py).
 
 torch, CTranslate2, data preparation and the benchmark scripts all ask these questions; they ask
 here, so a CTranslate2 folder opens without importing torch and every caller gets the same answer.
@@ -12,6 +13,25 @@ from pathlib import Path
 CPUINFO = Path("/proc/cpuinfo")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # bfloat16 products in hardware
 VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # int8 dot products without 16-bit saturation
+# dense bf16 tensor-core peaks in TFLOP/s (vendor data sheets), matched in this order on the device name
+PEAK_TFLOPS = (
+    ("H200", 989.0),
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),  # SXM
+    ("A100", 312.0),
+    ("L40S", 362.0),
+    ("L4", 121.0),
+    ("A10", 125.0),
+)
+
+
+def gpu_peak_tflops(device_name: str) -> float | None:
+    """A GPU's dense bf16 peak in TFLOP/s from its name (`torch.cuda.get_device_name`), None if unlisted."""
+    for part, peak in PEAK_TFLOPS:
+        if part in device_name:
+            return peak
+    return None
 
 
 def available_cores() -> int:

@@ -259,10 +259,12 @@ def log_result(result: TrainResult, paths: RunPaths) -> None:
         )
     else:
         if result.steady_tokens_per_s is not None:
+            mfu = "" if result.steady_mfu is None else f", MFU {result.steady_mfu:.1%}"
             log.info(
-                "the training steps alone, after the first %d: %.0f target tokens/s",
+                "the training steps alone, after the first %d: %.0f target tokens/s%s",
                 STEADY_AFTER,
                 result.steady_tokens_per_s,
+                mfu,
             )
         log.info(
             "done after %d steps (%s): loss %.4f, %.0f target tokens/s, %.1f s",
@@ -300,6 +302,8 @@ def write_run_summary(path: Path, trainer: Trainer, result: TrainResult, started
         "final_loss": None if math.isnan(result.final_loss) else round(result.final_loss, 5),
         "tokens_per_s": round(result.tokens_per_s, 1),
         "steady_tokens_per_s": None if steady is None else round(steady, 1),
+        # the same steps' real-token FLOPs over the card's dense bf16 peak (training/flops.py), or None
+        "steady_mfu": None if result.steady_mfu is None else round(result.steady_mfu, 4),
         "wall_s": round(result.wall_s, 2),
         "hooks_s": round(trainer.hook_s, 2),  # the timeline's recording and other hooks, off the clock
         "compile_s": round(trainer.compile_s, 2),

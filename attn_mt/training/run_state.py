@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attn_mt.training.flops import mfu
 from attn_mt.training.stopping import StopReason
 
 STEADY_AFTER = (
@@ -53,6 +54,7 @@ class TrainResult:
     wall_s: float
     stopped_because: StopReason
     steady_tokens_per_s: float | None = None  # over the training steps alone, after the first STEADY_AFTER
+    steady_mfu: float | None = None  # over the same steps (training/flops.py); None where no peak is known
 
 
 @dataclass
@@ -70,18 +72,20 @@ class Session:
         0.0  # seconds inside the steps after the first STEADY_AFTER (no validation, no start-up)
     )
     steady_tokens: int = 0  # their target tokens
+    steady_flops: float = 0.0  # their training FLOPs (training/flops.py), where the trainer counts them
 
     def count(self, tokens: int) -> None:
         """Add one step's target tokens."""
         self.tokens += tokens
         self.window_tokens += tokens
 
-    def time_step(self, seconds: float, tokens: int) -> None:
+    def time_step(self, seconds: float, tokens: int, flops: float = 0.0) -> None:
         """Count one step's seconds (its batch fetched, forward, backward, update) toward the steady state."""
         self.steps += 1
         if self.steps > STEADY_AFTER:
             self.steady_s += seconds
             self.steady_tokens += tokens
+            self.steady_flops += flops
 
     @property
     def steady_tokens_per_s(self) -> float | None:
@@ -96,9 +100,17 @@ class Session:
         return rate
 
     def result(
-        self, run_dir: Path, progress: Progress, stopped_because: StopReason, hooks_s: float = 0.0
+        self,
+        run_dir: Path,
+        progress: Progress,
+        stopped_because: StopReason,
+        hooks_s: float = 0.0,
+        peak_tflops: float | None = None,
     ) -> TrainResult:
-        """The session's TrainResult, ended now; its tokens/s leaves out `hooks_s` (the timeline's, ...)."""
+        """The session's TrainResult, ended now; its tokens/s leaves out `hooks_s` (the timeline's, ...).
+
+        `peak_tflops`: the card's dense bf16 peak, for the steady state's MFU (training/flops.py).
+        """
         wall = time.perf_counter() - self.started
         return TrainResult(
             run_dir,
@@ -109,4 +121,5 @@ class Session:
             wall,
             stopped_because,
             self.steady_tokens_per_s,
+            mfu(self.steady_flops, self.steady_s, peak_tflops) if self.steady_flops else None,
         )

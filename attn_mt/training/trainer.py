@@ -21,6 +21,7 @@ from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.data.prefetch import batch_feed
+from attn_mt.machine import gpu_peak_tflops
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import snapshot
 from attn_mt.run.device import autocast_context, effective_amp
@@ -30,6 +31,7 @@ from attn_mt.training.best_metric import improves
 from attn_mt.training.checkpointing import save_trainer, trainer_state
 from attn_mt.training.compiling import compile_options, compiled, prepare_compile, warm_up
 from attn_mt.training.distributed import DistContext, ddp_options
+from attn_mt.training.flops import ModelFlops
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
 from attn_mt.training.precision import choose_amp
@@ -95,6 +97,10 @@ class Trainer:
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
+        # MFU's FLOPs are counted where the card's peak is known (a listed CUDA card): training/flops.py
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+        self.peak_tflops = gpu_peak_tflops(name) if name else None
+        self.model_flops = ModelFlops.of(self.model)
         self.totals = loss_totals(device, self.dist.enabled, paths.last, self.progress)
         self.prefetch = tc.prefetch_batches if device.type == "cuda" else 0  # steps of batches made ahead
         self.validator = Validator(self.model, data, cfg, device) if data.valid else None
@@ -154,7 +160,7 @@ class Trainer:
             self.save()
         if self.tensorboard is not None:
             self.tensorboard.close()
-        return self.session.result(self.paths.root, pr, stop, self.hook_s)
+        return self.session.result(self.paths.root, pr, stop, self.hook_s, self.peak_tflops)
 
     def start(self) -> None:
         """Record the untrained timeline point, plan the schedule, settle train.amp=auto, compile
@@ -192,8 +198,9 @@ class Trainer:
         pr = self.progress
         step_started = time.perf_counter()
         batches = next(feed)
+        flops = self._step_flops(batches)
         loss_sum, tokens, any_asked = self._step(batches, stop_asked, time_used)
-        self.session.time_step(time.perf_counter() - step_started, tokens)
+        self.session.time_step(time.perf_counter() - step_started, tokens, flops)
         taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
         pr.count_step(taken, tokens, self._training_seconds())
         self.totals.add(loss_sum, pr.step)
@@ -202,6 +209,12 @@ class Trainer:
         if pr.step % self.cfg.train.log_every == 0:
             self._log_window(bar)
         return any_asked
+
+    def _step_flops(self, batches: list[Batch]) -> float:
+        """This rank's training FLOPs of `batches`' real tokens (still on the host), where MFU is reported."""
+        if self.peak_tflops is None or self.model_flops is None:
+            return 0.0
+        return sum(self.model_flops.step(batch.src_lens, batch.tgt_lens) for batch in batches)
 
     def _step(self, batches: list[Batch], stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
