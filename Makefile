@@ -118,11 +118,11 @@ gpu-check: $(GPU_CHECK_NEEDS)
 # runs/profile/ (a few GPU minutes). TORCH_LOGS=recompiles names any recompilation. PYTHON= as for gpu-check.
 .PHONY: profile-step
 profile-step: $(GPU_CHECK_NEEDS)
-	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/profile_step.py --variants reference,gpu,gpu+compile \
+	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/profile_step.py --variants reference,reference+compile \
 	  --out runs/profile $(ARGS)
 
-# The first command where a GPU is at hand (docs/gpu.md): gpu_check --quick of the GPU path (train.kernels: gpu,
-# with the CTranslate2 float16 row) and of the reference path, and profile_step of both, eager and compiled, in
+# The first command where a GPU is at hand (docs/gpu.md): gpu_check --quick (with the CTranslate2 float16 row),
+# and profile_step of the eager step and of the whole step captured as CUDA graphs (data.batch_shapes=8), in
 # at most 9 minutes of one card and no network; one markdown table in runs/gpu_checkup/checkup.md. PYTHON= as
 # for gpu-check; ARGS="--data FILE" names the corpus, ARGS=--dry-run lists the commands.
 .PHONY: gpu-checkup

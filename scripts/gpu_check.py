@@ -4,7 +4,7 @@
     python scripts/gpu_check.py                   # the longer check, with torchrun over 2+ GPUs
     python scripts/gpu_check.py --device cpu --quick   # the rows that apply on a CPU, for CI
     make gpu-check PYTHON=python3 ARGS=--quick    # with a Python that already holds (CUDA) torch
-    python scripts/gpu_check.py --quick --rows auto,eval --set train.kernels=gpu   # some rows, the GPU path
+    python scripts/gpu_check.py --quick --rows auto,eval --set data.batch_shapes=16  # some rows, fixed shapes
 
 It runs with whichever Python starts it and the attn_mt that Python imports (installed, or this
 checkout on PYTHONPATH as `make gpu-check PYTHON=...` puts it; no network): a preflight names every

@@ -5,21 +5,19 @@
     python3 scripts/gpu_checkup.py --dry-run                         # the commands and budgets, nothing run
     python scripts/gpu_checkup.py --device cpu --data corpus.txt     # the CPU smoke version: no GPU figure
 
-Four parts run in turn, each a subprocess of this Python (nothing is installed or downloaded):
-1. `gpu-path`: scripts/gpu_check.py --quick with train.kernels: gpu, the rows that train and
-   decode (a 2-minute amp-auto run of configs/transformer-gpu.yaml and its test BLEU with beam 4,
-   fp16 with the scaler, SIGKILL and --resume, translate, and the CTranslate2 float16 export
-   translated on the card): what VERIFIED_ON_CARDS (attn_mt/training/speed.py) waits for;
-2. `reference`: the amp-auto row with train.kernels: reference for 1 minute, the same card's
-   tokens/s for the path `auto` takes today (docs/benchmarks.md, "One GPU: the check-up");
-3. `profile-eager`: scripts/profile_step.py --variants reference,gpu (the trainer's own step,
-   synthetic batches of the GPU config's lengths): ms a step, GPU busy, kernels and host syncs;
-4. `profile-compiled`: the same with gpu+compile,reference+compile (train.compile: every batch
-   shape compiled before the clock; compile_s apart).
+Three parts run in turn, each a subprocess of this Python (nothing is installed or downloaded):
+1. `check`: scripts/gpu_check.py --quick, the rows that train and decode (a 2-minute amp-auto run
+   of configs/transformer-gpu.yaml and its test BLEU with beam 4, fp16 with the scaler, SIGKILL
+   and --resume, translate, and the CTranslate2 float16 export translated on the card);
+2. `profile-eager`: scripts/profile_step.py --variants reference (the trainer's own step, synthetic
+   batches of the GPU config's lengths): ms a step, MFU, GPU busy, kernels, attention kernels and
+   host syncs;
+3. `profile-step` (CUDA only): the same with reference+step-capture and data.batch_shapes=8 (the
+   whole step compiled and captured as one CUDA graph a batch shape, compile_s apart).
 Each part gets what is left of --minutes (at most its own cap, PARTS); one that runs past it is
 stopped and its row says "cut at the budget", and the next part gets what remains. The table goes
 to stdout and to --out/checkup.md, every part's own output and JSON beside it. The targets of the
-GPU path (docs/gpu.md: >= 1.3 M target tokens/s on an H100-class card, GPU busy >= 90%, no host
+training step (docs/gpu.md: >= 1.3 M target tokens/s on an H100-class card, GPU busy >= 90%, no host
 sync a step, test BLEU >= 53.5) are printed under the table, met or not. On the CPU (--device cpu)
 the same parts run at CPU sizes (gpu_check's CPU rows, configs/tiny.yaml's profile, no compiled
 profile: inductor's build takes minutes on a small CPU); that table says it holds no GPU figure.
@@ -38,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_MINUTES = 9.0
-GPU_ROWS = "auto,fp16,resume,translate,eval,ctranslate2"
+CHECK_ROWS = "auto,fp16,resume,translate,eval,ctranslate2"
 TARGETS = {"steady_tokens_per_s": 1.3e6, "gpu_busy": 0.9, "host_syncs_per_step": 0.0, "bleu": 53.5}
 COLUMNS = ("part", "row", "steps", "steady tokens/s", "ms a step", "BLEU", "GPU busy", "host syncs", "result")
 
@@ -70,40 +68,16 @@ def plan(args: argparse.Namespace) -> list[Part]:
         profile += ["--warmup", "2", "--steps", "5", "--trace-steps", "1", "--set", "train.threads=1"]
     parts = [
         Part(
-            "gpu-path",
+            "check",
             300,
-            [*check, "--rows", GPU_ROWS, "--set", "train.kernels=gpu", "--json", str(out / "gpu-path.json")]
+            [*check, "--rows", CHECK_ROWS, "--json", str(out / "check.json")]
             + ([] if cuda else ["--steps", "10"]),
         ),
-        Part(
-            "reference",
-            100,
-            [
-                *check,
-                "--rows",
-                "auto",
-                "--set",
-                "train.kernels=reference",
-                "--json",
-                str(out / "reference.json"),
-            ]
-            + (["--minutes", "1"] if cuda else ["--steps", "10"]),
-        ),
-        Part(
-            "profile-eager",
-            60,
-            [*profile, "--variants", "reference,gpu", "--out", str(out / "profile-eager")],
-        ),
+        Part("profile-eager", 60, [*profile, "--variants", "reference", "--out", str(out / "profile-eager")]),
     ]
     if cuda:
-        compiled = [
-            *profile,
-            "--variants",
-            "gpu+compile,reference+compile",
-            "--out",
-            str(out / "profile-compiled"),
-        ]
-        parts.append(Part("profile-compiled", 240, compiled))
+        captured = ["--variants", "reference+step-capture", "--set", "data.batch_shapes=8"]
+        parts.append(Part("profile-step", 240, [*profile, *captured, "--out", str(out / "profile-step")]))
     if args.parts:
         parts = [part for part in parts if part.name in args.parts]
     return parts
@@ -147,7 +121,7 @@ def table_rows(parts: list[Part], out: Path) -> list[list[str]]:
     rows = []
     for part in parts:
         found = []
-        if part.name in ("gpu-path", "reference"):
+        if part.name == "check":
             for row in read_json(out / f"{part.name}.json").get("rows", []):
                 if row["result"] == "skip" and "--rows" in row.get("note", ""):
                     continue
@@ -186,23 +160,23 @@ def table_rows(parts: list[Part], out: Path) -> list[list[str]]:
 
 
 def targets(out: Path) -> list[str]:
-    """The GPU path's targets, each met, missed or not measured."""
-    gpu_rows = read_json(out / "gpu-path.json").get("rows", [])
-    eager = [
+    """The training step's targets, each met, missed or not measured."""
+    rows = read_json(out / "check.json").get("rows", [])
+    profiled = [
         v
-        for v in read_json(out / "profile-eager" / "profile.json").get("variants", [])
-        if v["variant"] == "gpu"
+        for part in ("profile-eager", "profile-step")
+        for v in read_json(out / part / "profile.json").get("variants", [])
+        if v["ok"]
     ]
-    compiled = read_json(out / "profile-compiled" / "profile.json").get("variants", [])
-    best = [v for v in [*eager, *compiled] if v["variant"].startswith("gpu") and v["ok"]]
     measured = {
         "steady_tokens_per_s": next(
-            (r["steady_tokens_per_s"] for r in gpu_rows if "amp auto" in r["check"]), None
+            (r["steady_tokens_per_s"] for r in rows if "amp auto" in r["check"]), None
         ),
-        "bleu": next((r["bleu"] for r in gpu_rows if r["check"].startswith("eval")), None),
-        "gpu_busy": max((v["gpu_busy"] for v in best if v.get("gpu_busy") is not None), default=None),
+        "bleu": next((r["bleu"] for r in rows if r["check"].startswith("eval")), None),
+        "gpu_busy": max((v["gpu_busy"] for v in profiled if v.get("gpu_busy") is not None), default=None),
         "host_syncs_per_step": min(
-            (v["host_syncs_per_step"] for v in best if v.get("host_syncs_per_step") is not None), default=None
+            (v["host_syncs_per_step"] for v in profiled if v.get("host_syncs_per_step") is not None),
+            default=None,
         ),
     }
     lines = []
@@ -218,11 +192,7 @@ def targets(out: Path) -> list[str]:
 
 def report(parts: list[Part], args: argparse.Namespace, seconds: float) -> str:
     """The markdown the check-up prints and writes."""
-    machine = (
-        read_json(args.out / "gpu-path.json")
-        or read_json(args.out / "reference.json")
-        or read_json(args.out / "profile-eager" / "profile.json")
-    )
+    machine = read_json(args.out / "check.json") or read_json(args.out / "profile-eager" / "profile.json")
     where = (
         f"{machine.get('gpu', '?')}, driver {machine.get('driver', '?')}, CUDA {machine.get('cuda', '?')}"
         if args.device == "cuda"
@@ -239,7 +209,7 @@ def report(parts: list[Part], args: argparse.Namespace, seconds: float) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(parts, args.out)]
     lines += ["", "parts: " + "; ".join(f"{p.name} {p.result} ({p.seconds:.0f} s)" for p in parts)]
     if args.device == "cuda":
-        lines += ["", "GPU path targets (docs/gpu.md):", *targets(args.out)]
+        lines += ["", "targets (docs/gpu.md):", *targets(args.out)]
     return "\n".join(lines) + "\n"
 
 
@@ -255,7 +225,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=BUDGET_MINUTES, help="the whole budget (default 9)")
     parser.add_argument(
         "--parts",
-        help="run only these parts, comma-separated (gpu-path, reference, profile-eager, profile-compiled)",
+        help="run only these parts, comma-separated (check, profile-eager, profile-step)",
     )
     parser.add_argument(
         "--set",

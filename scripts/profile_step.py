@@ -1,7 +1,7 @@
 """Profile the trainer's own training step of a config on this machine's device, in minutes, without a corpus.
 
     python scripts/profile_step.py                       # configs/transformer-gpu.yaml on cuda
-    python scripts/profile_step.py --variants reference,gpu,gpu+compile --out runs/profile
+    python scripts/profile_step.py --variants reference,reference+step --set data.batch_shapes=8
     python scripts/profile_step.py configs/tiny.yaml --device cpu --warmup 2 --steps 3
     python scripts/profile_step.py configs/tiny.yaml --device cpu --data corpus.txt   # a corpus's own batches
     make profile-step PYTHON=python3                     # a GPU session's first command (docs/gpu.md)
@@ -14,15 +14,17 @@ tokens/s comes from. Without --data no corpus is read: the training set is drawn
 scripts/profile_lengths.json, the joint histogram of source and target lengths (in pieces, <eos>
 counted) of configs/transformer-gpu.yaml's training split, with random token ids past the special
 tokens, and batched by the same BucketTrainSet (data/bucketing.py) under the config's
-`data.max_tokens`. Each variant is a `train.kernels` value (reference, cpu, gpu; `fast` is gpu),
+`data.max_tokens`. Each variant is a `train.kernels` value (reference, cpu, auto),
 `+step`, `+step-graphs` and `+step-capture` compile the whole step (train.compile_scope: step; modes
 default, reduce-overhead and cuda-graphs: give `--set data.batch_shapes=16` for the last two),
 `+compile` compiles it (train.compile), `+graphs` compiles it with train.compile_mode:
-reduce-overhead (CUDA graphs; the gpu path pads the batches to a few shapes); all run in one
+reduce-overhead (CUDA graphs; give data.batch_shapes for fixed shapes); all run in one
 process on the same batches: the trainer's start (compiling every batch shape, compile_s), --warmup
 steps, --steps timed steps, then --trace-steps steps under torch.profiler. Printed per variant: ms a
-step, target tokens/s, MFU (the FLOPs of a step's real tokens, the arithmetic printed, over the
-card's dense bf16 peak: PEAK_TFLOPS or --peak-tflops), and from the profile: kernels a step and the
+step, target tokens/s, MFU (training/flops.py's one definition: the FLOPs of a step's real tokens,
+the arithmetic printed, over the card's dense bf16 peak: attn_mt/machine.py's PEAK_TFLOPS or
+--peak-tflops), and from the profile: kernels a step, attention kernels a step by backend (flash,
+memory-efficient, cuDNN: their CUDA kernel names in the trace), and the
 GPU's busy share (the union of the kernels' intervals over the profiled wall time), host syncs a
 step (torch.cuda's sync debug mode, over up to 5 steps after the timed ones), the top ops by self
 device and self CPU time, and the attention's and the loss's shares of the step's op time. One
@@ -54,37 +56,33 @@ from attn_mt.data.bucketing import BucketTrainSet, fit_shapes
 from attn_mt.data.dataset import NMTData, load_data
 from attn_mt.data.trainset import TokenSequences
 from attn_mt.data.vocab import BOS, EOS, PAD, UNK, Vocab
+from attn_mt.machine import gpu_peak_tflops
 from attn_mt.models.build import build_model
 from attn_mt.run.device import setup_device
 from attn_mt.run.run_dir import RunPaths
+from attn_mt.training.flops import ModelFlops, mfu
 from attn_mt.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 
 LENGTHS = ROOT / "scripts" / "profile_lengths.json"
 SPECIALS = (UNK, PAD, BOS, EOS)  # ids 0-3, as every vocabulary of attn-mt numbers them
-# dense bf16 tensor-core peaks in TFLOP/s (vendor data sheets), matched in this order on the device name
-PEAK_TFLOPS = (
-    ("H200", 989.0),
-    ("H100 PCIe", 756.0),
-    ("H100 NVL", 835.0),
-    ("H100", 989.0),  # SXM
-    ("A100", 312.0),
-    ("L40S", 362.0),
-    ("L4", 121.0),
-    ("A10", 125.0),
-)
 ATTENTION_OPS = ("scaled_dot_product", "attention", "softmax_backward_data", "aten::_softmax")
 LOSS_OPS = (
     "cross_entropy",
     "nll_loss",
     "log_softmax",
     "logsumexp",
-    "SmoothedCrossEntropySum",
     "TokenCrossEntropy",
 )
+# attention kernels by backend, from a substring of their CUDA kernel names (cuDNN's first)
+ATTENTION_KERNELS = (
+    ("cudnn", ("cudnn",)),
+    ("flash", ("flash_fwd", "flash_bwd")),
+    ("efficient", ("fmha_cutlass", "efficient_attention", "mem_efficient")),
+)
 TOP = 12  # ops listed in each table
-KERNELS = ("reference", "cpu", "gpu", "fast", "auto")  # train.kernels values; fast is gpu
+KERNELS = ("reference", "cpu", "auto")  # train.kernels values
 
 
 @dataclass
@@ -105,6 +103,7 @@ class Result:
     host_syncs_per_step: float | None = None
     ops_per_step: float = 0.0
     real_share: float = 0.0  # real tokens over the cells of the batches as this variant pads them
+    attention_kernels: dict[str, float] = field(default_factory=dict)  # backend -> its kernels a step
     attention_share: float = 0.0
     loss_share: float = 0.0
     top_device: list[dict[str, Any]] = field(default_factory=list)
@@ -154,39 +153,20 @@ def synthetic_batches(
     return [train.collate(indices) for indices in train.plan(0, train_seed)[:steps]]
 
 
-def weights(model: torch.nn.Module) -> dict[str, int]:
-    """Matrix weights the encoder and decoder apply per token, and the output layer's: no embeddings."""
-    output = model.output_layer.weight
-    tables = [part.embedding.weight for part in (model.encoder, model.decoder) if hasattr(part, "embedding")]
-    skip = {id(output), *(id(table) for table in tables)}
-
-    def count(part: torch.nn.Module) -> int:
-        return sum(p.numel() for p in part.parameters() if p.dim() == 2 and id(p) not in skip)
-
-    return {"encoder": count(model.encoder), "decoder": count(model.decoder), "output": output.numel()}
-
-
-def step_flops(sizes: dict[str, int], hidden: int, layers: int, batches: list[Batch]) -> tuple[float, str]:
-    """Training FLOPs of the batches' real tokens (6 a weight a token, 12 H a query-key pair), and the sum."""
+def step_flops(counts: ModelFlops | None, batches: list[Batch]) -> tuple[float, str]:
+    """Training FLOPs of the batches' real tokens (training/flops.py, MFU's one definition) and the sum."""
+    if counts is None:
+        return 0.0, "n/a: MFU is defined for the Transformer (training/flops.py)"
+    total = sum(counts.step(b.src_lens, b.tgt_lens) for b in batches)
     src = sum(int(b.src_lens.sum()) for b in batches)
     tgt = sum(int(b.tgt_lens.sum()) for b in batches)
-    pairs = sum(
-        float(
-            (b.src_lens.double() ** 2).sum()
-            + (b.tgt_lens.double() ** 2).sum()
-            + (b.src_lens * b.tgt_lens).sum()
-        )
-        for b in batches
-    )
-    dense = 6 * (sizes["encoder"] * src + (sizes["decoder"] + sizes["output"]) * tgt)
-    attention = 12 * hidden * layers * pairs
-    total = dense + attention
-    encoder, decoder, output = (sizes[part] / 1e6 for part in ("encoder", "decoder", "output"))
+    encoder, decoder, output = (part / 1e6 for part in (counts.encoder, counts.decoder, counts.output))
     text = (
         f"6 x ({encoder:.2f} M encoder weights x {src:,} source tokens + "
         f"({decoder:.2f} M decoder + {output:.2f} M output) x {tgt:,} target tokens)"
-        f" + 12 x H {hidden} x L {layers} x {pairs:,.0f} query-key pairs (S^2 + T^2 + S T a sentence)"
-        f" = {total / 1e12:.2f} TFLOP over {len(batches)} steps, "
+        f" + 12 x H {counts.hidden} x (L {counts.encoder_layers} x S^2"
+        f" + L {counts.decoder_layers} x (T^2 + S T))"
+        f" query-key pairs = {total / 1e12:.2f} TFLOP over {len(batches)} steps, "
         f"{total / max(tgt, 1) / 1e6:.0f} MFLOP a target token"
     )
     return total, text
@@ -197,10 +177,7 @@ def card_peak(device: torch.device, given: float | None) -> tuple[float | None, 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     if given:
         return given, name
-    for part, peak in PEAK_TFLOPS:
-        if device.type == "cuda" and part in name:
-            return peak, name
-    return None, name
+    return (gpu_peak_tflops(name) if device.type == "cuda" else None), name
 
 
 def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
@@ -243,7 +220,7 @@ def profile_trainer(
     Nothing validates (no valid set); quiet; its run directory under --out (metrics.jsonl only).
     """
     kernels, _, extra = variant.partition("+")
-    settings = [f"train.kernels={'gpu' if kernels == 'fast' else kernels}"]
+    settings = [f"train.kernels={kernels}"]
     if extra or args.compile:
         settings.append("train.compile=true")
     mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
@@ -341,6 +318,19 @@ def trace_figures(trace: dict, steps: int) -> tuple[float | None, float | None]:
     return len(kernels) / steps, merged_length(kernels) / max(stop - start, 1e-9)
 
 
+def attention_kernels(trace: dict, steps: int) -> dict[str, float]:
+    """Attention kernels a step by backend (ATTENTION_KERNELS), from a chrome trace's kernel names."""
+    counts = {backend: 0 for backend, _ in ATTENTION_KERNELS}
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") != "X" or event.get("cat") != "kernel":
+            continue
+        name = str(event.get("name", ""))
+        backend = next((b for b, parts in ATTENTION_KERNELS if any(p in name for p in parts)), None)
+        if backend:
+            counts[backend] += 1
+    return {backend: count / steps for backend, count in counts.items()}
+
+
 def op_tables(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> dict[str, Any]:
     """The top ops by self device and self CPU time (ms a step), ops a step, attention's and loss's shares.
 
@@ -425,13 +415,13 @@ def profile_variant(
     result.tokens_per_s = tokens / seconds
     result.tflops = flops / seconds / 1e12
     peak, _ = card_peak(device, args.peak_tflops)
-    result.mfu = result.tflops / peak if peak else None
+    result.mfu = mfu(flops, seconds, peak)
     trace_path = args.out / f"{variant.replace('+', '-')}.trace.json"
     prof.export_chrome_trace(str(trace_path))
     result.trace = str(trace_path)
-    result.kernels_per_step, result.gpu_busy = trace_figures(
-        json.loads(trace_path.read_text()), args.trace_steps
-    )
+    trace = json.loads(trace_path.read_text())
+    result.kernels_per_step, result.gpu_busy = trace_figures(trace, args.trace_steps)
+    result.attention_kernels = attention_kernels(trace, args.trace_steps) if device.type == "cuda" else {}
     for key, value in op_tables(prof, args.trace_steps, device.type == "cuda").items():
         setattr(result, key, value)
     return result
@@ -460,6 +450,9 @@ def show(result: Result, peak_name: str) -> None:
         f"aten ops a step {result.ops_per_step:.0f}, "
         f"attention {result.attention_share:.1%} and loss {result.loss_share:.1%} of the op time"
     )
+    if result.attention_kernels:
+        taken = ", ".join(f"{backend} {count:.0f}" for backend, count in result.attention_kernels.items())
+        print(f"attention kernels a step: {taken}")
     for title, rows in (("self device time", result.top_device), ("self CPU time", result.top_cpu)):
         if rows:
             print(f"top ops by {title} (ms a step, share, calls a step):")
@@ -537,8 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = [data.train.collate(ix) for ix in plan[:total]]  # every variant's, in its order (accum_steps 1)
     timed = batches[args.warmup : args.warmup + args.steps]
     probe = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab))
-    layers = cfg.model.num_layers
-    flops, arithmetic = step_flops(weights(probe), cfg.model.num_hiddens, layers, timed)
+    flops, arithmetic = step_flops(ModelFlops.of(probe), timed)
     peak, name = card_peak(device, args.peak_tflops)
     cells = sum(b.src.numel() + b.tgt.numel() for b in timed)
     real = sum(int(b.src_lens.sum() + b.tgt_lens.sum()) for b in timed)

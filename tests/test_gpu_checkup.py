@@ -14,18 +14,17 @@ checkup = load_script("gpu_checkup")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_dry_run_lists_the_four_parts_within_the_budget_and_runs_nothing(capsys, monkeypatch):
+def test_the_dry_run_lists_the_three_parts_within_the_budget_and_runs_nothing(capsys, monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     assert checkup.main(["--dry-run", "--data", "corpus.zip"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line.split(" ")[0] for line in lines[:-1]]
-    assert names == ["gpu-path", "reference", "profile-eager", "profile-compiled"]
-    gpu, reference, eager, compiled = lines[:4]
-    assert "gpu_check.py --device cuda --quick --data corpus.zip" in gpu
-    assert "--set train.kernels=gpu" in gpu and "ctranslate2" in gpu and "eval" in gpu
-    assert "--set train.kernels=reference" in reference and "--minutes 1" in reference
-    assert "--variants reference,gpu" in eager and "transformer-gpu.yaml --device cuda" in eager
-    assert "--variants gpu+compile,reference+compile" in compiled
+    assert names == ["check", "profile-eager", "profile-step"]
+    check, eager, step = lines[:3]
+    assert "gpu_check.py --device cuda --quick --data corpus.zip" in check
+    assert "train.kernels" not in check and "ctranslate2" in check and "eval" in check
+    assert "--variants reference " in eager and "transformer-gpu.yaml --device cuda" in eager
+    assert "--variants reference+step-capture --set data.batch_shapes=8" in step
     assert lines[-1].startswith("budget 9 minutes")
 
 
@@ -35,31 +34,32 @@ def test_a_part_runs_for_real_on_the_cpu_and_the_table_says_no_gpu_figure(tmp_pa
     printed = capsys.readouterr().out
     assert "on the CPU: a smoke run of the check-up, no GPU figure" in printed
     rows = [line for line in printed.splitlines() if line.startswith("| profile-eager")]
-    assert [row.split("|")[2].strip() for row in rows] == ["reference", "gpu"]
+    assert [row.split("|")[2].strip() for row in rows] == ["reference"]
     for row in rows:
         cells = [c.strip() for c in row.split("|")[1:-1]]
         assert (
             float(cells[4]) > 0 and cells[6] == "-" and cells[-1] == "pass"
         )  # ms a step; no GPU busy on a CPU
     assert (out / "checkup.md").read_text() == printed
-    assert "GPU path targets" not in printed  # nothing to judge them by on a CPU
+    assert "targets" not in printed  # nothing to judge them by on a CPU
     assert json.loads((out / "profile-eager" / "profile.json").read_text())["device"] == "cpu"
 
 
 def test_a_part_past_the_budget_is_stopped_and_the_next_is_not_started(tmp_path, capsys):
     out = tmp_path / "checkup"
     status = checkup.main(
-        ["--device", "cpu", "--parts", "profile-eager,reference", "--minutes", "0.02", "--out", str(out)]
+        ["--device", "cpu", "--parts", "profile-eager,check", "--minutes", "0.02", "--out", str(out)]
     )
     printed = capsys.readouterr().out
     assert status == 1
-    assert "reference cut at the budget (1 s)" in printed  # the parts run in their order, not --parts'
+    assert "check cut at the budget (1 s)" in printed  # the parts run in their order, not --parts'
     assert "profile-eager not run: no budget left" in printed
 
 
 def test_the_targets_are_judged_from_the_parts_figures(tmp_path):
     (tmp_path / "profile-eager").mkdir()
-    (tmp_path / "gpu-path.json").write_text(
+    (tmp_path / "profile-step").mkdir()
+    (tmp_path / "check.json").write_text(
         json.dumps(
             {
                 "rows": [
@@ -69,15 +69,17 @@ def test_the_targets_are_judged_from_the_parts_figures(tmp_path):
             }
         )
     )
-    variants = [
-        {"variant": "reference", "ok": True, "gpu_busy": 0.99, "host_syncs_per_step": 0.0},
-        {"variant": "gpu", "ok": True, "gpu_busy": 0.93, "host_syncs_per_step": 1.0},
+    eager = [{"variant": "reference", "ok": True, "gpu_busy": 0.62, "host_syncs_per_step": 1.0}]
+    step = [
+        {"variant": "reference+step-capture", "ok": True, "gpu_busy": 0.93, "host_syncs_per_step": 0.0},
+        {"variant": "reference+step", "ok": False, "gpu_busy": 0.99, "host_syncs_per_step": 0.0},  # failed
     ]
-    (tmp_path / "profile-eager" / "profile.json").write_text(json.dumps({"variants": variants}))
+    (tmp_path / "profile-eager" / "profile.json").write_text(json.dumps({"variants": eager}))
+    (tmp_path / "profile-step" / "profile.json").write_text(json.dumps({"variants": step}))
     assert checkup.targets(tmp_path) == [
         "- steady_tokens_per_s: 1450000.0 (met; aim 1.3e+06)",
-        "- gpu_busy: 0.93 (met; aim 0.9)",  # the GPU path's own figure, not the reference's
-        "- host_syncs_per_step: 1.0 (missed; aim 0)",
+        "- gpu_busy: 0.93 (met; aim 0.9)",  # the best variant that ran, not a failed one's figure
+        "- host_syncs_per_step: 0.0 (met; aim 0)",
         "- bleu: 53.2 (missed; aim 53.5)",
     ]
 
