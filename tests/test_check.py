@@ -151,6 +151,13 @@ def test_check_of_one_function_prints_its_cases(capsys: pytest.CaptureFixture[st
     printed = capsys.readouterr().out
     assert "masked_softmax: 1 of 6 cases passed" in printed
     assert "mistake [softmax-wrong-axis]" in printed and not result.passed
+    check(namespace["masked_softmax"], lang="vi")  # in Jupyter, in the learner's language
+    printed = capsys.readouterr().out
+    assert "masked_softmax: 1/6 trường hợp đạt" in printed
+    assert (
+        "lỗi sai [softmax-wrong-axis]: softmax theo sai trục (theo truy vấn, không phải theo khóa)."
+        in printed
+    )
 
 
 def run_cli(*arguments: str) -> subprocess.CompletedProcess[str]:
@@ -168,6 +175,48 @@ def test_cli_names_a_mistake_and_exits_1(tmp_path: Path) -> None:
     assert "masked_softmax: 6 of 6 cases passed" in done.stdout
     assert "mistake [no-scaling]: no 1/sqrt(d) scaling of the dot products." in done.stdout
     assert done.stdout.rstrip().endswith("1 of 2 blocks passed")
+
+
+def planted_file(mistake_id: str, folder: Path) -> tuple[str, Path]:
+    """The book's solution with one planted mistake, written to a file: its block and the file."""
+    block, old, new = PLANTED[mistake_id]
+    path = folder / f"{mistake_id}.py"
+    path.write_text(SOLUTION.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    return block, path
+
+
+def test_cli_names_a_planted_mistake_in_chinese(tmp_path: Path) -> None:
+    block, wrong = planted_file("mask-off-by-one", tmp_path)
+    done = run_cli(str(wrong), "--block", block, "--lang", "zh")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["masked_softmax：6 个用例中通过了 1 个", "  通过  没有 valid_lens"]
+    assert lines[2].startswith("  失败  一维 valid_lens: output[0:2, 0:2, 0:4] 不同（其 16 个元素中有 ")
+    assert lines[2].endswith("（输入：X (2, 2, 4), valid_lens [2, 3]）")  # written by the check's child
+    assert (
+        lines[3]
+        == "        错误 [mask-off-by-one]：掩蔽多保留了一个键（用了 <= valid_len 而不是 < valid_len）。"
+    )
+    assert lines[4].startswith("        当 j < valid_len 时第 j 个键才是真实的（位置从 0 开始数）")
+    assert lines[-1] == "1 个块中通过了 0 个"
+
+
+def test_cli_names_a_planted_mistake_in_the_language_of_attn_mt_lang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATTN_MT_LANG", "vi")
+    block, wrong = planted_file("mask-with-zero", tmp_path)
+    done = run_cli(str(wrong), "--block", block)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["masked_softmax: 1/6 trường hợp đạt", "  đạt  không có valid_lens"]
+    assert lines[2].startswith("  LỖI  valid_lens 1 chiều: output[0:2, 0:2, 0:4] khác (16 trong 16 phần tử")
+    assert lines[2].endswith("(đầu vào: X (2, 2, 4), valid_lens [2, 3])")
+    assert lines[3] == "        lỗi sai [mask-with-zero]: phần đệm bị che bằng 0 thay vì một số âm rất lớn."
+    assert lines[4].startswith("        Một điểm bị che bằng 0 vẫn cho exp(0) = 1 trong softmax")
+    assert lines[-1] == "0/1 khối đạt"
+    missing = run_cli(str(tmp_path / "nowhere.py"), "--lang", "zh")
+    assert missing.returncode == 2 and f"没有这个要检查的文件：{tmp_path / 'nowhere.py'}" in missing.stderr
 
 
 def test_a_file_that_never_finishes_is_stopped_within_its_limit(tmp_path: Path) -> None:
