@@ -30,6 +30,10 @@ QUANTIZE_HELP = "int8: dynamic int8 quantisation of the linear layers (CPU only)
 DEVICE_HELP = "auto, cpu, cuda, cuda:N (GPU number N) or mps."
 LANG_HELP = "Language of the text and figures: en, zh or vi (default: $ATTN_MT_LANG, else the locale's)."
 CHECK_LANG_HELP = "Language of the report: en, zh or vi (default: $ATTN_MT_LANG, else the locale's)."
+LAB_LANG_HELP = (
+    "The page's language until the reader switches: en, zh or vi (default: $ATTN_MT_LANG, else the "
+    "browser's)."
+)
 ALLOWED_HOSTS_HELP = (
     "Host names (comma-separated) the server answers besides the address it listens on, e.g. a reverse "
     "proxy's; '*' answers any (no DNS-rebinding check)."
@@ -428,6 +432,7 @@ def lab(
     checkpoint: str = typer.Option("best", "--checkpoint", help=CHECKPOINT_HELP),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
     allowed_hosts: str | None = typer.Option(None, "--allowed-hosts", help=ALLOWED_HOSTS_HELP),
+    lang: str | None = typer.Option(None, "--lang", help=LAB_LANG_HELP),
 ) -> None:
     """Serve the lab: a local page that runs the attention chapter's examples and steps through runs."""
     from attn_mt.commands.lab import run_lab
@@ -439,6 +444,7 @@ def lab(
         checkpoint=checkpoint,
         device=device,
         allowed_hosts=allowed_hosts,
+        lang=lang,
     )
 
 

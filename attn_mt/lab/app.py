@@ -8,6 +8,10 @@ package with numbered lines, which every panel links to. A bad input is answered
 `{"error": "...", "problems": [...]}` and a 4xx status: 400 for a body that is not JSON or a Host
 header that does not name the lab, 413 for a body over `MAX_BODY_BYTES`, 415 for one not sent as
 `application/json`, 422 for an input a panel refuses; never a traceback.
+
+A panel's sentences and errors come in the request's language: `?lang=` (the page sends the one its
+switch chose), else the lab's default (`attn-mt lab --lang`), else the request's Accept-Language; the
+page's own text comes from `GET /i18n/catalogue.json` (web/languages.py) in the same order.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attn_mt.errors import UserError
+from attn_mt.i18n import _, in_language
 from attn_mt.lab.inputs import LabError, loads
 from attn_mt.lab.shown import PACKAGE, ROOT
 from attn_mt.web.guard import Guard, HostPolicy
 from attn_mt.web.http import BodyLimit, ErrorBody, answer_errors_as_json, error_response
+from attn_mt.web.languages import add_catalogue_routes, request_language
 
 PAGE_DIR = Path(__file__).parent / "page"
 MAX_BODY_BYTES = 256 * 1024  # a request body over this is refused with 413 before it is read
@@ -67,9 +73,18 @@ def source_page(relative: str) -> str | None:
     )
 
 
-def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts: HostPolicy) -> FastAPI:
+def in_the_language(lang: str, panel: Panel, state: dict[str, Any]) -> dict[str, Any]:
+    """`panel` computed on `state` with `lang` in force (its sentences and errors in that language)."""
+    with in_language(lang):
+        return panel(state)
+
+
+def create_lab_app(
+    panels: dict[str, Panel], description: dict[str, Any], hosts: HostPolicy, lang: str | None = None
+) -> FastAPI:
     """The lab over `panels` (name -> function of the inputs); `description` answers /api/panels. It
-    answers the Host headers of `hosts`, JSON bodies only, and no other origin (web/guard.py)."""
+    answers the Host headers of `hosts`, JSON bodies only, and no other origin (web/guard.py); `lang`, when
+    given, is the language of a request that names none (else its Accept-Language decides)."""
     app = FastAPI(title="attn-mt lab", version="0.1.0", docs_url=None, redoc_url=None)
 
     def openapi() -> dict[str, Any]:
@@ -88,6 +103,7 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts:
     )
 
     answer_errors_as_json(app, log, "the lab could not compute this")
+    add_catalogue_routes(app, default=lang)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -115,19 +131,23 @@ def create_lab_app(panels: dict[str, Panel], description: dict[str, Any], hosts:
         """One panel computed on a JSON object of its inputs (docs/lab.md)."""
         if name == "panels":  # the listing's path, which only GET serves
             raise HTTPException(405, headers={"Allow": "GET"})
-        panel = panels.get(name)
-        if panel is None:
-            return error_response(404, f"no panel {name!r}; the lab has {', '.join(panels)}")
+        chosen = request_language(request, lang)
+        with in_language(chosen):
+            panel = panels.get(name)
+            if panel is None:
+                message = _("no panel {name}; the lab has {panels}")
+                return error_response(404, message.format(name=repr(name), panels=", ".join(panels)))
+            try:
+                state = loads(await request.body())
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                return error_response(400, _("the body is not valid JSON: {reason}").format(reason=exc))
+            except RecursionError:
+                return error_response(400, _("the body's JSON is nested too deep"))
+            if not isinstance(state, dict):
+                message = _("expected a JSON object of inputs, such as {example}")
+                return error_response(422, message.format(example='{"scores": "[[[1, 2]]]"}'))
         try:
-            state = loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return error_response(400, f"the body is not valid JSON: {exc}")
-        except RecursionError:
-            return error_response(400, "the body's JSON is nested too deep")
-        if not isinstance(state, dict):
-            return error_response(422, 'expected a JSON object of inputs, such as {"scores": "[[[1, 2]]]"}')
-        try:
-            return JSONResponse(await run_in_threadpool(panel, state))
+            return JSONResponse(await run_in_threadpool(in_the_language, chosen, panel, state))
         except (LabError, UserError) as exc:
             return error_response(422, str(exc), [str(exc)])
 

@@ -14,13 +14,14 @@ from typing import Any
 
 import torch
 
+from attn_mt.i18n import N_, _
 from attn_mt.lab.inputs import real
-from attn_mt.lab.shown import answer, code, shown
+from attn_mt.lab.shown import answer, code, number, shown
 from attn_mt.models.attention import DotProductAttention, masked_softmax
 
 # The chapter's desk: a red coffee cup among things to read. Features: (stands out, to read).
-OBJECTS = ("newspaper", "research paper", "red coffee cup", "notebook", "book")
-FEATURES = ("stands out", "to read")
+OBJECTS = (N_("newspaper"), N_("research paper"), N_("red coffee cup"), N_("notebook"), N_("book"))
+FEATURES = (N_("stands out"), N_("to read"))
 KEYS = ((0.2, 0.7), (0.1, 1.0), (1.0, -0.5), (0.1, 0.4), (0.2, 0.9))
 SALIENCE = 4.0  # how strongly what stands out draws the eye without a query: weights softmax(4 x stands out)
 
@@ -38,26 +39,35 @@ def cues_panel(state: dict[str, Any]) -> dict[str, Any]:
         attention(query, keys, values)
     volitional = attention.attention_weights  # (1, 1, K)
     scores = torch.matmul(query, keys.transpose(1, 2)) / math.sqrt(keys.shape[-1])  # (1, 1, K)
-    picked = [OBJECTS[int(w.argmax())] for w in (salience[0, 0], volitional[0, 0])]
+    objects = [_(name) for name in OBJECTS]
+    features = [_(name) for name in FEATURES]
+    picked = [objects[int(w.argmax())] for w in (salience[0, 0], volitional[0, 0])]
     tensors = [
-        shown("keys: the objects' features", keys[0], ["K", "k"], rows=list(OBJECTS), columns=list(FEATURES)),
-        shown("query: what you want", query[0, 0], ["k"], columns=list(FEATURES)),
-        shown("non-volitional weights: no query", salience[0], ["Q", "K"], columns=list(OBJECTS)),
-        shown("scores q · k / √k", scores[0], ["Q", "K"], columns=list(OBJECTS)),
-        shown("volitional weights: softmax of the scores", volitional[0], ["Q", "K"], columns=list(OBJECTS)),
+        shown(_("keys: the objects' features"), keys[0], ["K", "k"], rows=objects, columns=features),
+        shown(_("query: what you want"), query[0, 0], ["k"], columns=features),
+        shown(_("non-volitional weights: no query"), salience[0], ["Q", "K"], columns=objects),
+        shown(_("scores q · k / √k"), scores[0], ["Q", "K"], columns=objects),
+        shown(_("volitional weights: softmax of the scores"), volitional[0], ["Q", "K"], columns=objects),
     ]
     top = float(salience[0, 0].max())
     notes = [
-        "Every object is a key (its features) and a value (the object). Without a query, what draws the "
-        "eye is what stands out on its own, the non-volitional cue: here the weights are "
-        f"softmax({SALIENCE:g} × stands out), each key's 'stands out' feature times a salience of "
-        f"{SALIENCE:g} (how strongly what stands out draws the eye), the same whatever you want. The most "
-        f"weight, {top:.3f}, goes to the {picked[0]}.",
-        "With a query, the volitional cue, attention compares what you want with every key: the weights "
-        f"are softmax(q · k / √k), and now the most weight goes to the {picked[1]}. Change the query: "
-        "the keys and values stay as they are, only the query decides what is attended.",
-        "Attention pooling returns the weighted sum of the values; with one-hot values it is the weights "
-        "themselves, one share per object.",
+        _(
+            "Every object is a key (its features) and a value (the object). Without a query, what draws the "
+            "eye is what stands out on its own, the non-volitional cue: here the weights are "
+            "softmax({salience} × stands out), each key's 'stands out' feature times a salience of "
+            "{salience} (how strongly what stands out draws the eye), the same whatever you want. The most "
+            "weight, {top}, goes to the {picked}."
+        ).format(salience=number(SALIENCE), top=number(top, ".3f"), picked=picked[0]),
+        _(
+            "With a query, the volitional cue, attention compares what you want with every key: the weights "
+            "are softmax(q · k / √k), and now the most weight goes to the {picked}. Change the query: "
+            "the keys and values stay as they are, only the query decides what is attended."
+        ).format(picked=picked[1]),
+        _(
+            "Attention pooling returns the weighted sum of the values; with one-hot values it is the weights "
+            "themselves, one share per object."
+        ),
     ]
     lines = [code(DotProductAttention.attend), code(masked_softmax)]
-    return answer(tensors, lines, notes, text={"picked": f"no query: {picked[0]}; your query: {picked[1]}"})
+    picks = _("no query: {first}; your query: {second}").format(first=picked[0], second=picked[1])
+    return answer(tensors, lines, notes, text={"picked": picks})

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from attn_mt.i18n import N_, _
+
 MAX_ELEMENTS = 4096  # numbers in one tensor a request may send, or have computed and returned (docs/lab.md)
 MAX_WORK = 64 * MAX_ELEMENTS  # numbers in one intermediate tensor a request may have computed (1 MiB)
 MAX_TEXT = 100_000  # characters of one field (4096 numbers of up to 20 characters fit)
@@ -50,27 +52,41 @@ def _number(value: Any, key: str, what: str) -> float:
         try:
             value = float(value.strip())
         except ValueError:
-            raise LabError(f"{key}: expected {what}, got {value[:40]!r}") from None
+            raise LabError(
+                _("{key}: expected {what}, got {value}").format(key=key, what=_(what), value=repr(value[:40]))
+            ) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise LabError(f"{key}: expected {what}, got {value!r}")
+        raise LabError(
+            _("{key}: expected {what}, got {value}").format(key=key, what=_(what), value=repr(value))
+        )
     return float(value)
 
 
 def whole(state: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     """A whole number from `low` to `high` (text such as "3" is read as a number)."""
-    value = _number(field(state, key, default), key, "a whole number")
+    value = _number(field(state, key, default), key, N_("a whole number"))
     if not value.is_integer():
-        raise LabError(f"{key}: expected a whole number, got {value}")
+        raise LabError(
+            _("{key}: expected {what}, got {value}").format(key=key, what=_("a whole number"), value=value)
+        )
     if not low <= value <= high:
-        raise LabError(f"{key}: must be between {low} and {high}, got {int(value)}")
+        raise LabError(
+            _("{key}: must be between {low} and {high}, got {value}").format(
+                key=key, low=low, high=high, value=int(value)
+            )
+        )
     return int(value)
 
 
 def real(state: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
     """A finite number from `low` to `high`."""
-    value = _number(field(state, key, default), key, "a number")
+    value = _number(field(state, key, default), key, N_("a number"))
     if not low <= value <= high:
-        raise LabError(f"{key}: must be between {low} and {high}, got {value}")
+        raise LabError(
+            _("{key}: must be between {low} and {high}, got {value}").format(
+                key=key, low=low, high=high, value=value
+            )
+        )
     return value
 
 
@@ -78,7 +94,11 @@ def choice(state: dict[str, Any], key: str, default: str, allowed: tuple[str, ..
     """One of `allowed`."""
     value = field(state, key, default)
     if value not in allowed:
-        raise LabError(f"{key}: expected one of {', '.join(allowed)}, got {str(value)[:40]!r}")
+        raise LabError(
+            _("{key}: expected one of {allowed}, got {value}").format(
+                key=key, allowed=", ".join(allowed), value=repr(str(value)[:40])
+            )
+        )
     return value
 
 
@@ -86,9 +106,13 @@ def text(state: dict[str, Any], key: str, default: str, max_chars: int = 1000) -
     """A string of at most `max_chars` characters."""
     value = field(state, key, default)
     if not isinstance(value, str):
-        raise LabError(f"{key}: expected text, got {type(value).__name__}")
+        raise LabError(_("{key}: expected text, got {type}").format(key=key, type=type(value).__name__))
     if len(value) > max_chars:
-        raise LabError(f"{key}: at most {max_chars} characters, got {len(value)}")
+        raise LabError(
+            _("{key}: at most {limit} characters, got {length}").format(
+                key=key, limit=max_chars, length=len(value)
+            )
+        )
     return value
 
 
@@ -97,13 +121,23 @@ def _check_numbers(value: Any, key: str, where: str, depth: int = 0) -> int:
     if isinstance(value, list):
         if depth == MAX_RANK:
             raise LabError(
-                f"{key}: lists nested more than {MAX_RANK} deep (a tensor here has at most {MAX_RANK} axes)"
+                _("{key}: lists nested more than {rank} deep (a tensor here has at most {rank} axes)").format(
+                    key=key, rank=MAX_RANK
+                )
             )
         return sum(_check_numbers(item, key, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise LabError(f"{key}{where}: expected a number, got {json.dumps(value)[:40]}")
+        raise LabError(
+            _("{key}: expected {what}, got {value}").format(
+                key=key + where, what=_("a number"), value=json.dumps(value)[:40]
+            )
+        )
     if abs(value) > MAX_MAGNITUDE:
-        raise LabError(f"{key}{where}: {value} is larger than the lab's limit of {MAX_MAGNITUDE:g} in size")
+        raise LabError(
+            _("{key}: {value} is larger than the lab's limit of {limit} in size").format(
+                key=key + where, value=value, limit=f"{MAX_MAGNITUDE:g}"
+            )
+        )
     return 1
 
 
@@ -112,25 +146,45 @@ def tensor(state: dict[str, Any], key: str, default: Any, ranks: tuple[int, ...]
     value = field(state, key, default)
     if isinstance(value, str):
         if len(value) > MAX_TEXT:
-            raise LabError(f"{key}: at most {MAX_TEXT} characters, got {len(value)}")
+            raise LabError(
+                _("{key}: at most {limit} characters, got {length}").format(
+                    key=key, limit=MAX_TEXT, length=len(value)
+                )
+            )
         try:
             value = loads(value)
         except json.JSONDecodeError as exc:
-            raise LabError(f"{key}: not a list of numbers such as [[1, 2], [3, 4]] ({exc.msg})") from None
+            raise LabError(
+                _("{key}: not a list of numbers such as [[1, 2], [3, 4]] ({reason})").format(
+                    key=key, reason=exc.msg
+                )
+            ) from None
         except RecursionError:
             raise LabError(
-                f"{key}: lists nested too deep; the lab's tensors have at most {MAX_RANK} axes"
+                _("{key}: lists nested too deep; the lab's tensors have at most {rank} axes").format(
+                    key=key, rank=MAX_RANK
+                )
             ) from None
     count = _check_numbers(value, key, "")
     if count > MAX_ELEMENTS:
-        raise LabError(f"{key}: {count} numbers, more than the lab's limit of {MAX_ELEMENTS}")
+        raise LabError(
+            _("{key}: {count} numbers, more than the lab's limit of {limit}").format(
+                key=key, count=count, limit=MAX_ELEMENTS
+            )
+        )
     try:
         result = torch.tensor(value, dtype=torch.float32)
     except (ValueError, TypeError):
-        raise LabError(f"{key}: the rows must all have the same length (a rectangular tensor)") from None
+        raise LabError(
+            _("{key}: the rows must all have the same length (a rectangular tensor)").format(key=key)
+        ) from None
     if result.dim() not in ranks or result.numel() == 0:
-        wanted = " or ".join(f"{r}-D" for r in ranks)
-        raise LabError(f"{key}: expected a non-empty {wanted} tensor, got shape {tuple(result.shape)}")
+        wanted = _(" or ").join(f"{r}-D" for r in ranks)
+        raise LabError(
+            _("{key}: expected a non-empty {ranks} tensor, got shape {shape}").format(
+                key=key, ranks=wanted, shape=tuple(result.shape)
+            )
+        )
     return result
 
 
@@ -138,8 +192,9 @@ def limit_elements(key: str, *sizes: int) -> None:
     """Refuse a tensor of shape `sizes` a request asks the lab to make when it is over MAX_ELEMENTS."""
     if math.prod(sizes) > MAX_ELEMENTS:
         raise LabError(
-            f"{key}: shape {tuple(sizes)} holds {math.prod(sizes)} numbers, more than the lab's limit of "
-            f"{MAX_ELEMENTS}"
+            _("{key}: shape {shape} holds {count} numbers, more than the lab's limit of {limit}").format(
+                key=key, shape=tuple(sizes), count=math.prod(sizes), limit=MAX_ELEMENTS
+            )
         )
 
 
@@ -147,6 +202,8 @@ def limit_work(key: str, *sizes: int) -> None:
     """Refuse an intermediate tensor of shape `sizes` (computed, not returned) over MAX_WORK numbers."""
     if math.prod(sizes) > MAX_WORK:
         raise LabError(
-            f"{key}: shape {tuple(sizes)} holds {math.prod(sizes)} numbers, more than the lab's limit of "
-            f"{MAX_WORK} for a tensor it computes on the way"
+            _(
+                "{key}: shape {shape} holds {count} numbers, more than the lab's limit of {limit} for a "
+                "tensor it computes on the way"
+            ).format(key=key, shape=tuple(sizes), count=math.prod(sizes), limit=MAX_WORK)
         )

@@ -26,14 +26,21 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
+from attn_mt.i18n import N_, _, current_language, in_language
 from attn_mt.lab.inputs import choice, real, whole
-from attn_mt.lab.shown import answer, code, plot, shown
+from attn_mt.lab.shown import answer, code, number, plot, shown
 
 MAX_EPOCHS = 200
 KERNEL_TEXT = {
-    "gaussian": "Gaussian, k(u) = exp(-u² / 2)",
-    "boxcar": "boxcar, k(u) = 1 where |u| ≤ 1, else 0",
-    "epanechnikov": "Epanechnikov, k(u) = max(0, 1 - u²)",
+    "gaussian": N_("Gaussian, k(u) = exp(-u² / 2)"),
+    "boxcar": N_("boxcar, k(u) = 1 where |u| ≤ 1, else 0"),
+    "epanechnikov": N_("Epanechnikov, k(u) = max(0, 1 - u²)"),
+}
+KERNEL_NAMES = {"gaussian": N_("Gaussian"), "boxcar": N_("boxcar"), "epanechnikov": N_("Epanechnikov")}
+PREDICTIONS = {  # the three poolings' names in the plot and the errors
+    "average": N_("average"),
+    "nonparametric": N_("nonparametric"),
+    "parametric": N_("parametric"),
 }
 # The panel's training: at the book's learning rate (0.5) the summed loss's first step takes w most of
 # the way, and the curve is flat after it; at 0.01 the loss visibly falls over the first 20 epochs.
@@ -43,11 +50,11 @@ KERNEL_QUERY = 2.5  # the test input whose kernel the panel draws
 
 def bandwidth(w: float) -> str:
     """The kernel's bandwidth 1/|w| as text (infinite at w = 0: every key weighs the same)."""
-    return f"{1 / abs(w):.3g}" if w else "∞"
+    return number(1 / abs(w), ".3g") if w else "∞"
 
 
 def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
-    """Average, non-parametric (fixed w) and trained parametric pooling of the chapter's data, and the
+    """Average, nonparametric (fixed w) and trained parametric pooling of the chapter's data, and the
     kernel of one query for w and 2w; an answer computed before (the defaults, at the lab's start) is
     given again."""
     seed = whole(state, "seed", 0, 0, 2**31 - 1)
@@ -56,19 +63,20 @@ def nadaraya_watson_panel(state: dict[str, Any]) -> dict[str, Any]:
     lr = real(state, "lr", LR, 0.001, 5.0)
     point = whole(state, "point", 10, 0, 49)
     kernel = choice(state, "kernel", "gaussian", KERNELS)
-    return pooled(seed, w, epochs, lr, point, kernel)
+    return pooled(seed, w, epochs, lr, point, kernel, current_language())
 
 
-def warm_up() -> None:
+def warm_up(lang: str = "en") -> None:
     """Compute the panel's default answer before the lab serves: its first training imports what torch's
     optimiser loads on first use (torch._dynamo, over a second) and starts autograd, so the first request,
-    default or not, needs neither."""
-    nadaraya_watson_panel({})
+    default or not, needs neither; `lang` is the lab's language, whose default answer is then kept."""
+    with in_language(lang):
+        nadaraya_watson_panel({})
 
 
 @lru_cache(maxsize=64)  # a slider moved back and forth asks again for answers it had
-def pooled(seed: int, w: float, epochs: int, lr: float, point: int, kernel: str) -> dict[str, Any]:
-    """The panel's answer for these inputs (nadaraya_watson_panel); one object, never changed."""
+def pooled(seed: int, w: float, epochs: int, lr: float, point: int, kernel: str, lang: str) -> dict[str, Any]:
+    """The panel's answer for these inputs in `lang` (nadaraya_watson_panel); one object, never changed."""
     generator = torch.Generator().manual_seed(seed)
     data = make_data(generator)
     n_test = data.x_test.shape[0]
@@ -86,82 +94,115 @@ def pooled(seed: int, w: float, epochs: int, lr: float, point: int, kernel: str)
     query = data.x_train[point : point + 1]  # (1,)
     with torch.no_grad():
         held_out = gaussian_attention_weights(query, keys[point], model.w)  # (1, N - 1)
-    predictions = {"average": average, "non-parametric": nonparametric, "parametric": parametric}
+    predictions = {"average": average, "nonparametric": nonparametric, "parametric": parametric}
+    truth, samples = _("truth"), _("training samples")
     plots = [
         plot(
-            "predictions",
+            _("predictions"),
             "x",
             "y",
             [
-                ("truth", data.x_test, data.y_truth),
-                ("training samples", data.x_train, data.y_train),
-                *((label, data.x_test, y_hat) for label, y_hat in predictions.items()),
+                (truth, data.x_test, data.y_truth),
+                (samples, data.x_train, data.y_train),
+                *((_(PREDICTIONS[label]), data.x_test, y_hat) for label, y_hat in predictions.items()),
             ],
-            points=("training samples",),
+            points=(samples,),
         ),
-        plot("parametric training loss (summed)", "epoch", "loss", [("loss", range(1, epochs + 1), losses)]),
         plot(
-            f"kernel of the query x = {KERNEL_QUERY:g}: its weight on each training input",
-            "training input x_i",
-            "attention weight",
+            _("parametric training loss (summed)"),
+            _("epoch"),
+            _("loss"),
+            [(_("loss"), range(1, epochs + 1), losses)],
+        ),
+        plot(
+            _("kernel of the query x = {query}: its weight on each training input").format(
+                query=number(KERNEL_QUERY)
+            ),
+            _("training input x_i"),
+            _("attention weight"),
             [(label, data.x_train, kernel) for label, kernel in kernels.items()],
         ),
     ]
     tensors = [
         shown(
-            "non-parametric attention weights",
+            _("nonparametric attention weights"),
             weights,
             ["Q", "N"],
-            note=f"{kernel} kernel, w = {w:g} (bandwidth 1/w = {bandwidth(w)})",
+            note=_("{kernel} kernel, w = {w} (bandwidth 1/w = {bandwidth})").format(
+                kernel=_(KERNEL_NAMES[kernel]), w=number(w), bandwidth=bandwidth(w)
+            ),
         ),
         shown(
-            "the same weights, zoomed: 0 to their largest",
+            _("the same weights, zoomed: 0 to their largest"),
             weights,
             ["Q", "N"],
             scale="sequential",
-            note="its own scale, so that a wide kernel's small weights show their shape",
+            note=_("its own scale, so that a wide kernel's small weights show their shape"),
         ),
         shown(
-            "parametric attention weights",
+            _("parametric attention weights"),
             model.attention_weights,
             ["Q", "N"],
-            note=f"learned w = {learned:.4f} (bandwidth 1/w = {bandwidth(learned)})",
+            note=_("learned w = {w} (bandwidth 1/w = {bandwidth})").format(
+                w=number(learned, ".4f"), bandwidth=bandwidth(learned)
+            ),
         ),
-        shown("leave_one_out(x_train)[i]: the keys training point i sees", keys[point], ["K"]),
+        shown(_("leave_one_out(x_train)[i]: the keys training point i sees"), keys[point], ["K"]),
         shown(
-            "their weights for training point i",
+            _("their weights for training point i"),
             held_out[0],
             ["K"],
-            note=f"i = {point}, x_i = {query.item():.4f}",
+            note=f"i = {point}, x_i = {number(query.item(), '.4f')}",
         ),
     ]
-    errors = ", ".join(f"{k} {mean_squared_error(y, data.y_truth):.4f}" for k, y in predictions.items())
-    notes = [
-        f"Test mean squared error against the noiseless curve: {errors}.",
-        f"Kernel: {KERNEL_TEXT[kernel]}, with u = (x - x_i) w; each weight is k(u) divided by the sum over "
+    errors = ", ".join(
+        f"{_(PREDICTIONS[k])} {number(mean_squared_error(y, data.y_truth), '.4f')}"
+        for k, y in predictions.items()
+    )
+    kernel_note = _(
+        "Kernel: {kernel}, with u = (x - x_i) w; each weight is k(u) divided by the sum over "
         "the training inputs."
-        + (
-            f" {empty} of the {weights.shape[0]} test inputs have no training input within 1/w of them: "
+    ).format(kernel=_(KERNEL_TEXT[kernel]))
+    if empty:
+        kernel_note += " " + _(
+            "{empty} of the {total} test inputs have no training input within 1/w of them: "
             "their weights are all 0, and so is their prediction."
-            if empty
-            else ""
-        )
-        + (" The parametric model keeps the Gaussian kernel." if kernel != "gaussian" else ""),
-        f"The parametric w was trained for {epochs} epochs at learning rate {lr:g} and ended at "
-        f"{learned:.4f}.",
-        f"w multiplies the distance, so it is not the kernel's width: the bandwidth is 1/w, and a larger w "
-        f"is a narrower kernel that averages fewer, closer points. For the query x = {KERNEL_QUERY:g} the "
-        f"training inputs, weighted by the kernel, lie at a distance of {spreads[0]:.3f} for w = {w:g} and "
-        f"{spreads[1]:.3f} for 2w = {2 * w:g} (the root mean square distance, a width in units of x).",
-        f"The largest non-parametric weight is {float(weights.max()):.3f}: on the fixed 0–1 scale a wide "
-        "kernel's weights, spread over many training points, all look pale.",
-        f"The book trains at learning rate {LEARNING_RATE:g}: on the summed loss, its first step takes w "
-        "most of the way and the loss curve is flat after it. This panel starts at a smaller rate so that "
-        "the curve shows the learning.",
-        f"While training, training point {point} queries the other {keys.shape[1]} points only. With its own "
-        "point among the keys, the loss would be smallest when w grows without bound (each point then "
-        "predicts its own noisy y exactly), so the model would learn to copy the noise.",
-        "Heatmaps: rows are the 50 sorted test inputs, columns the 50 sorted training inputs.",
+        ).format(empty=empty, total=weights.shape[0])
+    if kernel != "gaussian":
+        kernel_note += " " + _("The parametric model keeps the Gaussian kernel.")
+    notes = [
+        _("Test mean squared error against the noiseless curve: {errors}.").format(errors=errors),
+        kernel_note,
+        _("The parametric w was trained for {epochs} epochs at learning rate {lr} and ended at {w}.").format(
+            epochs=epochs, lr=number(lr), w=number(learned, ".4f")
+        ),
+        _(
+            "w multiplies the distance, so it is not the kernel's width: the bandwidth is 1/w, and a "
+            "larger w is a narrower kernel that averages fewer, closer points. For the query x = {query} the "
+            "training inputs, weighted by the kernel, lie at a distance of {spread} for w = {w} and "
+            "{spread2} for 2w = {w2} (the root mean square distance, a width in units of x)."
+        ).format(
+            query=number(KERNEL_QUERY),
+            spread=number(spreads[0], ".3f"),
+            w=number(w),
+            spread2=number(spreads[1], ".3f"),
+            w2=number(2 * w),
+        ),
+        _(
+            "The largest nonparametric weight is {largest}: on the fixed 0–1 scale a wide "
+            "kernel's weights, spread over many training points, all look pale."
+        ).format(largest=number(float(weights.max()), ".3f")),
+        _(
+            "The book trains at learning rate {lr}: on the summed loss, its first step takes w "
+            "most of the way and the loss curve is flat after it. This panel starts at a smaller rate so "
+            "that the curve shows the learning."
+        ).format(lr=number(LEARNING_RATE)),
+        _(
+            "While training, training point {point} queries the other {others} points only. With its own "
+            "point among the keys, the loss would be smallest when w grows without bound (each point then "
+            "predicts its own noisy y exactly), so the model would learn to copy the noise."
+        ).format(point=point, others=keys.shape[1]),
+        _("Heatmaps: rows are the 50 sorted test inputs, columns the 50 sorted training inputs."),
     ]
     lines = [
         code(make_data),
@@ -178,6 +219,6 @@ def pooled(seed: int, w: float, epochs: int, lr: float, point: int, kernel: str)
         lines,
         notes,
         plots,
-        text={"learned_w": f"learned w = {learned:.6f}"},
+        text={"learned_w": _("learned w = {w}").format(w=number(learned, ".6f"))},
         spreads=spreads,
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from attn_mt.i18n import N_, _, ngettext
 from attn_mt.lab.inputs import (
     MAX_ELEMENTS,
     LabError,
@@ -25,7 +26,7 @@ from attn_mt.lab.inputs import (
     tensor,
     whole,
 )
-from attn_mt.lab.shown import answer, code, count, line_of, plot, shown
+from attn_mt.lab.shown import answer, code, line_of, number, plot, shown
 from attn_mt.models.attention import (
     AdditiveAttention,
     AttentionMask,
@@ -43,11 +44,35 @@ DEFAULT_KEYS = "[[[1, 0], [0, 1], [1, 1], [-1, 0.5]]]"
 DEFAULT_VALUES = "[[[1, 0], [0, 1], [2, 2], [0, -1]]]"
 MAX_KEY_SIZE = 1024
 FILLS = {  # what a masked score is replaced with before the softmax
-    "attn-mt": "attn-mt's masked_softmax (-inf, and a row of zeros for a query with no valid key)",
-    "-1e6": "the book's -1e6 (minus a million)",
+    "attn-mt": N_("attn-mt's masked_softmax (-inf, and a row of zeros for a query with no valid key)"),
+    "-1e6": N_("the book's -1e6 (minus a million)"),
     "-inf": "-inf",
     "0": "0",
-    "1e-6": "1e-6 (a millionth: what -1e6 is often misread as)",
+    "1e-6": N_("1e-6 (a millionth: what -1e6 is often misread as)"),
+}
+LEAKS = {  # what each fill but attn-mt's does to the masked keys' weight
+    "-1e6": N_(
+        "exp(-1e6 - max) underflows to 0, so no weight leaks while a query has a valid "
+        "key; a query with none has every score -1e6 and spreads its weight evenly over keys it "
+        "should ignore."
+    ),
+    "-inf": N_(
+        "Masked keys get exactly 0, but a query with no valid key is all -inf: "
+        "its softmax is 0/0, NaN (shown as NaN), and NaN spreads through everything after it."
+    ),
+    "0": N_(
+        "A score of 0 is an ordinary score: each masked key gets the weight the softmax "
+        "gives any key of score 0, exp(0) divided by the sum of exp over the whole row, the masked "
+        "keys' exp(0) = 1 included; a large share when the valid scores are near 0 and a small "
+        "one, never 0, when they are large (valid scores [10, 12] leave about 5e-6 on each masked "
+        "key)."
+    ),
+    "1e-6": N_(
+        "1e-6 (a millionth) is a score all but equal to 0, nothing like the book's -1e6: "
+        "each masked key gets the weight of a key of score 1e-6, exp(1e-6) divided by the sum of "
+        "exp over the whole row, masked keys included: the same as with a fill of 0, not the "
+        "weight its own score would have given it."
+    ),
 }
 KEY_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the sweep of the key-size plot
 SWEEP_KEYS = 8  # keys per query in the key-size experiment
@@ -62,13 +87,19 @@ def valid_lens_of(state: dict[str, Any], scores_shape: tuple[int, ...], default:
     batch, queries, keys = scores_shape
     if raw.shape not in ((batch,), (batch, queries)):
         raise LabError(
-            f"valid_lens: expected shape ({batch},) (one per batch element) or ({batch}, {queries}) "
-            f"(one per query), got {tuple(raw.shape)}"
+            _(
+                "valid_lens: expected shape {per_batch} (one per batch element) or {per_query} "
+                "(one per query), got {shape}"
+            ).format(per_batch=(batch,), per_query=(batch, queries), shape=tuple(raw.shape))
         )
     if not torch.equal(raw, raw.round()) or raw.min() < 0:
-        raise LabError("valid_lens: expected whole numbers of valid keys, 0 or more")
+        raise LabError(_("valid_lens: expected whole numbers of valid keys, 0 or more"))
     if raw.max() > keys:
-        raise LabError(f"valid_lens: {int(raw.max())} is past the number of keys K = {keys}")
+        raise LabError(
+            _("valid_lens: {length} is past the number of keys K = {keys}").format(
+                length=int(raw.max()), keys=keys
+            )
+        )
     return raw.long()
 
 
@@ -99,10 +130,11 @@ def leak_example(scores: torch.Tensor, blocked: torch.Tensor, weights: torch.Ten
     valid = [f"{v:g}" for v in scores[b, q][~blocked[b, q]].tolist()]
     masked = int(blocked[b, q].sum())
     per_key = float(weights[b, q][blocked[b, q]][0])
-    return (
-        f" Query (B={b}, Q={q}), valid scores [{', '.join(valid)}] and "
-        f"{count(masked, 'masked key', 'masked keys')}: each masked key gets {per_key:.3f}."
-    )
+    return " " + ngettext(
+        "Query (B={b}, Q={q}), valid scores {scores} and {count} masked key: each masked key gets {weight}.",
+        "Query (B={b}, Q={q}), valid scores {scores} and {count} masked keys: each masked key gets {weight}.",
+        masked,
+    ).format(b=b, q=q, scores=f"[{', '.join(valid)}]", count=masked, weight=number(per_key, ".3f"))
 
 
 def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
@@ -127,54 +159,49 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
             )
         )
     name = (
-        "masked_softmax(X, valid_lens)" if fill_name == "attn-mt" else f"softmax, masked scores = {fill_name}"
+        "masked_softmax(X, valid_lens)"
+        if fill_name == "attn-mt"
+        else _("softmax, masked scores = {fill}").format(fill=fill_name)
     )
     tensors.append(shown(name, weights, ["B", "Q", "K"], mask=None if fill_name != "attn-mt" else blocked))
     notes = [
-        "1-D valid_lens give one length per batch element (its queries share it); 2-D give one per query.",
+        _("1-D valid_lens give one length per batch element (its queries share it); 2-D give one per query."),
     ]
     if fill_name == "attn-mt":
         notes.insert(
             0,
-            "Masked keys (struck through) are filled with -inf before the softmax, so they get weight "
-            "exactly 0 and each row's weights over its valid keys sum to 1.",
+            _(
+                "Masked keys (struck through) are filled with -inf before the softmax, so they get weight "
+                "exactly 0 and each row's weights over its valid keys sum to 1."
+            ),
         )
         if valid_lens is not None and bool((valid_lens == 0).any()):
             notes.append(
-                "A query with valid length 0 has no key to attend to: attn-mt gives it a row of zeros."
+                _("A query with valid length 0 has no key to attend to: attn-mt gives it a row of zeros.")
             )
     elif blocked is not None:
         leaked = torch.where(blocked, weights, torch.zeros_like(weights)).sum(-1)  # (B, Q)
         tensors.append(
             shown(
-                "weight leaked onto masked keys",
+                _("weight leaked onto masked keys"),
                 leaked,
                 ["B", "Q"],
-                note="the sum of each query's weights on keys past its valid length; the right answer is 0",
+                note=_(
+                    "the sum of each query's weights on keys past its valid length; the right answer is 0"
+                ),
             )
         )
         most = float(leaked.max())
         notes.insert(
             0,
-            f"Masked scores are replaced with {FILLS[fill_name]} before the softmax; the masked keys keep "
-            "their weight here (not struck through) so the leak shows. "
-            + {
-                "-1e6": "exp(-1e6 - max) underflows to 0, so no weight leaks while a query has a valid "
-                "key; a query with none has every score -1e6 and spreads its weight evenly over keys it "
-                "should ignore.",
-                "-inf": "Masked keys get exactly 0, but a query with no valid key is all -inf: "
-                "its softmax is 0/0, NaN (shown as NaN), and NaN spreads through everything after it.",
-                "0": "A score of 0 is an ordinary score: each masked key gets the weight the softmax "
-                "gives any key of score 0, exp(0) divided by the sum of exp over the whole row, the masked "
-                "keys' exp(0) = 1 included; a large share when the valid scores are near 0 and a small "
-                "one, never 0, when they are large (valid scores [10, 12] leave about 5e-6 on each masked "
-                "key).",
-                "1e-6": "1e-6 (a millionth) is a score all but equal to 0, nothing like the book's -1e6: "
-                "each masked key gets the weight of a key of score 1e-6, exp(1e-6) divided by the sum of "
-                "exp over the whole row, masked keys included: the same as with a fill of 0, not the "
-                "weight its own score would have given it.",
-            }[fill_name]
-            + f" Here the most any query leaks is {most:.4g}."
+            _(
+                "Masked scores are replaced with {fill} before the softmax; the masked keys keep "
+                "their weight here (not struck through) so the leak shows."
+            ).format(fill=_(FILLS[fill_name]))
+            + " "
+            + _(LEAKS[fill_name])
+            + " "
+            + _("Here the most any query leaks is {most}.").format(most=number(most, ".4g"))
             + leak_example(scores, blocked, weights, fill_name),
         )
     lines = [
@@ -183,7 +210,7 @@ def masked_softmax_panel(state: dict[str, Any]) -> dict[str, Any]:
         line_of(softmax_with_mask, "masked_fill(mask.blocked", "softmax_with_mask"),
     ]
     if fill_name != "attn-mt":
-        lines.append(code(filled_softmax, "filled_softmax (the lab's, the book's masking)"))
+        lines.append(code(filled_softmax, _("filled_softmax (the lab's, the book's masking)")))
     return answer(tensors, lines, notes)
 
 
@@ -245,17 +272,20 @@ def additive_steps(kept: dict[str, torch.Tensor], blocked: torch.Tensor | None) 
     queries, keys = kept["W_q q"].unsqueeze(2), kept["W_k k"].unsqueeze(1)  # (B, Q, 1, H), (B, 1, K, H)
     features = kept["features"]  # (B, Q, K, H)
     steps = [
-        shown("W_q q, unsqueezed", queries, ["B", "Q", "1", "H"]),
-        shown("W_k k, unsqueezed", keys, ["B", "1", "K", "H"]),
+        shown(_("W_q q, unsqueezed"), queries, ["B", "Q", "1", "H"]),
+        shown(_("W_k k, unsqueezed"), keys, ["B", "1", "K", "H"]),
     ]
     if features.numel() <= MAX_ELEMENTS // 4:
         steps += [
-            shown("W_q q + W_k k (broadcast)", queries + keys, ["B", "Q", "K", "H"]),
-            shown("tanh(W_q q + W_k k): the features", features, ["B", "Q", "K", "H"]),
+            shown(_("W_q q + W_k k (broadcast)"), queries + keys, ["B", "Q", "K", "H"]),
+            shown(_("tanh(W_q q + W_k k): the features"), features, ["B", "Q", "K", "H"]),
         ]
     steps.append(
         shown(
-            "scores w_vᵀ tanh(…), before masking", kept["scores"].squeeze(-1), ["B", "Q", "K"], mask=blocked
+            _("scores w_vᵀ tanh(…), before masking"),
+            kept["scores"].squeeze(-1),
+            ["B", "Q", "K"],
+            mask=blocked,
         )
     )
     return steps
@@ -270,13 +300,15 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
     seed = whole(state, "seed", 0, 0, 2**31 - 1)
     if queries.shape[0] != keys.shape[0] or keys.shape[:2] != values.shape[:2]:
         raise LabError(
-            f"queries {tuple(queries.shape)}, keys {tuple(keys.shape)} and values {tuple(values.shape)} "
-            "must share the batch size B, and keys and values the number of pairs K"
+            _(
+                "queries {queries}, keys {keys} and values {values} "
+                "must share the batch size B, and keys and values the number of pairs K"
+            ).format(queries=tuple(queries.shape), keys=tuple(keys.shape), values=tuple(values.shape))
         )
     batch, num_queries, num_keys = queries.shape[0], queries.shape[1], keys.shape[1]
-    limit_elements("the attention weights (B, Q, K)", batch, num_queries, num_keys)
-    limit_elements("the outputs (B, Q, v)", batch, num_queries, values.shape[2])
-    limit_work("additive attention's features (B, Q, K, H)", batch, num_queries, num_keys, hiddens)
+    limit_elements(_("the attention weights (B, Q, K)"), batch, num_queries, num_keys)
+    limit_elements(_("the outputs (B, Q, v)"), batch, num_queries, values.shape[2])
+    limit_work(_("additive attention's features (B, Q, K, H)"), batch, num_queries, num_keys, hiddens)
     valid_lens = valid_lens_of(state, (queries.shape[0], queries.shape[1], keys.shape[1]), "")
     blocked = blocked_keys(valid_lens, (queries.shape[0], queries.shape[1], keys.shape[1]))
     additive = seeded_additive(keys.shape[2], queries.shape[2], hiddens, seed)
@@ -287,23 +319,29 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
         shown("keys", keys, ["B", "K", "k"]),
         shown("values", values, ["B", "K", "v"]),
         *additive_steps(kept, blocked),
-        shown("additive: attention_weights", additive.attention_weights, ["B", "Q", "K"], mask=blocked),
+        shown(_("additive: attention_weights"), additive.attention_weights, ["B", "Q", "K"], mask=blocked),
     ]
     lines = [
         line_of(AdditiveAttention.attend, "torch.tanh(self.W_q(queries)", "AdditiveAttention.attend"),
         line_of(AdditiveAttention.attend, "scores = self.w_v", "AdditiveAttention.attend"),
     ]
     notes = [
-        f"Additive attention learns W_q (q -> {hiddens}), W_k (k -> {hiddens}) and w_v; here they hold "
-        f"torch's initial values after manual_seed({seed}), so queries and keys may have different sizes.",
-        "Its steps, as attn-mt runs them: W_q q and W_k k are made (B, Q, 1, H) and (B, 1, K, H), "
-        "broadcast to (B, Q, K, H) and added (every query beside every key), tanh squashes each of the "
-        "H features, and w_v turns the H features of each (query, key) pair into one score, (B, Q, K).",
-        "Why a learned MLP can measure similarity: W_q and W_k map queries and keys into one H-dimensional "
-        "space; each hidden unit then tests whether a query and a key push one direction together, and "
-        "w_v weighs those tests. Training sets W_q, W_k and w_v so that pairs that should match get high "
-        "scores: 'similar' is whatever the task needs, not a fixed geometry. With one hidden unit and "
-        "tanh near linear it reduces to a sum of a query term and a key term.",
+        _(
+            "Additive attention learns W_q (q -> {hiddens}), W_k (k -> {hiddens}) and w_v; here they hold "
+            "torch's initial values after manual_seed({seed}), so queries and keys may have different sizes."
+        ).format(hiddens=hiddens, seed=seed),
+        _(
+            "Its steps, as attn-mt runs them: W_q q and W_k k are made (B, Q, 1, H) and (B, 1, K, H), "
+            "broadcast to (B, Q, K, H) and added (every query beside every key), tanh squashes each of the "
+            "H features, and w_v turns the H features of each (query, key) pair into one score, (B, Q, K)."
+        ),
+        _(
+            "Why a learned MLP can measure similarity: W_q and W_k map queries and keys into one "
+            "H-dimensional space; each hidden unit then tests whether a query and a key push one direction "
+            "together, and w_v weighs those tests. Training sets W_q, W_k and w_v so that pairs that should "
+            "match get high scores: 'similar' is whatever the task needs, not a fixed geometry. With one "
+            "hidden unit and tanh near linear it reduces to a sum of a query term and a key term."
+        ),
     ]
     if queries.shape[2] == keys.shape[2]:
         dot = DotProductAttention(dropout=0.0).eval()
@@ -313,20 +351,23 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
         written = batch * num_queries * num_keys * queries.shape[2] <= MAX_ELEMENTS  # products to write out
         tensors += [
             shown(
-                "scaled dot-product: attention_weights", dot.attention_weights, ["B", "Q", "K"], mask=blocked
+                _("scaled dot-product: attention_weights"),
+                dot.attention_weights,
+                ["B", "Q", "K"],
+                mask=blocked,
             ),
             shown(
                 "Q Kᵀ",
                 products,
                 ["B", "Q", "K"],
                 hover=dot_product_terms(queries, keys) if written else None,
-                note="Point at a cell to see its dot product written out."
+                note=_("Point at a cell to see its dot product written out.")
                 if written
-                else f"Over {MAX_ELEMENTS} products in all: not written out on hover.",
+                else _("Over {limit} products in all: not written out on hover.").format(limit=MAX_ELEMENTS),
             ),
             shown("Q Kᵀ / √d", products / math.sqrt(queries.shape[2]), ["B", "Q", "K"], mask=blocked),
-            shown("additive: output", additive_output, ["B", "Q", "v"]),
-            shown("scaled dot-product: output", dot_output, ["B", "Q", "v"]),
+            shown(_("additive: output"), additive_output, ["B", "Q", "v"]),
+            shown(_("scaled dot-product: output"), dot_output, ["B", "Q", "v"]),
         ]
         lines.append(
             line_of(
@@ -336,8 +377,10 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
             )
         )
         notes.append(
-            "Each output row is the attention-weighted average of the values: "
-            "weights (B, Q, K) times values (B, K, v)."
+            _(
+                "Each output row is the attention-weighted average of the values: "
+                "weights (B, Q, K) times values (B, K, v)."
+            )
         )
     else:
         M = seeded_bilinear(queries.shape[2], keys.shape[2], seed)  # (q, k)
@@ -345,27 +388,35 @@ def scoring_panel(state: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             bilinear_output = bilinear(queries @ M, keys, values, valid_lens)  # (B, Q, v)
         tensors += [
-            shown("M (q x k, random)", M, ["q", "k"]),
+            shown(_("M (q x k, random)"), M, ["q", "k"]),
             shown(
-                "bilinear qᵀ M k / √k: attention_weights",
+                _("bilinear qᵀ M k / √k: attention_weights"),
                 bilinear.attention_weights,
                 ["B", "Q", "K"],
                 mask=blocked,
             ),
-            shown("additive: output", additive_output, ["B", "Q", "v"]),
-            shown("bilinear: output", bilinear_output, ["B", "Q", "v"]),
+            shown(_("additive: output"), additive_output, ["B", "Q", "v"]),
+            shown(_("bilinear: output"), bilinear_output, ["B", "Q", "v"]),
         ]
         lines.append(code(DotProductAttention.attend))
         notes.append(
-            f"The plain dot product q·k needs queries and keys of one size; these are q = {queries.shape[2]} "
-            f"and k = {keys.shape[2]}. The chapter's exercise qᵀ M k, with a (q x k) matrix M (learned in a "
-            f"model, random here from manual_seed({seed})), handles any sizes: it is DotProductAttention run "
-            "on the queries mapped by M, (B, Q, q) @ (q, k) -> (B, Q, k)."
+            _(
+                "The plain dot product q·k needs queries and keys of one size; these are q = {q} "
+                "and k = {k}. The chapter's exercise qᵀ M k, with a (q x k) matrix M (learned in a "
+                "model, random here from manual_seed({seed})), handles any sizes: it is DotProductAttention "
+                "run on the queries mapped by M, (B, Q, q) @ (q, k) -> (B, Q, k)."
+            ).format(q=queries.shape[2], k=keys.shape[2], seed=seed)
         )
     return answer(tensors, lines, notes)
 
 
 SATURATED = 0.9  # a largest weight above this is "nearly all weight on one key"
+SERIES = {  # the key-size plots' lines
+    "std of scores with √d": N_("std of scores with √d"),
+    "std of scores without √d": N_("std of scores without √d"),
+    "largest weight with √d": N_("largest weight with √d"),
+    "largest weight without √d": N_("largest weight without √d"),
+}
 
 
 def sweep_note(with_scale: list[float], without: list[float]) -> str:
@@ -378,13 +429,23 @@ def sweep_note(with_scale: list[float], without: list[float]) -> str:
     def where(curve: list[float]) -> str:
         d = first_saturated(curve)
         if d is None:
-            return f"stays between {min(curve):.2f} and {max(curve):.2f}, never over {SATURATED:g}"
-        return f"passes {SATURATED:g} from d = {d} on (up to {max(curve):.2f})"
+            return _("stays between {low} and {high}, never over {limit}").format(
+                low=number(min(curve), ".2f"), high=number(max(curve), ".2f"), limit=number(SATURATED)
+            )
+        return _("passes {limit} from d = {d} on (up to {high})").format(
+            limit=number(SATURATED), d=d, high=number(max(curve), ".2f")
+        )
 
-    return (
-        f"The plot (the mean over {SWEEP_QUERIES} random queries at each d from {KEY_SIZES[0]} to "
-        f"{KEY_SIZES[-1]}): with the scale the largest weight {where(with_scale)}; without it the largest "
-        f"weight {where(without)}."
+    return _(
+        "The plot (the mean over {queries} random queries at each d from {first} to "
+        "{last}): with the scale the largest weight {scaled}; without it the largest "
+        "weight {unscaled}."
+    ).format(
+        queries=SWEEP_QUERIES,
+        first=KEY_SIZES[0],
+        last=KEY_SIZES[-1],
+        scaled=where(with_scale),
+        unscaled=where(without),
     )
 
 
@@ -421,37 +482,48 @@ def key_size_panel(state: dict[str, Any]) -> dict[str, Any]:
     sizes = [math.log2(size) for size in KEY_SIZES]
     plots = [
         plot(
-            "spread of the scores", "log2 d", "std", [(n, sizes, y) for n, y in series.items() if "std" in n]
+            _("spread of the scores"),
+            "log2 d",
+            "std",
+            [(_(SERIES[n]), sizes, y) for n, y in series.items() if "std" in n],
         ),
         plot(
-            "largest weight of 8 keys (mean)",
+            _("largest weight of 8 keys (mean)"),
             "log2 d",
-            "weight",
-            [(n, sizes, y) for n, y in series.items() if "largest" in n],
+            _("weight"),
+            [(_(SERIES[n]), sizes, y) for n, y in series.items() if "largest" in n],
         ),
     ]
-    name = "q kᵀ / √d" if scaled else "q kᵀ (no scale)"
+    name = _("scores q kᵀ / √d") if scaled else _("scores q kᵀ (no scale)")
     tensors = [
-        shown(f"scores {name}", scores, ["B", "Q", "K"]),
+        shown(name, scores, ["B", "Q", "K"]),
         shown("attention_weights", weights, ["B", "Q", "K"]),
-        shown("output: weighted mean of the values 0..7", output, ["B", "Q", "v"]),
+        shown(_("output: weighted mean of the values 0..7"), output, ["B", "Q", "v"]),
     ]
     largest = float(weights.max())
     spread = float(scores.std())
     notes = [
-        f"q and the 8 keys have d = {count(d, 'entry', 'entries')} drawn from N(0, 1), so q · k has "
-        "variance d. "
+        ngettext(
+            "q and the 8 keys have d = {d} entry drawn from N(0, 1), so q · k has variance d.",
+            "q and the 8 keys have d = {d} entries drawn from N(0, 1), so q · k has variance d.",
+            d,
+        ).format(d=d)
+        + " "
         + (
-            "Dividing by √d brings the scores back to unit variance whatever d is"
+            _("Dividing by √d brings the scores back to unit variance whatever d is")
             if scaled
-            else f"Without the scale the scores spread like √d (std {spread:.2f} here)"
+            else _("Without the scale the scores spread like √d (std {spread} here)").format(
+                spread=number(spread, ".2f")
+            )
         )
-        + f"; the largest of the 8 weights is {largest:.3f}"
         + (
-            ": nearly all weight on one key, where the softmax's gradients vanish."
+            _(
+                "; the largest of the 8 weights is {largest}: nearly all weight on one key, where the "
+                "softmax's gradients vanish."
+            )
             if largest > SATURATED
-            else ", the softmax not saturated at this d."
-        ),
+            else _("; the largest of the 8 weights is {largest}, the softmax not saturated at this d.")
+        ).format(largest=number(largest, ".3f")),
         sweep_note(series["largest weight with √d"], series["largest weight without √d"]),
     ]
     lines = [

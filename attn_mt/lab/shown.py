@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from babel.numbers import get_decimal_symbol, get_group_symbol
+
+from attn_mt.i18n import current_language
+from attn_mt.i18n.languages import BABEL_LOCALE
 
 PACKAGE = Path(__file__).resolve().parents[1]  # attn_mt/
 ROOT = PACKAGE.parent
@@ -144,6 +148,14 @@ def _floats(values: Any) -> list[float]:
     if isinstance(values, torch.Tensor):
         return values.detach().double().reshape(-1).tolist()
     return [float(v) for v in values]
+
+
+def number(value: float, spec: str = "g") -> str:
+    """`value` in a sentence, as format(value, spec) writes it with the separators of the language in
+    force: 0.125 in English and Chinese, 0,125 in Vietnamese (tensors and lists stay as the code prints)."""
+    locale = BABEL_LOCALE[current_language()]
+    symbols = {",": get_group_symbol(locale), ".": get_decimal_symbol(locale)}
+    return format(value, spec).translate(str.maketrans(symbols))
 
 
 def count(n: int, one: str, many: str) -> str:

@@ -2,7 +2,11 @@
 // their texts to /api/PANEL; the server computes the panel with attn-mt's functions and the page only
 // draws what comes back (tensors as tables, plots as SVG lines, the code lines that ran). The open
 // panel and its inputs live in the URL's hash (#panel?key=value&...), so a link shares an example.
+// Every text the page writes is English marked with t() (i18n.js), in the language of the switch; the
+// panels' own sentences come from the server in the language the page asks for (?lang=).
 "use strict";
+
+const { t } = window.attnMtI18n;
 
 const SVG = "http://www.w3.org/2000/svg";
 const DEBOUNCE_MS = 250;
@@ -16,12 +20,12 @@ const COLOURS = ["#0072B2", "#D55E00", "#000000", "#CC79A7", "#009E73", "#882255
 const DASHES = ["", "7 3", "2 3", "9 3 2 3", "1 3", "12 4"];
 
 // What the short axis names mean, in the book's words (the page's notation table has them all).
-const AXIS_NAMES = {
-  B: "batch size", Q: "number of queries (the book's n)", K: "number of key-value pairs (the book's m)",
-  q: "query size", k: "key size", v: "value size", d: "size of a query and key (per head)",
-  H: "hidden size (num_hiddens)", h: "number of heads", N: "steps", S: "source positions (tokens)",
-  T: "target positions", L: "layers", F: "FFN hidden size (ffn_num_hiddens)",
-};
+const axisNames = () => ({
+  B: t("batch size"), Q: t("number of queries (the book's n)"), K: t("number of key-value pairs (the book's m)"),
+  q: t("query size"), k: t("key size"), v: t("value size"), d: t("size of a query and key (per head)"),
+  H: t("hidden size (num_hiddens)"), h: t("number of heads"), N: t("steps"), S: t("source positions (tokens)"),
+  T: t("target positions"), L: t("layers"), F: t("FFN hidden size (ffn_num_hiddens)"),
+});
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
@@ -125,8 +129,8 @@ const MASK_OFF = [240, 240, 240];
 const MASK_ON = [55, 55, 55];
 const FIXED = new Set(["weights", "probability"]); // 0 to 1 whatever the values
 
-function mixed(from, to, t) {
-  const c = from.map((f, k) => Math.round(f + (to[k] - f) * t));
+function mixed(from, to, share) {
+  const c = from.map((f, k) => Math.round(f + (to[k] - f) * share));
   return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
 }
 
@@ -135,8 +139,8 @@ function shade(value, scale, bound) {
   if (FIXED.has(scale)) return mixed(WHITE, BLUE, Math.min(1, Math.max(0, value)));
   if (scale === "binary") return mixed(MASK_OFF, MASK_ON, value >= 0.5 ? 1 : 0);
   if (scale === "sequential") return mixed(WHITE, BLUE, bound > 0 ? Math.min(1, Math.max(0, value / bound)) : 0);
-  const t = bound > 0 ? Math.min(1, Math.abs(value) / bound) : 0;
-  return mixed(WHITE, value < 0 ? BLUE : RED, t);
+  const share = bound > 0 ? Math.min(1, Math.abs(value) / bound) : 0;
+  return mixed(WHITE, value < 0 ? BLUE : RED, share);
 }
 
 function darkness(value, scale, bound) {
@@ -147,13 +151,13 @@ function darkness(value, scale, bound) {
 }
 
 // The legend under a tensor: its colour scale with labelled ends and middle.
-const LEGEND_TITLES = {
-  weights: "attention weight, fixed scale:",
-  probability: "probability, fixed scale:",
-  binary: "mask, two values:",
-  sequential: "value, from 0:",
-  centred: "value, scale centred at 0:",
-};
+const legendTitles = () => ({
+  weights: t("attention weight, fixed scale:"),
+  probability: t("probability, fixed scale:"),
+  binary: t("mask, two values:"),
+  sequential: t("value, from 0:"),
+  centred: t("value, scale centred at 0:"),
+});
 
 function legend(scale, bound) {
   const box = element("div", { class: "legend", "data-scale": scale });
@@ -169,7 +173,7 @@ function legend(scale, bound) {
     stops = [0, 0.5, 1].map((v) => shade(v * bound, scale, bound));
     ends = ["0", formatNumber(bound / 2), formatNumber(bound)];
   }
-  box.append(element("span", { class: "legend-title" }, LEGEND_TITLES[scale]));
+  box.append(element("span", { class: "legend-title" }, legendTitles()[scale]));
   const bar = element("span", { class: "legend-bar" });
   bar.style.background = `linear-gradient(to right, ${scale === "binary"
     ? `${stops[0]} 0 50%, ${stops[2]} 50% 100%` : stops.join(", ")})`;
@@ -185,8 +189,8 @@ function legend(scale, bound) {
 // "1" of an unsqueezed tensor) has one place only, so it names none.
 function sliceName(axis, k) {
   if (/^[0-9]+$/.test(axis)) return "";
-  if (axis === "L") return `layer ${k + 1}`;
-  if (axis === "h") return `head ${k + 1}`;
+  if (axis === "L") return t("layer {n}", { n: k + 1 });
+  if (axis === "h") return t("head {n}", { n: k + 1 });
   return `${axis}=${k}`;
 }
 
@@ -264,9 +268,10 @@ function slices(tensor, values, index, bound, into) {
 
 function drawTensor(tensor) {
   const figure = element("figure", { class: "tensor", "data-name": tensor.name });
+  const names = axisNames();
   const shape = tensor.shape.map((n, a) => {
     const axis = tensor.axes[a];
-    return AXIS_NAMES[axis] ? `${axis} = ${n}: ${AXIS_NAMES[axis]}` : `${axis} = ${n}`;
+    return names[axis] ? `${axis} = ${n}: ${names[axis]}` : `${axis} = ${n}`;
   }).join("; ");
   const caption = element("figcaption");
   caption.append(element("b", {}, tensor.name), ` (${tensor.axes.join(", ")}) = (${tensor.shape.join(", ")})`);
@@ -289,7 +294,7 @@ function drawTensor(tensor) {
 // and every entry's in a list that opens on request.
 function writtenOut(tensor, box) {
   const focused = element("p", { class: "note focused-entry", "aria-live": "polite" },
-    "Point at or focus (Tab) a cell to write it out here.");
+    t("Point at or focus (Tab) a cell to write it out here."));
   box.addEventListener("focusin", (event) => {
     if (event.target.title) focused.textContent = event.target.title;
   });
@@ -297,7 +302,7 @@ function writtenOut(tensor, box) {
     if (event.target.title) focused.textContent = event.target.title;
   });
   const all = element("details", { class: "written-out" });
-  all.append(element("summary", {}, "every entry written out"));
+  all.append(element("summary", {}, t("every entry written out")));
   const list = element("ol");
   for (const cell of $$("td[title]", box)) {
     list.append(element("li", {}, `[${cell.dataset.index}] ${cell.title}`));
@@ -320,7 +325,7 @@ function drawLines(tensor) {
     const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "token-lines",
                                      "data-layer": String(layer) });
     svg.append(element("svg:text", { x: width / 2, y: 18, class: "axis-label lines-title" },
-                       `layer ${layer + 1}: queries → keys`));
+                       t("layer {n}: queries → keys", { n: layer + 1 })));
     const y = (i) => top + i * rowStep;
     for (let head = 0; head < heads; head++) {
       for (let i = 0; i < queries; i++) {
@@ -349,10 +354,10 @@ function drawLines(tensor) {
       for (const line of $$(`line.token-line[data-head="${head}"]`, box)) line.style.display = shown.checked ? "" : "none";
     });
     const label = element("label", { style: `color: ${COLOURS[head % COLOURS.length]}` });
-    label.append(shown, ` ■ head ${head + 1}`);
+    label.append(shown, " ■ " + t("head {n}", { n: head + 1 }));
     key.append(label, " ");
   }
-  key.append("(untick a head to hide its lines; lines under weight 0.02 left out)");
+  key.append(t("(untick a head to hide its lines; lines under weight 0.02 left out)"));
   box.append(key);
   return box;
 }
@@ -364,11 +369,11 @@ function drawGrid(tensor) {
   const table = element("table", { class: "grid" });
   const head = element("tr");
   head.append(element("th"));
-  for (let h = 0; h < heads; h++) head.append(element("th", {}, `head ${h + 1}`));
+  for (let h = 0; h < heads; h++) head.append(element("th", {}, t("head {n}", { n: h + 1 })));
   table.append(head);
   for (let layer = 0; layer < layers; layer++) {
     const tr = element("tr");
-    tr.append(element("th", {}, `layer ${layer + 1}`));
+    tr.append(element("th", {}, t("layer {n}", { n: layer + 1 })));
     for (let h = 0; h < heads; h++) {
       const svg = element("svg:svg", { width: cell * keys, height: cell * queries, class: "thumb",
                                        "data-layer": String(layer), "data-head": String(h) });
@@ -437,7 +442,8 @@ function drawPath(path) {
   const x = (i) => 20 + i * step;
   const hops = path.reached.length - 1;
   const figure = element("figure", { class: "path", "data-label": path.label, "data-hops": String(hops) });
-  figure.append(element("figcaption", {}, `${path.label}: path length ${hops}`));
+  const named = { label: path.label, hops }; // one object: the catalogue extraction reads t()'s first argument
+  figure.append(element("figcaption", {}, t("{label}: path length {hops}", named)));
   const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
   for (let i = 0; i < path.n; i++) {
     svg.append(element("svg:circle", { cx: x(i), cy: height - 14, r: Math.min(4, step / 3), class: "token" }));
@@ -449,8 +455,8 @@ function drawPath(path) {
       d: `M ${x(from)} ${height - 14} Q ${(x(from) + x(to)) / 2} ${height - 14 - 2 * lift} ${x(to)} ${height - 14}`,
       class: "hop", fill: "none", stroke: COLOURS[k % 2], "stroke-width": 1.5 }));
   });
-  svg.append(element("svg:text", { x: 20, y: height - 1, class: "axis-label start" }, "token 1"));
-  svg.append(element("svg:text", { x: width - 20, y: height - 1, class: "tick" }, `token n = ${path.n}`));
+  svg.append(element("svg:text", { x: 20, y: height - 1, class: "axis-label start" }, t("token 1")));
+  svg.append(element("svg:text", { x: width - 20, y: height - 1, class: "tick" }, t("token n = {n}", { n: path.n })));
   figure.append(svg);
   return figure;
 }
@@ -464,7 +470,8 @@ function drawDiagram(diagram) {
   const height = rows * (box.height + box.gap) + 50;
   const width = 720;
   const figure = element("figure", { class: "diagram" });
-  figure.append(element("figcaption", {}, `the Transformer on your sentence (blocks repeated L = ${diagram.layers} times)`));
+  figure.append(element("figcaption", {},
+    t("the Transformer on your sentence (blocks repeated L = {layers} times)", { layers: diagram.layers })));
   const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "architecture" });
   const defs = element("svg:defs");
   const marker = element("svg:marker", { id: "arrow", markerWidth: 8, markerHeight: 8, refX: 6, refY: 4,
@@ -497,7 +504,7 @@ function drawDiagram(diagram) {
   svg.append(element("svg:path", { d: `M ${20 + box.width} ${encoderTop + 20} C 350 ${encoderTop + 20}, 340 ${centres[`decoder:${cross}`] + 20}, 378 ${centres[`decoder:${cross}`] + 20}`,
                                    class: "flow", fill: "none", "marker-end": "url(#arrow)" }));
   svg.append(element("svg:text", { x: 20, y: 14, class: "axis-label start" },
-    "shaded blocks repeat L times; click a block to open its panel"));
+    t("shaded blocks repeat L times; click a block to open its panel")));
   figure.append(svg);
   return figure;
 }
@@ -506,17 +513,18 @@ function drawDiagram(diagram) {
 // far) joined to the hypothesis it extends; the best output's path drawn bold, finished ones marked.
 function drawTree(tree) {
   const steps = Math.max(...tree.nodes.map((n) => n.step)) + 1;
-  const perStep = Array.from({ length: steps }, (_, t) => tree.nodes.filter((n) => n.step === t));
+  const perStep = Array.from({ length: steps }, (_, step) => tree.nodes.filter((n) => n.step === step));
   const rows = Math.max(...perStep.map((column) => column.length));
   const width = 40 + steps * 120;
   const height = 30 + rows * 34;
   const at = new Map();
-  perStep.forEach((column, t) => column.forEach((node, k) => at.set(node.prefix.join(","), [20 + t * 120, 30 + k * 34])));
+  perStep.forEach((column, step) => column.forEach((node, k) => at.set(node.prefix.join(","), [20 + step * 120, 30 + k * 34])));
   const best = tree.best.join(",");
   const onBest = (prefix) => best === prefix.join(",") || best.startsWith(`${prefix.join(",")},`) || prefix.length === 0;
   const finished = new Set(tree.finished.map((f) => f.prefix.join(",")));
   const figure = element("figure", { class: "tree" });
-  figure.append(element("figcaption", {}, "the search as a tree: each step's live hypotheses (token, log-probability so far)"));
+  figure.append(element("figcaption", {},
+    t("the search as a tree: each step's live hypotheses (token, log-probability so far)")));
   const svg = element("svg:svg", { width, height, viewBox: `0 0 ${width} ${height}` });
   for (const node of tree.nodes) {
     const [x, y] = at.get(node.prefix.join(","));
@@ -564,7 +572,7 @@ function draw(section, result) {
   if (result.tree) out.append(drawTree(result.tree));
   out.append(figures);
   for (const exercise of result.exercises || []) out.append(drawExercise(exercise));
-  if (result.code.length) out.append(element("h3", {}, "attn-mt code that ran"), drawCode(result.code));
+  if (result.code.length) out.append(element("h3", {}, t("attn-mt code that ran")), drawCode(result.code));
 }
 
 // Exercises, predict first: the listing holds the questions only. An exercise's experiment runs on the
@@ -576,14 +584,14 @@ function drawExercise(exercise) {
   const box = element("form", { class: "exercise", "data-name": exercise.name });
   box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
   const options = element("fieldset", { class: "choices" });
-  options.append(element("legend", {}, "your prediction, before the experiment runs:"));
+  options.append(element("legend", {}, t("your prediction, before the experiment runs:")));
   for (const text of exercise.choices) {
     const label = element("label");
     label.append(element("input", { type: "radio", name: `guess-${exercise.name}`, value: text, class: "guess" }),
                  ` ${text}`);
     options.append(label);
   }
-  const commit = element("button", { type: "submit", class: "commit" }, "commit my prediction and run the experiment");
+  const commit = element("button", { type: "submit", class: "commit" }, t("commit my prediction and run the experiment"));
   const mine = element("p", { class: "mine", role: "status" });
   const answer = element("div", { class: "answer" });
   box.append(options, commit, mine, answer);
@@ -613,29 +621,29 @@ function drawExercise(exercise) {
     if (commit.disabled) return;
     const picked = chosen();
     if (!picked) {
-      mine.textContent = "choose what you expect first";
+      mine.textContent = t("choose what you expect first");
       return;
     }
     lock();
-    mine.textContent = `you predicted: ${picked.value}; running the experiment…`;
+    mine.textContent = t("you predicted: {prediction}; running the experiment…", { prediction: picked.value });
     mine.className = "mine";
     // No answer, or an error: the prediction is open again, so it can be committed once more.
     const failed = (why) => {
       lock(false);
-      mine.textContent = `${why}; commit again to run the experiment`;
+      mine.textContent = t("{why}; commit again to run the experiment", { why });
       mine.className = "mine failed";
     };
     let response;
     let body;
     try {
-      response = await fetch("/api/exercises", {
+      response = await fetch(`/api/exercises?lang=${attnMtI18n.language()}`, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ exercise: exercise.name, prediction: picked.value }),
       });
       body = await response.json();
     } catch (error) {
-      failed(`the lab did not answer: ${error}${response ? ` (HTTP ${response.status})` : ""}`);
+      failed(t("the lab did not answer: {error}", { error }) + (response ? ` (HTTP ${response.status})` : ""));
       return;
     }
     if (!response.ok) {
@@ -652,18 +660,18 @@ function drawExercise(exercise) {
 // The verdict, and, when the experiment accepts more than one prediction (a gap within seed noise, or
 // the book's answer where attn-mt differs by design), which ones and why the learner's holds.
 function drawAnswer(answer, mine, answered) {
-  mine.textContent = `you predicted: ${answered.prediction}. The experiment: ${answered.outcome}. `
-    + (answered.right ? "Your prediction holds." : "Your prediction does not hold.");
+  mine.textContent = t("you predicted: {prediction}. The experiment: {outcome}.", answered) + " "
+    + (answered.right ? t("Your prediction holds.") : t("Your prediction does not hold."));
   mine.className = answered.right ? "mine right" : "mine wrong";
   answer.replaceChildren(element("p", { class: "found" }, answered.found));
   if (answered.accepted.length > 1) {
-    answer.append(element("p", { class: "accepted" }, `Accepted: ${answered.accepted.join("; ")}.`));
+    answer.append(element("p", { class: "accepted" }, t("Accepted: {choices}.", { choices: answered.accepted.join("; ") })));
   }
   if (answered.why) answer.append(element("p", { class: "why" }, answered.why));
   const figures = element("div", { class: "figures" });
   for (const tensor of answered.tensors) figures.append(drawTensor(tensor));
   answer.append(figures, element("p", { class: "note" }, answered.reading));
-  answer.append(element("a", { href: answered.link }, "try it in its panel"), drawCode(answered.code));
+  answer.append(element("a", { href: answered.link }, t("try it in its panel")), drawCode(answered.code));
 }
 
 // Compute a panel; `keepUrl` leaves the address as it is (the first answer after the page opens).
@@ -673,12 +681,12 @@ async function compute(section, keepUrl = false) {
   counters.set(name, number);
   if (!keepUrl) remember(section);
   const status = $(".status", section);
-  status.textContent = "computing…";
+  status.textContent = t("computing…");
   status.className = "status";
   let response;
   let body;
   try {
-    response = await fetch(`/api/${name}`, {
+    response = await fetch(`/api/${name}?lang=${attnMtI18n.language()}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(panelState(section)),
@@ -686,7 +694,7 @@ async function compute(section, keepUrl = false) {
     body = await response.json();
   } catch (error) {
     if (counters.get(name) !== number) return;
-    status.textContent = `the lab did not answer: ${error}`;
+    status.textContent = t("the lab did not answer: {error}", { error });
     status.className = "status error";
     return;
   }
@@ -698,7 +706,7 @@ async function compute(section, keepUrl = false) {
     $(".result", section).replaceChildren(); // no picture of the inputs before stays under the error
     return;
   }
-  status.textContent = name === "exercises" ? "" : "computed on the server by the code below";
+  status.textContent = name === "exercises" ? "" : t("computed on the server by the code below");
   status.className = "status done";
   // A slider marked data-below-answer="KEY" stays below the answer's KEY (the search's number of steps).
   for (const input of $$("[data-below-answer]", section)) {
@@ -741,7 +749,7 @@ function play(button, section) {
   };
   const stop = () => {
     playing = false;
-    button.textContent = "play";
+    button.textContent = t("play");
   };
   const advance = async () => {
     if (!playing) return;
@@ -763,7 +771,7 @@ function play(button, section) {
   speed.addEventListener("input", setClock); // a new speed counts from the point shown now
   button.addEventListener("click", () => {
     playing = !playing;
-    button.textContent = playing ? "pause" : "play";
+    button.textContent = playing ? t("pause") : t("play");
     if (!playing) return;
     if (Number(slider.value) >= Number(slider.max)) slider.value = slider.min;
     setClock();
@@ -785,15 +793,41 @@ function schedule(section, delay) {
   timers.set(section, setTimeout(() => compute(section), delay));
 }
 
+// The texts the page holds outside the data-i18n elements: the runs' labels and the placeholders.
+function relabel(listing) {
+  for (const option of $$("select.runs option")) {
+    const run = listing.runs.find((r) => r.name === option.value);
+    if (run) option.textContent = t("{name} ({model}, {checkpoint}, step {step})", run);
+  }
+  $("#decoding-layer").placeholder = t("last");
+}
+
+// The page's language: the switch's (kept in the browser), else the lab's --lang, else the browser's.
+// A failed catalogue leaves the page in English. Switching redraws the open panel in the new language.
+async function speak(listing) {
+  try {
+    await attnMtI18n.load();
+  } catch {
+    // no catalogue: the page's English stays
+  }
+  attnMtI18n.switcher($("#language"));
+  relabel(listing);
+  document.addEventListener("attn-mt-language", () => {
+    relabel(listing);
+    const open = $$("section.panel").find((section) => !section.hidden);
+    if (open) compute(open, true);
+  });
+}
+
 async function start() {
   const listing = await (await fetch("/api/panels")).json();
   for (const select of $$("select.runs")) {
     const wanted = select.dataset.model;
     for (const run of listing.runs.filter((r) => !wanted || r.model === wanted)) {
-      select.append(element("option", { value: run.name },
-        `${run.name} (${run.model}, ${run.checkpoint}, step ${run.step})`));
+      select.append(element("option", { value: run.name }));
     }
   }
+  await speak(listing);
   for (const section of $$("section.panel")) {
     for (const input of $$("[data-key]", section)) {
       const delay = input.tagName === "TEXTAREA" || input.type === "text" ? DEBOUNCE_MS : 0;
