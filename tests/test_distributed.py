@@ -181,7 +181,7 @@ def worker_cli(*args: str) -> subprocess.CompletedProcess:
 def test_worker_process_keeps_exit_codes_and_flushes_output(tmp_path):
     ok = worker_cli("validate", str(TINY))
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.startswith("data:") and ok.stdout.rstrip().endswith("batch_size: 8")  # all of it
+    assert ok.stdout.startswith("data:") and ok.stdout.rstrip().endswith("beam_stop: bound")  # all of it
     missing = worker_cli("validate", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2
     assert "attn-mt: error:" in missing.stderr and "nope.yaml" in missing.stderr

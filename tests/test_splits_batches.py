@@ -59,6 +59,7 @@ def _split_cfg(**overrides) -> SimpleNamespace:
         languages="en-fr",
         direction="en-fr",
         tokenizer="book",
+        batch_shapes=0,
     )
     values.update(overrides)
     return SimpleNamespace(**values)

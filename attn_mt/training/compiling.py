@@ -70,6 +70,12 @@ def compile_options(speed_options: dict, mode: str) -> dict:
     return {"mode": None if mode in ("default", "cuda-graphs") else mode, **speed_options}
 
 
+def net_compile_options(speed_options: dict, batch_shapes: int) -> dict:
+    """The speed object's compile options; with fixed batch shapes (data.batch_shapes) one static graph
+    each, all compiled in the warm-up."""
+    return {**speed_options, **({"dynamic": False} if batch_shapes else {})}
+
+
 def compiled(net: torch.nn.Module, speed_options: dict, tc: Any) -> torch.nn.Module:
     """`net` compiled in train.compile_mode under train.compile (`tc`: the train section), else `net`.
 

@@ -10,16 +10,20 @@ each cross attention. Only real tokens count (`src_lens`, `tgt_lens`), never the
 batch, and the whole causal square is counted (as the FLOPs a model needs, not what a kernel skips).
 MFU is those FLOPs a second over the card's dense bf16 peak (attn_mt/machine.py, PEAK_TFLOPS), taken
 over the steady state: the training steps after a session's first STEADY_AFTER (training/run_state.py),
-so compiling and warming up are left out. run_summary.json's `steady_mfu` and scripts/gpu.py's
+so compiling and warming up are left out. run_summary.json's `steady_mfu` and scripts/profile_step.py's
 `profile` table use these functions; docs/gpu.md ("MFU") states the same definition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from attn_mt.data.batch import Batch
+from attn_mt.machine import gpu_peak_tflops
 
 
 @dataclass(frozen=True)
@@ -73,3 +77,15 @@ def mfu(flops: float, seconds: float, peak_tflops: float | None) -> float | None
     if not peak_tflops or seconds <= 0:
         return None
     return flops / seconds / (peak_tflops * 1e12)
+
+
+def step_flops(model_flops: ModelFlops | None, peak_tflops: float | None, batches: Sequence[Batch]) -> float:
+    """This rank's training FLOPs of `batches`' real tokens (still on the host), where MFU is reported."""
+    if peak_tflops is None or model_flops is None:
+        return 0.0
+    return sum(model_flops.step(batch.src_lens, batch.tgt_lens) for batch in batches)
+
+
+def card_peak_tflops(device: torch.device) -> float | None:
+    """The dense bf16 peak of the CUDA card `device` names, when attn_mt/machine.py lists it; else None."""
+    return gpu_peak_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None

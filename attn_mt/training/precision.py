@@ -15,10 +15,11 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
+from attn_mt.data.batch import Batch
 from attn_mt.training.distributed import DistContext
 
 log = logging.getLogger("attn_mt")
@@ -78,3 +79,19 @@ def restore_scaler(scaler: torch.amp.GradScaler, saved: dict[str, Any]) -> None:
         log.info("train.amp=fp16: the checkpoint has no gradient scaler state; starting a fresh scaler")
         return
     scaler.load_state_dict(saved)
+
+
+class AmpProbe(Protocol):
+    """What `auto_amp` needs of a Trainer (training/trainer.py)."""
+
+    dist: DistContext
+
+    def collate(self, indices: Sequence[int]) -> Batch: ...
+
+    def untraced_passes(self, batches: list[Batch], amp: str) -> None: ...
+
+
+def auto_amp(trainer: AmpProbe, plan: Sequence[Sequence[int]], probe_batches: int = 3) -> str:
+    """train.amp=auto: time float32 and bf16 passes over the plan's first batches, and keep the faster."""
+    batches = [trainer.collate(ix) for ix in plan[:probe_batches]]
+    return choose_amp(lambda amp: trainer.untraced_passes(batches, amp), trainer.dist, len(batches))

@@ -18,12 +18,13 @@ import logging
 import sys
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 from tqdm import tqdm
 
 from attn_mt.progress_bars import format_duration, is_terminal
 from attn_mt.training.logs import FILE_ONLY
+from attn_mt.training.run_state import Progress
 from attn_mt.training.stopping import StopBounds
 
 log = logging.getLogger("attn_mt")
@@ -176,3 +177,12 @@ class TrainingDisplay:
 def _bar_number(value: float) -> float:
     """A bar position or total as tqdm prints it: whole steps, or minutes to a tenth."""
     return value if isinstance(value, int) else round(value, 1)
+
+
+def training_display(tc: Any, steps_per_epoch: int, progress: Progress, quiet: bool) -> TrainingDisplay:
+    """Progress on stderr (off when quiet) from the run's progress so far: a bar on a terminal, a line per
+    log window elsewhere (`tc`: the train section)."""
+    rule = StopBounds(tc.max_steps, tc.epochs, steps_per_epoch, tc.time_limit_minutes)
+    return TrainingDisplay(
+        rule, start_step=progress.step, start_elapsed_s=progress.elapsed_s, enabled=not quiet
+    )

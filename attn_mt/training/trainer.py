@@ -21,28 +21,27 @@ from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
 from attn_mt.data.prefetch import batch_feed
-from attn_mt.machine import gpu_peak_tflops
 from attn_mt.models.build import build_model
 from attn_mt.run.checkpoint import snapshot
 from attn_mt.run.device import autocast_context, effective_amp
 from attn_mt.run.kept_checkpoints import keep_checkpoint
 from attn_mt.run.run_dir import RunPaths
-from attn_mt.training.best_metric import improves
+from attn_mt.training.best_metric import note_validation
 from attn_mt.training.checkpointing import save_trainer, trainer_state
-from attn_mt.training.compiling import compile_options, compiled, prepare_compile, warm_up
+from attn_mt.training.compiling import compiled, net_compile_options, prepare_compile, warm_up
 from attn_mt.training.distributed import DistContext, ddp_options
-from attn_mt.training.flops import ModelFlops
+from attn_mt.training.flops import ModelFlops, card_peak_tflops, step_flops
 from attn_mt.training.loss_totals import Loss, loss_totals
 from attn_mt.training.optim import Schedule, build_optimizer, xavier_init_
-from attn_mt.training.precision import choose_amp
-from attn_mt.training.progress_display import TrainingDisplay
+from attn_mt.training.precision import auto_amp
+from attn_mt.training.progress_display import TrainingDisplay, training_display
 from attn_mt.training.run_state import Progress, Session, TrainResult
 from attn_mt.training.speed import choose_speed
-from attn_mt.training.stopping import StopBounds, StopReason, StopSignals
+from attn_mt.training.stopping import StopReason, StopSignals
 from attn_mt.training.tensorboard import TensorBoardLog, sample_translations
 from attn_mt.training.timeline import Timeline
 from attn_mt.training.validation import Validator
-from attn_mt.training.whole_step import WholeStep, whole_step_refusal
+from attn_mt.training.whole_step import WholeStep, build_whole_step, run_whole_step
 
 log = logging.getLogger("attn_mt")
 
@@ -87,9 +86,7 @@ class Trainer:
         self.ddp = DistributedDataParallel(net, **ddp_options(net, device)) if self.dist.enabled else None
         net = self.ddp if self.ddp is not None else net
         # DDP itself is compiled: Dynamo splits it at DDP's buckets (torch/_dynamo/config.py, optimize_ddp)
-        # fixed batch shapes (data.batch_shapes): one static graph each, all compiled in the warm-up
-        static = {"dynamic": False} if cfg.data.batch_shapes else {}
-        self.compile_options = {**self.speed.compile_options, **static}
+        self.compile_options = net_compile_options(self.speed.compile_options, cfg.data.batch_shapes)
         self.net: torch.nn.Module = compiled(net, self.compile_options, tc)
         self.compile_s = 0.0  # seconds of this session's warm-up (compiling), outside the training clock
         self.whole_step: WholeStep | None = None  # train.compile_scope: step, built by start()
@@ -97,9 +94,9 @@ class Trainer:
         self.schedule = Schedule(self.optimizer, tc)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.progress = Progress()
-        # MFU's FLOPs are counted where the card's peak is known (a listed CUDA card): training/flops.py
-        name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-        self.peak_tflops = gpu_peak_tflops(name) if name else None
+        self.peak_tflops = card_peak_tflops(
+            device
+        )  # MFU is reported only on a listed card (training/flops.py)
         self.model_flops = ModelFlops.of(self.model)
         self.totals = loss_totals(device, self.dist.enabled, paths.last, self.progress)
         self.prefetch = tc.prefetch_batches if device.type == "cuda" else 0  # steps of batches made ahead
@@ -134,7 +131,10 @@ class Trainer:
         tc, pr = self.cfg.train, self.progress
         self.start()
         stop: StopReason | None = None
-        with self.signals, self.display() as bar:
+        with (
+            self.signals,
+            training_display(self.cfg.train, self._steps_per_epoch(), self.progress, self.quiet) as bar,
+        ):
             while stop is None and pr.epoch < tc.epochs:
                 plan = self.data.train.plan(pr.epoch, tc.seed)
                 with self.epoch_feed(plan) as feed:
@@ -166,16 +166,15 @@ class Trainer:
         """Record the untrained timeline point, plan the schedule, settle train.amp=auto, compile
         (train.compile), start this session's clocks."""
         tc = self.cfg.train
-        if (
-            self.timeline is not None and self.progress.step == 0
-        ):  # the untrained model, before the clock starts
+        if self.timeline is not None and self.progress.step == 0:  # the untrained model, before the clock
             self.timeline.record(0, 0, 0.0, {})
         total = tc.epochs * self._steps_per_epoch()
         self.schedule.total_steps = min(total, tc.max_steps) if tc.max_steps else total
         self.model.train()
-        self.settle_amp()
+        if self.amp == "auto":  # train.amp=auto on a CPU with native bf16: the faster of float32 and bf16
+            self.amp = auto_amp(self, self.data.train.plan(self.progress.epoch, tc.seed))
         if tc.compile and tc.compile_scope == "step" and self.whole_step is None:
-            self.whole_step = self.build_whole_step()
+            self.whole_step = build_whole_step(self)
         warm_up(self)
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)
 
@@ -198,7 +197,7 @@ class Trainer:
         pr = self.progress
         step_started = time.perf_counter()
         batches = next(feed)
-        flops = self._step_flops(batches)
+        flops = step_flops(self.model_flops, self.peak_tflops, batches)
         loss_sum, tokens, any_asked = self._step(batches, stop_asked, time_used)
         self.session.time_step(time.perf_counter() - step_started, tokens, flops)
         taken = len(batches) * self.dist.world_size  # batches of the plan, over all ranks
@@ -209,12 +208,6 @@ class Trainer:
         if pr.step % self.cfg.train.log_every == 0:
             self._log_window(bar)
         return any_asked
-
-    def _step_flops(self, batches: list[Batch]) -> float:
-        """This rank's training FLOPs of `batches`' real tokens (still on the host), where MFU is reported."""
-        if self.peak_tflops is None or self.model_flops is None:
-            return 0.0
-        return sum(self.model_flops.step(batch.src_lens, batch.tgt_lens) for batch in batches)
 
     def _step(self, batches: list[Batch], stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
         """Forward, backward and update over this rank's batches (gradient accumulation).
@@ -227,7 +220,7 @@ class Trainer:
         """
         tc = self.cfg.train
         if self.whole_step is not None:
-            return self._whole_step(batches[0], stop_asked, time_used)
+            return run_whole_step(self, batches[0], stop_asked, time_used)
         self.params.zero_grad()
         loss_sum, tokens = self.totals.zero(), 0
         for i, batch in enumerate(batches):
@@ -252,38 +245,6 @@ class Trainer:
         self.scaler.update()
         self.schedule.after_step(time_used / self.dist.world_size)
         return loss_sum, tokens, stop_asked
-
-    def _whole_step(self, batch: Batch, stop_asked: bool, time_used: float) -> tuple[Loss, int, bool]:
-        """`_step` as one compiled function (train.compile_scope: step): one batch, one process."""
-        tokens = batch.num_tgt_tokens  # read before the batch leaves the host
-        batch = self.on_device(batch)
-        total, norm = self.whole_step.run(batch)
-        if self.cfg.train.grad_clip > 0:
-            self.grad_norm = norm
-        self.schedule.after_step(time_used)
-        logged = self.totals.scalar(total)
-        return (
-            (logged if self.cfg.train.loss_average == "token" else logged / batch.tgt.shape[1]),
-            tokens,
-            stop_asked,
-        )
-
-    def build_whole_step(self) -> WholeStep | None:
-        """The whole compiled step, or None where it cannot run: one log line, the model compiled alone."""
-        tc = self.cfg.train
-        why = whole_step_refusal(
-            tc, self.device, self.dist.world_size, self.amp, bool(self.cfg.model.switches)
-        )
-        if why is None and self.speed.name != "reference":
-            why = f"train.kernels: {self.speed.name} runs its own pass"
-        if why is not None:
-            log.info("train.compile_scope: step falls back to compiling the model alone: %s", why)
-            self.net = torch.compile(self.net, **compile_options(self.compile_options, tc.compile_mode))
-            return None
-        shaped = bool(getattr(self.data.train, "shapes", None))
-        return WholeStep(
-            self.model, self.optimizer, self.params.tensors, tc, self.amp, self.data.tgt_vocab.bos_id, shaped
-        )
 
     def on_device(self, batch: Batch) -> Batch:
         """`batch` without the all-padding columns the model may skip, on the training device."""
@@ -323,13 +284,6 @@ class Trainer:
                 self._objective(batch, amp)[0].backward()
         self.params.zero_grad()
 
-    def settle_amp(self, probe_batches: int = 3) -> None:
-        """train.amp=auto on a CPU with native bf16: time float32 and bf16 passes, keep the faster."""
-        if self.amp == "auto":
-            plan = self.data.train.plan(self.progress.epoch, self.cfg.train.seed)
-            batches = [self.collate(ix) for ix in plan[:probe_batches]]
-            self.amp = choose_amp(lambda amp: self.untraced_passes(batches, amp), self.dist, len(batches))
-
     # ----- logging, validation and checkpoints -----
     def _time_used(self) -> float:
         """The spent fraction of train.time_limit_minutes (0 without a limit)."""
@@ -353,13 +307,6 @@ class Trainer:
         """Optimiser steps in one epoch: the plan's batches over train.accum_steps and the processes."""
         tc = self.cfg.train
         return math.ceil(len(self.data.train.plan(0, tc.seed)) / (tc.accum_steps * self.dist.world_size))
-
-    def display(self) -> TrainingDisplay:
-        """Progress on stderr (off when quiet): a bar on a terminal, a line per log window elsewhere."""
-        tc = self.cfg.train
-        rule = StopBounds(tc.max_steps, tc.epochs, self._steps_per_epoch(), tc.time_limit_minutes)
-        pr = self.progress
-        return TrainingDisplay(rule, start_step=pr.step, start_elapsed_s=pr.elapsed_s, enabled=not self.quiet)
 
     def _log_window(self, bar: TrainingDisplay) -> None:
         """Record the loss and speed of the steps since the last log line."""
@@ -421,17 +368,8 @@ class Trainer:
                 self.tensorboard.validation(pr.step, *samples)
         elif self.schedule.kind == "plateau" and not final:
             self.schedule.after_validation(train_loss)
-        value = scores[tc.best_metric]
-        saved = pr.best_value if pr.best_saved_value is None else pr.best_saved_value  # older checkpoints
-        if not final:
-            if improves(tc.best_metric, value, pr.best_value):
-                pr.best_value, pr.bad_validations = value, 0
-            else:
-                pr.bad_validations += 1
-        if improves(tc.best_metric, value, saved):
-            pr.best_saved_value = value
-            if self.dist.is_main:
-                self.best_state = snapshot(self.state())
+        if note_validation(pr, tc.best_metric, scores[tc.best_metric], final) and self.dist.is_main:
+            self.best_state = snapshot(self.state())
         self.save(force=not self.paths.last.exists())  # the first always: no step-N.pt without last.pt
         if tc.keep_checkpoints and self.dist.is_main:  # this validation's weights as step-STEP.pt
             keep_checkpoint(self.paths.checkpoints, self.state(), scores, tc.keep_checkpoints)

@@ -26,13 +26,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
+from attn_mt.config import Config
 from attn_mt.data.batch import Batch
+from attn_mt.data.dataset import NMTData
 from attn_mt.run.device import autocast_context
+from attn_mt.training.compiling import compile_options
 from attn_mt.training.loss import masked_cross_entropy
+from attn_mt.training.loss_totals import Loss, LossTotals
+from attn_mt.training.optim import Schedule
 
 log = logging.getLogger("attn_mt")
 
@@ -204,3 +209,65 @@ class TrainingState:
                         tensor.copy_(saved[name])
                     elif isinstance(tensor, torch.Tensor):
                         tensor.zero_()
+
+
+class StepOwner(Protocol):
+    """What `build_whole_step` and `run_whole_step` read and write of a Trainer (training/trainer.py)."""
+
+    cfg: Config
+    data: NMTData
+    device: torch.device
+    amp: str
+    model: Any
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    params: Any
+    speed: Any
+    dist: Any
+    compile_options: dict
+    schedule: Schedule
+    totals: LossTotals
+    whole_step: WholeStep | None
+    grad_norm: Any
+
+    def on_device(self, batch: Batch) -> Batch: ...
+
+
+def build_whole_step(trainer: StepOwner) -> WholeStep | None:
+    """The whole compiled step, or None where it cannot run: one log line, the model compiled alone."""
+    tc = trainer.cfg.train
+    why = whole_step_refusal(
+        tc, trainer.device, trainer.dist.world_size, trainer.amp, bool(trainer.cfg.model.switches)
+    )
+    if why is None and trainer.speed.name != "reference":
+        why = f"train.kernels: {trainer.speed.name} runs its own pass"
+    if why is not None:
+        log.info("train.compile_scope: step falls back to compiling the model alone: %s", why)
+        trainer.net = torch.compile(trainer.net, **compile_options(trainer.compile_options, tc.compile_mode))
+        return None
+    shaped = bool(getattr(trainer.data.train, "shapes", None))
+    return WholeStep(
+        trainer.model,
+        trainer.optimizer,
+        trainer.params.tensors,
+        tc,
+        trainer.amp,
+        trainer.data.tgt_vocab.bos_id,
+        shaped,
+    )
+
+
+def run_whole_step(
+    trainer: StepOwner, batch: Batch, stop_asked: bool, time_used: float
+) -> tuple[Loss, int, bool]:
+    """The trainer's step as one compiled function (train.compile_scope: step): one batch, one process."""
+    tokens = batch.num_tgt_tokens  # read before the batch leaves the host
+    batch = trainer.on_device(batch)
+    assert trainer.whole_step is not None, "run_whole_step needs build_whole_step's step"
+    total, norm = trainer.whole_step.run(batch)
+    if trainer.cfg.train.grad_clip > 0:
+        trainer.grad_norm = norm
+    trainer.schedule.after_step(time_used)
+    logged = trainer.totals.scalar(total)
+    per_token = trainer.cfg.train.loss_average == "token"
+    return (logged if per_token else logged / batch.tgt.shape[1]), tokens, stop_asked
