@@ -10,7 +10,7 @@ ifneq ($(strip $(ATTN_MT_DATA)),)
 export ATTN_MT_DATA
 endif
 
-.PHONY: install train test test-avx2 test-seeds cpu-facts lint check browser catalogues bench-train bench-translate bench-full clean
+.PHONY: install train test soak test-avx2 test-seeds cpu-facts lint check browser catalogues bench-train bench-translate bench-full clean
 
 $(BIN)/attn-mt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ train: install
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 test: install browser
 	$(BIN)/pytest -n $(JOBS) --dist worksteal
+
+# Load soaks, left out of the default run (pyproject.toml's addopts): serve's flood at a fresh and a warm server.
+soak: install
+	$(BIN)/pytest -p no:xdist -m soak
 
 # The CPU the tests run on: its model, the SIMD flags that pick torch's kernels, and the ATen kernels in use.
 cpu-facts:

@@ -117,6 +117,7 @@ def test_a_fresh_server_knows_its_speed_and_refuses_from_the_first_request(tiny_
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_a_flood_at_start_up_and_again_warm_is_answered_or_refused_at_once_never_at_its_deadline(tiny_runs):
     # 200 paragraphs of 990 characters at once (the flood) on a server that has answered nothing
     # yet, then again with 2 one-sentence clients meanwhile; a queue wait of 0.5 s keeps the flood well
