@@ -103,7 +103,7 @@ def create_lab_app(
     )
 
     answer_errors_as_json(app, log, "the lab could not compute this")
-    add_catalogue_routes(app, default=lang)
+    add_catalogue_routes(app, default=lang, in_schema=False)  # as the page: not in the API's schema
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

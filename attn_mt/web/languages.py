@@ -29,11 +29,14 @@ def request_language(request: Request, default: str | None = None) -> str:
     return found or default or pick_language(request.headers.get("accept-language"))
 
 
-def add_catalogue_routes(app: FastAPI, prefix: str = PREFIX, default: str | None = None) -> None:
+def add_catalogue_routes(
+    app: FastAPI, prefix: str = PREFIX, default: str | None = None, in_schema: bool = True
+) -> None:
     """Serve the catalogues as JSON and the JavaScript helper under `prefix`; a request that names no
-    language gets `default` when given, else its Accept-Language's."""
+    language gets `default` when given, else its Accept-Language's. `in_schema`: listed in the app's
+    OpenAPI document (an app whose page is not, such as the lab's, leaves its helpers out too)."""
 
-    @app.get(f"{prefix}/catalogue.json", tags=["languages"])
+    @app.get(f"{prefix}/catalogue.json", tags=["languages"], include_in_schema=in_schema)
     def catalogue(
         request: Request,
         lang: str | None = Query(None, description=f"one of {', '.join(LANGUAGES)}; else Accept-Language's"),
@@ -45,7 +48,7 @@ def add_catalogue_routes(app: FastAPI, prefix: str = PREFIX, default: str | None
         headers = {"Vary": "Accept-Language", "Content-Language": catalogue_json(chosen)["html_lang"]}
         return JSONResponse(catalogue_json(chosen), headers=headers)
 
-    @app.get(f"{prefix}/i18n.js", tags=["languages"])
+    @app.get(f"{prefix}/i18n.js", tags=["languages"], include_in_schema=in_schema)
     def helper() -> Response:
         """The lookup helper the pages use (window.attnMtI18n)."""
         return Response(HELPER.read_bytes(), media_type="text/javascript; charset=utf-8")
