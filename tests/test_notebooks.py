@@ -96,5 +96,5 @@ def test_a_corpus_notebook_finds_the_corpus_as_the_cli_does(
     cached.parent.mkdir(parents=True)
     cached.symlink_to(corpus_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    notebook = execute(path, kernel_env, first_cells=1, then="print(CORPUS)")
+    notebook = execute(path, kernel_env, first_cells=2, then="print(CORPUS)")  # language cell, imports
     assert notebook.cells[-1].outputs[0]["text"].strip() == str(corpus_path.resolve())

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from attn_mt.decoding import display
-from attn_mt.i18n import N_
+from attn_mt.i18n import N_, _
 from attn_mt.models.base import EncoderDecoder
 
 SOURCE, TARGET = "source", "target"
@@ -164,7 +164,7 @@ def attention_png(attention: SentenceAttention, name: str | None = None) -> byte
     """PNG heatmaps of one map (every layer and head), tokens on both axes; the main map by default."""
     name = main_map(attention) if name is None else name
     rows, cols = attention.labels(name)
-    return display.heatmap_png(attention.maps[name], rows, cols, TITLES[name])
+    return display.heatmap_png(attention.maps[name], rows, cols, _(TITLES[name]))
 
 
 def attention_html(attention: SentenceAttention, pictures: dict[str, bytes] | None = None) -> str:
@@ -174,14 +174,14 @@ def attention_html(attention: SentenceAttention, pictures: dict[str, bytes] | No
     """
     pictures = pictures or {}
     parts = [
-        f"<p><b>source</b> {display.tokens_html(attention.source_tokens)}</p>",
-        f"<p><b>output</b> {display.tokens_html(attention.output_tokens)}</p>",
+        f"<p><b>{html.escape(_('source'))}</b> {display.tokens_html(attention.source_tokens)}</p>",
+        f"<p><b>{html.escape(_('output'))}</b> {display.tokens_html(attention.output_tokens)}</p>",
     ]
     for name, weights in attention.maps.items():
         shape = " x ".join(str(size) for size in weights.shape)
         png = pictures[name] if name in pictures else attention_png(attention, name)
-        parts.append(f"<p><b>{html.escape(TITLES[name])}</b> <code>{name}</code> ({shape})</p>")
-        parts.append(display.image_tag(png, f"{TITLES[name]} heatmap"))
+        parts.append(f"<p><b>{html.escape(_(TITLES[name]))}</b> <code>{name}</code> ({shape})</p>")
+        parts.append(display.image_tag(png, _("{title}: heatmap").format(title=_(TITLES[name]))))
     return f"<div>{''.join(parts)}</div>"
 
 

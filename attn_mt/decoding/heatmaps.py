@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from attn_mt.i18n import _
 from attn_mt.i18n.fonts import with_plot_fonts
 
 CMAP = "Reds"
@@ -93,12 +94,14 @@ def attention_figure(
             label_axis(ax.xaxis, col_labels, rotation=90)
             label_axis(ax.yaxis, row_labels)
             if layer == layers - 1:
-                ax.set_xlabel("Key positions")
+                ax.set_xlabel(_("Key positions"))
             if head == 0:
-                ax.set_ylabel("Query positions")
+                ax.set_ylabel(_("Query positions"))
             if weights.ndim == 4:
-                ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize="medium")
-    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight (0 to 1)")
+                ax.set_title(
+                    _("layer {layer}, head {head}").format(layer=layer + 1, head=head + 1), fontsize="medium"
+                )
+    fig.colorbar(image, ax=axes, shrink=0.6, label=_("attention weight (0 to 1)"))
     if title:
         fig.suptitle(title)
     return fig

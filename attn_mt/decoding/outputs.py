@@ -21,6 +21,7 @@ from attn_mt.data.subword import prepare_text
 from attn_mt.data.vocab import Vocab
 from attn_mt.decoding import display
 from attn_mt.errors import UserError
+from attn_mt.i18n import _
 from attn_mt.limits import MAX_SAMPLES, MAX_SEED, MAX_TEMPERATURE, MAX_TOP_K
 
 if TYPE_CHECKING:
@@ -67,14 +68,16 @@ def translation_html(translation: Translation) -> str:
             zip(translation.outputs, translation.hypotheses, strict=True), start=1
         )
     ]
+    header = [_("rank"), _("output"), _("log-prob"), _("length-normalised"), _("tokens")]
     parts = [
-        f"<p><b>source</b> {html.escape(translation.source)}</p>",
-        f"<p><b>source tokens</b> {display.tokens_html(translation.source_tokens)}</p>",
-        display.table_html(["rank", "output", "log-prob", "length-normalised", "tokens"], rows)
+        f"<p><b>{html.escape(_('source'))}</b> {html.escape(translation.source)}</p>",
+        f"<p><b>{html.escape(_('source tokens'))}</b> {display.tokens_html(translation.source_tokens)}</p>",
+        display.table_html(header, rows)
         if rows
-        else "<p>(no output: a blank input)</p>",
+        else f"<p>{html.escape(_('(no output: a blank input)'))}</p>",
     ]
-    parts += [f"<p><b>warning</b> {html.escape(warning)}</p>" for warning in translation.warnings]
+    warning = html.escape(_("warning"))
+    parts += [f"<p><b>{warning}</b> {html.escape(text)}</p>" for text in translation.warnings]
     return f"<div>{''.join(parts)}</div>"
 
 

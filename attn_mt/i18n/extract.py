@@ -1,18 +1,20 @@
 """Every learner-facing English string, found in the code where it is marked, and the catalogues kept in
 step with them (`make catalogues`, which runs `python -m attn_mt.i18n.extract`).
 
-Marked are: in Python, the first arguments of a call by name (not as an attribute) of `_`, `gettext`,
-`N_`, `ngettext` (two) and `pgettext` (context, message); in the pages' JavaScript, of `t`, `nt` (two)
-and `pt` (context, message); in their HTML, the text of each element with a `data-i18n` attribute
-(i18n.js translates it in the page). A marked call whose message is not a string literal is a mistake
-the extraction reports, but for `_(name)` or `gettext(name)` of a constant marked with `N_` where it is
-defined.
+Marked are: in Python (the notebooks' code cells too), the first arguments of a call by name (not as an
+attribute) of `_`, `gettext`, `N_`, `ngettext` (two) and `pgettext` (context, message); in the pages'
+JavaScript, of `t`, `nt` (two) and `pt` (context, message); in their HTML, the text of each element
+with a `data-i18n` attribute (i18n.js translates it in the page); in the English notebooks, each
+heading and paragraph of their Markdown cells (notebooks.py builds their translated copies from them).
+A marked call whose message is not a string literal is a mistake the extraction reports, but for
+`_(name)` or `gettext(name)` of a constant marked with `N_` where it is defined.
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from babel.messages.pofile import read_po, write_po
 
 from attn_mt.i18n.catalogues import DOMAIN, catalogue_path, translated_languages
 from attn_mt.i18n.languages import BABEL_LOCALE
+from attn_mt.i18n.notebooks import cell_text, markdown_units, source_notebooks
 
 PACKAGE = Path(__file__).resolve().parent.parent
 ROOT = PACKAGE.parent
@@ -57,14 +60,19 @@ class MarkingError(ValueError):
 
 def python_marked(path: Path) -> Iterator[Marked]:
     """The marked strings of one Python file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    yield from code_marked(path.read_text(encoding="utf-8"), shown(path))
+
+
+def code_marked(code: str, name: str) -> Iterator[Marked]:
+    """The marked strings of Python `code`, located in the file `name`."""
+    tree = ast.parse(code, filename=name)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         roles = PYTHON_CALLS.get(node.func.id) if isinstance(node.func, ast.Name) else None
         if roles is None:
             continue
-        where = f"{shown(path)}:{node.lineno}"
+        where = f"{name}:{node.lineno}"
         values: dict[str, str] = {}
         for role, argument in zip(roles, node.args, strict=False):
             if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
@@ -130,16 +138,35 @@ def html_marked(path: Path) -> Iterator[Marked]:
         yield Marked(text, None, None, f"{shown(path)}:{line}")
 
 
+def notebook_marked(path: Path) -> Iterator[Marked]:
+    """The headings and paragraphs of one notebook's Markdown cells and the marked strings of its code
+    cells; a location names the cell (its number from 1)."""
+    for number, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"], start=1):
+        if cell["cell_type"] == "markdown":
+            for _prefix, message in markdown_units(cell_text(cell)):
+                yield Marked(message, None, None, f"{shown(path)}:{number}")
+        elif cell["cell_type"] == "code":
+            for marked in code_marked(cell_text(cell), shown(path)):
+                yield Marked(marked.msgid, marked.plural, marked.context, f"{shown(path)}:{number}")
+
+
 def source_files(package: Path = PACKAGE) -> Iterator[Path]:
     """The package's Python files (but the catalogue machinery's own) and its pages' scripts and HTML."""
     yield from sorted(p for p in package.rglob("*.py") if p.parent.name != "i18n")
     yield from sorted(p for p in package.rglob("*.js") if "page" in p.parts or p.parent.name == "i18n")
     yield from sorted(p for p in package.rglob("*.html") if "page" in p.parts)
+    if package == PACKAGE:  # the English notebooks beside the package (their copies translate them)
+        yield from source_notebooks()
 
 
 def marked_strings(package: Path = PACKAGE) -> list[Marked]:
     """Every marked string of the package, file by file."""
-    readers = {".py": python_marked, ".js": javascript_marked, ".html": html_marked}
+    readers = {
+        ".py": python_marked,
+        ".js": javascript_marked,
+        ".html": html_marked,
+        ".ipynb": notebook_marked,
+    }
     return [marked for path in source_files(package) for marked in readers[path.suffix](path)]
 
 
