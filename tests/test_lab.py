@@ -1580,7 +1580,7 @@ def test_the_head_lines_are_readable_and_each_head_can_be_hidden(lab, page):
 
 
 # The panels whose every text is translated, server's sentences included (docs/lab.md names the others).
-TRANSLATED_PANELS = ("cues", "nadaraya_watson", "softmax", "scoring", "keysize")
+TRANSLATED_PANELS = ("cues", "nadaraya_watson", "softmax", "scoring", "keysize", "positions")
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
 # uses), outside code, identifiers, numbers and model outputs.
 UNTRANSLATED = """(() => {

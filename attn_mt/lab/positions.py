@@ -15,8 +15,9 @@ from typing import Any
 import torch
 
 from attn_mt.demos.positional_encoding import encoding_matrix
+from attn_mt.i18n import _
 from attn_mt.lab.inputs import LabError, limit_elements, whole
-from attn_mt.lab.shown import answer, code, line_of, plot, shown
+from attn_mt.lab.shown import answer, code, line_of, number, plot, shown
 from attn_mt.models.positional import WAVELENGTH_BASE, PositionalEncoding, sinusoid_table
 
 MAX_STEPS = 512
@@ -44,9 +45,11 @@ def positional_panel(state: dict[str, Any]) -> dict[str, Any]:
     hiddens = whole(state, "num_hiddens", 32, 2, MAX_HIDDENS)
     if hiddens % 2:
         raise LabError(
-            f"num_hiddens: the encoding pairs sines with cosines, so H must be even, got {hiddens}"
+            _("num_hiddens: the encoding pairs sines with cosines, so H must be even, got {value}").format(
+                value=hiddens
+            )
         )
-    limit_elements("the table P", steps, hiddens)
+    limit_elements(_("the table P"), steps, hiddens)
     i = whole(state, "position", 10, 0, steps - 1)
     c = whole(state, "dimension", 6, 0, hiddens - 1)  # a column; its pair (frequency) is j = c // 2
     k = whole(state, "shift", 3, 0, MAX_STEPS)
@@ -56,42 +59,53 @@ def positional_panel(state: dict[str, Any]) -> dict[str, Any]:
     mapped = M @ table[i].double()  # (H,)
     positions = torch.arange(steps)
     pair = c // 2
-    columns = [(f"column {n}", positions, table[:, n]) for n in (2 * pair, 2 * pair + 1)]
+    column = _("column {c}")
+    columns = [(column.format(c=n), positions, table[:, n]) for n in (2 * pair, 2 * pair + 1)]
     whole_table = shown(
-        "P (positional encoding)",
+        _("P (positional encoding)"),
         table,
         ["S", "H"],
-        note=f"outlined: row i = {i} and column c = {c}, the ones drawn below",
+        note=_("outlined: row i = {i} and column c = {c}, the ones drawn below").format(i=i, c=c),
     )
     whole_table["marks"] = {"rows": [i], "columns": [c]}  # the page outlines the chosen row and column
     tensors = [
         whole_table,
-        shown(f"P[{i}] (row i = {i})", table[i], ["H"]),
-        shown(f"M_{k} (shift by k = {k})", M, ["H", "H"]),
+        shown(_("P[{i}] (row i = {i})").format(i=i), table[i], ["H"]),
+        shown(_("M_{k} (shift by k = {k})").format(k=k), M, ["H", "H"]),
         shown(f"M_{k} · P[{i}]", mapped, ["H"]),
-        shown(f"P[{i + k}] (row i + k)", shifted_row, ["H"]),
+        shown(_("P[{row}] (row i + k)").format(row=i + k), shifted_row, ["H"]),
     ]
     error = float((mapped - shifted_row.double()).abs().max())
+    if c % 2 == 0:
+        wave = _(
+            "Column c = {c} is the sine of frequency j = {j} (the book's p_(i, 2j) = sin(i / 10000^(2j/d)) "
+            "and p_(i, 2j+1) = cos(i / 10000^(2j/d)), here d = H = {d}): it oscillates with wavelength "
+            "2π · 10000^({twice}/{d}), and lower columns change faster, as the low bits of a binary count do."
+        )
+    else:
+        wave = _(
+            "Column c = {c} is the cosine of frequency j = {j} (the book's p_(i, 2j) = sin(i / 10000^(2j/d)) "
+            "and p_(i, 2j+1) = cos(i / 10000^(2j/d)), here d = H = {d}): it oscillates with wavelength "
+            "2π · 10000^({twice}/{d}), and lower columns change faster, as the low bits of a binary count do."
+        )
     notes = [
-        f"Column c = {c} is the {'sine' if c % 2 == 0 else 'cosine'} of frequency j = {pair} (the book's "
-        "p_(i, 2j) = sin(i / 10000^(2j/d)) and p_(i, 2j+1) = cos(i / 10000^(2j/d)), "
-        f"here d = H = {hiddens}): "
-        f"it oscillates with wavelength 2π · 10000^({2 * pair}/{hiddens}), and lower columns change faster, "
-        "as the low bits of a binary count do.",
-        f"M_{k} rotates each (sin, cos) pair j, columns 2j and 2j + 1, by the angle {k} · w_j. "
-        "It does not depend on i, so attention "
-        f"can learn to look k positions away by a linear map. M_{k} · P[{i}] and P[{i + k}] differ by at "
-        f"most {error:.1e} (float32 rounding of the table).",
+        wave.format(c=c, j=pair, d=hiddens, twice=2 * pair),
+        _(
+            "M_{k} rotates each (sin, cos) pair j, columns 2j and 2j + 1, by the angle {k} · w_j. It does "
+            "not depend on i, so attention can learn to look k positions away by a linear map. "
+            "M_{k} · P[{i}] and P[{row}] differ by at most {error} (float32 rounding of the table)."
+        ).format(k=k, i=i, row=i + k, error=number(error, ".1e")),
     ]
     lines = [
         code(sinusoid_table),
         line_of(PositionalEncoding.forward, "return self.dropout(X + self.P", "PositionalEncoding.forward"),
-        code(shift_map, "shift_map (the lab's)"),
+        code(shift_map, _("shift_map (the lab's)")),
     ]
-    plots = [
-        plot(f"pair j = {pair}: columns {2 * pair} and {2 * pair + 1} of P", "position i", "P[i, c]", columns)
-    ]
+    title = _("pair j = {j}: columns {first} and {second} of P").format(
+        j=pair, first=2 * pair, second=2 * pair + 1
+    )
+    plots = [plot(title, _("position i"), "P[i, c]", columns)]
     if hiddens > max(CHAPTER_COLUMNS):
-        chapter = [(f"column {c}", positions, table[:, c]) for c in CHAPTER_COLUMNS]
-        plots.append(plot("the chapter's columns 6 to 9", "position i", "P[i, c]", chapter))
+        chapter = [(column.format(c=c), positions, table[:, c]) for c in CHAPTER_COLUMNS]
+        plots.append(plot(_("the chapter's columns 6 to 9"), _("position i"), "P[i, c]", chapter))
     return answer(tensors, lines, notes, plots)
