@@ -99,11 +99,9 @@ bench-full: install
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache *.egg-info
 
-# Every model, AMP mode, resume, translate/eval, CTranslate2 and serve on this machine's CUDA device(s), one
-# table and runs/gpu_check.json (docs/gpu.md); ARGS=--quick takes ~8 GPU minutes, ARGS="--device cpu --quick"
-# is the CPU version. `make gpu-check PYTHON=python3` runs it with that Python and its (CUDA) torch as they
-# are: no .venv, no pip, no network (this checkout on PYTHONPATH, where the scripts import attn_mt from). Without
-# PYTHON=, .venv is set up first, as for every other target.
+# scripts/gpu.py's three subcommands (docs/gpu.md). `make gpu-check PYTHON=python3` runs it with that Python and
+# its (CUDA) torch as they are: no .venv, no pip, no network (this checkout on PYTHONPATH, where the script imports
+# attn_mt from). Without PYTHON=, .venv is set up first, as for every other target.
 ifeq ($(origin PYTHON),command line)
 GPU_CHECK_PYTHON := $(PYTHON)
 GPU_CHECK_NEEDS :=
@@ -112,23 +110,23 @@ else
 GPU_CHECK_PYTHON := $(BIN)/python
 GPU_CHECK_NEEDS := install
 endif
+# Every model, AMP mode, resume, translate/eval, CTranslate2 and serve on this machine's CUDA device(s), one table
+# and runs/gpu_check.json; ARGS=--quick takes ~8 GPU minutes, ARGS="--device cpu --quick" is the CPU version.
 .PHONY: gpu-check
 gpu-check: $(GPU_CHECK_NEEDS)
-	$(GPU_CHECK_PYTHON) scripts/gpu_check.py $(ARGS)
+	$(GPU_CHECK_PYTHON) scripts/gpu.py check $(ARGS)
 
-# The training step of configs/transformer-gpu.yaml profiled before and after the GPU path, on one card in one
-# call (docs/gpu.md, "Profiling the step"): train.kernels reference, gpu and gpu compiled, each 20 warm-up, 40
-# timed and 3 profiled steps on synthetic batches (no corpus); figures, profile.json and chrome traces in
-# runs/profile/ (a few GPU minutes). TORCH_LOGS=recompiles names any recompilation. PYTHON= as for gpu-check.
+# The training step of configs/transformer-gpu.yaml profiled on one card (docs/gpu.md, "Profiling the step"):
+# variants reference and reference+compile, each 20 warm-up, 40 timed and 3 profiled steps on synthetic batches
+# (no corpus); figures, profile.json and chrome traces in runs/profile/. TORCH_LOGS=recompiles names any recompile.
 .PHONY: profile-step
 profile-step: $(GPU_CHECK_NEEDS)
-	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/profile_step.py --variants reference,reference+compile \
-	  --out runs/profile $(ARGS)
+	TORCH_LOGS=recompiles $(GPU_CHECK_PYTHON) scripts/gpu.py profile --out runs/profile $(ARGS)
 
-# The first command where a GPU is at hand (docs/gpu.md): gpu_check --quick (with the CTranslate2 float16 row),
-# and profile_step of the eager step and of the whole step captured as CUDA graphs (data.batch_shapes=8), in
-# at most 9 minutes of one card and no network; one markdown table in runs/gpu_checkup/checkup.md. PYTHON= as
-# for gpu-check; ARGS="--data FILE" names the corpus, ARGS=--dry-run lists the commands.
+# The first command where a GPU is at hand (docs/gpu.md): check --quick (with the CTranslate2 float16 row), and the
+# profile of the eager step and of the whole step captured as CUDA graphs (data.batch_shapes=8), in at most 9
+# minutes of one card and no network; one table in runs/gpu_checkup/checkup.md. ARGS="--data FILE" names the
+# corpus, ARGS=--dry-run lists the commands.
 .PHONY: gpu-checkup
 gpu-checkup: $(GPU_CHECK_NEEDS)
-	$(GPU_CHECK_PYTHON) scripts/gpu_checkup.py $(ARGS)
+	$(GPU_CHECK_PYTHON) scripts/gpu.py checkup $(ARGS)

@@ -10,7 +10,7 @@ each cross attention. Only real tokens count (`src_lens`, `tgt_lens`), never the
 batch, and the whole causal square is counted (as the FLOPs a model needs, not what a kernel skips).
 MFU is those FLOPs a second over the card's dense bf16 peak (attn_mt/machine.py, PEAK_TFLOPS), taken
 over the steady state: the training steps after a session's first STEADY_AFTER (training/run_state.py),
-so compiling and warming up are left out. run_summary.json's `steady_mfu` and scripts/profile_step.py's
+so compiling and warming up are left out. run_summary.json's `steady_mfu` and scripts/gpu.py's
 `profile` table use these functions; docs/gpu.md ("MFU") states the same definition.
 """
 

@@ -192,7 +192,7 @@ class Trainer:
         """One step of `fit`: the next batches of `feed` trained on and counted; logged every log_every steps.
 
         The step is timed from taking its batches to the update (Session.time_step). Returns whether
-        any rank asked to stop. scripts/profile_step.py times this same method.
+        any rank asked to stop. scripts/gpu.py profile times this same method.
         """
         pr = self.progress
         step_started = time.perf_counter()
