@@ -1580,9 +1580,17 @@ def test_the_head_lines_are_readable_and_each_head_can_be_hidden(lab, page):
 
 
 # The panels whose every text is translated, server's sentences included (docs/lab.md names the others).
-TRANSLATED_PANELS = ("cues", "nadaraya_watson", "softmax", "scoring", "keysize", "positions")
+TRANSLATED_PANELS = (
+    "cues",
+    "nadaraya_watson",
+    "softmax",
+    "scoring",
+    "keysize",
+    "positions",
+    "self_attention",
+)
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
-# uses), outside code, identifiers, numbers and model outputs.
+# uses), outside code, identifiers, numbers, tokens and model outputs.
 UNTRANSLATED = """(() => {
   const small = "the|of|and|is|are|with|for|from|its|this|that|each|every|when|your|not|by|which";
   const english = new RegExp(`(^|[^\\\\w'])(${small})(?![\\\\w'])`, "i");

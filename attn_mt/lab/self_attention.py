@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
+from attn_mt.i18n import _
 from attn_mt.lab.inputs import LabError, text, whole
-from attn_mt.lab.shown import answer, code, shown
+from attn_mt.lab.shown import answer, code, number, shown
 from attn_mt.models.attention import DotProductAttention
 from attn_mt.models.positional import sinusoid_table
 
@@ -55,9 +56,11 @@ def words_of(state: dict[str, Any], key: str, default: str) -> list[str]:
     """The sentence `key` as lower-case words, at most MAX_WORDS."""
     words = text(state, key, default, 300).lower().split()
     if not words:
-        raise LabError(f"{key}: type a sentence")
+        raise LabError(_("{key}: type a sentence").format(key=key))
     if len(words) > MAX_WORDS:
-        raise LabError(f"{key}: at most {MAX_WORDS} words, got {len(words)}")
+        raise LabError(
+            _("{key}: at most {limit} words, got {count}").format(key=key, limit=MAX_WORDS, count=len(words))
+        )
     return words
 
 
@@ -67,10 +70,14 @@ def self_attention_panel(state: dict[str, Any]) -> dict[str, Any]:
     first = words_of(state, "sentence", "the dog bit the man")
     second = words_of(state, "reordered", "the man bit the dog")
     if sorted(first) != sorted(second):
-        raise LabError("reordered: use the same words as the sentence, in another order")
+        raise LabError(_("reordered: use the same words as the sentence, in another order"))
     d = whole(state, "d", 8, 2, 64)
     if d % 2:
-        raise LabError(f"d: the positional encoding pairs sines with cosines, so d must be even, got {d}")
+        raise LabError(
+            _("d: the positional encoding pairs sines with cosines, so d must be even, got {value}").format(
+                value=d
+            )
+        )
     seed = whole(state, "seed", 0, 0, 2**31 - 1)
     positions = str(state.get("positions", "false")).lower() == "true"
     moved = where_moved(first, second)
@@ -87,27 +94,56 @@ def self_attention_panel(state: dict[str, Any]) -> dict[str, Any]:
             (out1, weights1), (out2, weights2) = outputs
     n = len(first)
     tensors = [
-        shown("self-attention weights, first order", weights1, ["Q", "K"], rows=first, columns=first),
-        shown("self-attention weights, second order", weights2, ["Q", "K"], rows=second, columns=second),
-        shown("outputs, first order", out1, ["N", "d"], rows=first),
-        shown("outputs, second order, rows put back in the first order", out2[moved], ["N", "d"], rows=first),
         shown(
-            "largest difference of a word's output between the two orders",
+            _("self-attention weights, first order"),
+            weights1,
+            ["Q", "K"],
+            rows=first,
+            columns=first,
+            tokens=True,
+        ),
+        shown(
+            _("self-attention weights, second order"),
+            weights2,
+            ["Q", "K"],
+            rows=second,
+            columns=second,
+            tokens=True,
+        ),
+        shown(_("outputs, first order"), out1, ["N", "d"], rows=first, tokens=True),
+        shown(
+            _("outputs, second order, rows put back in the first order"),
+            out2[moved],
+            ["N", "d"],
+            rows=first,
+            tokens=True,
+        ),
+        shown(
+            _("largest difference of a word's output between the two orders"),
             torch.tensor(gaps, dtype=torch.float64),
             ["encoding"],
-            columns=["no positions", "sinusoidal positions added"],
+            columns=[_("no positions"), _("sinusoidal positions added")],
             scale="sequential",
         ),
     ]
     notes = [
-        f"Self-attention: the {n} tokens' made-up embeddings X ({n}, {d}) are the queries, the keys and "
-        "the values at once; each row of the weights says how much one token attends to every token.",
-        f"Without positions, each word's output is the same in both orders (they differ by at most "
-        f"{gaps[0]:.1e}): self-attention sees a set of words, so '{' '.join(first)}' and "
-        f"'{' '.join(second)}' give the same vectors, only reordered, and nothing after it can tell who "
-        f"did what. With the positional encoding added, a word's output changes with its place (by up to "
-        f"{gaps[1]:.3f}).",
-        "The panel shows the orders " + ("with positions added." if positions else "without positions."),
+        _(
+            "Self-attention: the {n} tokens' made-up embeddings X ({n}, {d}) are the queries, the keys and "
+            "the values at once; each row of the weights says how much one token attends to every token."
+        ).format(n=n, d=d),
+        _(
+            "Without positions, each word's output is the same in both orders (they differ by at most "
+            "{gap}): self-attention sees a set of words, so your two sentences give the same vectors, only "
+            "reordered, and nothing after it can tell who did what. With the positional encoding added, a "
+            "word's output changes with its place (by up to {moved})."
+        ).format(gap=number(gaps[0], ".1e"), moved=number(gaps[1], ".3f")),
+        _("The panel shows the orders with positions added.")
+        if positions
+        else _("The panel shows the orders without positions."),
     ]
-    lines = [code(DotProductAttention.attend), code(sinusoid_table), code(embedding, "embedding (the lab's)")]
+    lines = [
+        code(DotProductAttention.attend),
+        code(sinusoid_table),
+        code(embedding, _("embedding (the lab's)")),
+    ]
     return answer(tensors, lines, notes)

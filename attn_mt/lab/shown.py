@@ -43,10 +43,12 @@ def shown(
     rows: list[str] | None = None,
     columns: list[str] | None = None,
     scale: str | None = None,
+    tokens: bool = False,
 ) -> dict[str, Any]:
     """A tensor for the page: its name, axes, shape and values (and mask, hover, labels of the rows and
     columns of its 2-D slices, such as tokens); `scale` one of SCALES, by default chosen from the name and
-    values (scale_for)."""
+    values (scale_for); `tokens` when those labels are tokens (an input or a model's output, shown in no
+    language's words but their own)."""
     if value.dim() != len(axes):
         raise ValueError(f"{name}: {value.dim()}-D tensor labelled with {len(axes)} axes {axes}")
     numbers = value.detach().double()
@@ -72,6 +74,8 @@ def shown(
         entry["rows"] = rows
     if columns is not None:
         entry["columns"] = columns
+    if tokens:
+        entry["tokens"] = True
     return entry
 
 

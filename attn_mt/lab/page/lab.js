@@ -202,17 +202,18 @@ function chunks(list, size) {
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
 function matrixTable(tensor, rows, index, bound) {
   const table = element("table", { class: "matrix" });
+  const tokens = tensor.tokens ? " token-label" : ""; // labels that are tokens, kept as the model reads them
   if (tensor.columns) {
     const head = element("tr");
     head.append(element("th"));
-    for (const label of tensor.columns) head.append(element("th", { class: "column-label" }, label));
+    for (const label of tensor.columns) head.append(element("th", { class: `column-label${tokens}` }, label));
     table.append(head);
   }
   const marks = index.length === 0 ? tensor.marks || {} : {}; // a chosen row or column, outlined
   rows.forEach((row, i) => {
     const tr = element("tr");
-    tr.append(element("th", { class: (marks.rows || []).includes(i) ? "row-label marked" : "row-label" },
-                      tensor.rows ? tensor.rows[i] : String(i)));
+    const classes = `${(marks.rows || []).includes(i) ? "row-label marked" : "row-label"}${tokens}`;
+    tr.append(element("th", { class: classes }, tensor.rows ? tensor.rows[i] : String(i)));
     const cells = Array.isArray(row) ? row : [row];
     cells.forEach((value, j) => {
       const at = Array.isArray(row) ? [...index, i, j] : [...index, i];
