@@ -10,7 +10,7 @@ ifneq ($(strip $(ATTN_MT_DATA)),)
 export ATTN_MT_DATA
 endif
 
-.PHONY: install train test soak test-avx2 test-seeds cpu-facts lint check browser catalogues bench-train bench-translate bench-full clean
+.PHONY: install train test soak test-avx2 test-seeds cpu-facts lint check browser catalogues notebooks bench-train bench-translate bench-full clean
 
 $(BIN)/attn-mt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,11 @@ browser:
 # new ones added untranslated, those no code marks dropped (docs/languages.md).
 catalogues: install
 	$(BIN)/python -m attn_mt.i18n.extract
+
+# The notebooks' Chinese and Vietnamese copies (notebooks/zh/, notebooks/vi/) built from the English ones and the
+# catalogues (docs/notebooks.md): run it after translating what `make catalogues` added.
+notebooks: install
+	$(BIN)/python -m attn_mt.i18n.notebooks
 
 bench-train: install
 	$(BIN)/python scripts/bench_train.py $(ARGS)

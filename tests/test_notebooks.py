@@ -1,15 +1,24 @@
 """The chapter's notebooks (notebooks/): stored without outputs, listed in docs/notebooks.md, and each runs
 top to bottom in a fresh Jupyter kernel that imports this checkout's attn_mt. Those that train on the real
-corpus read it from $ATTN_MT_DATA and fail, never skip, without it."""
+corpus read it from $ATTN_MT_DATA and fail, never skip, without it.
+
+Their Chinese and Vietnamese copies (notebooks/zh/, notebooks/vi/) are what `make notebooks` builds from
+them and the catalogues, code cells unchanged but the language cell; each language's seven run in one
+kernel, their training cut to one epoch (the English runs show what the code computes)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from support.helpers import ROOT
 from support.notebook_kernel import execute_notebook, kernel_environment
+
+from attn_mt.i18n import _, in_language
+from attn_mt.i18n.catalogues import translated_languages
+from attn_mt.i18n.notebooks import built_copies, copy_path, is_language_cell, markdown_units, stored_copies
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 DOC = ROOT / "docs" / "notebooks.md"
@@ -57,15 +66,41 @@ def check_ran(notebook: nbformat.NotebookNode) -> None:
             assert not shown.isdigit(), f"a bare number {shown} under the cell ending {cell.source[-80:]!r}"
 
 
+COPIES = [copy_path(path, lang) for lang in translated_languages() for path in NOTEBOOKS]
+
+
 def test_the_notebooks_are_stored_without_outputs():
     assert len(NOTEBOOKS) == 7, [path.name for path in NOTEBOOKS]
-    for path in NOTEBOOKS:
+    for path in NOTEBOOKS + COPIES:
         notebook = nbformat.read(path, as_version=4)
         nbformat.validate(notebook)
         for number, cell in enumerate(notebook.cells):
             if cell.cell_type == "code":
                 where = f"{path.name} cell {number}: clear its outputs before committing"
                 assert cell.outputs == [] and cell.execution_count is None, where
+
+
+def test_the_copies_are_built_from_the_notebooks_and_the_catalogues():
+    built = built_copies()
+    assert sorted(built) == sorted(COPIES) == sorted(stored_copies())
+    for path, text in built.items():
+        assert path.read_text(encoding="utf-8") == text, f"{path.relative_to(ROOT)} is stale: make notebooks"
+
+
+@pytest.mark.parametrize("lang", translated_languages())
+def test_a_copy_is_its_notebook_in_another_language(lang: str):
+    for path in NOTEBOOKS:
+        source, built = (nbformat.read(p, as_version=4) for p in (path, copy_path(path, lang)))
+        assert [cell.cell_type for cell in source.cells] == [cell.cell_type for cell in built.cells]
+        assert sum(is_language_cell(cell) for cell in source.cells) == 1, path.name
+        for english, translated in zip(source.cells, built.cells, strict=True):
+            if english.cell_type == "markdown":  # every heading and paragraph translated
+                pairs = zip(markdown_units(english.source), markdown_units(translated.source), strict=True)
+                assert all(ours[0] == theirs[0] and ours[1] != theirs[1] for ours, theirs in pairs)
+            elif is_language_cell(english):
+                assert translated.source == english.source.replace('"en"', f'"{lang}"')
+            else:
+                assert translated.source == english.source
 
 
 def test_the_docs_describe_every_notebook():
@@ -98,3 +133,28 @@ def test_a_corpus_notebook_finds_the_corpus_as_the_cli_does(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     notebook = execute(path, kernel_env, first_cells=2, then="print(CORPUS)")  # language cell, imports
     assert notebook.cells[-1].outputs[0]["text"].strip() == str(corpus_path.resolve())
+
+
+def one_notebook(paths: list[Path]) -> nbformat.NotebookNode:
+    """The notebooks at `paths` as one, in order, every tiny run cut to one epoch."""
+    notebook = nbformat.read(paths[0], as_version=4)
+    notebook.cells = [cell for path in paths for cell in nbformat.read(path, as_version=4).cells]
+    for cell in notebook.cells:
+        cell.source = re.sub(r"train\.epochs=\d+", "train.epochs=1", cell.source)
+    return notebook
+
+
+@pytest.mark.parametrize("lang", translated_languages())
+def test_the_copies_run_in_their_language(
+    lang: str, kernel_env: Path, corpus_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("ATTN_MT_DATA", str(corpus_path))
+    notebook = execute_notebook(one_notebook([copy_path(path, lang) for path in NOTEBOOKS]), kernel_env)
+    outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
+    printed = "".join(output.get("text", "") for output in outputs)
+    html = "".join(output.get("data", {}).get("text/html", "") for output in outputs)
+    with in_language(lang):
+        assert _("{number} in binary is {bits}").format(number=5, bits="101") in printed
+        assert f"<b>{_('source tokens')}</b>" in html and f"<b>{_('encoder-decoder attention')}</b>" in html
+    assert "in binary is" not in printed and "<b>source tokens</b>" not in html
+    assert sum("image/png" in output.get("data", {}) for output in outputs) >= len(NOTEBOOKS)
