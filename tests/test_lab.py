@@ -1588,6 +1588,7 @@ TRANSLATED_PANELS = (
     "keysize",
     "positions",
     "self_attention",
+    "heads",
 )
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
 # uses), outside code, identifiers, numbers, tokens and model outputs.

@@ -14,9 +14,10 @@ import torch
 from attn_mt.decoding.attention import TITLES, collect_attention
 from attn_mt.decoding.outputs import output_length_limits, prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.i18n import _
 from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
 from attn_mt.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
-from attn_mt.lab.shown import answer, code, shown
+from attn_mt.lab.shown import answer, code, number, shown
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.run.opened import LoadedRun
 
@@ -35,7 +36,11 @@ def switched_off(state: dict[str, Any], heads: int) -> list[int]:
     chosen = []
     for part in raw.replace(",", " ").split():
         if not part.isdigit() or not 1 <= int(part) <= heads:
-            raise LabError(f"off: expected head numbers from 1 to {heads}, got {part[:10]!r}")
+            raise LabError(
+                _("off: expected head numbers from 1 to {heads}, got {value}").format(
+                    heads=heads, value=repr(part[:10])
+                )
+            )
         chosen.append(int(part))
     return sorted(set(chosen))
 
@@ -49,9 +54,13 @@ def split_merge_panel(state: dict[str, Any]) -> dict[str, Any]:
     heads = whole(state, "num_heads", 2, 1, MAX_HEADS)
     seed = whole(state, "seed", 0, 0, 2**31 - 1)
     if hiddens % heads:
-        raise LabError(f"num_hiddens = {hiddens} is not divisible by num_heads = {heads}")
+        raise LabError(
+            _("num_hiddens = {hiddens} is not divisible by num_heads = {heads}").format(
+                hiddens=hiddens, heads=heads
+            )
+        )
     limit_elements("X", batch, steps, hiddens)
-    limit_elements("the weights", batch, heads, steps, steps)
+    limit_elements(_("the weights"), batch, heads, steps, steps)
     off = switched_off(state, heads)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -72,31 +81,44 @@ def split_merge_panel(state: dict[str, Any]) -> dict[str, Any]:
         full = attention.W_o(attention.merge_heads(per_head))  # (B, N, H) with every head
     tensors = [
         shown("X", X, ["B", "N", "H"]),
-        shown("W_q X: the queries, projected", projected, ["B", "N", "H"]),
+        shown(_("W_q X: the queries, projected"), projected, ["B", "N", "H"]),
         shown("split_heads(W_q X)", split, ["B", "h", "N", "d"]),
-        shown("the book's layout: split_heads(W_q X).flatten(0, 1)", split.flatten(0, 1), ["B·h", "N", "d"]),
-        shown("each head's attention weights", weights, ["B", "h", "N", "N"], scale="weights"),
-        shown("merge_heads(heads' outputs)" + (" with heads off" if off else ""), merged, ["B", "N", "H"]),
-        shown("W_o: the output", output, ["B", "N", "H"]),
-    ]
-    first = ", ".join(f"{d * k + 1}–{d * (k + 1)}" for k in range(min(heads, 3)))
-    notes = [
-        f"The model does not split X. W_q first maps each step's H = {hiddens} features to {hiddens} new "
-        f"ones, each a weighted mix of all of X's features; W_q X (B={batch}, N={steps}, H={hiddens}) is "
-        f"then viewed as (B, N, h={heads}, d={d}) and its N and h axes swapped, so head 1, 2, … takes "
-        f"columns {first}{', …' if heads > 3 else ''} (counted from 1) of W_q X, and the same columns of "
-        "W_k X and W_v X. Every head therefore sees every input feature, through its own slice of the "
-        "projections, and attends over all N steps.",
-        "merge_heads puts the heads' outputs side by side again, and W_o mixes them. "
-        + (
-            f"Heads {', '.join(map(str, off))} switched off (their columns of the merged output set to 0): "
-            f"the output moves by up to {float((output - full).abs().max()):.4f}."
-            if off
-            else "Switch heads off to see what each contributes to the output."
+        shown(
+            _("the book's layout: split_heads(W_q X).flatten(0, 1)"), split.flatten(0, 1), ["B·h", "N", "d"]
         ),
-        f"merge_heads(split_heads(W_q X)) gives W_q X back: "
-        f"{bool(torch.equal(attention.merge_heads(split), projected))}. W_q, W_k, W_v, W_o and X are drawn "
-        f"from seed {seed}, as a model starts before training.",
+        shown(_("each head's attention weights"), weights, ["B", "h", "N", "N"], scale="weights"),
+        shown(
+            _("merge_heads(heads' outputs) with heads off") if off else _("merge_heads(heads' outputs)"),
+            merged,
+            ["B", "N", "H"],
+        ),
+        shown(_("W_o: the output"), output, ["B", "N", "H"]),
+    ]
+    columns = ", ".join(f"{d * k + 1}–{d * (k + 1)}" for k in range(min(heads, 3))) + (
+        ", …" if heads > 3 else ""
+    )
+    merging = _("merge_heads puts the heads' outputs side by side again, and W_o mixes them.")
+    if off:
+        merging += " " + _(
+            "Heads {heads} switched off (their columns of the merged output set to 0): the output moves by "
+            "up to {moved}."
+        ).format(heads=", ".join(map(str, off)), moved=number(float((output - full).abs().max()), ".4f"))
+    else:
+        merging += " " + _("Switch heads off to see what each contributes to the output.")
+    notes = [
+        _(
+            "The model does not split X. W_q first maps each step's H = {hiddens} features to {hiddens} new "
+            "ones, each a weighted mix of all of X's features; W_q X (B={batch}, N={steps}, H={hiddens}) is "
+            "then viewed as (B, N, h={heads}, d={d}) and its N and h axes swapped, so head 1, 2, … takes "
+            "columns {columns} (counted from 1) of W_q X, and the same columns of W_k X and W_v X. Every "
+            "head therefore sees every input feature, through its own slice of the projections, and "
+            "attends over all N steps."
+        ).format(hiddens=hiddens, batch=batch, steps=steps, heads=heads, d=d, columns=columns),
+        merging,
+        _(
+            "merge_heads(split_heads(W_q X)) gives W_q X back: {equal}. W_q, W_k, W_v, W_o and X are drawn "
+            "from seed {seed}, as a model starts before training."
+        ).format(equal=bool(torch.equal(attention.merge_heads(split), projected)), seed=seed),
     ]
     lines = [
         code(MultiHeadAttention.split_heads),
