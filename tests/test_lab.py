@@ -1589,6 +1589,7 @@ TRANSLATED_PANELS = (
     "positions",
     "self_attention",
     "heads",
+    "complexity",
 )
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
 # uses), outside code, identifiers, numbers, tokens and model outputs.

@@ -20,13 +20,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from attn_mt.i18n import N_, _, ngettext
 from attn_mt.lab.inputs import LabError, limit_elements, whole
-from attn_mt.lab.shown import answer, code, count, shown
+from attn_mt.lab.shown import answer, code, shown
 from attn_mt.models.attention import DotProductAttention
 
 MAX_TOKENS = 128
 MAX_DIMENSIONS = 256
 ARCHITECTURES = ("CNN", "RNN", "self-attention")
+NAMES = {"CNN": "CNN", "RNN": "RNN", "self-attention": N_("self-attention")}  # as the page shows them
 
 
 def layer_costs(n: int, d: int, k: int) -> list[int]:
@@ -78,8 +80,10 @@ def complexity_panel(state: dict[str, Any]) -> dict[str, Any]:
     d = whole(state, "d", 32, 1, MAX_DIMENSIONS)
     k = whole(state, "k", 3, 3, 31)
     if k % 2 == 0:
-        raise LabError(f"k: the kernel is centred on each token, so k must be odd, got {k}")
-    limit_elements("the tokens X (n, d)", n, d)
+        raise LabError(
+            _("k: the kernel is centred on each token, so k must be odd, got {value}").format(value=k)
+        )
+    limit_elements(_("the tokens X (n, d)"), n, d)
     costs = layer_costs(n, d, k)
     paths = {"CNN": cnn_path(n, k), "RNN": list(range(n)), "self-attention": attention_path(n, d)}
     sequential = [1, n, 1]
@@ -90,26 +94,34 @@ def complexity_panel(state: dict[str, Any]) -> dict[str, Any]:
     )  # (3, 3)
     tensors = [
         shown(
-            f"per layer, n = {n}, d = {d}, k = {k}",
+            _("per layer, n = {n}, d = {d}, k = {k}").format(n=n, d=d, k=k),
             table,
             ["architecture", "measure"],
-            rows=list(ARCHITECTURES),
-            columns=["multiply-adds", "sequential operations", "maximum path length"],
+            rows=[_(NAMES[name]) for name in ARCHITECTURES],
+            columns=[_("multiply-adds"), _("sequential operations"), _("maximum path length")],
         )
     ]
+    window = ngettext("{count} position", "{count} positions", k // 2).format(count=k // 2)
+    layers = ngettext("{count} stacked layer", "{count} stacked layers", lengths[0]).format(count=lengths[0])
+    steps = ngettext("{count} step", "{count} steps", lengths[1]).format(count=lengths[1])
     notes = [
-        f"Multiply-adds of one layer: CNN k·n·d² = {k * n * d * d}, RNN n·d² = "
-        f"{n * d * d}, self-attention 2·n²·d = {2 * n * n * d} (n² scores of size d, then n² weighted "
-        "sums of d values): self-attention costs less than the RNN while 2n < d, and its n² grows fastest "
-        "with the length.",
-        f"Sequential operations: a CNN layer or a self-attention layer computes all {n} positions at "
-        f"once; an RNN must take its {n} steps one after the other, each needing the previous hidden state.",
-        f"Maximum path length, from the first token to the last (drawn below): the convolution's window "
-        f"reaches {count(k // 2, 'position', 'positions')} further each layer, so "
-        f"{count(lengths[0], 'stacked layer', 'stacked layers')} (O(n/k)); the RNN passes the signal on "
-        f"one step at a time, {count(lengths[1], 'step', 'steps')} (O(n)); one self-attention layer "
-        "joins every pair of tokens (O(1)): a short path makes long-range dependencies easier to learn.",
+        _(
+            "Multiply-adds of one layer: CNN k·n·d² = {cnn}, RNN n·d² = {rnn}, self-attention 2·n²·d = "
+            "{attention} (n² scores of size d, then n² weighted sums of d values): self-attention costs less "
+            "than the RNN while 2n < d, and its n² grows fastest with the length."
+        ).format(cnn=k * n * d * d, rnn=n * d * d, attention=2 * n * n * d),
+        _(
+            "Sequential operations: a CNN layer or a self-attention layer computes all {n} positions "
+            "at once; an RNN must take its {n} steps one after the other, each needing the previous hidden "
+            "state."
+        ).format(n=n),
+        _(
+            "Maximum path length, from the first token to the last (drawn below): the convolution's "
+            "window reaches {window} further each layer, so {layers} (O(n/k)); the RNN passes the signal on "
+            "one step at a time, {steps} (O(n)); one self-attention layer joins every pair of tokens (O(1)): "
+            "a short path makes long-range dependencies easier to learn."
+        ).format(window=window, layers=layers, steps=steps),
     ]
-    lines = [code(DotProductAttention.forward), code(layer_costs, "layer_costs (the lab's)")]
-    drawn = [{"label": name, "n": n, "reached": paths[name]} for name in ARCHITECTURES]
+    lines = [code(DotProductAttention.forward), code(layer_costs, _("layer_costs (the lab's)"))]
+    drawn = [{"label": _(NAMES[name]), "n": n, "reached": paths[name]} for name in ARCHITECTURES]
     return answer(tensors, lines, notes, paths=drawn)

@@ -162,11 +162,6 @@ def number(value: float, spec: str = "g") -> str:
     return format(value, spec).translate(str.maketrans(symbols))
 
 
-def count(n: int, one: str, many: str) -> str:
-    """`n` and the noun that fits it: count(1, "entry", "entries") is "1 entry", with 3 "3 entries"."""
-    return f"{n} {one if n == 1 else many}"
-
-
 def answer(
     tensors: list, code_lines: list, notes: list[str], plots: list | None = None, **extra: Any
 ) -> dict:
