@@ -1451,7 +1451,7 @@ def test_the_first_nadaraya_watson_request_is_computed_before_the_lab_serves(mon
     from attn_mt.lab import kernel_regression, server
 
     calls: list[str] = []
-    monkeypatch.setattr(server, "warm_up", lambda: calls.append("warm_up"))
+    monkeypatch.setattr(server, "warm_up", lambda lang="en": calls.append("warm_up"))
     monkeypatch.setattr("uvicorn.Server.run", lambda self, sockets: calls.append("serve"))
     server.run_lab_server({}, "127.0.0.1", 0, [])
     assert calls == ["warm_up", "serve"]
@@ -1613,7 +1613,11 @@ UNTRANSLATED = """(() => {
 
 def test_the_lab_switches_to_chinese_and_vietnamese_and_translates_every_panel(lab, page):
     """The visible switch retranslates the page and the open panel; each translated panel, opened in zh and
-    vi, holds no English sentence; the exercises still hide their answers; the choice is remembered."""
+    vi, holds no English sentence; the exercises still hide their answers (switching reveals none that
+    another test's commit had not); the choice is remembered."""
+    answers = "document.querySelectorAll('#panel-exercises .answer:not(:empty)').length"
+    show(page, lab, "exercises")
+    answered = page.evaluate(answers)
     try:
         for lang, heading in (("zh", "掩蔽softmax"), ("vi", "Softmax có mặt nạ")):
             show(page, lab, "softmax")
@@ -1630,9 +1634,7 @@ def test_the_lab_switches_to_chinese_and_vietnamese_and_translates_every_panel(l
                 if panel == "cues":
                     screenshot(page, panel, f"{panel}_{lang}")
             show(page, lab, "exercises")
-            assert (
-                page.evaluate("document.querySelectorAll('#panel-exercises .answer:not(:empty)').length") == 0
-            )
+            assert page.evaluate(answers) == answered
             commit = page.evaluate("document.querySelector('#panel-exercises button.commit').textContent")
             assert (
                 commit

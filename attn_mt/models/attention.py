@@ -275,10 +275,13 @@ def fused_attention(
 
     The mask goes to `scaled_dot_product_attention` in the form its fastest kernels take: a causal
     mask as `is_causal` with no tensor (a square mask, so torch's top-left causal window is the
-    lower triangle), a mask with a bias in the queries' dtype as that bias, any other as `keep`.
+    lower triangle), a mask with a bias in the queries' dtype as that bias, any other as `keep`; while
+    an ONNX graph is traced, always as `keep` (the graph serves every length).
     """
     attn_mask, causal = None, False
-    if mask is not None and mask.is_causal:
+    if mask is not None and torch.onnx.is_in_onnx_export():
+        attn_mask = mask.keep  # an ONNX graph takes any length: no bias laid out for one width, no is_causal
+    elif mask is not None and mask.is_causal:
         causal = True
     elif mask is not None:
         usable = mask.bias is not None and mask.bias.dtype == queries.dtype

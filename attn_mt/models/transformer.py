@@ -314,7 +314,9 @@ class Transformer(EncoderDecoder):
         check_source(src, src_lens)
         # the bias the fused attention kernels read, once a batch in the dtype the attention computes in
         dtype = attention_dtype(src.device.type, self.encoder.embedding.weight.dtype)
-        src_mask = AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]).with_heads().with_bias(dtype)
+        src_mask = AttentionMask.from_valid_lens(src_lens, 1, src.shape[1]).with_heads()  # (B, 1, 1, S)
+        if not torch.onnx.is_in_onnx_export():  # an ONNX graph serves every length: no bias of one width
+            src_mask = src_mask.with_bias(dtype)
         memory, weights = self.encoder(src, src_mask, need_weights)
         return {"memory": memory, "src_mask": src_mask}, weights
 
