@@ -693,15 +693,34 @@ def test_the_transformer_panel_diagram_masks_cache_add_norm_and_ffn(lab, page, e
         [summed.mean(-1), summed.std(-1, unbiased=False), normed.mean(-1), normed.std(-1, unbiased=False)],
         dim=1,
     )
-    np.testing.assert_allclose(
-        values(page, "transformer", "add & norm: mean and std over H of X + Y | of LayerNorm(X + Y)"),
-        stats.reshape(-1).numpy(),
-        atol=1e-5,
+    add_norm = "add & norm: mean and std over H of X + Y | of LayerNorm(X + Y)"
+    np.testing.assert_allclose(values(page, "transformer", add_norm), stats.reshape(-1).numpy(), atol=1e-5)
+    labels = page.evaluate(  # the rows are the source's tokens, the columns the statistics' names
+        f"(() => {{ const f = [...document.querySelectorAll('#panel-transformer figure.tensor')]"
+        f".find((f) => f.dataset.name === {json.dumps(add_norm)}); "
+        "const of = (s) => [...f.querySelectorAll(s)].map((th) => th.classList.contains('token-label')); "
+        "return [of('th.row-label'), of('th.column-label')]; })()"
     )
+    assert labels == [[True] * len(fed), [False] * 4]
     blocks = page.evaluate(
         "[...document.querySelectorAll('#panel-transformer svg.architecture a.block')]"
         ".map((a) => [a.dataset.side, a.dataset.name, a.dataset.shape])"
     )
+    ids = page.evaluate(
+        "[...document.querySelectorAll('#panel-transformer svg.architecture a.block')]"
+        ".map((a) => a.dataset.id)"
+    )
+    assert ids[6:] == [
+        "target_tokens",
+        "embedding",
+        "masked_self_attention",
+        "add_norm",
+        "cross_attention",
+        "add_norm",
+        "ffn",
+        "add_norm",
+        "output",
+    ]
     S, H = len(fed), model.encoder.num_hiddens
     assert ["encoder", "embedding · √H + positional encoding", f"(1, S, H) = (1, {S}, {H})"] in blocks
     assert [
@@ -720,7 +739,7 @@ def test_the_transformer_panel_diagram_masks_cache_add_norm_and_ffn(lab, page, e
 def test_a_block_of_the_transformer_diagram_opens_its_panel_on_the_learners_sentence(lab, page):
     sentence = english("Charlie delta echo.", "he is calm .")
     show(page, lab, "transformer", run="transformer", sentence=sentence, target="")
-    page.click("#panel-transformer a.block[data-name='multi-head encoder-decoder attention']")
+    page.click("#panel-transformer a.block[data-id='cross_attention']")
     page.wait_for("!document.querySelector('#panel-trained_heads').hidden")
     wait_for_answer(page, "trained_heads")
     assert page.evaluate("document.querySelector('#trained-heads-sentence').value") == sentence
@@ -1590,6 +1609,7 @@ TRANSLATED_PANELS = (
     "self_attention",
     "heads",
     "complexity",
+    "transformer",
 )
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
 # uses), outside code, identifiers, numbers, tokens and model outputs.

@@ -16,6 +16,7 @@ from torch import nn
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.i18n import _
 from attn_mt.run.opened import LoadedRun
 
 
@@ -39,7 +40,9 @@ def request_engine(run: LoadedRun) -> Translator:
 
 def checkpoint_text(name: str, run: LoadedRun) -> str:
     """Which weights a panel ran: the run's name and the checkpoint the lab opened, with its step."""
-    return f"run {name}: {run.checkpoint.name}, step {run.step} (the checkpoint the lab opened)"
+    return _("run {name}: {checkpoint}, step {step} (the checkpoint the lab opened)").format(
+        name=name, checkpoint=run.checkpoint.name, step=run.step
+    )
 
 
 def unknown_words(run: LoadedRun, sentence: str, target: bool = False) -> list[str]:
@@ -49,6 +52,9 @@ def unknown_words(run: LoadedRun, sentence: str, target: bool = False) -> list[s
     missing = [w for w in prepare_sentence(run.config, vocab, sentence) if w not in vocab]
     if not missing:
         return []
-    side = "French" if target else "English"
     words = ", ".join(repr(w) for w in dict.fromkeys(missing))
-    return [f"Not in the run's {side} vocabulary, so the model reads each as <unk>: {words}."]
+    if target:
+        note = _("Not in the run's French vocabulary, so the model reads each as <unk>: {words}.")
+    else:
+        note = _("Not in the run's English vocabulary, so the model reads each as <unk>: {words}.")
+    return [note.format(words=words)]

@@ -43,12 +43,12 @@ def shown(
     rows: list[str] | None = None,
     columns: list[str] | None = None,
     scale: str | None = None,
-    tokens: bool = False,
+    tokens: bool | str = False,
 ) -> dict[str, Any]:
     """A tensor for the page: its name, axes, shape and values (and mask, hover, labels of the rows and
     columns of its 2-D slices, such as tokens); `scale` one of SCALES, by default chosen from the name and
-    values (scale_for); `tokens` when those labels are tokens (an input or a model's output, shown in no
-    language's words but their own)."""
+    values (scale_for); `tokens` True when those labels are tokens (an input or a model's output, shown in
+    no language's words but their own), "rows" when only the rows' are."""
     if value.dim() != len(axes):
         raise ValueError(f"{name}: {value.dim()}-D tensor labelled with {len(axes)} axes {axes}")
     numbers = value.detach().double()
@@ -74,8 +74,10 @@ def shown(
         entry["rows"] = rows
     if columns is not None:
         entry["columns"] = columns
+    if tokens not in (False, True, "rows"):
+        raise ValueError(f"{name}: tokens must be True, False or 'rows', got {tokens!r}")
     if tokens:
-        entry["tokens"] = True
+        entry["tokens"] = tokens
     return entry
 
 

@@ -19,9 +19,10 @@ import torch
 
 from attn_mt.decoding.outputs import prepare_sentence
 from attn_mt.decoding.translator import Translator
+from attn_mt.i18n import _, ngettext
 from attn_mt.lab.engines import checkpoint_text, unknown_words
 from attn_mt.lab.inputs import LabError, choice, limit_elements, text
-from attn_mt.lab.shown import answer, code, line_of, shown
+from attn_mt.lab.shown import answer, code, line_of, number, shown
 from attn_mt.models.attention import AttentionMask
 from attn_mt.models.transformer import AddNorm, EncoderBlock, PositionWiseFFN, Transformer
 from attn_mt.run.opened import LoadedRun
@@ -36,76 +37,71 @@ def first_block(model: Transformer, src: torch.Tensor, src_mask: AttentionMask) 
     block = model.encoder.blks.block0
     X = model.encoder.embed(src)  # (1, S, H)
     keys, values = block.attention.project_keys_values(X, X)  # (1, h, S, d) each
-    Y, _ = block.attention.attend(X, keys, values, src_mask, False)  # (1, S, H)
+    Y, _weights = block.attention.attend(X, keys, values, src_mask, False)  # (1, S, H)
     normed = block.addnorm1(X, Y)  # (1, S, H)
     hidden = block.ffn.relu(block.ffn.dense1(normed))  # (1, S, F)
     return {"X": X, "Y": Y, "normed": normed, "ffn_hidden": hidden, "ffn_out": block.ffn(normed)}
 
 
 def diagram(model: Transformer, S: int, T: int, run: str = "", sentence: str = "") -> dict[str, Any]:
-    """The encoder-decoder's blocks, in order, each with its live shape and the panel that shows it,
-    opened on the same run and sentence."""
+    """The encoder-decoder's blocks, in order, each with its id, its name in the language in force, its
+    live shape and the panel that shows it, opened on the same run and sentence."""
     same = urlencode({"run": run, "sentence": sentence}, quote_via=quote)  # the learner's, not the default
     H = model.encoder.num_hiddens
     F = model.encoder.blks.block0.ffn.dense1.out_features
     h, L = model.num_heads, len(model.encoder.blks)
     V = model.decoder.dense.out_features
+    here = f"#transformer?{same}"
+    embedding = _("embedding · √H + positional encoding")
+    add_norm = _("add & norm")
+    ffn = _("position-wise FFN")
+
+    def block(key: str, name: str, shape: str, link: str = here) -> dict[str, str]:
+        """One box of the diagram."""
+        return {"id": key, "name": name, "shape": shape, "link": link}
+
     return {
         "layers": L,
         "encoder": [
-            {"name": "source tokens", "shape": f"(1, S) = (1, {S})", "link": f"#transformer?{same}"},
-            {
-                "name": "embedding · √H + positional encoding",
-                "shape": f"(1, S, H) = (1, {S}, {H})",
-                "link": "#positions",
-            },
-            {
-                "name": f"multi-head self-attention ({h} heads)",
-                "shape": f"(1, h, S, S) = (1, {h}, {S}, {S})",
-                "link": f"#trained_heads?map=encoder_self&{same}",
-            },
-            {"name": "add & norm", "shape": f"(1, S, H) = (1, {S}, {H})", "link": f"#transformer?{same}"},
-            {
-                "name": "position-wise FFN",
-                "shape": f"(1, S, F) = (1, {S}, {F}) → (1, S, H)",
-                "link": f"#transformer?{same}",
-            },
-            {"name": "add & norm", "shape": f"(1, S, H) = (1, {S}, {H})", "link": f"#transformer?{same}"},
+            block("source_tokens", _("source tokens"), f"(1, S) = (1, {S})"),
+            block("embedding", embedding, f"(1, S, H) = (1, {S}, {H})", "#positions"),
+            block(
+                "self_attention",
+                ngettext(
+                    "multi-head self-attention ({count} head)", "multi-head self-attention ({count} heads)", h
+                ).format(count=h),
+                f"(1, h, S, S) = (1, {h}, {S}, {S})",
+                f"#trained_heads?map=encoder_self&{same}",
+            ),
+            block("add_norm", add_norm, f"(1, S, H) = (1, {S}, {H})"),
+            block("ffn", ffn, f"(1, S, F) = (1, {S}, {F}) → (1, S, H)"),
+            block("add_norm", add_norm, f"(1, S, H) = (1, {S}, {H})"),
         ],
         "decoder": [
-            {
-                "name": "target tokens (shifted right: <bos> first)",
-                "shape": f"(1, T) = (1, {T})",
-                "link": f"#transformer?{same}",
-            },
-            {
-                "name": "embedding · √H + positional encoding",
-                "shape": f"(1, T, H) = (1, {T}, {H})",
-                "link": "#positions",
-            },
-            {
-                "name": "masked multi-head self-attention (causal)",
-                "shape": f"(1, h, T, T) = (1, {h}, {T}, {T})",
-                "link": f"#trained_heads?map=decoder_self&{same}",
-            },
-            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": f"#transformer?{same}"},
-            {
-                "name": "multi-head encoder-decoder attention",
-                "shape": f"(1, h, T, S) = (1, {h}, {T}, {S})",
-                "link": f"#trained_heads?map=cross&{same}",
-            },
-            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": f"#transformer?{same}"},
-            {
-                "name": "position-wise FFN",
-                "shape": f"(1, T, F) = (1, {T}, {F}) → (1, T, H)",
-                "link": f"#transformer?{same}",
-            },
-            {"name": "add & norm", "shape": f"(1, T, H) = (1, {T}, {H})", "link": f"#transformer?{same}"},
-            {
-                "name": "dense → softmax over the vocabulary",
-                "shape": f"(1, T, V) = (1, {T}, {V})",
-                "link": f"#decoding?{same}",
-            },
+            block("target_tokens", _("target tokens (shifted right: <bos> first)"), f"(1, T) = (1, {T})"),
+            block("embedding", embedding, f"(1, T, H) = (1, {T}, {H})", "#positions"),
+            block(
+                "masked_self_attention",
+                _("masked multi-head self-attention (causal)"),
+                f"(1, h, T, T) = (1, {h}, {T}, {T})",
+                f"#trained_heads?map=decoder_self&{same}",
+            ),
+            block("add_norm", add_norm, f"(1, T, H) = (1, {T}, {H})"),
+            block(
+                "cross_attention",
+                _("multi-head encoder-decoder attention"),
+                f"(1, h, T, S) = (1, {h}, {T}, {S})",
+                f"#trained_heads?map=cross&{same}",
+            ),
+            block("add_norm", add_norm, f"(1, T, H) = (1, {T}, {H})"),
+            block("ffn", ffn, f"(1, T, F) = (1, {T}, {F}) → (1, T, H)"),
+            block("add_norm", add_norm, f"(1, T, H) = (1, {T}, {H})"),
+            block(
+                "output",
+                _("dense → softmax over the vocabulary"),
+                f"(1, T, V) = (1, {T}, {V})",
+                f"#decoding?{same}",
+            ),
         ],
     }
 
@@ -115,24 +111,27 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     the key-value cache, add & norm and the FFN of block 0."""
     transformers = {name: run for name, run in runs.items() if run.config.model.type == "transformer"}
     if not transformers:
-        raise LabError("no Transformer run: start the lab as `attn-mt lab RUN_DIR` with a Transformer run")
+        raise LabError(_("no Transformer run: start the lab as `attn-mt lab RUN_DIR` with a Transformer run"))
     name = choice(state, "run", next(iter(transformers)), tuple(transformers))
     run = transformers[name]
     model = run.model
     if not isinstance(model, Transformer):
-        raise LabError(f"run: {name} is not attn-mt's Transformer")
+        raise LabError(_("run: {name} is not attn-mt's Transformer").format(name=name))
     if run.config.model.switches:
         switches = ", ".join(f"{key}: {value}" for key, value in run.config.model.switches.items())
         raise LabError(
-            f"run: {name} has {switches}; this panel draws the book's Transformer (sinusoidal positions, "
-            "LayerNorm)"
+            _(
+                "run: {name} has {switches}; this panel draws the book's Transformer (sinusoidal positions, "
+                "LayerNorm)"
+            ).format(name=name, switches=switches)
         )
     engine = Translator(model, run.src_vocab, run.tgt_vocab, run.config, run.device)
     sentence = text(state, "sentence", "", 300).strip()
     tokens = prepare_sentence(run.config, run.src_vocab, sentence)
     if not tokens:
-        raise LabError("sentence: type an English sentence")
+        raise LabError(_("sentence: type an English sentence"))
     target = text(state, "target", "", 300).strip()
+    typed = bool(target)
     if not target:
         target = engine.translate([sentence], beam_size=1)[0].text
     vocab = run.tgt_vocab
@@ -144,7 +143,7 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     S, T = src.shape[1], tgt_in.shape[1]
     H = model.encoder.num_hiddens
     F = model.encoder.blks.block0.ffn.dense1.out_features
-    limit_elements("the FFN's hidden layer (S, F)", max(S, T), F)
+    limit_elements(_("the FFN's hidden layer (S, F)"), max(S, T), F)
     source_labels = run.src_vocab.labels(fed)
     target_labels = vocab.labels(tgt_in[0].tolist())
     was_training = model.training
@@ -158,7 +157,7 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
             decode_state = model.init_state(enc)
             cache_sizes, stepped = [], []
             for t in range(T):
-                logits, decode_state, _ = model.step(tgt_in[:, t], decode_state)
+                logits, decode_state, _weights = model.step(tgt_in[:, t], decode_state)
                 stepped.append(torch.log_softmax(logits.float(), dim=-1))  # (1, V)
                 cache_sizes.append(list(decode_state["past"][0][0].shape))  # (1, h, t + 1, d)
     finally:
@@ -173,42 +172,47 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
     picks = vocab.labels(forced[0].argmax(-1).tolist())
     tensors = [
         shown(
-            "causal mask of the decoder's self-attention (1: may attend)",
+            _("causal mask of the decoder's self-attention (1: may attend)"),
             causal,
             ["T", "T"],
             rows=target_labels,
             columns=target_labels,
             scale="weights",
+            tokens=True,
         ),
         shown(
-            "source mask from valid_lens (1: may attend)",
+            _("source mask from valid_lens (1: may attend)"),
             source_keep,
             ["S"],
             columns=source_labels,
             scale="weights",
+            tokens=True,
         ),
         shown(
-            "decoder self-attention weights, layer 1, mean of heads",
+            _("decoder self-attention weights, layer 1, mean of heads"),
             maps["decoder_self"][0, 0].mean(0).float(),
             ["T", "T"],
             rows=target_labels,
             columns=target_labels,
+            scale="weights",
+            tokens=True,
         ),
         shown(
-            "cached keys per layer after each step: shape (B, h, t, d)",
+            _("cached keys per layer after each step: shape (B, h, t, d)"),
             torch.tensor(cache_sizes, dtype=torch.float64),
             ["step", "axis"],
-            rows=[f"fed {label}" for label in target_labels],
+            rows=[_("fed {token}").format(token=label) for label in target_labels],
             columns=["B", "h", "t", "d"],
         ),
         shown(
-            "log p(next token): training (all at once) | prediction (step by step)",
+            _("log p(next token): training (all at once) | prediction (step by step)"),
             torch.stack([forced[0].max(-1).values.float(), stepped_all[0].max(-1).values], dim=1),
             ["T", "way"],
             rows=[f"{a} → {b}" for a, b in zip(target_labels, picks, strict=True)],
+            tokens=True,
         ),
         shown(
-            "add & norm: mean and std over H of X + Y | of LayerNorm(X + Y)",
+            _("add & norm: mean and std over H of X + Y | of LayerNorm(X + Y)"),
             torch.stack(
                 [
                     summed.mean(-1),
@@ -220,31 +224,58 @@ def transformer_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict
             ).float(),
             ["S", "stat"],
             rows=source_labels,
-            columns=["mean X+Y", "std X+Y", "mean LN", "std LN"],
+            columns=[_("mean X+Y"), _("std X+Y"), _("mean LN"), _("std LN")],
+            tokens="rows",
         ),
         shown(
-            "FFN hidden layer after ReLU (encoder block 1)", hidden.float(), ["S", "F"], rows=source_labels
+            _("FFN hidden layer after ReLU (encoder block 1)"),
+            hidden.float(),
+            ["S", "F"],
+            rows=source_labels,
+            tokens=True,
         ),
-        shown("FFN output (encoder block 1)", probe["ffn_out"][0].float(), ["S", "H"], rows=source_labels),
+        shown(
+            _("FFN output (encoder block 1)"),
+            probe["ffn_out"][0].float(),
+            ["S", "H"],
+            rows=source_labels,
+            tokens=True,
+        ),
     ]
     zeros = float((hidden == 0).float().mean())
+    if typed:
+        fed_note = _(
+            "The target fed to the decoder, shown above, is <bos> then your target; the source has {S} "
+            "positions, {valid} of them valid."
+        )
+    else:
+        fed_note = _(
+            "The target fed to the decoder, shown above, is <bos> then the greedy translation; the source "
+            "has {S} positions, {valid} of them valid."
+        )
     notes = [
         *unknown_words(run, sentence),
-        f"Target fed to the decoder: {' '.join(target_labels)} (<bos> then "
-        + ("your target" if text(state, "target", "", 300).strip() else "the greedy translation")
-        + f"); source {S} positions of which {src_len} are valid.",
-        "Two masks: the source mask from valid_lens hides padding from every attention over the source; the "
-        "causal mask lets target position i attend to positions 0..i only, so training can feed all T "
-        "positions at once (teacher forcing) without a position seeing the tokens it must predict. Above "
-        "the diagonal the decoder's self-attention weights are 0.",
-        f"Prediction feeds one token at a time: each step adds its keys and values to every layer's cache, "
-        f"(1, h, t, d) growing t = 1 … {T}, and attends to all of them, so no causal mask is needed. "
-        f"Its log-probabilities equal training's to {difference:.1e}.",
-        "Add & norm: LayerNorm(X + Y) adds the sublayer's output Y to its input X (the residual connection) "
-        "and normalises each position over its H features (mean 0, std 1, then a learned scale and shift), "
-        "unlike BatchNorm, which would normalise each feature over the batch.",
-        f"The FFN applies the same two dense layers to every position on its own: H = {H} → F = {F} (ReLU: "
-        f"{zeros:.0%} of its hidden values are 0) → H. Its shape changes only the last axis.",
+        fed_note.format(S=S, valid=src_len),
+        _(
+            "Two masks: the source mask from valid_lens hides padding from every attention over the source; "
+            "the causal mask lets target position i attend to positions 0..i only, so training can feed all "
+            "T positions at once (teacher forcing) without a position seeing the tokens it must predict. "
+            "Above the diagonal the decoder's self-attention weights are 0."
+        ),
+        _(
+            "Prediction feeds one token at a time: each step adds its keys and values to every layer's "
+            "cache, (1, h, t, d) growing t = 1 … {T}, and attends to all of them, so no causal mask is "
+            "needed. Its log-probabilities equal training's to {difference}."
+        ).format(T=T, difference=number(difference, ".1e")),
+        _(
+            "Add & norm: LayerNorm(X + Y) adds the sublayer's output Y to its input X (the residual "
+            "connection) and normalises each position over its H features (mean 0, std 1, then a learned "
+            "scale and shift), unlike BatchNorm, which would normalise each feature over the batch."
+        ),
+        _(
+            "The FFN applies the same two dense layers to every position on its own: H = {H} → F = {F} "
+            "(ReLU: {zeros} of its hidden values are 0) → H. Its shape changes only the last axis."
+        ).format(H=H, F=F, zeros=number(zeros, ".0%")),
     ]
     lines = [
         code(AttentionMask.causal, "AttentionMask.causal"),

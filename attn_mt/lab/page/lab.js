@@ -202,11 +202,13 @@ function chunks(list, size) {
 // One 2-D slice (rows x columns) of a tensor as a table; `index` is the slice's leading indices.
 function matrixTable(tensor, rows, index, bound) {
   const table = element("table", { class: "matrix" });
-  const tokens = tensor.tokens ? " token-label" : ""; // labels that are tokens, kept as the model reads them
+  // labels that are tokens (all, or "rows": the rows' only), kept as the model reads them
+  const tokens = tensor.tokens ? " token-label" : "";
+  const columnTokens = tensor.tokens === true ? " token-label" : "";
   if (tensor.columns) {
     const head = element("tr");
     head.append(element("th"));
-    for (const label of tensor.columns) head.append(element("th", { class: `column-label${tokens}` }, label));
+    for (const label of tensor.columns) head.append(element("th", { class: `column-label${columnTokens}` }, label));
     table.append(head);
   }
   const marks = index.length === 0 ? tensor.marks || {} : {}; // a chosen row or column, outlined
@@ -485,8 +487,8 @@ function drawDiagram(diagram) {
   for (const [side, x] of columns) {
     diagram[side].forEach((block, k) => {
       const y = top(k);
-      const link = element("svg:a", { href: block.link, class: "block", "data-side": side, "data-name": block.name,
-                                      "data-shape": block.shape });
+      const link = element("svg:a", { href: block.link, class: "block", "data-side": side, "data-id": block.id,
+                                      "data-name": block.name, "data-shape": block.shape });
       const repeated = side === "encoder" ? k >= 2 : k >= 2 && k < diagram[side].length - 1;
       link.append(element("svg:rect", { x, y, width: box.width, height: box.height, rx: 5,
                                         class: repeated ? "block repeated" : "block" }));
@@ -501,7 +503,7 @@ function drawDiagram(diagram) {
     });
   }
   const encoderTop = centres[`encoder:${diagram.encoder.length - 1}`];
-  const cross = diagram.decoder.findIndex((b) => b.name.includes("encoder-decoder"));
+  const cross = diagram.decoder.findIndex((b) => b.id === "cross_attention"); // names are translated, ids are not
   svg.append(element("svg:path", { d: `M ${20 + box.width} ${encoderTop + 20} C 350 ${encoderTop + 20}, 340 ${centres[`decoder:${cross}`] + 20}, 378 ${centres[`decoder:${cross}`] + 20}`,
                                    class: "flow", fill: "none", "marker-end": "url(#arrow)" }));
   svg.append(element("svg:text", { x: 20, y: 14, class: "axis-label start" },
