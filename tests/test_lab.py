@@ -1097,6 +1097,32 @@ def test_your_own_translation_panel(lab, page, engines):
     assert status(page, "own_translation")[1] == "422"
 
 
+def test_your_own_translation_says_in_the_learners_language_that_a_long_source_is_cut(lab, engines):
+    """What scoring warns in English (a source cut to the model's length) the panel says in zh and vi, with
+    the numbers; the learner's target stays as typed."""
+    engine = engines["transformer"]
+    word = english("Alpha.", "i")
+    sentence = " ".join([word] * (300 // (len(word) + 1)))  # as long as the panel takes
+    tokens = engine.translate([sentence])[0].source_tokens
+    limit, dropped = engine.max_src, len(tokens) + 1 - engine.max_src
+    assert dropped > 0
+    expected = {
+        "zh": f"源句被截断为 {limit} 个词元（含 <eos>，丢掉了 {dropped} 个）",
+        "vi": f"Câu nguồn bị cắt còn {limit} token, tính cả <eos> (bỏ đi {dropped} token)",
+    }
+    target = english("un deux .", "j'ai perdu .")
+    for lang, start in expected.items():
+        code, body = call(
+            lab,
+            f"/api/own_translation?lang={lang}",
+            {"run": "transformer", "sentence": sentence, "target": target},
+        )
+        assert code == 200, body
+        assert [note for note in body["notes"] if note.startswith(start)], body["notes"]
+        assert not [note for note in body["notes"] if "source cut to" in note]
+        assert target in body["text"]["yours"]
+
+
 def tensor_names(page: Browser, panel: str) -> list[str]:
     """The names of the panel's tensors, in page order."""
     return page.evaluate(
@@ -1610,6 +1636,7 @@ TRANSLATED_PANELS = (
     "heads",
     "complexity",
     "transformer",
+    "own_translation",
 )
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
 # uses), outside code, identifiers, numbers, tokens and model outputs.
