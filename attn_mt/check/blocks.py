@@ -857,17 +857,23 @@ BLOCK_MISTAKES = (  # a block's mistakes that show through the whole encoder or 
     "no-residual",
 )
 
+
+def stack_of(cls: type, sizes: dict) -> torch.nn.Module:
+    """attn-mt's whole Transformer encoder or decoder `cls` at a case's sizes, over 11 tokens."""
+    return cls(
+        11,
+        int(sizes["num_hiddens"]),
+        int(sizes["ffn_num_hiddens"]),
+        int(sizes["num_heads"]),
+        int(sizes["num_layers"]),
+        sizes["dropout"],
+    )
+
+
 TRANSFORMER_ENCODER = Block(
     name="TransformerEncoder",
     names=("TransformerEncoder",),
-    reference=lambda s: TransformerEncoder(
-        11,
-        int(s["num_hiddens"]),
-        int(s["ffn_num_hiddens"]),
-        int(s["num_heads"]),
-        int(s["num_layers"]),
-        s["dropout"],
-    ),
+    reference=lambda s: stack_of(TransformerEncoder, s),
     run_reference=run_reference_transformer_encoder,
     run_learner=run_learner_transformer_encoder,
     variant=encoder_variant,
@@ -1010,14 +1016,7 @@ def cache_slots(probe: Probe) -> str:
 TRANSFORMER_DECODER = Block(
     name="TransformerDecoder",
     names=("TransformerDecoder",),
-    reference=lambda s: TransformerDecoder(
-        11,
-        int(s["num_hiddens"]),
-        int(s["ffn_num_hiddens"]),
-        int(s["num_heads"]),
-        int(s["num_layers"]),
-        s["dropout"],
-    ),
+    reference=lambda s: stack_of(TransformerDecoder, s),
     run_reference=run_reference_transformer_decoder,
     run_learner=run_learner_transformer_decoder,
     variant=decoder_model_variant,

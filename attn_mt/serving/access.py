@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attn_mt.errors import UserError
 from attn_mt.serving.metrics import CLIENT_GONE
-from attn_mt.web.http import error_response, read_body, replaying
+from attn_mt.web.http import StatusOf, error_response, read_body, replaying
 
 WINDOW_S = 60.0  # the limits' window: a minute
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]{16,}")
@@ -266,18 +266,11 @@ class Access:
         charges = await self.over_limit(scope, receive, send, key_digest, characters)
         if charges is None:
             return
-        status = None
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        sending = StatusOf(send)
         try:
             await self.app(scope, receive, sending)
         finally:
-            if status is not None and refunded(status):
+            if sending.status is not None and refunded(sending.status):
                 for charge in charges:
                     charge.give_back()
 

@@ -51,6 +51,8 @@ from prometheus_client.registry import Collector
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from attn_mt.web.http import StatusOf
+
 REJECTIONS = frozenset({401, 403, 408, 413, 415, 429, 503})
 CLIENT_GONE = 499  # the status (nginx's "client closed request") of a request whose client left unanswered
 PROTOCOL_STATUS = "attn_mt_protocol_status"  # in the scope's state: what the protocol itself answered
@@ -158,7 +160,6 @@ class RequestLog:
             return
         start = time.perf_counter()
         state = scope.setdefault("state", {})
-        status: int | None = None  # until an answer starts
         disconnected = False
 
         async def receiving() -> Message:
@@ -167,15 +168,11 @@ class RequestLog:
             disconnected = disconnected or message["type"] == "http.disconnect"
             return message
 
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        sending = StatusOf(send)
         try:
             await self.app(scope, receiving, sending)
         finally:
+            status = sending.status
             if status is None:  # answered by the protocol, or by no one
                 status = state.get(PROTOCOL_STATUS) or (CLIENT_GONE if disconnected else 500)
             seconds = time.perf_counter() - start

@@ -53,6 +53,19 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+class StatusOf:
+    """An ASGI `send` that passes every message on and remembers the status of the answer it starts."""
+
+    def __init__(self, send: Send):
+        self.send = send
+        self.status: int | None = None  # until an answer starts
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        await self.send(message)
+
+
 def answer_errors_as_json(app: FastAPI, logger: logging.Logger, failed: str) -> None:
     """HTTP errors (404, 405 with its Allow, ...) and any unexpected exception as one-line JSON answers;
     the exception is logged with its traceback and the client is told only `internal error: {failed}`."""
