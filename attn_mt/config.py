@@ -313,6 +313,13 @@ class TrainConfig:
         "stay eager) or step (forward, loss, backward, clipping and AdamW as one compiled step)",
         choices=("module", "step"),
     )
+    compile_shapes: str = key(
+        "static",
+        help="under compile_scope step with data.batch_shapes: static (one compiled step a shape, as ran on "
+        "an H200) or dynamic (one compiled step for every shape: 5x less compiling on the CPU, refused by "
+        "torch 2.11's dynamo on the card)",
+        choices=("static", "dynamic"),
+    )
     tf32: bool = key(False, help="CUDA only: float32 matrix products and cuDNN in TensorFloat-32")
     prefetch_batches: int = key(
         2, help="CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)", minimum=0

@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve()
 COMMAND_TIMEOUT_S = 900  # no single command of the check may run longer
-# the packages `attn-mt train / translate / eval / serve` import, by module name, with their pip names
+# the packages `attn-mt train / translate / eval` import, by module name, with their pip names
 REQUIRED = {
     "torch": "torch",
     "typer": "typer>=0.12",
@@ -95,13 +95,13 @@ REQUIRED = {
     "tqdm": "tqdm>=4.60",
     "matplotlib": "matplotlib>=3.7",
     "numpy": "numpy>=1.24",
-    "fastapi": "fastapi>=0.110",
-    "fastapi_offline": "fastapi-offline>=1.7",
-    "uvicorn": "uvicorn>=0.29",
     "sentencepiece": "sentencepiece>=0.2",
     "filelock": "filelock>=3.12",
     "sentencex": "sentencex>=1.0",
+    "babel": "babel>=2.12",
 }
+SERVING = {"fastapi": "fastapi>=0.110", "fastapi_offline": "fastapi-offline>=1.7", "uvicorn": "uvicorn>=0.29"}
+"""What check's serve row imports besides; profile trains only and does not need them."""
 CTRANSLATE2 = "ctranslate2>=4.5,<5"  # optional: the CTranslate2 row is skipped without it
 OLDEST_TORCH = (2, 4)  # pyproject.toml's torch>=2.4
 
@@ -125,7 +125,7 @@ def missing_packages(modules: dict[str, str]) -> list[str]:
 
 def preflight(device: str, data: Path | None = None, corpus: bool = False) -> Path | None:
     """Exit with a clear message when a package, the GPU or (`corpus`) the corpus is missing; the corpus."""
-    missing = missing_packages(REQUIRED)
+    missing = missing_packages(REQUIRED | (SERVING if corpus else {}))
     if missing:
         hint = (
             " (for a GPU, a CUDA build: https://pytorch.org/get-started/locally/)"

@@ -319,7 +319,7 @@ def test_positional_encoding_odd_size_and_book_shape():
     assert PositionalEncoding(32, 0.5)(torch.zeros(1, 60, 32)).shape == (1, 60, 32)
 
 
-# ----- the fused path's masks: is_causal and an aligned bias (issue 70) -----
+# ----- the fused path's masks: an aligned bias, causal or key-padding (issue 70) -----
 
 
 def test_source_bias_is_laid_out_for_the_fused_kernels():
@@ -331,7 +331,9 @@ def test_source_bias_is_laid_out_for_the_fused_kernels():
     assert torch.equal(bias == 0, mask.keep) and torch.isinf(bias[~mask.keep]).all()
     picked = biased.index_select(torch.tensor([2, 0, 0]))  # beam search keeps the layout
     assert torch.equal(picked.bias == 0, mask.keep[[2, 0, 0]]) and picked.bias.stride()[0] % 16 == 0
-    assert AttentionMask.causal(4).with_heads().is_causal and not mask.is_causal
+    causal = AttentionMask.causal(4).with_heads().with_bias(torch.bfloat16).bias  # (1, 1, T, T)
+    assert causal.shape == (1, 1, 4, 4) and all(stride % 16 == 0 for stride in causal.stride()[:-1])
+    assert torch.equal(causal[0, 0] == 0, torch.ones(4, 4, dtype=torch.bool).tril())
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
@@ -339,7 +341,7 @@ def test_fused_causal_and_biased_attention_equal_the_explicit_path_in_training(d
     attention = DotProductAttention(dropout)
     attention.train()
     q, k, v = (torch.randn(3, 2, 6, 8, requires_grad=True) for _ in range(3))
-    causal = AttentionMask.causal(6).with_heads()
+    causal = AttentionMask.causal(6).with_heads().with_bias(torch.float32)
     padded = (
         AttentionMask.from_valid_lens(torch.tensor([6, 2, 4]), 1, 6).with_heads().with_bias(torch.float32)
     )

@@ -134,14 +134,12 @@ def test_the_step_passes_and_its_attention_takes_the_stated_backends(tmp_path, d
     assert rules.checked["layer_norm"] > 0 and rules.checked["matmul"] > 0 and rules.checked["index"] > 0
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16
     assert {c.dtype for c in rules.sdpa} == {dtype} and {c.dropout for c in rules.sdpa} == {0.2}
-    causal = {c.backends for c in rules.sdpa if c.is_causal}
-    biased = {c.backends for c in rules.sdpa if not c.is_causal}
     assert len(rules.sdpa) == 3 * made.cfg.model.num_layers  # encoder, decoder and cross attention
-    assert all(c.mask == "none" for c in rules.sdpa if c.is_causal)
-    assert all(c.mask == str(dtype) for c in rules.sdpa if not c.is_causal)  # the bias, no boolean mask
-    # the decoder's causal self-attention can take flash; the encoder's and the cross attention (a bias)
-    # the memory-efficient kernel; cuDNN refuses all three for dropout 0.2 (not a multiple of 1/16)
-    assert causal == {("flash", "efficient", "math")} and biased == {("efficient", "math")}
+    assert not any(c.is_causal for c in rules.sdpa)  # flash's backward lost on an H200 (docs/gpu.md)
+    assert all(c.mask == str(dtype) for c in rules.sdpa)  # an aligned bias, no boolean mask
+    # every call (the causal one too, a bias) takes the memory-efficient kernel; cuDNN refuses all
+    # three for dropout 0.2 (not a multiple of 1/16), flash any mask
+    assert {c.backends for c in rules.sdpa} == {("efficient", "math")}
 
 
 def test_validation_and_decoding_pass(tmp_path, data, monkeypatch):

@@ -420,7 +420,7 @@ def test_transformer_projects_memory_once_and_caches_steps():
 
 @pytest.mark.parametrize("dropout", [0.0, 0.25])
 def test_transformer_training_pass_on_the_fused_kernels_equals_the_explicit_path(dropout, monkeypatch):
-    # the fused path (is_causal, the aligned source bias) in training mode, with dropout drawn inside
+    # the fused path (aligned causal and source biases) in training mode, with dropout drawn inside
     # torch's kernel, against the book's explicit softmax drawing the same dropout from the same seed
     monkeypatch.setattr(attention_module, "EXPLICIT_WITH_DROPOUT", ())
     model = make("transformer", dropout=dropout).train()
@@ -429,7 +429,8 @@ def test_transformer_training_pass_on_the_fused_kernels_equals_the_explicit_path
     sdpa = attention_module.F.scaled_dot_product_attention
 
     def recording(*args, **kwargs):
-        calls.append((kwargs["is_causal"], kwargs["attn_mask"]))
+        assert not kwargs.get("is_causal")
+        calls.append(kwargs["attn_mask"])
         return sdpa(*args, **kwargs)
 
     monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", recording)
@@ -442,10 +443,12 @@ def test_transformer_training_pass_on_the_fused_kernels_equals_the_explicit_path
     assert_float32_close(outputs[0], outputs[1], terms=MODEL_TERMS)
     for fused, explicit in zip(*grads, strict=True):
         assert_float32_close(fused, explicit, terms=2 * MODEL_TERMS)
-    causal = [mask for is_causal, mask in calls if is_causal]
-    biased = [mask for is_causal, mask in calls if not is_causal]
-    assert len(causal) == LAYERS and all(mask is None for mask in causal)  # the decoder's self-attention
-    assert len(biased) == 2 * LAYERS and all(mask.dtype == torch.float32 for mask in biased)
+    causal = [mask for mask in calls if mask.shape[0] == 1]  # (1, 1, T, T): the decoder's self-attention
+    biased = [mask for mask in calls if mask.shape[0] == 3]  # (B, 1, 1, S): encoder self and cross
+    assert len(causal) == LAYERS and all(
+        torch.equal(m[0, 0] == 0, torch.ones(6, 6).tril().bool()) for m in causal
+    )
+    assert len(biased) == 2 * LAYERS and all(mask.dtype == torch.float32 for mask in calls)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -5,10 +5,11 @@ The public names and constructor signatures are the book's (d2l.ai section 11.3 
 Functions" and 11.5 "Multi-Head Attention"), so the book's weights load unchanged. Unlike the book,
 a masked key gets exactly zero weight and a query with no valid key gets an all-zero row (and zero,
 not NaN, gradients), on the explicit path and on the fused `scaled_dot_product_attention` path alike.
-The fused path hands torch's kernels a mask in the form each one takes (`fused_attention`): a causal
-mask as `is_causal` and no tensor (flash attention takes no mask tensor), and a key-padding mask as
-the additive bias `with_bias` lays out once per batch (the memory-efficient kernel takes it without
-a copy); the explicit path reads the boolean `keep` and `blocked` as the book does.
+The fused path hands torch's kernels every mask, causal or key-padding, as the additive bias
+`with_bias` lays out once per batch (the memory-efficient kernel takes it without a copy); the
+explicit path reads the boolean `keep` and `blocked` as the book does. A causal mask is not passed
+as `is_causal`: flash attention would take it, and on an H200 at these lengths its backward cost
+2.3 times the memory-efficient kernel's a call (docs/gpu.md, "Which kernel each attention takes").
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class AttentionMask:
     keep: torch.Tensor  # bool (B, Q or 1, K), or (B, 1, Q or 1, K) after with_heads()
     blocked: torch.Tensor  # bool, ~keep
     empty: torch.Tensor | None  # bool (..., Q or 1, 1): queries without a valid key; None if none (CPU)
-    is_causal: bool = False  # keep is the lower triangle of a square (T, T): the fused path passes is_causal
     bias: torch.Tensor | None = None  # keep as 0 / -inf in one dtype, rows aligned (with_bias); None: keep
 
     @classmethod
@@ -82,26 +82,24 @@ class AttentionMask:
         keep = (
             torch.ones(num_steps, num_steps, dtype=torch.bool, device=device).tril().unsqueeze(0)
         )  # (1, T, T)
-        return cls(keep, ~keep, None, is_causal=True)
+        return cls(keep, ~keep, None)
 
     def with_heads(self) -> AttentionMask:
         """The same mask with a head axis inserted after the batch axis, for (B, h, Q, K) scores."""
         empty = None if self.empty is None else self.empty.unsqueeze(1)
         bias = None if self.bias is None else self.bias.unsqueeze(1)
-        return AttentionMask(self.keep.unsqueeze(1), self.blocked.unsqueeze(1), empty, self.is_causal, bias)
+        return AttentionMask(self.keep.unsqueeze(1), self.blocked.unsqueeze(1), empty, bias)
 
     def with_bias(self, dtype: torch.dtype) -> AttentionMask:
         """The same mask carrying its additive bias in `dtype`, the dtype the fused kernel's queries have."""
-        return AttentionMask(
-            self.keep, self.blocked, self.empty, self.is_causal, additive_bias(self.keep, dtype)
-        )
+        return AttentionMask(self.keep, self.blocked, self.empty, additive_bias(self.keep, dtype))
 
     def index_select(self, index: torch.Tensor) -> AttentionMask:
         """Rows `index` of the batch axis (for beam search)."""
         empty = None if self.empty is None else self.empty.index_select(0, index)
         keep = self.keep.index_select(0, index)
         bias = None if self.bias is None else additive_bias(keep, self.bias.dtype)
-        return AttentionMask(keep, self.blocked.index_select(0, index), empty, self.is_causal, bias)
+        return AttentionMask(keep, self.blocked.index_select(0, index), empty, bias)
 
 
 def additive_bias(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -273,21 +271,16 @@ def fused_attention(
 ) -> torch.Tensor:
     """DotProductAttention's fused path: (..., Q, d), (..., K, d), (..., K, v) -> (..., Q, v).
 
-    The mask goes to `scaled_dot_product_attention` in the form its fastest kernels take: a causal
-    mask as `is_causal` with no tensor (a square mask, so torch's top-left causal window is the
-    lower triangle), a mask with a bias in the queries' dtype as that bias, any other as `keep`; while
-    an ONNX graph is traced, always as `keep` (the graph serves every length).
+    The mask goes to `scaled_dot_product_attention` as its bias when it carries one in the queries'
+    dtype (the memory-efficient kernel reads it without a copy), else as `keep`; while an ONNX graph
+    is traced, always as `keep` (the graph serves every length, a bias is laid out for one).
     """
-    attn_mask, causal = None, False
-    if mask is not None and torch.onnx.is_in_onnx_export():
-        attn_mask = mask.keep  # an ONNX graph takes any length: no bias laid out for one width, no is_causal
-    elif mask is not None and mask.is_causal:
-        causal = True
-    elif mask is not None:
+    attn_mask = None
+    if mask is not None:
         usable = mask.bias is not None and mask.bias.dtype == queries.dtype
-        attn_mask = mask.bias if usable else mask.keep
+        attn_mask = mask.bias if usable and not torch.onnx.is_in_onnx_export() else mask.keep
     output = F.scaled_dot_product_attention(
-        queries, keys, values, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=causal
+        queries, keys, values, attn_mask=attn_mask, dropout_p=dropout_p
     )  # (..., Q, v)
     if mask is not None and mask.empty is not None:
         output = output.masked_fill(mask.empty, 0.0)

@@ -228,7 +228,12 @@ class TransformerDecoder(nn.Module):
         """
         offset = 0 if past is None else past[0][0].shape[2]
         X = self.embed(tgt, offset)  # (B, T, H)
-        self_mask = AttentionMask.causal(tgt.shape[1], tgt.device).with_heads() if past is None else None
+        self_mask = None
+        if past is None:  # the bias the fused kernels read, once a batch in the dtype attention computes in
+            dtype = attention_dtype(tgt.device.type, self.embedding.weight.dtype)
+            self_mask = (
+                AttentionMask.causal(tgt.shape[1], tgt.device).with_heads().with_bias(dtype)
+            )  # (1, 1, T, T)
         caches, self_weights, cross_weights = [], [], []
         for i, blk in enumerate(self.blks.values()):
             X, cache, layer_self, layer_cross = blk(

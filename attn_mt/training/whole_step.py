@@ -88,9 +88,10 @@ class WholeStep:
         for group in optimizer.param_groups:  # AdamW refuses a capture otherwise (after a resume too)
             group["capturable"] = group["capturable"] or self.capture
         mode = "reduce-overhead" if tc.compile_mode == "reduce-overhead" else None
-        # fixed shapes: one graph each, all compiled in the warm-up (automatic dynamic shapes were seen to
-        # recompile in a later epoch); otherwise torch's automatic dynamic shapes
-        dynamic = False if static_shapes else None
+        # fixed shapes (data.batch_shapes), all met in the warm-up: train.compile_shapes static compiles one
+        # graph each, dynamic one graph with symbolic sizes for all (and a second where S is a multiple
+        # of 16); without fixed shapes torch's automatic dynamic shapes (seen to recompile in a later epoch)
+        dynamic = (tc.compile_shapes == "dynamic") if static_shapes else None
         options = {"mode": mode, "dynamic": dynamic} if compile_options is None else compile_options
         self.compiled = torch.compile(self.train, **options)
         self.graphs: dict[tuple[int, ...], CapturedStep] = {}
