@@ -513,8 +513,8 @@ def _sound(problems: list[str], *keys: str) -> bool:
 RETIRED_VALUES: dict[tuple[str, str], tuple[str, str]] = {
     ("train.kernels", "gpu"): (
         "reference",
-        "was removed (issue 70): the reference path takes its attention kernels (is_causal, an aligned "
-        "bias), and data.batch_shapes with train.compile_scope: step replace its bucketing; use auto or "
+        "was removed (issue 70): the reference path takes its attention kernels (masks as aligned "
+        "biases), and data.batch_shapes with train.compile_scope: step replace its bucketing; use auto or "
         "reference",
     ),
 }

@@ -9,7 +9,7 @@ model themselves, torch.compile's defaults, one tensor per parameter, torch's cr
 nothing; attn_mt.kernels.cpu's `CpuSpeedups` answers with the CPU kernels. attn_mt/kernels is
 imported only when its kernels apply, so a `reference` run never loads a module of it. On a GPU
 every run takes the reference path: the book's modules, whose attention hands torch's fused kernels
-`is_causal` and an aligned bias (models/attention.py), and `train.compile_scope: step` with
+every mask as an aligned bias (models/attention.py), and `train.compile_scope: step` with
 `data.batch_shapes` for fewer launches (training/whole_step.py). The GPU path that trained the
 Transformer through a pass of its own (`train.kernels: gpu`) was removed (issue 70): it trained
 slower than the reference path on an H200, and its loss's variable-length index could not be
