@@ -481,3 +481,12 @@ def test_a_refusal_before_the_first_checkpoint_leaves_no_run_directory(tmp_path,
     assert not (tmp_path / "new").exists() and given.is_dir() and not any(given.iterdir())
     train(cfg, tmp_path / "new", data_path=str(corpus), quiet=True, device="cpu")
     assert (tmp_path / "new" / "checkpoints" / "last.pt").is_file()
+
+
+def test_a_run_stopped_before_its_first_log_line_reports_its_loss(tmp_path, corpus):
+    cfg = load_config(TINY, [*SYNTH, "train.max_steps=2", "train.log_every=100", "train.valid_every=0"])
+    result = train(cfg, tmp_path / "run", data_path=str(corpus), quiet=True, device="cpu")
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text(encoding="utf-8"))
+    assert result.step == 2 and summary["stop_reason"] == "max_steps"
+    assert not any("epoch_loss" in r for r in read_metrics(tmp_path / "run" / "metrics.jsonl"))
+    assert summary["final_loss"] is not None and 0 < summary["final_loss"] == round(result.final_loss, 5)

@@ -157,6 +157,8 @@ class Trainer:
                 # the last steps since the previous validation (where a decaying lr ends) get scored too
                 last_loss = self._epoch_loss() if pr.epoch_tokens else self.session.last_loss
                 self._validate_and_checkpoint(last_loss, final=True)
+            if math.isnan(self.session.last_loss) and pr.epoch_tokens:  # stopped before its first log line
+                self.session.last_loss = self._epoch_loss()
             self.save()
         if self.tensorboard is not None:
             self.tensorboard.close()
