@@ -201,6 +201,13 @@ def test_detect_names_the_models_language_with_how_much_its_vocabulary_knows(add
     status, answer = call(address, "/detect", {"source": "en"})
     assert (status, answer["error"]) == (400, "Invalid request: missing q parameter")
     assert call(address, "/detect")[0] == 405  # a GET, as LibreTranslate answers it
+    status, answer = call(address, "/detect", {"q": ["Alpha.", "B\udc00"]})  # JSON can escape half a pair
+    assert (status, answer["error"]) == (
+        400,
+        "Invalid request: q holds a lone surrogate (U+DC00), which is not text",
+    )
+    status, answer = call(address, "/detect", {"q": "a" * 64_001})
+    assert (status, answer["error"]) == (400, "Invalid request: request (64001) exceeds text limit (64000)")
 
 
 def test_libretranslates_page_routes_answer_as_it_does(address, translator):

@@ -139,6 +139,15 @@ def lone_surrogate(value: Any) -> str | None:
     return None
 
 
+def refuse_lone_surrogate(name: str, value: Any) -> None:
+    """Refuse field `name` when its text (or list of texts) holds a lone surrogate, naming the code point."""
+    found = lone_surrogate(value)
+    if found is not None:
+        raise LibreTranslateError(
+            f"Invalid request: {name} holds a lone surrogate (U+{ord(found):04X}), which is not text"
+        )
+
+
 def alternatives_count(value: Any) -> int:
     """`alternatives` as LibreTranslate reads it: a whole number or its digits, negatives as 0."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -172,11 +181,7 @@ def read_translate(fields: dict[str, Any]) -> LibreTranslateCall:
     if not target:
         raise missing("target")
     for name in ("q", "source", "target", "format"):
-        found = lone_surrogate(fields.get(name))
-        if found is not None:
-            raise LibreTranslateError(
-                f"Invalid request: {name} holds a lone surrogate (U+{ord(found):04X}), which is not text"
-            )
+        refuse_lone_surrogate(name, fields.get(name))
     alternatives = alternatives_count(fields.get("alternatives", 0))
     texts = [q] if isinstance(q, str) else q
     if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):

@@ -42,6 +42,7 @@ from attn_mt.serving.libretranslate import (
     lower_code,
     missing,
     model_languages,
+    refuse_lone_surrogate,
     translatable,
 )
 from attn_mt.serving.schemas import MAX_BODY_BYTES, MAX_TEXT_CHARS, LibreTranslateResponse
@@ -145,6 +146,8 @@ def add_libretranslate_routes(app: FastAPI, run: LoadedRun, translate: Translate
             texts = q if isinstance(q, list) else [q]
             if not all(isinstance(text, str) for text in texts):
                 raise LibreTranslateError("Invalid request: q parameter must be a text or a list of texts")
+            refuse_lone_surrogate("q", texts)
+            check_size(sum(len(text) for text in texts))
         except LibreTranslateError as exc:
             return refused(exc)
         shares = [confidence(run, text) for text in texts]
