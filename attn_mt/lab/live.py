@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from attn_mt.config import SHIPPED_CONFIGS
+from attn_mt.i18n import N_, _
 from attn_mt.lab.inputs import LabError, choice, whole
-from attn_mt.lab.shown import answer, code
-from attn_mt.lab.timeline import heatmap, loss_plot
+from attn_mt.lab.shown import answer, code, number
+from attn_mt.lab.timeline import attention_at, heatmap, loss_plot
 from attn_mt.run.open import open_model
 from attn_mt.run.opened import LoadedRun
 from attn_mt.run.run_dir import read_metrics
 from attn_mt.training.launch import train
-from attn_mt.training.timeline import RecordedTimeline, point_label, read_timeline
+from attn_mt.training.timeline import RecordedTimeline, read_timeline
 
 CONFIGS = {"gru_bahdanau": "d2l_bahdanau.yaml", "transformer": "d2l_transformer.yaml"}
 TIME_LIMIT_MINUTES = 10.0  # the book's runs take under a minute on two idle cores
@@ -43,6 +44,11 @@ MEMORY_LIMIT_BYTES = 8 << 30  # the child's address space (a book run's stays un
 STOP_WAIT_S = 10.0
 REASON_LINES = 5  # lines of a failed training's log shown as its reason
 REASON_BYTES = 1 << 16  # how much of the log's end is read for them
+ENDED = {  # a training that no longer runs, in words (describe)
+    "finished": N_("{name}: finished, epoch {done} of {epochs}, {elapsed} s"),
+    "stopped": N_("{name}: stopped, epoch {done} of {epochs}, {elapsed} s"),
+    "failed": N_("{name}: failed, epoch {done} of {epochs}, {elapsed} s: {reason}"),
+}
 
 
 def limit_memory() -> None:
@@ -84,7 +90,9 @@ class LiveTrainer:
             if self.running():
                 assert self.current is not None
                 raise LabError(
-                    f"{self.current.name} is still training: stop it first (one training at a time)"
+                    _("{name} is still training: stop it first (one training at a time)").format(
+                        name=self.current.name
+                    )
                 )
             name = f"live-{model}-seed{seed}"
             run_dir = self.folder / name
@@ -122,7 +130,7 @@ class LiveTrainer:
         """Ask the running training to save and stop; kill it if it has not within STOP_WAIT_S."""
         with self.lock:
             if not self.running():
-                raise LabError("no training is running")
+                raise LabError(_("no training is running"))
             assert self.current is not None
             self.current.stopped = True
             process = self.current.process
@@ -204,13 +212,15 @@ def live_panel(trainer: LiveTrainer, state: dict[str, Any]) -> dict[str, Any]:
     if timeline is not None:
         last = len(timeline.points) - 1
         point = timeline.points[last]
-        tensors.append(heatmap(timeline, point, 0, f"attention at {point_label(point)}"))
+        tensors.append(heatmap(timeline, point, 0, attention_at(point)))
         plots.append(loss_plot(timeline, last))
         texts["translation"] = f"{timeline.probes[0]} → {point.outputs[0]}"
     notes = [
-        f"One training at a time, in its own process, stopped after {TIME_LIMIT_MINUTES:g} minutes; runs go "
-        f"to {trainer.folder}. Below: the latest point of its timeline.jsonl (the first probe sentence) as "
-        "it grows. A finished (or stopped) run opens in every other panel; 'watch it learn' plays its points."
+        _(
+            "One training at a time, in its own process, stopped after {minutes} minutes; runs go to "
+            "{folder}. Below: the latest point of its timeline.jsonl (the first probe sentence) as it grows. "
+            "A finished (or stopped) run opens in every other panel; 'watch it learn' plays its points."
+        ).format(minutes=number(TIME_LIMIT_MINUTES, "g"), folder=trainer.folder)
     ]
     return answer(tensors, [code(train), code(LiveTrainer.start)], notes, plots, text=texts, **status)
 
@@ -237,9 +247,9 @@ def failure_reason(log: Path, code: int | None) -> str:
         try:
             killed = signal.Signals(-code).name
         except ValueError:
-            killed = f"signal {-code}"
-        said.insert(0, f"the training process was killed by {killed}")
-    return "\n".join(said) or f"the training process ended with exit code {code}"
+            killed = _("signal {number}").format(number=-code)
+        said.insert(0, _("the training process was killed by {signal}").format(signal=killed))
+    return "\n".join(said) or _("the training process ended with exit code {code}").format(code=code)
 
 
 def seconds_left(pace_from: tuple[float, int], now: float, epochs_done: int, epochs: int) -> float | None:
@@ -253,15 +263,21 @@ def seconds_left(pace_from: tuple[float, int], now: float, epochs_done: int, epo
 
 
 def describe(status: dict[str, Any]) -> dict[str, str]:
-    """The status in words for the page."""
+    """The status in words for the page, in the language in force (a failed training's log as written)."""
     if status["state"] == "idle":
-        return {"live": "no training started yet"}
-    words = f"{status['name']}: {status['state']}, epoch {status['epochs_done']} of {status['epochs']}, "
-    words += f"{status['elapsed_s']:.0f} s"
-    if "left_s" in status:
-        words += f", about {status['left_s']:.0f} s left"
-    elif status["state"] == "running":
-        words += ", time left: measuring the pace"
-    if "reason" in status:
-        words += f": {status['reason']}"
-    return {"live": words}
+        return {"live": _("no training started yet")}
+    if status["state"] in ENDED:
+        words = _(ENDED[status["state"]])
+    elif "left_s" in status:
+        words = _("{name}: running, epoch {done} of {epochs}, {elapsed} s, about {left} s left")
+    else:
+        words = _("{name}: running, epoch {done} of {epochs}, {elapsed} s, time left: measuring the pace")
+    filled = words.format(
+        name=status["name"],
+        done=status["epochs_done"],
+        epochs=status["epochs"],
+        elapsed=number(status["elapsed_s"], ".0f"),
+        left=number(status.get("left_s", 0.0), ".0f"),
+        reason=status.get("reason", ""),
+    )
+    return {"live": filled}

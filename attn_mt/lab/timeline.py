@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from attn_mt.decoding.attention import attention_entropy
+from attn_mt.i18n import N_, _, ngettext
 from attn_mt.lab.engines import checkpoint_text
 from attn_mt.lab.inputs import LabError, choice, whole
-from attn_mt.lab.shown import answer, code, plot, shown
+from attn_mt.lab.shown import answer, code, number, plot, shown
 from attn_mt.run.opened import LoadedRun
 from attn_mt.training.timeline import (
     RecordedTimeline,
@@ -31,6 +32,14 @@ from attn_mt.training.timeline import (
     point_label,
     read_timeline,
 )
+
+LOSSES = ("train_loss", "valid_loss")  # the recorded scores the loss plot draws
+SCORE_NAMES = {"train_loss": N_("train loss"), "valid_loss": N_("valid loss"), "valid_bleu": N_("valid BLEU")}
+
+
+def score_name(key: str) -> str:
+    """A recorded score's name in the language in force (one attn-mt does not name: its key)."""
+    return _(SCORE_NAMES[key]) if key in SCORE_NAMES else key
 
 
 @lru_cache(maxsize=8)
@@ -44,12 +53,15 @@ def run_timeline(run: LoadedRun) -> RecordedTimeline:
     path = None if run.source is None else Path(run.source) / "timeline.jsonl"
     if path is None or not path.is_file():
         raise LabError(
-            "this run has no timeline.jsonl: train it with train.timeline: true (on in the shipped configs)"
+            _(
+                "this run has no timeline.jsonl: train it with train.timeline: true (on in the shipped "
+                "configs)"
+            )
         )
     status = path.stat()
     timeline = _read(path, status.st_mtime_ns, status.st_size)
     if timeline is None or not timeline.points:
-        raise LabError("this run's timeline.jsonl holds no point yet")
+        raise LabError(_("this run's timeline.jsonl holds no point yet"))
     return timeline
 
 
@@ -66,23 +78,28 @@ def heatmap(timeline: RecordedTimeline, point: TimelinePoint, probe: int, name: 
         rows=point.output_tokens[probe],
         columns=timeline.source_tokens[probe],
         scale="weights",
+        tokens=True,
     )
 
 
 def loss_plot(timeline: RecordedTimeline, index: int) -> dict[str, Any]:
     """The losses recorded at the points, with the chosen one marked."""
     series = []
-    for name in ("train_loss", "valid_loss"):
+    for name in LOSSES:
         kept = [(p.step, p.scores[name]) for p in timeline.points if name in p.scores]
         if kept:
-            series.append((name, [step for step, _ in kept], [value for _, value in kept]))
+            series.append((score_name(name), [step for step, _v in kept], [value for _s, value in kept]))
     chosen = timeline.points[index]
-    marker = [
-        (chosen.step, chosen.scores[name]) for name in ("train_loss", "valid_loss") if name in chosen.scores
-    ]
+    marker = [(chosen.step, chosen.scores[name]) for name in LOSSES if name in chosen.scores]
+    here = _("this point")
     if marker:
-        series.append(("this point", [step for step, _ in marker], [value for _, value in marker]))
-    return plot("loss at the recorded points", "step", "loss", series, points=("this point",))
+        series.append((here, [step for step, _v in marker], [value for _s, value in marker]))
+    return plot(_("loss at the recorded points"), _("step"), _("loss"), series, points=(here,))
+
+
+def attention_at(point: TimelinePoint) -> str:
+    """The name of the heatmap of a recorded point, in the language in force."""
+    return _("attention at {point}").format(point=point_label(point))
 
 
 def opened_point(timeline: RecordedTimeline, run: LoadedRun) -> int | None:
@@ -91,25 +108,41 @@ def opened_point(timeline: RecordedTimeline, run: LoadedRun) -> int | None:
 
 
 def checkpoint_note(timeline: RecordedTimeline, run: LoadedRun) -> str:
-    """Which weights the last point shows (those at the end of training, last.pt's) beside the checkpoint
-    the lab opened for its other panels, and the point recorded at that checkpoint's step."""
+    """How the heatmaps were recorded, which weights the last point shows (those at the end of training,
+    last.pt's) beside the checkpoint the lab opened for its other panels, and the point recorded at that
+    checkpoint's step: one message per case, so each language writes it as whole sentences."""
     final = timeline.points[-1]
-    said = (
-        f"The last point is the model as training left it, the weights last.pt holds (step {final.step}). "
-        f"The lab opened {run.checkpoint.name} (step {run.step}), which every other panel runs"
-    )
-    if run.step == final.step:
-        return said + ": the same step as the last point."
     opened = opened_point(timeline, run)
-    if opened is None:
-        return said + ": no point was recorded at its step."
-    return said + f": point {opened} was recorded at its step, marked on the loss plot."
+    if run.step == final.step:
+        note = _(
+            "The heatmaps were recorded during training (greedy decoding of the probe at each point). The "
+            "last point is the model as training left it, the weights last.pt holds (step {last}). "
+            "The lab opened {checkpoint} (step {step}), which every other panel runs: the same step as the "
+            "last point."
+        )
+    elif opened is None:
+        note = _(
+            "The heatmaps were recorded during training (greedy decoding of the probe at each point). The "
+            "last point is the model as training left it, the weights last.pt holds (step {last}). "
+            "The lab opened {checkpoint} (step {step}), which every other panel runs: no point was recorded "
+            "at its step."
+        )
+    else:
+        note = _(
+            "The heatmaps were recorded during training (greedy decoding of the probe at each point). The "
+            "last point is the model as training left it, the weights last.pt holds (step {last}). "
+            "The lab opened {checkpoint} (step {step}), which every other panel runs: point {point} was "
+            "recorded at its step, marked on the loss plot."
+        )
+    return note.format(last=final.step, checkpoint=run.checkpoint.name, step=run.step, point=opened)
 
 
 def timeline_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One point of a run's timeline for one probe, the loss curve marked there, and the small multiples."""
     if not runs:
-        raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` with a run that recorded a timeline")
+        raise LabError(
+            _("no run: start the lab as `attn-mt lab RUN_DIR` with a run that recorded a timeline")
+        )
     name = choice(state, "run", next(iter(runs)), tuple(runs))
     run = runs[name]
     timeline = run_timeline(run)
@@ -121,32 +154,42 @@ def timeline_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     entropy = float(np.mean(attention_entropy(point.maps[probe]["cross"])))
     sources = len(timeline.source_tokens[probe])
     uniform = math.log(sources)
-    losses = ", ".join(f"{key} {value:.4f}" for key, value in point.scores.items()) or "no loss yet"
+    scores = ", ".join(f"{score_name(key)} {number(value, '.4f')}" for key, value in point.scores.items())
     texts = {
-        "where": f"point {index} of {last}: {point_label(point)}, {point.elapsed_s:.1f} s trained; {losses}",
+        "where": _("point {index} of {last}: {point}, {seconds} s trained; {scores}").format(
+            index=index,
+            last=last,
+            point=point_label(point),
+            seconds=number(point.elapsed_s, ".1f"),
+            scores=scores or _("no loss yet"),
+        ),
         "translation": f"{timeline.probes[probe]} → {point.outputs[probe]}",
         "checkpoint": checkpoint_text(name, run),
     }
-    tensors = [heatmap(timeline, point, probe, f"attention at {point_label(point)}")]
+    tensors = [heatmap(timeline, point, probe, attention_at(point))]
     for k in multiple_indices(len(timeline.points)):
-        tensors.append(
-            heatmap(timeline, timeline.points[k], probe, f"small multiple: {point_label(timeline.points[k])}")
-        )
+        multiple = _("small multiple: {point}").format(point=point_label(timeline.points[k]))
+        tensors.append(heatmap(timeline, timeline.points[k], probe, multiple))
     notes = [
-        f"Mean entropy of the attention rows here: {entropy:.3f} nats; uniform weights over the "
-        f"{sources} source tokens would give ln {sources} = {uniform:.3f}.",
-        "The heatmaps were recorded during training (greedy decoding of the probe at each point). "
-        + checkpoint_note(timeline, run),
+        ngettext(
+            "Mean entropy of the attention rows here: {entropy} nats; uniform weights over the {count} "
+            "source token would give ln {count} = {uniform}.",
+            "Mean entropy of the attention rows here: {entropy} nats; uniform weights over the {count} "
+            "source tokens would give ln {count} = {uniform}.",
+            sources,
+        ).format(entropy=number(entropy, ".3f"), count=sources, uniform=number(uniform, ".3f")),
+        checkpoint_note(timeline, run),
     ]
     losses_plot = loss_plot(timeline, index)
     opened = opened_point(timeline, run)
-    if opened is not None and timeline.points[opened].scores:
-        at = timeline.points[opened]
+    at = None if opened is None else timeline.points[opened]
+    losses = [] if at is None else [key for key in LOSSES if key in at.scores]  # its losses, not its BLEU
+    if at is not None and losses:
         losses_plot["series"].append(
             {
-                "label": f"{run.checkpoint.name}, opened",
-                "x": [float(at.step)] * len(at.scores),
-                "y": [float(value) for value in at.scores.values()],
+                "label": _("{checkpoint}, opened").format(checkpoint=run.checkpoint.name),
+                "x": [float(at.step)] * len(losses),
+                "y": [float(at.scores[key]) for key in losses],
                 "points": True,
             }
         )
