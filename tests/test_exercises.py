@@ -2,7 +2,9 @@
 
 All six run in one kernel (one notebook made of theirs, in order), once with the book's solution filled
 into every exercise cell (tests/check_solutions/d2l_blocks.py), where every check passes, and once with
-a common mistake planted into each, where each check names its mistake.
+a common mistake planted into each, where each check names its mistake. Their Chinese and Vietnamese copies
+(notebooks/zh/exercises/, notebooks/vi/exercises/, built by `make notebooks`) run both ways too, one kernel
+per language, and each check reports in the copy's language.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import pytest
 from support.helpers import ROOT
 from support.notebook_kernel import execute_notebook, kernel_environment
 from support.planted_mistakes import solution_source
+
+from attn_mt.check.mistakes import BY_ID
+from attn_mt.i18n import gettext, in_language, pgettext
+from attn_mt.i18n.catalogues import translated_languages
+from attn_mt.i18n.notebooks import copy_path
 
 EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
 
@@ -38,16 +45,17 @@ def exercise_name(cell: nbformat.NotebookNode) -> str:
     return cell.metadata.get("attn_mt", {}).get("exercise", "")
 
 
-def filled(mistakes: bool) -> nbformat.NotebookNode:
-    """Every exercise notebook's cells in one notebook, each exercise filled in (with its mistake)."""
+def filled(mistakes: bool, paths: list[Path] = EXERCISES) -> nbformat.NotebookNode:
+    """Every exercise notebook's cells (those at `paths`: the English ones, or a language's copies) in one
+    notebook, each exercise filled in (with its mistake)."""
     cells = []
-    for path in EXERCISES:
+    for path in paths:
         for cell in nbformat.read(path, as_version=4).cells:
             name = exercise_name(cell)
             if name:
                 cell.source = solution_source(name, (PLANTED_IN[name] or "") if mistakes else "")
             cells.append(cell)
-    notebook = nbformat.read(EXERCISES[0], as_version=4)  # their version and kernel, all their cells
+    notebook = nbformat.read(paths[0], as_version=4)  # their version and kernel, all their cells
     notebook.cells = cells
     return notebook
 
@@ -105,3 +113,38 @@ def test_each_planted_mistake_is_named_by_its_check(folder: Path) -> None:
             assert "FAIL" not in printed, (name, printed)
         else:
             assert f"mistake [{mistake}]" in printed, (name, printed)
+
+
+def summary_counts(printed: str) -> list[tuple[str, str]]:
+    """(passed, total) of each block's summary line in `printed`, as the language in force writes it."""
+    line = re.escape(gettext("{block}: {passed} of {total} cases passed"))
+    for field, pattern in (("block", r"\w+"), ("passed", r"(?P<passed>\d+)"), ("total", r"(?P<total>\d+)")):
+        line = line.replace(re.escape("{" + field + "}"), pattern)
+    return [(found["passed"], found["total"]) for found in re.finditer(line, printed)]
+
+
+@pytest.mark.parametrize("lang", translated_languages())
+def test_the_copies_check_the_solutions_and_the_mistakes_in_their_language(lang: str, folder: Path) -> None:
+    copies = [copy_path(path, lang) for path in EXERCISES]
+    notebook = filled(mistakes=False, paths=copies)
+    notebook.cells += filled(mistakes=True, paths=copies).cells  # one kernel: the planted redefine the solved
+    outputs = check_outputs(execute_notebook(notebook, folder))
+    assert [name for name, _ in outputs] == list(PLANTED_IN) * 2
+    solved, planted = outputs[: len(PLANTED_IN)], outputs[len(PLANTED_IN) :]
+    with in_language(lang):
+        fail = pgettext("a case of attn-mt check", "FAIL")
+        for name, printed in solved:
+            counts = summary_counts(printed)
+            assert counts and all(passed == total for passed, total in counts), printed
+            assert fail not in printed, (name, printed)
+        for name, printed in planted:
+            mistake = PLANTED_IN[name]
+            if mistake is None:
+                assert summary_counts(printed) and fail not in printed, (name, printed)
+            else:
+                named = gettext("mistake [{id}]: {title}.").format(
+                    id=mistake, title=gettext(BY_ID[mistake].title)
+                )
+                assert named in printed, (name, printed)
+    everything = "".join(printed for _, printed in outputs)
+    assert "cases passed" not in everything and "mistake [" not in everything  # no English line

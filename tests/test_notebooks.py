@@ -2,9 +2,10 @@
 top to bottom in a fresh Jupyter kernel that imports this checkout's attn_mt. Those that train on the real
 corpus read it from $ATTN_MT_DATA and fail, never skip, without it.
 
-Their Chinese and Vietnamese copies (notebooks/zh/, notebooks/vi/) are what `make notebooks` builds from
-them and the catalogues, code cells unchanged but the language cell; each language's seven run in one
-kernel, their training cut to one epoch (the English runs show what the code computes)."""
+Their Chinese and Vietnamese copies (notebooks/zh/, notebooks/vi/), and the exercise notebooks' (notebooks/zh/
+exercises/, ...), are what `make notebooks` builds from them and the catalogues, code cells unchanged but the
+language cell; each language's seven run in one kernel, their training cut to one epoch (the English runs
+show what the code computes; tests/test_exercises.py runs the exercises' copies)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,17 @@ from support.notebook_kernel import execute_notebook, kernel_environment
 
 from attn_mt.i18n import _, in_language
 from attn_mt.i18n.catalogues import translated_languages
-from attn_mt.i18n.notebooks import built_copies, copy_path, is_language_cell, markdown_units, stored_copies
+from attn_mt.i18n.notebooks import (
+    RELATIVE_LINK,
+    built_copies,
+    copy_path,
+    is_language_cell,
+    markdown_units,
+    stored_copies,
+)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
 DOC = ROOT / "docs" / "notebooks.md"
 WHERE_FROM = "import attn_mt; print(attn_mt.__file__)"
 
@@ -66,7 +75,7 @@ def check_ran(notebook: nbformat.NotebookNode) -> None:
             assert not shown.isdigit(), f"a bare number {shown} under the cell ending {cell.source[-80:]!r}"
 
 
-COPIES = [copy_path(path, lang) for lang in translated_languages() for path in NOTEBOOKS]
+COPIES = [copy_path(path, lang) for lang in translated_languages() for path in NOTEBOOKS + EXERCISES]
 
 
 def test_the_notebooks_are_stored_without_outputs():
@@ -89,7 +98,7 @@ def test_the_copies_are_built_from_the_notebooks_and_the_catalogues():
 
 @pytest.mark.parametrize("lang", translated_languages())
 def test_a_copy_is_its_notebook_in_another_language(lang: str):
-    for path in NOTEBOOKS:
+    for path in NOTEBOOKS + EXERCISES:
         source, built = (nbformat.read(p, as_version=4) for p in (path, copy_path(path, lang)))
         assert [cell.cell_type for cell in source.cells] == [cell.cell_type for cell in built.cells]
         assert sum(is_language_cell(cell) for cell in source.cells) == 1, path.name
@@ -97,6 +106,9 @@ def test_a_copy_is_its_notebook_in_another_language(lang: str):
             if english.cell_type == "markdown":  # every heading and paragraph translated
                 pairs = zip(markdown_units(english.source), markdown_units(translated.source), strict=True)
                 assert all(ours[0] == theirs[0] and ours[1] != theirs[1] for ours, theirs in pairs)
+                for link in RELATIVE_LINK.finditer(translated.source):  # the docs, from one folder deeper
+                    target = link.group(2)[:-1].split("#")[0]
+                    assert (copy_path(path, lang).parent / target).exists(), (path.name, target)
             elif is_language_cell(english):
                 assert translated.source == english.source.replace('"en"', f'"{lang}"')
             else:

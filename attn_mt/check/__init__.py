@@ -5,6 +5,7 @@ against attn-mt's own modules on the edge cases, with the common mistakes named.
 cases; `check(globals())` checks every block it finds. `check_file(path)` runs a file in a child
 process with a time limit (process.py), which is what `attn-mt check` and any server must use; it
 loads no torch in the calling process. Both report in the learner's language: `check(..., lang="zh")`,
+else the language a notebook put in force (`use_language("zh")`, as the exercise notebooks' copies do),
 else $ATTN_MT_LANG, else the locale's; `check_file` in the language in force.
 """
 
@@ -16,16 +17,17 @@ from attn_mt.check.mistakes import MISTAKES
 from attn_mt.check.process import FileReport, check_file
 from attn_mt.check.results import BLOCK_NAMES, BlockResult
 from attn_mt.i18n import in_language, resolve_language
+from attn_mt.i18n.catalogues import chosen_language
 
 __all__ = ["BLOCK_NAMES", "MISTAKES", "BlockResult", "FileReport", "check", "check_file"]
 
 
 def check(target: object, block: str | None = None, lang: str | None = None) -> list[BlockResult]:
     """Check a learner's function or class, or every block in a namespace (`globals()`); print the cases in
-    `lang` (en, zh or vi; None: $ATTN_MT_LANG, else the locale's)."""
+    `lang` (en, zh or vi; None: the language put in force, else $ATTN_MT_LANG, else the locale's)."""
     from attn_mt.check.runner import block_named, check_block, check_namespace
 
-    with in_language(resolve_language(lang)):
+    with in_language(resolve_language(lang) if lang else chosen_language() or resolve_language()):
         if isinstance(target, Mapping):
             results = check_namespace(target, (block,) if block else ())
         else:

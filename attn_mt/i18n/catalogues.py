@@ -28,7 +28,7 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 CONTEXT_SEPARATOR = "\x04"  # between msgctxt and msgid in a key, as GNU .mo files and the JSON write it
 PLURAL_RULES = {"0": "one-form", "(n != 1)": "n-not-1"}  # Plural-Forms expressions the pages' helper knows
 
-_active: ContextVar[str] = ContextVar("attn_mt_language", default=SOURCE)
+_active: ContextVar[str] = ContextVar("attn_mt_language")  # unset: English, none was put in force
 
 
 def catalogue_path(lang: str) -> Path:
@@ -61,7 +61,12 @@ def translations(lang: str) -> gnu_gettext.NullTranslations:
 
 def current_language() -> str:
     """The language in force in this context."""
-    return _active.get()
+    return _active.get(SOURCE)
+
+
+def chosen_language() -> str | None:
+    """The language put in force in this context (`use_language`, `in_language`), or None where none was."""
+    return _active.get(None)
 
 
 def use_language(lang: str) -> None:
@@ -85,7 +90,7 @@ def in_language(lang: str) -> Iterator[None]:
 
 def gettext(message: str) -> str:
     """`message` (English) in the language in force."""
-    return translations(_active.get()).gettext(message)
+    return translations(current_language()).gettext(message)
 
 
 _ = gettext
@@ -93,12 +98,12 @@ _ = gettext
 
 def ngettext(singular: str, plural: str, n: int) -> str:
     """The form of `singular`/`plural` that fits the count `n`, in the language in force."""
-    return translations(_active.get()).ngettext(singular, plural, n)
+    return translations(current_language()).ngettext(singular, plural, n)
 
 
 def pgettext(context: str, message: str) -> str:
     """`message` as meant in `context` (for an English word with two meanings), in the language in force."""
-    return translations(_active.get()).pgettext(context, message)
+    return translations(current_language()).pgettext(context, message)
 
 
 def N_(message: str) -> str:  # noqa: N802 (gettext's name for it)
@@ -112,14 +117,14 @@ def format_number(value: float, digits: int = 2, grouping: bool = False) -> str:
     The digits are Python's own rounding in every language; only the separators differ.
     """
     text = f"{value:,.{digits}f}" if grouping else f"{value:.{digits}f}"
-    locale = BABEL_LOCALE[_active.get()]
+    locale = BABEL_LOCALE[current_language()]
     symbols = {",": get_group_symbol(locale), ".": get_decimal_symbol(locale)}
     return text.translate(str.maketrans(symbols))
 
 
 def html_lang() -> str:
     """The <html lang> value of the language in force."""
-    return HTML_LANG[_active.get()]
+    return HTML_LANG[current_language()]
 
 
 def plural_rule(lang: str) -> str:

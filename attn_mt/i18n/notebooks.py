@@ -1,10 +1,12 @@
-"""The chapter's notebooks in every language: one English source per notebook (notebooks/*.ipynb) and a
-copy of it per translated language (notebooks/zh/, notebooks/vi/), built from the source and the
-catalogues by `make notebooks` (`python -m attn_mt.i18n.notebooks`).
+"""The chapter's notebooks in every language: one English source per notebook (notebooks/*.ipynb, the
+exercises notebooks/exercises/*.ipynb) and a copy of it per translated language (notebooks/zh/,
+notebooks/vi/; the exercises' in notebooks/zh/exercises/, notebooks/vi/exercises/), built from the source
+and the catalogues by `make notebooks` (`python -m attn_mt.i18n.notebooks`).
 
 A copy differs from its source in two things only: each heading and paragraph of its Markdown cells is
-the catalogue's translation, and its language cell (the code cell that calls `use_language("en")`) puts
-the copy's language in force, so that what the code prints and draws through `_()` speaks it too.
+the catalogue's translation (its relative links one folder further up, as the copy is one folder deeper),
+and its language cell (the code cell that calls `use_language("en")`) puts the copy's language in force,
+so that what the code prints and draws through `_()`, and what `check(...)` reports, speaks it too.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from attn_mt.i18n.catalogues import translated_languages, translations
 from attn_mt.i18n.languages import SOURCE
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SOURCE_FOLDERS = ("notebooks",)
+COPIES_UNDER = "notebooks"  # each language's copies are in a folder named for it here
+SOURCE_FOLDERS = ("notebooks", "notebooks/exercises")
 LANGUAGE_CALL = 'use_language("{lang}")'
 HEADING = re.compile(r"^(#{1,6} )")
+RELATIVE_LINK = re.compile(r"(\]\()(?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)([^)\s]+\))")  # ](target) of a file here
 
 
 def source_notebooks(root: Path = ROOT) -> list[Path]:
@@ -31,9 +35,16 @@ def source_notebooks(root: Path = ROOT) -> list[Path]:
     return [path for folder in SOURCE_FOLDERS for path in sorted((root / folder).glob("*.ipynb"))]
 
 
-def copy_path(source: Path, lang: str) -> Path:
-    """Where the `lang` copy of `source` lives: a folder named for the language beside it."""
-    return source.parent / lang / source.name
+def copy_folder(folder: Path, lang: str, root: Path = ROOT) -> Path:
+    """Where the `lang` copies of the notebooks in `folder` live: notebooks/LANG/, then the folder's own
+    path under notebooks/ (notebooks/zh/exercises/ for notebooks/exercises/)."""
+    top = root / COPIES_UNDER
+    return top / lang / folder.relative_to(top)
+
+
+def copy_path(source: Path, lang: str, root: Path = ROOT) -> Path:
+    """Where the `lang` copy of `source` lives (copy_folder), under the source's own name."""
+    return copy_folder(source.parent, lang, root) / source.name
 
 
 def cell_text(cell: dict[str, Any]) -> str:
@@ -57,6 +68,12 @@ def translated_markdown(text: str, lang: str) -> str:
     return "\n\n".join(prefix + gettext(message) for prefix, message in markdown_units(text))
 
 
+def relinked(text: str) -> str:
+    """Markdown whose relative links (to the docs, to another notebook) reach one folder further up, as they
+    must from a copy, which lies one folder deeper than its source."""
+    return RELATIVE_LINK.sub(r"\1../\2", text)
+
+
 def is_language_cell(cell: dict[str, Any]) -> bool:
     """Whether `cell` is a notebook's language cell (the code cell that puts English in force)."""
     return cell["cell_type"] == "code" and LANGUAGE_CALL.format(lang=SOURCE) in cell_text(cell)
@@ -72,7 +89,7 @@ def build_copy(notebook: dict[str, Any], lang: str) -> dict[str, Any]:
     built = copy.deepcopy(notebook)
     for cell in built["cells"]:
         if cell["cell_type"] == "markdown":
-            cell["source"] = source_lines(translated_markdown(cell_text(cell), lang))
+            cell["source"] = source_lines(relinked(translated_markdown(cell_text(cell), lang)))
         elif is_language_cell(cell):
             text = cell_text(cell).replace(LANGUAGE_CALL.format(lang=SOURCE), LANGUAGE_CALL.format(lang=lang))
             cell["source"] = source_lines(text)
@@ -91,7 +108,7 @@ def built_copies(root: Path = ROOT) -> dict[Path, str]:
     for source in source_notebooks(root):
         notebook = json.loads(source.read_text(encoding="utf-8"))
         for lang in translated_languages():
-            copies[copy_path(source, lang)] = notebook_json(build_copy(notebook, lang))
+            copies[copy_path(source, lang, root)] = notebook_json(build_copy(notebook, lang))
     return copies
 
 
@@ -101,7 +118,7 @@ def stored_copies(root: Path = ROOT) -> list[Path]:
         path
         for folder in SOURCE_FOLDERS
         for lang in translated_languages()
-        for path in sorted((root / folder / lang).glob("*.ipynb"))
+        for path in sorted(copy_folder(root / folder, lang, root).glob("*.ipynb"))
     ]
 
 
