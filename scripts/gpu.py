@@ -1122,7 +1122,9 @@ def plan_parts(args: argparse.Namespace) -> list[Part]:
         Part("profile-eager", [*profile, "--variants", "reference", "--out", str(out / "profile-eager")]),
     ]
     if cuda:
-        captured = ["--variants", "reference+step-capture", "--set", "data.batch_shapes=8"]
+        # two static shapes: two graphs sharing one pool, compiled in under a minute (docs/gpu.md)
+        captured = ["--variants", "reference+step-capture", "--set", "data.batch_shapes=2"]
+        captured += ["--set", "train.compile_shapes=static"]
         parts.append(Part("profile-step", [*profile, *captured, "--out", str(out / "profile-step")]))
     return [part for part in parts if not args.parts or part.name in args.parts]
 

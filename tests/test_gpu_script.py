@@ -377,7 +377,10 @@ def test_the_dry_run_lists_the_three_parts_within_the_budget_and_runs_nothing(ca
     assert "ctranslate2" in check and "eval" in check
     assert "gpu.py profile" in eager and "transformer-gpu.yaml --device cuda" in eager
     assert "--variants reference " in eager
-    assert "--variants reference+step-capture --set data.batch_shapes=8" in step
+    assert (
+        "--variants reference+step-capture --set data.batch_shapes=2 --set train.compile_shapes=static"
+        in step
+    )
     assert lines[-1].startswith("budget 9 minutes")
 
 
