@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -37,9 +38,10 @@ from attn_mt.demos.nadaraya_watson import (
     predict_parametric,
     train_parametric,
 )
+from attn_mt.i18n import gettext, in_language
 from attn_mt.lab.app import MAX_BODY_BYTES
 from attn_mt.lab.exercises import measured
-from attn_mt.lab.inputs import MAX_ELEMENTS
+from attn_mt.lab.inputs import MAX_ELEMENTS, LabError
 from attn_mt.lab.live import LiveTrainer, live_panel
 from attn_mt.lab.stepping import run_search
 from attn_mt.models.attention import (
@@ -1357,6 +1359,33 @@ def test_step_through_states_the_normalised_score_own_translation_gives(lab, eng
         assert f"{words!r}: sum {output.score:.4f}, normalised {output.norm_score:.4f}" in note
 
 
+def test_step_through_says_its_counts_and_scores_in_chinese_and_vietnamese(lab, engines):
+    """The steps line, a finished output's sum and a row past the live ones in zh and vi: the counts in each
+    language's words (no English plural), decimals as the language writes them, the output as the model
+    wrote it."""
+    engine = engines["transformer"]
+    sentence = english("Alpha bravo charlie delta.")
+    greedy = engine.translate([sentence], beam_size=1)[0]
+    total = f"{greedy.hypotheses[0].score:.4f}"
+    expected = {
+        "zh": ("第 0 步，共", "；1 个仍存活的假设；", f"：总和 {total}，", "row：第 0 步有 1 个仍存活的假设（0 到 0）"),
+        "vi": (
+            "bước 0 trong",
+            "; 1 giả thuyết còn sống; ",
+            f": tổng {total.replace('.', ',')}, ",
+            "row: bước 0 có 1 giả thuyết còn sống (từ 0 đến 0)",
+        ),
+    }
+    request = {"run": "transformer", "sentence": sentence, "beam": 1}
+    for lang, (step, alive, summed, refused) in expected.items():
+        code, body = call(lab, f"/api/decoding?lang={lang}", request)
+        assert code == 200, body
+        assert body["text"]["steps"].startswith(step) and alive in body["text"]["steps"], body["text"]
+        assert f"{greedy.text!r}{summed}" in body["notes"][-1], body["notes"]
+        code, body = call(lab, f"/api/decoding?lang={lang}", {**request, "row": 1})
+        assert code == 422 and body["error"] == refused, body
+
+
 def largest_weights(seed: int) -> dict[str, list[float]]:
     """The key-size plot's curves worked out here: the mean largest of 8 weights over 64 random queries
     at each d, with and without the 1/sqrt(d) scale (the panel's sweep, from its seed)."""
@@ -1583,6 +1612,79 @@ def test_the_live_estimate_waits_for_a_measured_pace(monkeypatch):
     assert words["live"].endswith("time left: measuring the pace")
 
 
+def test_the_live_panel_says_what_only_a_training_shows_in_chinese_and_vietnamese(tmp_path, monkeypatch):
+    """Running, failed and killed trainings and the refusals, which the browser test cannot show without
+    training: the lab's sentences translated, the trainer's own log line as it wrote it."""
+    from attn_mt.lab import live as live_module
+
+    running = {"state": "running", "name": "live", "epochs_done": 3, "epochs": 250, "elapsed_s": 6.0}
+    failed = {**running, "state": "failed", "reason": "corpus file not found: x.zip"}
+    trainer = LiveTrainer({}, {"runs": []}, tmp_path)
+    said = {
+        "zh": (
+            "live：训练中，迭代周期 3/250，用时 6 秒，大约还剩 1234 秒",
+            "live：训练中，迭代周期 3/250，用时 6 秒，剩余时间：正在测算速度",
+            "live：失败，迭代周期 3/250，用时 6 秒：corpus file not found: x.zip",
+            "训练进程被 SIGKILL 终止",
+            "没有正在进行的训练",
+            "live-gru_bahdanau-seed0 仍在训练：请先停止它（一次只能训练一个）",
+        ),
+        "vi": (
+            "live: đang huấn luyện, epoch 3/250, 6 giây, còn khoảng 1234 giây",
+            "live: đang huấn luyện, epoch 3/250, 6 giây, thời gian còn lại: đang đo tốc độ",
+            "live: thất bại, epoch 3/250, 6 giây: corpus file not found: x.zip",
+            "tiến trình huấn luyện bị buộc dừng bởi SIGKILL",
+            "không có lượt huấn luyện nào đang chạy",
+            "live-gru_bahdanau-seed0 vẫn đang huấn luyện: hãy dừng nó trước "
+            "(mỗi lần chỉ huấn luyện một lượt chạy)",
+        ),
+    }
+    for lang, (left, pace, why, killed, idle, busy) in said.items():
+        with in_language(lang):
+            assert live_module.describe({**running, "left_s": 1234.4})["live"] == left
+            assert live_module.describe(running)["live"] == pace
+            assert live_module.describe(failed)["live"] == why
+            assert live_module.failure_reason(tmp_path / "no.log", -9) == killed
+            with pytest.raises(LabError) as stopped:
+                live_panel(trainer, {"action": "stop"})
+            assert str(stopped.value) == idle
+            monkeypatch.setattr(trainer, "running", lambda: True)
+            monkeypatch.setattr(trainer, "current", SimpleNamespace(name="live-gru_bahdanau-seed0"))
+            with pytest.raises(LabError) as refused:
+                trainer.start("transformer", 0, 1)
+            assert str(refused.value) == busy
+            monkeypatch.undo()
+    with in_language("vi"):
+        assert live_panel(trainer, {})["text"]["live"] == "chưa bắt đầu huấn luyện"
+
+
+def test_watch_it_learn_says_its_point_in_the_language_asked(lab, run_dirs):
+    timeline = read_timeline(Path(run_dirs["gru_bahdanau"]) / "timeline.jsonl")
+    assert timeline is not None
+    last = len(timeline.points) - 1
+    final = timeline.points[-1]
+    for lang, start, seconds in (
+        ("zh", "记录点 {last}/{last}：{label}，已训练 {seconds} 秒；", f"{final.elapsed_s:.1f}"),
+        (
+            "vi",
+            "điểm {last}/{last}: {label}, đã huấn luyện {seconds} giây; ",
+            f"{final.elapsed_s:.1f}".replace(".", ","),
+        ),
+    ):
+        code, body = call(lab, f"/api/timeline?lang={lang}", {"run": "gru_bahdanau", "point": last})
+        assert code == 200, body
+        with in_language(lang):
+            label = point_label(final)
+            names = [
+                gettext("attention at {point}").format(point=label),
+                gettext("loss at the recorded points"),
+            ]
+        assert body["text"]["where"].startswith(start.format(last=last, label=label, seconds=seconds))
+        assert [body["tensors"][0]["name"], body["plots"][0]["title"]] == names
+        # its labels are the output and source tokens, kept as the model reads them
+        assert body["tensors"][0]["tokens"] is True
+
+
 def test_long_vectors_wrap_on_the_page_and_singleton_axes_name_no_slice(lab, page):
     show(page, lab, "nadaraya_watson", seed="0", w="1", epochs="5", lr="0.01", point="10")
     name = "leave_one_out(x_train)[i]: the keys training point i sees"
@@ -1636,7 +1738,11 @@ TRANSLATED_PANELS = (
     "heads",
     "complexity",
     "transformer",
+    "trained_heads",
+    "decoding",
     "own_translation",
+    "timeline",
+    "live",
 )
 # Text nodes that hold an English sentence (one of its small words, which neither Chinese nor Vietnamese
 # uses), outside code, identifiers, numbers, tokens and model outputs.
