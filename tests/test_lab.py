@@ -1368,7 +1368,12 @@ def test_step_through_says_its_counts_and_scores_in_chinese_and_vietnamese(lab, 
     greedy = engine.translate([sentence], beam_size=1)[0]
     total = f"{greedy.hypotheses[0].score:.4f}"
     expected = {
-        "zh": ("第 0 步，共", "；1 个仍存活的假设；", f"：总和 {total}，", "row：第 0 步有 1 个仍存活的假设（0 到 0）"),
+        "zh": (
+            "第 0 步，共",
+            "；1 个仍存活的假设；",
+            f"：总和 {total}，",
+            "row：第 0 步有 1 个仍存活的假设（0 到 0）",
+        ),
         "vi": (
             "bước 0 trong",
             "; 1 giả thuyết còn sống; ",

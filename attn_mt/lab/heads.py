@@ -16,7 +16,7 @@ from attn_mt.decoding.outputs import output_length_limits, prepare_sentence
 from attn_mt.decoding.translator import Translator
 from attn_mt.i18n import _
 from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
-from attn_mt.lab.inputs import MAX_ELEMENTS, LabError, limit_elements, text, whole
+from attn_mt.lab.inputs import MAX_ELEMENTS, LabError, choice, limit_elements, text, whole
 from attn_mt.lab.shown import answer, code, number, shown
 from attn_mt.models.attention import MultiHeadAttention
 from attn_mt.run.opened import LoadedRun
@@ -140,8 +140,10 @@ def limit_map(engine: Translator, sentence: str, which: str) -> None:
     sizes = (model.num_layers, model.num_heads, rows, columns)
     if math.prod(sizes) > MAX_MAP:
         raise LabError(
-            f"sentence: its {which} map could be {sizes} (L, h, rows, columns), "
-            f"{math.prod(sizes)} numbers, more than the lab's limit of {MAX_MAP}; try a shorter sentence"
+            _(
+                "sentence: its {map} map could be {sizes} (L, h, rows, columns), {count} numbers, more than "
+                "the lab's limit of {limit}; try a shorter sentence"
+            ).format(map=which, sizes=sizes, count=math.prod(sizes), limit=MAX_MAP)
         )
 
 
@@ -149,69 +151,58 @@ def trained_heads_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> di
     """A sentence translated by a trained run -> a Transformer's every head of every layer of one
     attention map, or the GRU + Bahdanau decoder's one map over the whole sentence."""
     if not runs:
-        raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` to see a trained run's attention")
+        raise LabError(_("no run: start the lab as `attn-mt lab RUN_DIR` to see a trained run's attention"))
     transformers = [name for name, run in runs.items() if run.config.model.type == "transformer"]
-    name = text(state, "run", (transformers or list(runs))[0])
-    if name not in runs:
-        raise LabError(f"run: expected one of {', '.join(runs)}, got {name[:40]!r}")
+    name = choice(state, "run", (transformers or list(runs))[0], tuple(runs))
     run = runs[name]
-    which = text(state, "map", "cross")
-    if which not in AXES:
-        raise LabError(f"map: expected one of {', '.join(AXES)}, got {which[:40]!r}")
+    which = choice(state, "map", "cross", tuple(AXES))
     transformer = run.config.model.type == "transformer"
     if not transformer and which != "cross":
-        raise LabError(f"map: {name} is a GRU + Bahdanau run, whose one attention is cross (encoder-decoder)")
+        raise LabError(
+            _("map: {name} is a GRU + Bahdanau run, whose one attention is cross (encoder-decoder)").format(
+                name=name
+            )
+        )
     sentence = text(state, "sentence", "", 300).strip()
     if not sentence:
-        raise LabError("sentence: type an English sentence")
+        raise LabError(_("sentence: type an English sentence"))
     engine = request_engine(run)
     if transformer:
         limit_map(engine, sentence, which)
     translation = engine.translate([sentence], beam_size=1)[0]
     if not translation.hypotheses:
-        raise LabError("sentence: nothing to translate")
+        raise LabError(_("sentence: nothing to translate"))
     attention = engine.attention(translation)
     weights = torch.from_numpy(attention.maps[which])  # (L, h, rows, columns), or (T, S) for the GRU
     rows, columns = attention.labels(which)
+    title = _("{map} of {run}").format(map=_(TITLES[which]), run=name)
+    texts = {"translation": translation.text, "checkpoint": checkpoint_text(name, run)}
+    lines = [code(Translator.attention), code(collect_attention)]
     if not transformer:
         notes = [
             *unknown_words(run, sentence),
-            "Above: the greedy translation. The GRU + Bahdanau decoder has one attention, over the whole "
-            "source sentence at every output step: rows are the output tokens (the queries: the decoder's "
-            "state before it picks each), columns the source tokens (the keys), and each row sums to 1. "
-            "It has no layers and no heads.",
+            _(
+                "Above: the greedy translation. The GRU + Bahdanau decoder has one attention, over the whole "
+                "source sentence at every output step: rows are the output tokens (the queries: the "
+                "decoder's state before it picks each), columns the source tokens (the keys), and each row "
+                "sums to 1. It has no layers and no heads."
+            ),
         ]
-        tensor = shown(
-            f"{TITLES[which]} of {name}", weights, ["T", "S"], rows=rows, columns=columns, scale="weights"
-        )
-        lines = [code(Translator.attention), code(collect_attention)]
-        return answer(
-            [tensor],
-            lines,
-            notes,
-            text={"translation": translation.text, "checkpoint": checkpoint_text(name, run)},
-        )
-    tensors = [
-        shown(f"{TITLES[which]} of {name}", weights, AXES[which], rows=rows, columns=columns, scale="weights")
-    ]
-    tensors[0]["views"] = [
-        "lines",
-        "grid",
-    ]  # the page also draws token-to-token lines and a layer x head grid
+        tensor = shown(title, weights, ["T", "S"], rows=rows, columns=columns, scale="weights", tokens=True)
+        return answer([tensor], lines, notes, text=texts)
+    tensor = shown(title, weights, AXES[which], rows=rows, columns=columns, scale="weights", tokens=True)
+    tensor["views"] = ["lines", "grid"]  # the page also draws token-to-token lines and a layer x head grid
     notes = [
         *unknown_words(run, sentence),
-        f"Above: the greedy translation. {weights.shape[0]} layers × {weights.shape[1]} heads; "
-        "each slice is one head: rows are queries, "
-        "columns keys, and each row sums to 1.",
-        "Lines: for each layer, every query token (left) is joined to every key token (right) by one line "
-        "per head, in the head's colour, as opaque as its weight; all heads are overlaid, and unticking a "
-        "head in the key under the lines hides its own. The grid shows each layer × head map small, to "
-        "spot heads that look at the diagonal, the previous token or <eos>.",
+        _(
+            "Above: the greedy translation, and every head of every layer (L × h = {layers} × {heads}): "
+            "each slice is one head, rows are queries, columns keys, and each row sums to 1."
+        ).format(layers=weights.shape[0], heads=weights.shape[1]),
+        _(
+            "Lines: for each layer, every query token (left) is joined to every key token (right) by one "
+            "line per head, in the head's colour, as opaque as its weight; all heads are overlaid, and "
+            "unticking a head in the key under the lines hides its own. The grid shows each layer × head map "
+            "small, to spot heads that look at the diagonal, the previous token or <eos>."
+        ),
     ]
-    lines = [code(Translator.attention), code(collect_attention)]
-    return answer(
-        tensors,
-        lines,
-        notes,
-        text={"translation": translation.text, "checkpoint": checkpoint_text(name, run)},
-    )
+    return answer([tensor], lines, notes, text=texts)

@@ -26,9 +26,10 @@ from attn_mt.decoding.search import beam_search, greedy_search
 from attn_mt.decoding.settings import DecodeSettings
 from attn_mt.decoding.translator import Translator
 from attn_mt.errors import UserError
+from attn_mt.i18n import _, ngettext, pgettext
 from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
 from attn_mt.lab.inputs import LabError, choice, text, whole
-from attn_mt.lab.shown import answer, code, line_of, shown
+from attn_mt.lab.shown import answer, code, line_of, number, shown
 from attn_mt.models.attention import AdditiveAttention, DotProductAttention
 from attn_mt.models.bahdanau import BahdanauDecoder, GRUBahdanau
 from attn_mt.models.base import DecoderState, EncoderDecoder
@@ -170,7 +171,7 @@ def run_search(
     `attn-mt translate --prefix` does; the rest is decoded freely from there."""
     tokens = prepare_sentence(engine.cfg, engine.src_vocab, sentence)
     if not tokens:
-        raise LabError("sentence: type an English sentence")
+        raise LabError(_("sentence: type an English sentence"))
     fed, src_len = engine.source_ids(tokens)
     src = torch.tensor([fed], device=engine.device)  # (1, S incl. padding)
     src_lens = torch.tensor([src_len], device=engine.device)  # (1,)
@@ -224,27 +225,33 @@ def live(prefixes: list[list[int]], scores: list[float]) -> list[tuple[list[int]
     return [(prefix, score) for prefix, score in zip(prefixes, scores, strict=True) if score > -math.inf]
 
 
+def listing() -> str:
+    """What separates listed hypotheses or outputs in a sentence of the language in force ("; ")."""
+    return pgettext("between the items of a list", "; ")
+
+
 def chosen_after(recorder: StepRecorder, hypotheses: list, t: int, labels: Any) -> str:
     """What the search kept after step t: the next step's live hypotheses, or the finished ones."""
     if t + 1 < recorder.count:
-        kept = [p for p, _ in live(recorder.steps[t + 1].prefixes, recorder.steps[t + 1].scores)]
-        return "kept for the next step: " + "; ".join(" ".join(labels(p)) for p in kept)
-    return "finished: " + "; ".join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
+        kept = [p for p, _score in live(recorder.steps[t + 1].prefixes, recorder.steps[t + 1].scores)]
+        return _("kept for the next step: {hypotheses}").format(
+            hypotheses=listing().join(" ".join(labels(p)) for p in kept)
+        )
+    return _("finished: {hypotheses}").format(
+        hypotheses=listing().join(" ".join(labels(h.tokens)) + " <eos>" for h in hypotheses)
+    )
 
 
 def replacement_prefix(vocab: Any, record: StepRecord, row: int, token: str) -> list[int]:
     """The prefix that replaces the token chosen at this step by `token`: the row's tokens so far + it."""
     if token not in vocab:
-        raise LabError(f"replace: {token[:40]!r} is not in the run's target vocabulary")
+        raise LabError(
+            _("replace: {token} is not in the run's target vocabulary").format(token=repr(token[:40]))
+        )
     token_id = vocab[token]
     if token_id in (vocab.eos_id, vocab.bos_id, vocab.pad_id):
-        raise LabError(f"replace: {token!r} cannot be forced; choose a word")
+        raise LabError(_("replace: {token} cannot be forced; choose a word").format(token=repr(token)))
     return [*record.prefixes[row], token_id]
-
-
-def hypotheses_count(n: int) -> str:
-    """`1 live hypothesis`, `3 live hypotheses`."""
-    return f"{n} live hypothesis" if n == 1 else f"{n} live hypotheses"
 
 
 def beam_tree(recorder: StepRecorder, hypotheses: list, labels: Any) -> dict[str, Any]:
@@ -277,41 +284,52 @@ def finished_note(hypotheses: list, outputs: list[str], alpha: float, beam: int)
     """The finished outputs with their summed log-probabilities (the tree's numbers) and their
     length-normalised scores, and which of the two the search ranked by."""
     scores = [normalised(h, alpha) if beam == 1 else h.norm_score for h in hypotheses]  # beam: its own
-    listed = "; ".join(
-        f"{o!r}: sum {h.score:.4f}, normalised {n:.4f} ({len(h.tokens) + 1} tokens)"
+    listed = listing().join(
+        ngettext(
+            "{output}: sum {sum}, normalised {score} ({count} token)",
+            "{output}: sum {sum}, normalised {score} ({count} tokens)",
+            len(h.tokens) + 1,
+        ).format(output=repr(o), sum=number(h.score, ".4f"), score=number(n, ".4f"), count=len(h.tokens) + 1)
         for o, h, n in zip(outputs, hypotheses, scores, strict=True)
     )
     if beam == 1:
-        ranked = (
+        return _(
             "Greedy search as `attn-mt translate` runs it takes the most probable token at each step and "
-            "ranks no outputs: its own score is the sum of the log-probabilities, as on the tree."
-        )
-    else:
-        ranked = (
-            f"Beam search (beam {beam}) as `attn-mt translate` runs it ranks the finished outputs by "
-            "their normalised score; the tree shows the sums."
-        )
-    return (
-        f"{ranked} Finished, with the sum and the normalised score (the sum divided by GNMT's length "
-        f"penalty ((5 + n) / 6)^{alpha:g}, n tokens with the <eos>; what `attn-mt score` and the 'your own "
-        f"translation' panel give): {listed}."
-    )
+            "ranks no outputs: its own score is the sum of the log-probabilities, as on the tree. Finished, "
+            "with the sum and the normalised score (the sum divided by GNMT's length penalty "
+            "((5 + n) / 6)^{alpha}, n tokens with the <eos>; what `attn-mt score` and the 'your own "
+            "translation' panel give): {listed}."
+        ).format(alpha=number(alpha, "g"), listed=listed)
+    return _(
+        "Beam search (beam {beam}) as `attn-mt translate` runs it ranks the finished outputs by their "
+        "normalised score; the tree shows the sums. Finished, with the sum and the normalised score (the sum "
+        "divided by GNMT's length penalty ((5 + n) / 6)^{alpha}, n tokens with the <eos>; what `attn-mt "
+        "score` and the 'your own translation' panel give): {listed}."
+    ).format(beam=beam, alpha=number(alpha, "g"), listed=listed)
 
 
 def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """One output step of a run's greedy or beam search: its query, scores, mask, weights, context, and
     the live hypotheses with their top next tokens; and, given a reference, the teacher-forced view."""
     if not runs:
-        raise LabError("no run: start the lab as `attn-mt lab RUN_DIR` to step through a trained model")
+        raise LabError(_("no run: start the lab as `attn-mt lab RUN_DIR` to step through a trained model"))
     name = choice(state, "run", next(iter(runs)), tuple(runs))
     run = runs[name]
     if "model.scoring" in run.config.model.switches:
         raise LabError(
-            f"run: {name} scores with model.scoring: dot; stepping shows the book's additive scoring only"
+            _(
+                "run: {name} scores with model.scoring: dot; stepping shows the book's additive scoring only"
+            ).format(name=name)
         )
     engine = request_engine(run)
     sentence = text(state, "sentence", "", 300)
     beam = whole(state, "beam", 1, 1, MAX_BEAM)
+    if len(run.tgt_vocab) < 2 * beam:  # the search's own check (DecodeSettings), said in the page's language
+        raise LabError(
+            _("beam: beam size {beam} needs at least {needed} target vocabulary entries, got {size}").format(
+                beam=beam, needed=2 * beam, size=len(run.tgt_vocab)
+            )
+        )
     try:  # every beam is shown whole: its n-best is the beam
         settings = DecodeSettings.resolve(run.config.decode, beam, beam, vocab_size=len(run.tgt_vocab))
     except UserError as exc:
@@ -322,11 +340,23 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     t = whole(state, "step", 0, 0, 10_000)
     recorder, hypotheses, source = run_search(engine, sentence, settings, layer, keep=t)
     if t >= recorder.count:
-        raise LabError(f"step: the search took {recorder.count} steps (0 to {recorder.count - 1})")
+        raise LabError(
+            ngettext(
+                "step: the search took {count} step (0 to {last})",
+                "step: the search took {count} steps (0 to {last})",
+                recorder.count,
+            ).format(count=recorder.count, last=recorder.count - 1)
+        )
     row = whole(state, "row", 0, 0, 10_000)
     alive = len(live(recorder.steps[t].prefixes, recorder.steps[t].scores))
     if row >= alive:
-        raise LabError(f"row: step {t} has {hypotheses_count(alive)} (0 to {alive - 1})")
+        raise LabError(
+            ngettext(
+                "row: step {step} has {count} live hypothesis (0 to {last})",
+                "row: step {step} has {count} live hypotheses (0 to {last})",
+                alive,
+            ).format(step=t, count=alive, last=alive - 1)
+        )
     vocab = run.tgt_vocab
     replace = text(state, "replace", "", 100).strip()
     free = hypotheses
@@ -337,40 +367,36 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
     record = recorder.steps[t]
     alive_rows = live(record.prefixes, record.scores)
     rows = len(alive_rows)
-    prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p, _ in alive_rows]
+    prefix_labels = [" ".join(vocab.labels(p)) or "<bos>" for p, _score in alive_rows]
     top = record.log_probs[row].topk(min(TOP, record.log_probs.shape[-1]))
     c = record.captured
     mask = ~c["mask"][row]  # (S,) True where a key is masked
     tensors = [
         shown(
-            "live hypotheses: score so far",
-            torch.tensor([score for _, score in alive_rows]).unsqueeze(1),
-            ["N", "score"],
+            _("live hypotheses: score so far"),
+            torch.tensor([score for _prefix, score in alive_rows]).unsqueeze(1),  # (N, 1)
+            ["N", "1"],
             rows=prefix_labels,
+            scale="centred",
+            tokens=True,
         ),
         shown(
-            f"row {row}: top next tokens, log-probability",
-            top.values.unsqueeze(0),
-            ["row", "V"],
+            _("row {row}: top next tokens, log-probability").format(row=row),
+            top.values.unsqueeze(0),  # (1, TOP)
+            ["1", "V"],
             columns=vocab.labels(top.indices.tolist()),
+            scale="centred",
+            tokens=True,
         ),
     ]
     if transformer:
-        tensors += [
-            shown(f"query (layer {layer + 1})", c["query"][row], ["h", "d"]),
-            shown(
-                f"scores q·k/√d (layer {layer + 1})", c["scores"][row], ["h", "S"], mask=mask, columns=source
-            ),
-            shown("mask (1: key may be attended)", c["mask"][row].float(), ["S"], columns=source),
-            shown(
-                f"attention weights (layer {layer + 1})",
-                record.weights[row, layer],
-                ["h", "S"],
-                mask=mask,
-                columns=source,
-            ),
-            shown("context (heads merged, before W_o)", c["context"][row], ["H"]),
-        ]
+        names = (
+            _("query (layer {layer})").format(layer=layer + 1),
+            _("scores q·k/√d (layer {layer})").format(layer=layer + 1),
+            _("attention weights (layer {layer})").format(layer=layer + 1),
+            _("context (heads merged, before W_o)"),
+        )
+        query_axes, key_axes, weights = ["h", "d"], ["h", "S"], record.weights[row, layer]  # (h, S)
         lines = [
             line_of(
                 DotProductAttention.attend,
@@ -379,37 +405,66 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
             ),
         ]
     else:
-        tensors += [
-            shown("query: the decoder's previous hidden state", c["query"][row], ["H"]),
-            shown("scores w_vᵀ tanh(W_q q + W_k k)", c["scores"][row], ["S"], mask=mask, columns=source),
-            shown("mask (1: key may be attended)", c["mask"][row].float(), ["S"], columns=source),
-            shown("attention weights", record.weights[row], ["S"], mask=mask, columns=source),
-            shown("context: weighted sum of the encoder outputs", c["context"][row], ["H"]),
-        ]
+        names = (
+            _("query: the decoder's previous hidden state"),
+            _("scores w_vᵀ tanh(W_q q + W_k k)"),
+            _("attention weights"),
+            _("context: weighted sum of the encoder outputs"),
+        )
+        query_axes, key_axes, weights = ["H"], ["S"], record.weights[row]  # (S,)
         lines = [
             line_of(AdditiveAttention.attend, "scores = self.w_v", "AdditiveAttention.attend"),
             line_of(BahdanauDecoder.step, "context = self.attention.attend", "BahdanauDecoder.step"),
         ]
+    tensors += [  # the source tokens on the columns of every tensor over the keys
+        shown(names[0], c["query"][row], query_axes, scale="centred"),
+        shown(names[1], c["scores"][row], key_axes, mask=mask, columns=source, scale="centred", tokens=True),
+        shown(
+            _("mask (1: key may be attended)"),
+            c["mask"][row].float(),
+            ["S"],
+            columns=source,
+            scale="binary",
+            tokens=True,
+        ),
+        shown(names[2], weights, key_axes, mask=mask, columns=source, scale="weights", tokens=True),
+        shown(names[3], c["context"][row], ["H"], scale="centred"),
+    ]
     lines += [
         code(greedy_search if beam == 1 else beam_search),
-        code(StepRecorder.step, "StepRecorder.step (the lab's)"),
+        code(StepRecorder.step, _("StepRecorder.step (the lab's)")),
     ]
     outputs = [vocab.detokenize(h.tokens) for h in hypotheses]
     if replace:
-        lines.append(line_of(greedy_search, "forced = _forced_ids(prefix", "greedy_search (its prefix)"))
+        lines.append(line_of(greedy_search, "forced = _forced_ids(prefix", _("greedy_search (its prefix)")))
     texts = {
         "translation": outputs[0],
-        "steps": f"step {t} of {recorder.count} (0-based); {hypotheses_count(rows)}; "
-        + chosen_after(recorder, hypotheses, t, vocab.labels),
+        "steps": ngettext(
+            "step {step} of {steps} (0-based); {count} live hypothesis; {chosen}",
+            "step {step} of {steps} (0-based); {count} live hypotheses; {chosen}",
+            rows,
+        ).format(
+            step=t,
+            steps=recorder.count,
+            count=rows,
+            chosen=chosen_after(recorder, hypotheses, t, vocab.labels),
+        ),
         "checkpoint": checkpoint_text(name, run),
     }
     notes = [*unknown_words(run, sentence), finished_note(hypotheses, outputs, settings.length_penalty, beam)]
     if replace:
         notes.insert(
             0,
-            f"Step {t}'s token replaced by {replace!r}: the search ran again with the prefix "
-            f"{' '.join(vocab.labels(prefix))!r} forced (search.py's own prefix, as `attn-mt translate "
-            f"--prefix`) and decoded on from there. Without it: {vocab.detokenize(free[0].tokens)!r}.",
+            _(
+                "Step {step}'s token replaced by {token}: the search ran again with the prefix {prefix} "
+                "forced (search.py's own prefix, as `attn-mt translate --prefix`) and decoded on from there. "
+                "Without it: {free}."
+            ).format(
+                step=t,
+                token=repr(replace),
+                prefix=repr(" ".join(vocab.labels(prefix))),
+                free=repr(vocab.detokenize(free[0].tokens)),
+            ),
         )
         texts["replaced"] = outputs[0]
     reference = text(state, "reference", "", 300).strip()
@@ -417,26 +472,32 @@ def stepping_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[st
         forced = teacher_forced(engine, sentence, reference)
         tensors.append(
             shown(
-                "teacher forcing: log p(reference token) | log p(model's pick)",
-                torch.stack([forced["reference_log_probs"], forced["pick_log_probs"]], dim=1),
+                _("teacher forcing: log p(reference token) | log p(model's pick)"),
+                torch.stack([forced["reference_log_probs"], forced["pick_log_probs"]], dim=1),  # (T, 2)
                 ["T", "2"],
                 rows=[f"{r} | {p}" for r, p in zip(forced["reference"], forced["picks"], strict=True)],
+                scale="centred",
+                tokens=True,
             )
         )
         if t < forced["cross"].shape[-2]:
             cross = forced["cross"][layer, :, t] if transformer else forced["cross"][t]
             tensors.append(
                 shown(
-                    f"teacher-forced attention weights at step {t}",
+                    _("teacher-forced attention weights at step {step}").format(step=t),
                     cross,
                     ["h", "S"] if transformer else ["S"],
                     columns=source,
+                    scale="weights",
+                    tokens=True,
                 )
             )
         notes.append(
-            "Teacher forcing (training) feeds the reference's previous token at every position, whatever "
-            "the model would have picked; decoding (inference) feeds its own pick. "
-            "Rows: reference | model's pick."
+            _(
+                "Teacher forcing (training) feeds the reference's previous token at every position, whatever "
+                "the model would have picked; decoding (inference) feeds its own pick. Rows: reference | "
+                "model's pick."
+            )
         )
     return answer(
         tensors,
