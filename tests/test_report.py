@@ -23,6 +23,7 @@ from attn_mt.commands.evaluate import run_eval
 from attn_mt.commands.report import run_report
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import compare_eval_dirs
+from attn_mt.i18n import gettext, in_language
 from attn_mt.report.timeline import timeline_section
 from attn_mt.training.timeline import read_timeline
 
@@ -151,7 +152,13 @@ def test_one_run_report_shows_config_training_scores_and_gallery(runs):
     speeds = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
     assert f"{sum(speeds) / len(speeds):,.0f} target tokens/s" in overview
     assert "type: gru_bahdanau" in parser.text["run-1-config"]
-    assert "vocabulary: source" in parser.text["run-1-data"]
+    data, facts = parser.text["run-1-data"], json.loads((run_dir / "data_report.json").read_text())
+    vocab, train = facts["vocab"], facts["splits"]["train"]
+    assert (
+        f"{facts['corpus_pairs']:,} pairs" in data
+        and f"source {vocab['src']:,}, target {vocab['tgt']:,}" in data
+    )
+    assert f"{train['pairs']:,}" in data and "source length p50/p90/p99/max" in data
 
     scores = json.loads((run_dir / "eval" / "test" / "scores.json").read_text())
     for key in ("bleu", "chrf", "ter"):
@@ -257,6 +264,24 @@ def test_missing_pieces_are_noted_not_fatal(runs, tmp_path):
         run_report([tmp_path / "nowhere"], None)
 
 
+@pytest.mark.parametrize("lang", ["zh", "vi"])
+def test_missing_pieces_are_noted_in_the_language_asked(runs, tmp_path, lang):
+    unevaluated = tmp_path / "unevaluated"
+    shutil.copytree(runs["gru_bahdanau"], unevaluated, ignore=shutil.ignore_patterns("eval", "metrics.jsonl"))
+    out = contextvars.copy_context().run(run_report, [unevaluated], tmp_path / "page.html", lang)
+    missing = parse_page(out)[0].text["missing"]
+    with in_language(lang):
+        lost = gettext("training curves, wall time and throughput")
+        assert (
+            gettext("{file} not found (not shown: {what})").format(file="metrics.jsonl", what=lost) in missing
+        )
+        assert (
+            gettext("never evaluated: {command} writes scores, samples and attention").split("{")[0]
+            in missing
+        )
+    assert "not found" not in missing and "never evaluated" not in missing
+
+
 def test_cli_refuses_a_folder_holding_no_run_file(runs, tmp_path, run_cli):
     notes = tmp_path / "notes"
     (notes / "drafts").mkdir(parents=True)
@@ -314,6 +339,10 @@ def test_the_report_speaks_the_language_asked(runs, tmp_path, run_cli, lang, htm
     assert f'<html lang="{html_lang}">' in page and '"Noto Sans CJK SC"' in page
     assert set(headings) <= set(parser.headings)
     assert not {"Overview", "Training curves", "Runs side by side", "Missing"} & set(parser.headings)
+    with in_language(lang):  # the data report's tables too
+        assert gettext("vocabulary") in parser.text["run-1-data"]
+        assert gettext("source length p50/p90/p99/max") in parser.text["run-1-data"]
+    assert "vocabulary" not in parser.text["run-1-data"] and "pairs" not in parser.text["run-1-data"]
     side_by_side = parser.text["comparison"]
     assert re.search(score, side_by_side), side_by_side[:300]  # the scores as the language writes numbers
     english = contextvars.copy_context().run(run_cli, "report", str(runs["gru_bahdanau"]), "--out", str(out))

@@ -90,7 +90,7 @@ def data_report(
     return report
 
 
-def _lengths(stats: dict[str, int] | None) -> str:
+def length_cell(stats: dict[str, int] | None) -> str:
     """`p50/p90/p99/max` as one cell."""
     if not stats:
         return "-"
@@ -118,7 +118,7 @@ def format_report(report: dict[str, Any]) -> str:
             continue
         refs = stats.get("refs_per_sentence")
         ref_cell = f"{refs['mean']:.2f}/{refs['max']}" if refs else "-"
-        src_cell, tgt_cell = _lengths(stats.get("src_len")), _lengths(stats.get("tgt_len"))
+        src_cell, tgt_cell = length_cell(stats.get("src_len")), length_cell(stats.get("tgt_len"))
         lines.append(
             f"{name:<6} {stats['pairs']:>9,} {stats['english_sentences']:>9,} "
             f"{src_cell:>22} {tgt_cell:>22} {ref_cell:>14}"

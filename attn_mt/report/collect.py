@@ -1,7 +1,8 @@
 """What a report shows of a run, read from its directory: no model is loaded, so any run can be reported.
 
 Every reader is forgiving: a file that is absent or unreadable becomes a note in `RunInfo.missing`
-(and the part of the report that needs it is left out), never an exception.
+(and the part of the report that needs it is left out), never an exception. The notes, and what a
+comparison says of its origin, are in the language in force when the runs are read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sacrebleu.metrics import CHRF
 
 from attn_mt.errors import UserError
 from attn_mt.evaluation.scores import SCORES_FILE, compare_eval_dirs, read_eval_files
+from attn_mt.i18n import _
 from attn_mt.run.run_dir import RunPaths, describe_contents, parse_metrics
 from attn_mt.training.best_metric import improves
 
@@ -106,14 +108,18 @@ class RunInfo:
 
 
 def _read_text(path: Path, what: str, missing: list[str]) -> str | None:
-    """The text of `path`, or None with a note naming `what` is lost."""
+    """The text of `path`, or None with a note naming `what` (translated) is lost."""
     if not path.is_file():
-        missing.append(f"{path.name} not found (not shown: {what})")
+        missing.append(_("{file} not found (not shown: {what})").format(file=path.name, what=what))
         return None
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        missing.append(f"{path.name} could not be read: {exc} (not shown: {what})")
+        missing.append(
+            _("{file} could not be read: {error} (not shown: {what})").format(
+                file=path.name, error=exc, what=what
+            )
+        )
         return None
 
 
@@ -125,7 +131,11 @@ def _read_json(path: Path, what: str, missing: list[str]) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        missing.append(f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno} (not shown: {what})")
+        missing.append(
+            _("{file} is not valid JSON: {error} at line {line} (not shown: {what})").format(
+                file=path.name, error=exc.msg, line=exc.lineno, what=what
+            )
+        )
         return None
 
 
@@ -163,7 +173,9 @@ def read_metrics_lines(text: str, missing: list[str]) -> list[dict[str, Any]]:
     records, bad = parse_metrics(text)
     if bad:
         lines = ", ".join(map(str, bad))
-        missing.append(f"metrics.jsonl lines {lines} are not JSON records and were skipped")
+        missing.append(
+            _("metrics.jsonl lines {lines} are not JSON records and were skipped").format(lines=lines)
+        )
     return records
 
 
@@ -219,7 +231,8 @@ def read_attention_dumps(folder: Path, missing: list[str]) -> dict[int, Attentio
     for json_path in sorted(folder.glob("*.json")):
         if not DUMP_STEM.match(json_path.stem):
             continue
-        summary = _read_json(json_path, f"attention summary of sentence {int(json_path.stem)}", missing)
+        what = _("attention summary of sentence {index}").format(index=int(json_path.stem))
+        summary = _read_json(json_path, what, missing)
         if not isinstance(summary, dict):
             continue
         heatmaps = {}
@@ -228,7 +241,9 @@ def read_attention_dumps(folder: Path, missing: list[str]) -> dict[int, Attentio
             if png.is_file():
                 heatmaps[name] = png
             else:
-                missing.append(f"{png.name} not found (not shown: that heatmap)")
+                missing.append(
+                    _("{file} not found (not shown: {what})").format(file=png.name, what=_("that heatmap"))
+                )
         dumps[int(json_path.stem)] = AttentionDump(int(json_path.stem), summary, heatmaps)
     return dumps
 
@@ -244,20 +259,21 @@ def read_split(root: Path, folder: Path, missing: list[str]) -> SplitEval:
     """The scores, sentences and attention dumps of one eval/<split> folder."""
     split = folder.name
     note: list[str] = []
-    scores = _read_json(folder / SCORES_FILE, f"the {split} scores", note)
+    scores = _read_json(folder / SCORES_FILE, _("the {split} scores").format(split=split), note)
     sentences: list[Sentence] = []
     try:
         files = read_eval_files(folder)
         sentences = sentence_chrf(files.sources, files.hyps, files.refs)
     except UserError as exc:
-        note.append(f"{exc}: no sample translations for split {split}")
+        note.append(_("{error}: no sample translations for split {split}").format(error=exc, split=split))
     attention: dict[int, AttentionDump] = {}
     if (folder / "attention").is_dir():
         attention = read_attention_dumps(folder / "attention", note)
     if not attention:
         note.append(
-            f"no attention dumps for split {split}: {eval_command(root, split, scores, 'N')} "
-            "writes them for the first N sentences"
+            _("no attention dumps for split {split}: {command} writes them for the first N sentences").format(
+                split=split, command=eval_command(root, split, scores, "N")
+            )
         )
     missing.extend(f"eval/{split}: {line}" for line in note)
     return SplitEval(split, folder, scores if isinstance(scores, dict) else None, sentences, attention)
@@ -299,19 +315,19 @@ def read_run(root: Path) -> RunInfo:
     paths = RunPaths(Path(root))
     run = RunInfo(paths.root)
     missing = run.missing
-    run.config_text = _read_text(paths.config, "the resolved config", missing)
+    run.config_text = _read_text(paths.config, _("the resolved config"), missing)
     if run.config_text is not None:
         try:
             parsed = yaml.safe_load(run.config_text)
             run.config = parsed if isinstance(parsed, dict) else None
         except yaml.YAMLError:
-            missing.append("config.yaml is not valid YAML: the model type is unknown")
-    report = _read_json(paths.data_report, "the data report", missing)
+            missing.append(_("config.yaml is not valid YAML: the model type is unknown"))
+    report = _read_json(paths.data_report, _("the data report"), missing)
     run.data_report = report if isinstance(report, dict) else None
-    summary = _read_json(paths.summary, "device, model size and how training ended", missing)
+    summary = _read_json(paths.summary, _("device, model size and how training ended"), missing)
     if isinstance(summary, dict):
         run.log = read_summary(summary)
-    metrics_text = _read_text(paths.metrics, "training curves, wall time and throughput", missing)
+    metrics_text = _read_text(paths.metrics, _("training curves, wall time and throughput"), missing)
     if metrics_text is not None:
         run.metrics = read_metrics_lines(metrics_text, missing)
         run.training = summarise_training(run.metrics)
@@ -321,7 +337,9 @@ def read_run(root: Path) -> RunInfo:
         folders = sorted((p for p in eval_root.iterdir() if p.is_dir()), key=_split_key)
     if not folders:
         missing.append(
-            f"never evaluated: `attn-mt eval {paths.root} --attention 5` writes scores, samples and attention"
+            _("never evaluated: {command} writes scores, samples and attention").format(
+                command=f"`attn-mt eval {paths.root} --attention 5`"
+            )
         )
     run.evals = [read_split(paths.root, folder, missing) for folder in folders]
     return run
@@ -400,26 +418,38 @@ def compare_runs(runs: list[RunInfo], notes: list[str]) -> list[Comparison]:
             base_eval = baseline.eval_for(split)
             if base_eval is None:
                 notes.append(
-                    f"{system.name} was evaluated on {split} but {baseline.name} was not: "
-                    f"no paired bootstrap on {split}"
+                    _(
+                        "{system} was evaluated on {split} but {baseline} was not: "
+                        "no paired bootstrap on {split}"
+                    ).format(system=system.name, baseline=baseline.name, split=split)
                 )
                 continue
             if stored := _stored_comparison(evaluation, baseline):
-                origin = f"stored by `attn-mt eval --compare` in {evaluation.path / SCORES_FILE}"
+                origin = _("stored by `attn-mt eval --compare` in {file}").format(
+                    file=evaluation.path / SCORES_FILE
+                )
                 comparisons.append(Comparison(split, baseline, system, stored, origin))
             elif stored := _stored_comparison(base_eval, system):
-                origin = f"stored by `attn-mt eval --compare` in {base_eval.path / SCORES_FILE}"
+                origin = _("stored by `attn-mt eval --compare` in {file}").format(
+                    file=base_eval.path / SCORES_FILE
+                )
                 comparisons.append(Comparison(split, system, baseline, stored, origin))
             elif base_eval.sentences and evaluation.sentences:
                 try:
                     result = compare_eval_dirs(base_eval.path, evaluation.path)
                 except UserError as exc:
-                    notes.append(f"no paired bootstrap of {system.name} against {baseline.name}: {exc}")
+                    notes.append(
+                        _("no paired bootstrap of {system} against {baseline}: {error}").format(
+                            system=system.name, baseline=baseline.name, error=exc
+                        )
+                    )
                     continue
-                comparisons.append(Comparison(split, baseline, system, result, "computed by this report"))
+                comparisons.append(Comparison(split, baseline, system, result, _("computed by this report")))
             else:
                 notes.append(
-                    f"no paired bootstrap of {system.name} against {baseline.name} on {split}: "
-                    "the eval files of one of them are missing"
+                    _(
+                        "no paired bootstrap of {system} against {baseline} on {split}: "
+                        "the eval files of one of them are missing"
+                    ).format(system=system.name, baseline=baseline.name, split=split)
                 )
     return comparisons

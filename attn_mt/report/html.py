@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from attn_mt.data.report import format_report
+from attn_mt.data.report import SPLITS, length_cell
 from attn_mt.decoding.attention import TITLES
 from attn_mt.evaluation.scores import SCORED_TEXT, scored_text_of
 from attn_mt.i18n import _, format_number, html_lang, ngettext
@@ -194,16 +194,159 @@ def config_section(run: RunInfo, anchor: str) -> str:
     return f'<section id="{anchor}">\n<h3>{esc(_("Resolved config"))}</h3>\n{body}</section>\n'
 
 
+def vocabulary_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The data report's vocabulary sizes, tokenizer and where the vocabulary came from, as table rows."""
+    vocab, subword, parent = report.get("vocab", {}), report.get("tokenizer"), report.get("vocab_from")
+    sizes = {
+        "src": format_number(vocab.get("src", 0), 0, True),
+        "tgt": format_number(vocab.get("tgt", 0), 0, True),
+    }
+    if not subword:
+        origin = _("min_freq {min_freq}, built on train").format(min_freq=report.get("min_freq", "?"))
+        return [
+            (_("vocabulary"), esc(_("source {src}, target {tgt} tokens").format(**sizes))),
+            (
+                _("vocabulary from"),
+                esc(_("the parent run's, {run}").format(run=parent) if parent else origin),
+            ),
+        ]
+    if subword.get("origin") == "learned":
+        seconds = _("{seconds} s").format(seconds=format_number(subword["seconds"], 2))
+        origin = _("learned on train in {seconds}").format(seconds=seconds)
+    elif subword.get("origin") == "cache":
+        origin = _("from the cache")
+    elif subword.get("origin") == "run":
+        origin = _("the parent run's, {run}").format(run=parent) if parent else _("the run's own")
+    else:
+        origin = "?"
+    models = (
+        _("sentencepiece {model}, one shared model")
+        if subword["shared"]
+        else _("sentencepiece {model}, two models")
+    )
+    return [
+        (_("vocabulary"), esc(_("source {src}, target {tgt} pieces").format(**sizes))),
+        (_("tokenizer"), esc(models.format(model=subword["model"]))),
+        (_("vocabulary from"), esc(origin)),
+    ]
+
+
+def data_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The corpus, the split, the vocabulary, what was cut or dropped, and the loading of a data report."""
+    pairs = format_number(report.get("corpus_pairs", 0), 0, True)
+    rows = [
+        (
+            _("corpus"),
+            esc(_("{corpus}: {pairs} pairs").format(corpus=report.get("corpus", "?"), pairs=pairs)),
+        ),
+        (_("direction"), esc(report.get("direction", "en-fr"))),
+        (_("mode"), esc(report.get("mode", "?"))),
+    ]
+    if "split_seed" in report:
+        rows.append((_("split seed"), esc(report["split_seed"])))
+    if report.get("normalize_apostrophes"):
+        rows.append((_("apostrophes"), esc(_("normalised"))))
+    rows += vocabulary_rows(report)
+    train = report.get("splits", {}).get("train", {})
+    if "dropped_for_length" in train:
+        label = _("train pairs dropped for length > {max_len} tokens").format(max_len=report.get("max_len"))
+        rows.append((label, esc(format_number(train["dropped_for_length"], 0, True))))
+    if "truncated_src" in train:
+        label = _("pairs truncated to num_steps = {num_steps}").format(num_steps=report.get("num_steps"))
+        src, tgt = (format_number(train[key], 0, True) for key in ("truncated_src", "truncated_tgt"))
+        rows.append((label, esc(_("source {src}, target {tgt}").format(src=src, tgt=tgt))))
+    overlap = report.get("overlap")
+    if overlap:
+        shared = ", ".join(
+            f"{key.replace('_', '/')} {format_number(count, 0, True)}" for key, count in overlap.items()
+        )
+        rows.append((_("English sentences shared across splits"), esc(shared)))
+    prepared = report.get("prepared")
+    if prepared and prepared.get("origin") == "built":
+        stages = ", ".join(
+            f"{stage} " + _("{seconds} s").format(seconds=format_number(wall, 1))
+            for stage, (wall, _cpu) in prepared["seconds"].items()
+        )
+        built = (
+            _("now ({stages}; {workers} worker processes) into {folder}")
+            if prepared.get("folder")
+            else _("now ({stages}; {workers} worker processes), in memory")
+        )
+        rows.append(
+            (
+                _("prepared"),
+                esc(built.format(stages=stages, workers=prepared["workers"], folder=prepared.get("folder"))),
+            )
+        )
+    elif prepared:
+        rows.append((_("prepared"), esc(_("mapped from {folder}").format(folder=prepared.get("folder")))))
+    if "seconds" in report:
+        rows.append(
+            (_("loaded in"), esc(_("{seconds} s").format(seconds=format_number(report["seconds"], 2))))
+        )
+    return rows
+
+
+def percent(share: float) -> str:
+    """A share (0.0425) as a percentage with two decimals, as the language in force writes it (4.25%)."""
+    return format_number(100 * share, 2) + "%"
+
+
+def split_rows(report: dict[str, Any]) -> list[list[str]]:
+    """One row per split of a data report: pairs, source sentences, lengths, references and <unk> shares."""
+    rows = []
+    for name in SPLITS:
+        stats = report.get("splits", {}).get(name)
+        if not stats:
+            continue
+        refs = stats.get("refs_per_sentence")
+        rows.append(
+            [
+                esc(name),
+                esc(format_number(stats["pairs"], 0, True)),
+                esc(format_number(stats["english_sentences"], 0, True)),
+                esc(length_cell(stats.get("src_len"))),
+                esc(length_cell(stats.get("tgt_len"))),
+                esc(f"{format_number(refs['mean'])}/{refs['max']}" if refs else "-"),
+                esc(
+                    f"{percent(stats['unk_src'])}/{percent(stats['unk_tgt'])}" if "unk_src" in stats else "-"
+                ),
+            ]
+        )
+    return rows
+
+
+def data_tables(report: dict[str, Any]) -> str:
+    """A data report (what `attn-mt data-report` prints) as a table of facts and a table of its splits."""
+    header = [
+        _("split"),
+        _("pairs"),
+        _("source sentences"),
+        _("source length p50/p90/p99/max"),
+        _("target length p50/p90/p99/max"),
+        _("references per sentence, mean/max"),
+        _("<unk> share, source/target"),
+    ]
+    lengths = _(
+        "Lengths count the tokens (or subword pieces) of a sentence and the <eos> the model sees: the 50th, "
+        "90th and 99th percentiles and the longest."
+    )
+    return (
+        key_value_table(data_facts(report))
+        + table(header, split_rows(report), numeric=(1, 2))
+        + f"<p>{esc(lengths)}</p>\n"
+    )
+
+
 def data_section(run: RunInfo, anchor: str) -> str:
-    """The data report as the training log prints it (raw JSON if it has an unexpected shape)."""
+    """The data report in two tables (raw JSON if it has an unexpected shape)."""
     if run.data_report is None:
         body = note(_("data_report.json missing"))
     else:
         try:
-            text = format_report(run.data_report)
+            body = data_tables(run.data_report)
         except (KeyError, TypeError, ValueError, AttributeError):
-            text = json.dumps(run.data_report, indent=2, ensure_ascii=False)
-        body = f"<pre>{esc(text)}</pre>\n"
+            body = f"<pre>{esc(json.dumps(run.data_report, indent=2, ensure_ascii=False))}</pre>\n"
     return f'<section id="{anchor}">\n<h3>{esc(_("Data"))}</h3>\n{body}</section>\n'
 
 
