@@ -43,6 +43,7 @@ from attn_mt.lab.app import MAX_BODY_BYTES
 from attn_mt.lab.exercises import measured
 from attn_mt.lab.inputs import MAX_ELEMENTS, LabError
 from attn_mt.lab.live import LiveTrainer, live_panel
+from attn_mt.lab.own_translation import own_translation_panel
 from attn_mt.lab.stepping import run_search
 from attn_mt.models.attention import (
     AdditiveAttention,
@@ -1125,6 +1126,23 @@ def test_your_own_translation_says_in_the_learners_language_that_a_long_source_i
         assert target in body["text"]["yours"]
 
 
+def test_your_own_translation_refuses_a_runs_length_penalty_in_the_learners_language():
+    """A run whose config holds a length penalty scoring refuses (its English error) is refused in zh and vi,
+    before any model runs."""
+    run = SimpleNamespace(config=SimpleNamespace(decode=SimpleNamespace(length_penalty=12.5)))
+    state = {"run": "odd", "sentence": "go .", "target": "va !"}
+    expected = {
+        "zh": "运行 odd：它的长度惩罚（config.yaml 中的 decode.length_penalty）"
+        "必须在 0 和 10 之间，得到的是 12.5",
+        "vi": "lượt chạy odd: hình phạt độ dài của nó (decode.length_penalty trong config.yaml) "
+        "phải nằm trong khoảng 0 đến 10, nhận được 12,5",
+    }
+    for lang, message in expected.items():
+        with in_language(lang), pytest.raises(LabError) as refused:
+            own_translation_panel({"odd": run}, state)
+        assert str(refused.value) == message
+
+
 def tensor_names(page: Browser, panel: str) -> list[str]:
     """The names of the panel's tensors, in page order."""
     return page.evaluate(
@@ -1195,14 +1213,12 @@ def test_exercises_list_questions_only_and_compute_one_on_request(lab):
         assert set(exercise) == {"name", "section", "question", "choices"}
     code, refused = call(lab, "/api/exercises", {"exercise": "empty_rows"})
     assert code == 422 and "prediction" in refused["error"]  # no experiment without a prediction
-    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all zeros"})
+    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "zeros"})
     (answered,) = body["exercises"]
     assert answered["outcome"].startswith("all zeros in attn-mt's") and answered["right"] is True
     assert "the book's (fill -1e6) gives it [0.3333, 0.3333, 0.3333]" in answered["found"]
     assert "not the book's" in answered["reading"]  # says whose behaviour the answer is
-    code, body = call(
-        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all weight on the first key"}
-    )
+    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "first_key"})
     assert body["exercises"][0]["right"] is False
 
 
@@ -1219,7 +1235,7 @@ def test_exercises_are_answered_on_commit_and_kept_across_tabs(lab, page, engine
     page.click("#panel-exercises .exercise button.commit")  # no prediction: nothing is computed
     assert page.evaluate("document.querySelector('#panel-exercises p.mine').textContent").startswith("choose")
     assert exercise_requests(page) == before
-    page.click("#panel-exercises .exercise input.guess[value='all zeros']")  # the first exercise, by Enter
+    page.click("#panel-exercises .exercise input.guess[value='zeros']")  # the first exercise, by Enter
     page.press_enter()
     page.wait_for("document.querySelector('#panel-exercises p.mine').textContent.includes('holds')")
     assert exercise_requests(page) == before + 1  # one experiment, computed when committed
@@ -1305,7 +1321,7 @@ def test_the_leave_one_out_exercise_agrees_with_the_panel_its_link_opens(lab):
     code, body = call(
         lab,
         "/api/exercises",
-        {"exercise": "without_leave_one_out", "prediction": "w ends about the same either way"},
+        {"exercise": "without_leave_one_out", "prediction": "same"},
     )
     (answered,) = body["exercises"]
     link = answered["link"]
@@ -1450,13 +1466,16 @@ def test_learned_or_no_positions_accepts_either_answer_within_seed_noise(lab):
     lowest = min(means.values())
     within = [label for label, m in means.items() if m - lowest <= noise]
     assert within == ["learned", "none"] and abs(means["learned"] - means["none"]) / lowest < 0.004
-    for prediction, right in (("none", True), ("learned", True), ("sinusoidal (the book's)", False)):
+    for prediction, right in (("none", True), ("learned", True), ("sinusoidal", False)):
         code, body = call(
             lab, "/api/exercises", {"exercise": "learned_or_no_positions", "prediction": prediction}
         )
         (answered,) = body["exercises"]
         assert answered["right"] is right and answered["accepted"] == within, answered
-        assert answered["outcome"] == "learned or none: within seed noise of each other"
+        assert answered["outcome"] == (
+            "learned (a table trained with the model) or none (no positions at all): within seed noise of "
+            "each other"
+        )
         gap = means["none"] - means["learned"]
         assert f"The two lowest means differ by {gap:.5f}; two seeds of one choice" in answered["found"]
         assert f"ended {noise:.5f} apart, so the gap is within seed noise." in answered["found"]
@@ -1469,19 +1488,15 @@ def test_learned_or_no_positions_accepts_either_answer_within_seed_noise(lab):
 def test_the_books_answer_to_valid_length_0_is_accepted_and_the_difference_explained(lab):
     book = torch.softmax(torch.tensor([1.0, 2.0, 3.0]).masked_fill(torch.ones(3, dtype=torch.bool), -1e6), 0)
     assert torch.allclose(book, torch.full((3,), 1 / 3))  # the book's: the same weight on every key
-    code, body = call(
-        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "the same weight on every key"}
-    )
+    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "uniform"})
     (answered,) = body["exercises"]
-    assert answered["right"] is True and answered["accepted"] == ["all zeros", "the same weight on every key"]
+    assert answered["right"] is True and answered["accepted"] == ["zeros", "uniform"]
     assert answered["why"].startswith("That is the book's masked_softmax")
     assert f"({float(book[0]):.4f} each)" in answered["why"] and "by design" in answered["why"]
     assert answered["outcome"] == (
         "all zeros in attn-mt's masked_softmax; the same weight on every key in the book's"
     )
-    code, body = call(
-        lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "all weight on the first key"}
-    )
+    code, body = call(lab, "/api/exercises", {"exercise": "empty_rows", "prediction": "first_key"})
     assert body["exercises"][0]["right"] is False and body["exercises"][0]["why"] == ""
 
 
@@ -1513,7 +1528,7 @@ def test_every_panel_over_a_run_names_the_checkpoint_the_lab_opened(lab, page, r
         ("beam_one_is_greedy", "gru_bahdanau"),
     ):
         listed = call(lab, "/api/exercises", {})[1]["exercises"]
-        prediction = next(e["choices"][0] for e in listed if e["name"] == exercise)
+        prediction = next(e["choices"][0]["id"] for e in listed if e["name"] == exercise)
         code, body = call(lab, "/api/exercises", {"exercise": exercise, "prediction": prediction})
         run = opened[name]
         ran = f"Ran on run {name}: {run.checkpoint.name}, step {run.step} (the checkpoint the lab opened)."
@@ -1581,7 +1596,7 @@ def test_a_commit_that_fails_leaves_the_prediction_open_to_commit_again(lab, pag
     wait_for_answer(page, "exercises")
     page.wait_for("document.querySelectorAll('#panel-exercises .exercise').length === 16")
     first = '#panel-exercises .exercise[data-name="empty_rows"]'
-    page.click(f"{first} input.guess[value='all zeros']")
+    page.click(f"{first} input.guess[value='zeros']")
     failures = {
         "HTTP 500": 'Promise.resolve(new Response(\'{"error": "the lab could not compute this"}\', '
         "{ status: 500, headers: { 'Content-Type': 'application/json' } }))",
@@ -1746,6 +1761,7 @@ TRANSLATED_PANELS = (
     "trained_heads",
     "decoding",
     "own_translation",
+    "exercises",
     "timeline",
     "live",
 )
@@ -1769,13 +1785,28 @@ UNTRANSLATED = """(() => {
 })()"""
 
 
+EMPTY_ROWS = '#panel-exercises .exercise[data-name="empty_rows"]'
+
+
 def test_the_lab_switches_to_chinese_and_vietnamese_and_translates_every_panel(lab, page):
     """The visible switch retranslates the page and the open panel; each translated panel, opened in zh and
     vi, holds no English sentence; the exercises still hide their answers (switching reveals none that
-    another test's commit had not); the choice is remembered."""
+    a commit, here or in another test, had not) and keep the committed ones, then shown in the new
+    language; the choice is remembered."""
     answers = "document.querySelectorAll('#panel-exercises .answer:not(:empty)').length"
+    drawn = (
+        "[...document.querySelectorAll('#panel-exercises .answer:not(:empty)')]"
+        ".every((a) => a.querySelector('p.found'))"
+    )
+    committed = (
+        "[...document.querySelectorAll('#panel-exercises input.guess:checked:disabled')].map((r) => r.value)"
+    )
     show(page, lab, "exercises")
-    answered = page.evaluate(answers)
+    if not page.evaluate(f"document.querySelector('{EMPTY_ROWS} p.found')"):
+        page.click(f"{EMPTY_ROWS} input.guess[value='zeros']")
+        page.click(f"{EMPTY_ROWS} button.commit")
+        page.wait_for(f"document.querySelector('{EMPTY_ROWS} p.mine').textContent.includes('holds')")
+    answered, kept = page.evaluate(answers), page.evaluate(committed)
     try:
         for lang, heading in (("zh", "掩蔽softmax"), ("vi", "Softmax có mặt nạ")):
             show(page, lab, "softmax")
@@ -1793,6 +1824,11 @@ def test_the_lab_switches_to_chinese_and_vietnamese_and_translates_every_panel(l
                     screenshot(page, panel, f"{panel}_{lang}")
             show(page, lab, "exercises")
             assert page.evaluate(answers) == answered
+            page.wait_for(drawn)  # each committed answer asked for again, in this language
+            assert page.evaluate(answers) == answered and page.evaluate(committed) == kept
+            assert page.evaluate(UNTRANSLATED) == [], (lang, "exercises answered")
+            verdict = page.evaluate(f"document.querySelector('{EMPTY_ROWS} p.mine').textContent")
+            assert {"zh": "。实验结果：", "vi": ". Thí nghiệm: "}[lang] in verdict, verdict
             commit = page.evaluate("document.querySelector('#panel-exercises button.commit').textContent")
             assert (
                 commit
@@ -2043,7 +2079,7 @@ DEFAULT_INPUTS = {
     "transformer": {"sentence": "alpha bravo ."},
     "decoding": {"sentence": "alpha bravo ."},
     "own_translation": {"sentence": "alpha bravo .", "target": "un deux ."},
-    "exercises": {"exercise": "empty_rows", "prediction": "all zeros"},
+    "exercises": {"exercise": "empty_rows", "prediction": "zeros"},
 }
 
 

@@ -19,6 +19,7 @@ from attn_mt.i18n import _, ngettext
 from attn_mt.lab.engines import checkpoint_text, request_engine, unknown_words
 from attn_mt.lab.inputs import LabError, choice, text
 from attn_mt.lab.shown import answer, code, number, shown
+from attn_mt.limits import MAX_LENGTH_PENALTY, length_penalty_problem
 from attn_mt.run.opened import LoadedRun
 
 
@@ -57,6 +58,20 @@ def input_notes(engine: Translator, yours: Scored) -> list[str]:
     return notes
 
 
+def length_penalty(name: str, run: LoadedRun) -> float:
+    """The run's length penalty alpha, which the normalised scores divide by; a run whose config holds one
+    outside 0..MAX_LENGTH_PENALTY is refused in the learner's language (scoring's own refusal is English)."""
+    alpha = run.config.decode.length_penalty
+    if length_penalty_problem(alpha):
+        raise LabError(
+            _(
+                "run {name}: its length penalty (decode.length_penalty in its config.yaml) must be "
+                "from {low} to {high}, got {alpha}"
+            ).format(name=name, low=number(0), high=number(MAX_LENGTH_PENALTY), alpha=number(alpha))
+        )
+    return alpha
+
+
 def own_translation_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """Forced decoding of the learner's target and of the model's own output for one source sentence."""
     if not runs:
@@ -67,6 +82,7 @@ def own_translation_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> 
     target = text(state, "target", "", 300).strip()
     if not sentence or not target:
         raise LabError(_("type an English sentence and your French translation of it"))
+    alpha = length_penalty(name, run)
     engine = request_engine(run)
     own = engine.translate([sentence])[0]
     targets = [target, own.text] if own.text else [target]  # an empty output has nothing to score
@@ -81,7 +97,6 @@ def own_translation_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> 
             target=target, log_p=number(yours.log_prob, ".4f"), score=number(yours.score, ".4f")
         )
     }
-    alpha = run.config.decode.length_penalty
     notes = [
         _(
             "Each token's probability is the model's, given the English sentence and the French tokens "
