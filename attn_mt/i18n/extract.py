@@ -5,7 +5,9 @@ Marked are: in Python (the notebooks' code cells too), the first arguments of a 
 attribute) of `_`, `gettext`, `N_`, `ngettext` (two) and `pgettext` (context, message); in the pages'
 JavaScript, of `t`, `nt` (two) and `pt` (context, message); in their HTML, the text of each element
 with a `data-i18n` attribute (i18n.js translates it in the page); in the English notebooks, each
-heading and paragraph of their Markdown cells (notebooks.py builds their translated copies from them).
+heading and paragraph of their Markdown cells (notebooks.py builds their translated copies from them);
+in the package's data files of DATA_MESSAGES, the strings of the fields it names (the code translates
+them where it shows them, `_(entry["question"])`).
 A marked call whose message is not a string literal is a mistake the extraction reports, but for
 `_(name)` or `gettext(name)` of a constant marked with `N_` where it is defined.
 """
@@ -16,12 +18,13 @@ import ast
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib.metadata import version
 from pathlib import Path
 
+import yaml
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_javascript
 from babel.messages.pofile import read_po, write_po
@@ -37,6 +40,11 @@ PYTHON_CALLS |= {"ngettext": ("message", "plural"), "pgettext": ("context", "mes
 CONSTANT_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)  # _(TITLES[name]): marked with N_
 JS_KEYWORDS = {"t": None, "nt": (1, 2), "pt": ((1, "c"), 2)}
 PO_WIDTH = 110
+DATA_MESSAGES = {  # a data file of the package: the fields (at any depth) whose strings are learner-facing
+    "lab/exercises.yaml": ("section", "question", "choices", "reading"),
+    "lab/measured.yaml": ("machine", "columns"),
+}
+YAML_STRING = "tag:yaml.org,2002:str"
 
 
 @dataclass(frozen=True)
@@ -150,11 +158,48 @@ def notebook_marked(path: Path) -> Iterator[Marked]:
                 yield Marked(marked.msgid, marked.plural, marked.context, f"{shown(path)}:{number}")
 
 
+def _strings(node: yaml.Node) -> Iterator[yaml.ScalarNode]:
+    """The string scalars of a YAML node: itself, a list's items or a mapping's values, at any depth."""
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == YAML_STRING:
+            yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _strings(item)
+    elif isinstance(node, yaml.MappingNode):
+        for _key, value in node.value:
+            yield from _strings(value)
+
+
+def _fields(node: yaml.Node, fields: Sequence[str]) -> Iterator[yaml.ScalarNode]:
+    """The string scalars under the mapping keys named `fields`, wherever they are in the document."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value in fields:
+                yield from _strings(value)
+            else:
+                yield from _fields(value, fields)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _fields(item, fields)
+
+
+def yaml_marked(path: Path) -> Iterator[Marked]:
+    """The learner-facing strings of one data file of DATA_MESSAGES, as YAML loads them (folded)."""
+    fields = DATA_MESSAGES[path.relative_to(PACKAGE).as_posix()] if path.is_relative_to(PACKAGE) else ()
+    document = yaml.compose(path.read_text(encoding="utf-8"))
+    for node in _fields(document, fields) if document is not None else ():
+        yield Marked(node.value, None, None, f"{shown(path)}:{node.start_mark.line + 1}")
+
+
 def source_files(package: Path = PACKAGE) -> Iterator[Path]:
-    """The package's Python files (but the catalogue machinery's own) and its pages' scripts and HTML."""
+    """The package's Python files (but the catalogue machinery's own), its pages' scripts and HTML and the
+    data files of DATA_MESSAGES."""
     yield from sorted(p for p in package.rglob("*.py") if p.parent.name != "i18n")
     yield from sorted(p for p in package.rglob("*.js") if "page" in p.parts or p.parent.name == "i18n")
     yield from sorted(p for p in package.rglob("*.html") if "page" in p.parts)
+    if package == PACKAGE:
+        yield from (package / name for name in DATA_MESSAGES)
     if package == PACKAGE:  # the English notebooks beside the package (their copies translate them)
         yield from source_notebooks()
 
@@ -166,6 +211,7 @@ def marked_strings(package: Path = PACKAGE) -> list[Marked]:
         ".js": javascript_marked,
         ".html": html_marked,
         ".ipynb": notebook_marked,
+        ".yaml": yaml_marked,
     }
     return [marked for path in source_files(package) for marked in readers[path.suffix](path)]
 

@@ -6,7 +6,8 @@ prediction.
 
 The questions, the predictions offered, the readings and the panel links are data (exercises.yaml);
 each function here runs one experiment and returns what it found, its tensors, and which of the
-offered predictions it bears out.
+offered predictions it bears out, by the choice's id. The page sends and keeps ids; every text it shows
+is written in the language in force (the data's English translated where it is shown, `_(text)`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 import yaml
+from babel.lists import format_list
 
 from attn_mt.config import ModelConfig
 from attn_mt.decoding.outputs import prepare_sentence
@@ -34,11 +36,13 @@ from attn_mt.demos.nadaraya_watson import (
     squared_error,
     train_parametric,
 )
+from attn_mt.i18n import _, current_language, ngettext
+from attn_mt.i18n.languages import BABEL_LOCALE
 from attn_mt.lab.engines import checkpoint_text, request_engine
 from attn_mt.lab.inputs import LabError, choice, text
 from attn_mt.lab.scoring import seeded_additive, seeded_bilinear
 from attn_mt.lab.self_attention import where_moved
-from attn_mt.lab.shown import answer, code, shown
+from attn_mt.lab.shown import answer, code, number, shown
 from attn_mt.models.attention import (
     DotProductAttention,
     MultiHeadAttention,
@@ -58,7 +62,8 @@ CLOSE = 0.10  # two losses within 10% of each other count as "about the same"
 
 @cache
 def texts() -> dict[str, dict[str, Any]]:
-    """The exercises' questions, predictions, readings and links, by function name (exercises.yaml)."""
+    """The exercises' questions, predictions (id: text), readings and links, in English, by function name
+    (exercises.yaml)."""
     return yaml.safe_load((HERE / "exercises.yaml").read_text(encoding="utf-8"))
 
 
@@ -68,16 +73,21 @@ def measured() -> dict[str, Any]:
     return yaml.safe_load((HERE / "measured.yaml").read_text(encoding="utf-8"))
 
 
+def choice_text(name: str, choice: str) -> str:
+    """Exercise `name`'s offered prediction `choice` (its id) in the language in force."""
+    return _(texts()[name]["choices"][choice])
+
+
 def result(
     found: str,
     tensors: list,
-    outcome: int,
+    outcome: str,
     lines: list,
-    also: dict[int, str] | None = None,
+    also: dict[str, str] | None = None,
     verdict: str = "",
 ) -> dict[str, Any]:
-    """One experiment's answer: what it found, its tensors, the offered prediction it bears out (one of
-    its `choices` in exercises.yaml, by index), and the attn-mt code it ran. `also`: other choices it
+    """One experiment's answer: what it found, its tensors, the offered prediction it bears out (the id of
+    one of its `choices` in exercises.yaml), and the attn-mt code it ran. `also`: other choices (ids) it
     accepts too, each with why (a gap within seed noise, or the book's answer where attn-mt differs by
     design); `verdict`: the outcome in words when more than one choice is accepted."""
     return {
@@ -101,21 +111,38 @@ def more_data(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 weights = gaussian_attention_weights(data.x_test, data.x_train, w)  # (Q, N)
                 errors[i, j] += mean_squared_error(weights @ data.y_train, data.y_truth) / draws
     flat = [bool(errors[i, -1] > (1 - CLOSE) * errors[i, -2]) for i in range(len(ws))]  # no gain 200 -> 1000
-    outcome = 1 if flat[0] and not flat[1] else (2 if all(flat) else 0)
+    outcome = "wide_levels_off" if flat[0] and not flat[1] else ("neither" if all(flat) else "same_pace")
+    found = [
+        _(
+            "Mean test error over {draws} data sets, from {fewest} to {most} points: w = 1 {wide} → "
+            "{wide_last}; w = 4 {narrow} → {narrow_last}."
+        ).format(
+            draws=draws,
+            fewest=sizes[0],
+            most=sizes[-1],
+            wide=number(errors[0, 0], ".3f"),
+            wide_last=number(errors[0, -1], ".3f"),
+            narrow=number(errors[1, 0], ".3f"),
+            narrow_last=number(errors[1, -1], ".3f"),
+        )
+    ]
+    for w, levels_off in zip(ws, flat, strict=True):
+        said = (
+            _("From {fewer} to {more} points the error of w = {w} changes by less than 10%.")
+            if levels_off
+            else _("From {fewer} to {more} points the error of w = {w} still falls by more than 10%.")
+        )
+        found.append(said.format(fewer=sizes[-2], more=sizes[-1], w=f"{w:g}"))
     return result(
-        f"Mean test error over {draws} data sets, from {sizes[0]} to {sizes[-1]} points: "
-        f"w = 1 {errors[0, 0]:.3f} → {errors[0, -1]:.3f}; w = 4 {errors[1, 0]:.3f} → {errors[1, -1]:.3f}. "
-        f"From {sizes[-2]} to {sizes[-1]} points the error of w = 1 "
-        + ("changes by less than 10%" if flat[0] else "still falls by more than 10%")
-        + ", that of w = 4 "
-        + ("changes by less than 10%." if flat[1] else "still falls by more than 10%."),
+        " ".join(found),
         [
             shown(
-                "test MSE",
+                _("test MSE"),
                 errors,
                 ["w", "n"],
                 rows=[f"w = {w:g}" for w in ws],
-                columns=[f"{n} points" for n in sizes],
+                columns=[ngettext("{count} point", "{count} points", n).format(count=n) for n in sizes],
+                scale="centred",
             )
         ],
         outcome,
@@ -137,7 +164,7 @@ def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     model = NWKernelRegression(torch.Generator().set_state(start))  # the same initial w
     optimizer = torch.optim.SGD(model.parameters(), lr=NW_LR)
     keys, values = data.x_train.expand(n, n), data.y_train.expand(n, n)  # (N, N): each point sees itself
-    for _ in range(NW_EPOCHS):
+    for _epoch in range(NW_EPOCHS):
         optimizer.zero_grad()
         loss = squared_error(model(data.x_train, keys, values), data.y_train).sum()
         loss.backward()
@@ -145,15 +172,26 @@ def without_leave_one_out(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     learned = torch.tensor([loo_model.w.item(), model.w.item()])
     ratio = float(learned[1] / learned[0])
     return result(
-        f"Leaving each point out: w = {learned[0]:.3f} (final loss {loo_losses[-1]:.3f}). "
-        f"Each point among its own keys: w = {learned[1]:.3f} (final loss {loss.item():.3f}), "
-        f"{ratio:.1f} times as large.",
+        _(
+            "Leaving each point out: w = {w} (final loss {loss}). Each point among its own keys: "
+            "w = {self_w} (final loss {self_loss}), {ratio} times as large."
+        ).format(
+            w=number(learned[0], ".3f"),
+            loss=number(loo_losses[-1], ".3f"),
+            self_w=number(learned[1], ".3f"),
+            self_loss=number(loss.item(), ".3f"),
+            ratio=number(ratio, ".1f"),
+        ),
         [
             shown(
-                "learned w", learned, ["run"], columns=["leave-one-out", "self included"], scale="sequential"
+                _("learned w"),
+                learned,
+                ["run"],
+                columns=[_("leave-one-out"), _("self included")],
+                scale="sequential",
             )
         ],
-        0 if ratio > 1.5 else (2 if ratio < 1 / 1.5 else 1),
+        "larger" if ratio > 1.5 else ("smaller" if ratio < 1 / 1.5 else "same"),
         [code(train_parametric), code(NWKernelRegression)],
     )
 
@@ -175,23 +213,30 @@ def equal_keys(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         float((weights[2] - weights[3]).abs().max()) < 1e-6,
     ]
     return result(
-        f"Equal keys: largest weight {float(weights[:2].max()):.4f}, smallest {float(weights[:2].min()):.4f} "
-        f"(uniform is 0.25). Different keys: the two functions' weights differ by up to "
-        f"{float((weights[2] - weights[3]).abs().max()):.4f}.",
+        _(
+            "Equal keys: largest weight {largest}, smallest {smallest} (uniform is {uniform}). Different "
+            "keys: the two functions' weights differ by up to {gap}."
+        ).format(
+            largest=number(float(weights[:2].max()), ".4f"),
+            smallest=number(float(weights[:2].min()), ".4f"),
+            uniform=number(0.25),
+            gap=number(float((weights[2] - weights[3]).abs().max()), ".4f"),
+        ),
         [
             shown(
-                "attention weights",
+                _("attention weights"),
                 weights,
                 ["case", "K"],
                 rows=[
-                    "equal keys, additive",
-                    "equal keys, dot",
-                    "different keys, additive",
-                    "different keys, dot",
+                    _("equal keys, additive"),
+                    _("equal keys, dot"),
+                    _("different keys, additive"),
+                    _("different keys, dot"),
                 ],
+                scale="weights",
             )
         ],
-        0 if all(same) else (1 if same[0] else 2),
+        "both" if all(same) else ("equal_only" if same[0] else "neither"),
         [code(seeded_additive), code(DotProductAttention.forward)],
     )
 
@@ -207,18 +252,23 @@ def scale_spread(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     table = torch.tensor(spreads)  # (2, 2)
     grows = [bool(table[1, c] > 2 * table[0, c]) for c in range(2)]  # d = 256 against d = 4
     return result(
-        f"d = 4: std {table[0, 0]:.2f} unscaled, {table[0, 1]:.2f} scaled. "
-        f"d = 256: std {table[1, 0]:.2f} unscaled, {table[1, 1]:.2f} scaled.",
+        " ".join(
+            _("d = {d}: std {unscaled} unscaled, {scaled} scaled.").format(
+                d=d, unscaled=number(table[row, 0], ".2f"), scaled=number(table[row, 1], ".2f")
+            )
+            for row, d in enumerate((4, 256))
+        ),
         [
             shown(
-                "std of the scores",
+                _("std of the scores"),
                 table,
                 ["d", "scale"],
                 rows=["d = 4", "d = 256"],
-                columns=["none", "1/√d"],
+                columns=[_("unscaled"), _("scaled by 1/√d")],
+                scale="centred",
             )
         ],
-        0 if grows[0] and not grows[1] else (2 if all(grows) else 1),
+        "scaled_stays" if grows[0] and not grows[1] else ("both_grow" if all(grows) else "both_stay"),
         [code(DotProductAttention.attend)],
     )
 
@@ -234,11 +284,20 @@ def bilinear_sizes(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         output = attention(queries @ M, keys, values)  # (1, 2, 2)
     sums = attention.attention_weights.sum(-1)  # (1, 2)
     return result(
-        f"With a (3 x 2) matrix M, qᵀ M k is defined for every pair: the weights below are a proper "
-        f"softmax over the 3 keys for each of the 2 queries (each row sums to {float(sums.min()):.4f}), "
-        f"and the outputs have the values' size {tuple(output.shape)}.",
-        [shown("attention weights of qᵀ M k / √k", attention.attention_weights, ["B", "Q", "K"])],
-        0 if bool(torch.allclose(sums, torch.ones_like(sums))) else 1,
+        _(
+            "With a (3 x 2) matrix M, qᵀ M k is defined for every pair: the weights below are a proper "
+            "softmax over the 3 keys for each of the 2 queries (each row sums to {total}), and the outputs "
+            "have the values' size {shape}."
+        ).format(total=number(float(sums.min()), ".4f"), shape=tuple(output.shape)),
+        [
+            shown(
+                _("attention weights of qᵀ M k / √k"),
+                attention.attention_weights,
+                ["B", "Q", "K"],
+                scale="weights",
+            )
+        ],
+        "possible" if bool(torch.allclose(sums, torch.ones_like(sums))) else "impossible",
         [code(seeded_bilinear), code(DotProductAttention.attend)],
     )
 
@@ -253,13 +312,14 @@ def summed_scores(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     gap = float((weights[0, 0] - weights[0, 1]).abs().max())
     like_dot = float((weights - dot).abs().max()) < 1e-6
     return result(
-        f"Summing: the two queries' weights differ by at most {gap:.1e}. "
-        f"Dot product: by up to {float((dot[0, 0] - dot[0, 1]).abs().max()):.3f}.",
+        _("Summing: the two queries' weights differ by at most {gap}. Dot product: by up to {dot}.").format(
+            gap=number(gap, ".1e"), dot=number(float((dot[0, 0] - dot[0, 1]).abs().max()), ".3f")
+        ),
         [
-            shown("weights, summed scores", weights, ["B", "Q", "K"]),
-            shown("weights, scaled dot product", dot, ["B", "Q", "K"]),
+            shown(_("weights, summed scores"), weights, ["B", "Q", "K"], scale="weights"),
+            shown(_("weights, scaled dot product"), dot, ["B", "Q", "K"], scale="weights"),
         ],
-        2 if like_dot else (1 if gap < 1e-6 else 0),
+        "like_dot" if like_dot else ("worse" if gap < 1e-6 else "better"),
         [code(masked_softmax)],
     )
 
@@ -279,34 +339,39 @@ def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     book = book_masked_softmax(scores, valid_lens)  # (2, 1, 3)
     row, book_row = weights[0, 0], book[0, 0]
 
-    def reading(weights_row: torch.Tensor) -> int:
-        """Which offered prediction a row of weights bears out."""
+    def reading(weights_row: torch.Tensor) -> str:
+        """Which offered prediction (its id) a row of weights bears out."""
         if not weights_row.any():
-            return 0
-        return 1 if bool(torch.allclose(weights_row, weights_row.mean().expand(3))) else 2
+            return "zeros"
+        return "uniform" if bool(torch.allclose(weights_row, weights_row.mean().expand(3))) else "first_key"
 
     outcome, books = reading(row), reading(book_row)
-    choices = texts()["empty_rows"]["choices"]
     also, verdict = {}, ""
     if books != outcome:
-        also[books] = (
-            f"That is the book's masked_softmax: filling every score of the row with -1e6 leaves them "
-            f"equal, so the softmax spreads the weight evenly ({float(book_row[0]):.4f} each). attn-mt's "
-            f"gives the row {choices[outcome]} instead, by design: a query with nothing to attend to "
-            "takes nothing from padding."
+        also[books] = _(
+            "That is the book's masked_softmax: filling every score of the row with -1e6 leaves them equal, "
+            "so the softmax spreads the weight evenly ({each} each). attn-mt's gives the row {ours} instead, "
+            "by design: a query with nothing to attend to takes nothing from padding."
+        ).format(each=number(float(book_row[0]), ".4f"), ours=choice_text("empty_rows", outcome))
+        verdict = _("{ours} in attn-mt's masked_softmax; {book} in the book's").format(
+            ours=choice_text("empty_rows", outcome), book=choice_text("empty_rows", books)
         )
-        verdict = f"{choices[outcome]} in attn-mt's masked_softmax; {choices[books]} in the book's"
     return result(
-        f"attn-mt's masked_softmax gives the query with valid length 0 the weights "
-        f"{[round(v, 4) for v in row.tolist()]}; the book's (fill -1e6) gives it "
-        f"{[round(v, 4) for v in book_row.tolist()]}. The other query's weights sum to "
-        f"{float(weights[1, 0].sum()):.4f}, all on its 2 valid keys, in both.",
+        _(
+            "attn-mt's masked_softmax gives the query with valid length 0 the weights {ours}; the book's "
+            "(fill -1e6) gives it {book}. The other query's weights sum to {total}, all on its 2 valid keys, "
+            "in both."
+        ).format(
+            ours=[round(v, 4) for v in row.tolist()],
+            book=[round(v, 4) for v in book_row.tolist()],
+            total=number(float(weights[1, 0].sum()), ".4f"),
+        ),
         [
             shown(
-                "the query with valid length 0",
+                _("the query with valid length 0"),
                 torch.stack([row, book_row]),
                 ["function", "K"],
-                rows=["attn-mt's masked_softmax", "the book's (-1e6)"],
+                rows=[_("attn-mt's masked_softmax"), _("the book's (-1e6)")],
                 scale="weights",
             ),
             shown("masked_softmax(X, [0, 2])", weights, ["B", "Q", "K"]),
@@ -314,7 +379,7 @@ def empty_rows(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         outcome,
         [
             code(masked_softmax),
-            code(book_masked_softmax, "book_masked_softmax (the lab's copy of the book's)"),
+            code(book_masked_softmax, _("book_masked_softmax (the lab's copy of the book's)")),
         ],
         also,
         verdict,
@@ -325,12 +390,16 @@ def head_parameters(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """Parameters of MultiHeadAttention with H = 64 and 1, 2, 4 or 8 heads."""
     heads = (1, 2, 4, 8)
     counts = [sum(p.numel() for p in MultiHeadAttention(64, 64, 64, 64, h, 0.0).parameters()) for h in heads]
-    outcome = 1 if len(set(counts)) == 1 else (0 if counts[-1] > counts[0] else 2)
+    outcome = "same" if len(set(counts)) == 1 else ("more" if counts[-1] > counts[0] else "fewer")
+    each = [
+        ngettext("{count} with {heads} head", "{count} with {heads} heads", h).format(count=c, heads=h)
+        for h, c in zip(heads, counts, strict=True)
+    ]
     return result(
-        "Parameters: " + ", ".join(f"{h} heads {c}" for h, c in zip(heads, counts, strict=True)) + ".",
+        _("Parameters: {counts}.").format(counts=", ".join(each)),
         [
             shown(
-                "parameters",
+                _("parameters"),
                 torch.tensor(counts, dtype=torch.float64),
                 ["h"],
                 columns=[str(h) for h in heads],
@@ -398,20 +467,30 @@ def pruned_heads(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     least = divmod(int(drops.abs().argmin()), heads)
     spread = float(drops.abs().max())
     return result(
-        f"Log-probability of {len(sentences)} translations: {full:.3f} with every head. Switching off "
-        f"one head lowers it by {float(drops.min()):.3f} to {float(drops.max()):.3f} (below 0: the "
-        f"translations became more probable); the least needed is layer {least[0] + 1}, head "
-        f"{least[1] + 1}. Ran on {checkpoint_text(name, run)}.",
+        _(
+            "Log-probability of {count} translations: {full} with every head. Switching off one head lowers "
+            "it by {low} to {high} (below 0: the translations became more probable); the least needed is "
+            "layer {layer}, head {head}. Ran on {checkpoint}."
+        ).format(
+            count=len(sentences),
+            full=number(full, ".3f"),
+            low=number(float(drops.min()), ".3f"),
+            high=number(float(drops.max()), ".3f"),
+            layer=least[0] + 1,
+            head=least[1] + 1,
+            checkpoint=checkpoint_text(name, run),
+        ),
         [
             shown(
-                "log-probability lost with the head off",
+                _("log-probability lost with the head off"),
                 drops,
                 ["L", "h"],
-                rows=[f"layer {k + 1}" for k in range(layers)],
-                columns=[f"head {k + 1}" for k in range(heads)],
+                rows=[_("layer {n}").format(n=k + 1) for k in range(layers)],
+                columns=[_("head {n}").format(n=k + 1) for k in range(heads)],
+                scale="centred",
             )
         ],
-        0 if float(drops.abs().min()) < 0.25 * spread else 1,
+        "some_cheap" if float(drops.abs().min()) < 0.25 * spread else "all_alike",
         [code(MultiHeadAttention.merge_heads)],
     )
 
@@ -424,8 +503,10 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     along_i = float((dots - dots[0]).abs().max())
     sign = float((dots[:, 0] - dots[:, 2]).abs().max())
     return result(
-        f"Down each column (k fixed, i = {', '.join(map(str, starts))}) the values differ by at most "
-        f"{along_i:.1e}; k = 4 and k = -4 differ by at most {sign:.1e}.",
+        _(
+            "Down each column (k fixed, i = {starts}) the values differ by at most {along}; k = 4 and k = -4 "
+            "differ by at most {sign}."
+        ).format(starts=", ".join(map(str, starts)), along=number(along_i, ".1e"), sign=number(sign, ".1e")),
         [
             shown(
                 "P[i] · P[i + k]",
@@ -435,7 +516,7 @@ def distance_only(runs: dict[str, LoadedRun]) -> dict[str, Any]:
                 columns=[f"k = {k}" for k in shifts],
             )
         ],
-        2 if along_i > 1e-5 else (0 if sign < 1e-5 else 1),
+        "varies_with_i" if along_i > 1e-5 else ("symmetric" if sign < 1e-5 else "signed"),
         [code(sinusoid_table)],
     )
 
@@ -480,21 +561,41 @@ def order_without_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
             lambda _module, inputs, _output: inputs[0]  # X without P (dropout is off in eval)
         )
         without = [model.encode(src, lens)["memory"][0, :length] for src, lens in encoded]  # (S, H)
-    gaps = [float((outputs[0] - outputs[1][moved]).abs().max()) for outputs in (with_positions, without)]
+    per_word = torch.stack(
+        [(outputs[0] - outputs[1][moved]).abs().amax(-1) for outputs in (with_positions, without)], dim=1
+    ).double()  # (S, 2): each word of the first order against itself in the second
+    gaps = per_word.amax(0).tolist()
+    tokens = [run.src_vocab.idx_to_token[int(i)] for i in encoded[0][0][0, :length]]
+    encodings = [_("with positions"), _("without positions")]
     return result(
-        f"{' '.join(orders[0])!r} against {' '.join(orders[1])!r}: with positions, a word's output differs "
-        f"between the orders by up to {gaps[0]:.3f}; without them, by {gaps[1]:.1e}. Ran on "
-        f"{checkpoint_text(name, run)}.",
+        _(
+            "With positions, a word's output differs between the two orders by up to {with_positions}; "
+            "without them, by {without}. The second table gives each word of the first order, with its "
+            "place in each order. Ran on {checkpoint}."
+        ).format(
+            with_positions=number(gaps[0], ".3f"),
+            without=number(gaps[1], ".1e"),
+            checkpoint=checkpoint_text(name, run),
+        ),
         [
             shown(
-                "largest difference between the two orders",
+                _("largest difference between the two orders"),
                 torch.tensor(gaps, dtype=torch.float64),
                 ["encoding"],
-                columns=["with positions", "without"],
+                columns=encodings,
                 scale="sequential",
-            )
+            ),
+            shown(
+                _("each word's output: largest difference between the two orders"),
+                per_word,
+                ["S", "encoding"],
+                rows=[f"{token} ({i + 1} → {moved[i] + 1})" for i, token in enumerate(tokens)],
+                columns=encodings,
+                scale="sequential",
+                tokens="rows",
+            ),
         ],
-        1 if gaps[1] < 1e-5 else 0,
+        "reordered_only" if gaps[1] < 1e-5 else "tells_order",
         [code(PositionalEncoding.forward)],
     )
 
@@ -515,18 +616,19 @@ def batch_against_layer_norm(runs: dict[str, LoadedRun]) -> dict[str, Any]:
             changes.append(float((norm(X, Y)[0] - norm(other, Y)[0]).abs().max()))  # (T, H) of sentence 1
     moves = [c > 1e-6 for c in changes]
     return result(
-        f"The first sentence's output moves by {changes[0]:.1e} with LayerNorm and by {changes[1]:.3f} with "
-        "BatchNorm.",
+        _(
+            "The first sentence's output moves by {layer} with LayerNorm and by {batch} with BatchNorm."
+        ).format(layer=number(changes[0], ".1e"), batch=number(changes[1], ".3f")),
         [
             shown(
-                "largest change in sentence 1",
+                _("largest change in sentence 1"),
                 torch.tensor(changes, dtype=torch.float64),
                 ["norm"],
                 columns=["LayerNorm", "BatchNorm"],
                 scale="sequential",
             )
         ],
-        0 if all(moves) else (1 if moves[1] else 2),
+        "both" if all(moves) else ("batch_only" if moves[1] else "neither"),
         [code(AddNorm.forward)],
     )
 
@@ -551,22 +653,27 @@ def beam_one_is_greedy(runs: dict[str, LoadedRun]) -> dict[str, Any]:
         pairs.append(
             (vocab.detokenize(greedy.tokens), vocab.detokenize(beam.tokens), greedy.score, beam.score)
         )
-    same = sum(g == b for g, b, _, _ in pairs)
-    scores = torch.tensor([[g, b] for _, _, g, b in pairs], dtype=torch.float64)  # (sentences, 2)
+    same = sum(greedy == beam for greedy, beam, _g, _b in pairs)
+    scores = torch.tensor([[g, b] for _greedy, _beam, g, b in pairs], dtype=torch.float64)  # (sentences, 2)
     return result(
-        f"{same} of {len(sentences)} sentences translate identically: "
-        + "; ".join(f"{g!r}" for g, _, _, _ in pairs)
-        + f". Ran on {checkpoint_text(name, run)}.",
+        _("{same} of {count} sentences translate identically: {outputs}. Ran on {checkpoint}.").format(
+            same=same,
+            count=len(sentences),
+            outputs="; ".join(repr(greedy) for greedy, _beam, _g, _b in pairs),
+            checkpoint=checkpoint_text(name, run),
+        ),
         [
             shown(
-                "log-probability",
+                _("log-probability"),
                 scores,
                 ["sentence", "search"],
                 rows=sentences,
-                columns=["greedy", "beam 1"],
+                columns=[_("greedy"), _("beam 1")],
+                scale="centred",
+                tokens="rows",
             )
         ],
-        0 if same == len(sentences) else 1,
+        "every_sentence" if same == len(sentences) else "some_differ",
         [code(greedy_search), code(beam_search)],
     )
 
@@ -594,12 +701,19 @@ def other_differences(first: LoadedRun, second: LoadedRun, key: str) -> list[str
     ]
 
 
+def labelled(key: str, value: str) -> str:
+    """A choice of model.`key` as the tables name it: its value, marked when it is the book's."""
+    if value == str(getattr(ModelConfig(), key)):
+        return _("{value} (the book's)").format(value=value)
+    return value
+
+
 def switch_results(
     runs: dict[str, LoadedRun], model_type: str, key: str
 ) -> tuple[str, list, dict[str, list[float]]]:
     """The opened runs' final losses when they differ in model.`key`, else the measured table
-    (measured.yaml, labelled as measured with its machine and date); and the final losses by choice,
-    one per run (seed), the book's choice first."""
+    (measured.yaml, labelled as measured with its machine and date); and the final losses by choice
+    (model.`key`'s value), one per run (seed), the book's choice first."""
     chosen: dict[str, list[tuple[str, LoadedRun, float]]] = {}
     for name, run in runs.items():
         loss = final_loss(run) if run.config.model.type == model_type else None
@@ -608,35 +722,36 @@ def switch_results(
     if len(chosen) >= 2:
         book = str(getattr(ModelConfig(), key))
         picked = sorted(chosen.items(), key=lambda item: item[0] != book)  # the book's choice first
-        first = picked[0][1][0][1]
+        opened = [(value, name, run, loss) for value, group in picked for name, run, loss in group]
+        first = opened[0][2]
         others = sorted(
-            {d for _, group in picked for _, run, _ in group for d in other_differences(first, run, key)}
+            {d for _value, _name, run, _loss in opened for d in other_differences(first, run, key)}
         )
         same = (
-            f"Their configs differ only in model.{key}."
+            _("Their configs differ only in model.{key}.").format(key=key)
             if not others
-            else f"Their configs also differ in {', '.join(others)}, so the switch is not the only change."
-        )
-        found = (
-            "Computed from the opened runs, final training loss from their run_summary.json: "
-            + "; ".join(
-                f"{name} (model.{key}: {value}) {loss:.4f}"
-                for value, group in picked
-                for name, _, loss in group
+            else _("Their configs also differ in {keys}, so the switch is not the only change.").format(
+                keys=", ".join(others)
             )
-            + f". {same}"
         )
-        runs_shown = [(name, loss) for _, group in picked for name, _, loss in group]
-        losses = torch.tensor([loss for _, loss in runs_shown], dtype=torch.float64)
-        by_choice = {value: [loss for _, _, loss in group] for value, group in picked}
+        found = _(
+            "Computed from the opened runs, final training loss from their run_summary.json: {runs}. {same}"
+        ).format(
+            runs="; ".join(
+                f"{name} (model.{key}: {value}) {number(loss, '.4f')}" for value, name, _run, loss in opened
+            ),
+            same=same,
+        )
+        losses = torch.tensor([loss for *_other, loss in opened], dtype=torch.float64)  # (runs,)
+        by_choice = {value: [loss for _name, _run, loss in group] for value, group in picked}
         return (
             found,
             [
                 shown(
-                    "final training loss",
+                    _("final training loss"),
                     losses,
                     ["run"],
-                    columns=[name for name, _ in runs_shown],
+                    columns=[name for _value, name, _run, _loss in opened],
                     scale="sequential",
                 )
             ],
@@ -645,32 +760,42 @@ def switch_results(
     model = "transformer" if model_type == "transformer" else "bahdanau"
     table_file = measured()
     rows = table_file["tables"][key]
-    where = f"{table_file['machine']}, {table_file['date']}"
-    found = (
-        f"Measured, not computed now: on {where}, the book's run with each choice (`"
-        + table_file["command"].format(model=model, key=f"model.{key}")
-        + "`, seeds 0 and 1, then `attn-mt eval RUN --split book`): "
-        + "; ".join(
-            f"{label}: final loss {v[0]:.4f} and {v[1]:.4f}, BLEU {v[2]:.1f} and {v[3]:.1f}"
-            for label, v in rows
-        )
-        + ". Another machine trains to other numbers. Open run directories that differ in "
-        f"model.{key} (`attn-mt lab RUN_DIR RUN_DIR`) to compare your own here."
+    machine, date = _(table_file["machine"]), table_file["date"]
+    found = _(
+        "Measured, not computed now: on {machine}, {date}, the book's run with each choice (`{command}`, "
+        "seeds 0 and 1, then `attn-mt eval RUN --split book`): {rows}. Another machine trains to other "
+        "numbers. Open run directories that differ in model.{key} (`attn-mt lab RUN_DIR RUN_DIR`) to compare "
+        "your own here."
+    ).format(
+        machine=machine,
+        date=date,
+        command=table_file["command"].format(model=model, key=f"model.{key}"),
+        rows="; ".join(
+            _("{choice}: final loss {loss} and {loss2}, BLEU {bleu} and {bleu2}").format(
+                choice=labelled(key, value),
+                loss=number(v[0], ".4f"),
+                loss2=number(v[1], ".4f"),
+                bleu=number(v[2], ".1f"),
+                bleu2=number(v[3], ".1f"),
+            )
+            for value, v in rows
+        ),
+        key=key,
     )
-    table = torch.tensor([values for _, values in rows], dtype=torch.float64)  # (choices, 4)
+    table = torch.tensor([values for _value, values in rows], dtype=torch.float64)  # (choices, 4)
     return (
         found,
         [
             shown(
-                f"measured on {where}: loss and BLEU",
+                _("measured on {machine}, {date}: loss and BLEU").format(machine=machine, date=date),
                 table,
                 ["choice", "measure"],
-                rows=[label for label, _ in rows],
-                columns=table_file["columns"],
+                rows=[labelled(key, value) for value, _values in rows],
+                columns=[_(column) for column in table_file["columns"]],
                 scale="sequential",
             )
         ],
-        {label: list(values[:2]) for label, values in rows},
+        {value: list(values[:2]) for value, values in rows},
     )
 
 
@@ -682,52 +807,86 @@ def mean(values: list[float]) -> float:
 def seed_noise(losses: dict[str, list[float]]) -> tuple[float, str] | None:
     """How far two runs of one choice, seeds apart, ended: the largest such gap, and its choice; None
     when no choice has two runs."""
-    gaps = [(max(v) - min(v), label) for label, v in losses.items() if len(v) >= 2]
+    gaps = [(max(v) - min(v), value) for value, v in losses.items() if len(v) >= 2]
     return max(gaps) if gaps else None
 
 
-def spread_table(losses: dict[str, list[float]]) -> dict[str, Any]:
+def spread_table(losses: dict[str, list[float]], key: str) -> dict[str, Any]:
     """Each choice's mean final loss and the range between its runs (seeds), for the page."""
     table = torch.tensor([[mean(v), max(v) - min(v)] for v in losses.values()], dtype=torch.float64)
     return shown(
-        "final loss: mean and spread between seeds",
+        _("final loss: mean and spread between seeds"),
         table,
         ["choice", "measure"],
-        rows=list(losses),
-        columns=["mean", "largest minus smallest"],
+        rows=[labelled(key, value) for value in losses],
+        columns=[_("mean"), _("largest minus smallest")],
         scale="sequential",
     )
 
 
-def noise_words(gap: float, noise: tuple[float, str] | None) -> str:
-    """A gap between two mean losses set beside the seed noise, in words."""
+def noise_words(gap: float, noise: tuple[float, str] | None, key: str, lowest: bool = False) -> str:
+    """A gap between two mean losses (the two lowest of three, if `lowest`) set beside the seed noise, in
+    words."""
     if noise is None:
-        return (
-            f"The means differ by {gap:.5f}; with one run per choice, how far seeds alone move the loss is "
-            "not known here (open runs of two seeds per choice to see it)."
+        said = (
+            _(
+                "The two lowest means differ by {gap}; with one run per choice, how far seeds alone move the "
+                "loss is not known here (open runs of two seeds per choice to see it)."
+            )
+            if lowest
+            else _(
+                "The means differ by {gap}; with one run per choice, how far seeds alone move the loss is "
+                "not known here (open runs of two seeds per choice to see it)."
+            )
         )
-    return (
-        f"The means differ by {gap:.5f}; two seeds of one choice ({noise[1]}) ended {noise[0]:.5f} apart, "
-        + ("so the gap is within seed noise." if gap <= noise[0] else "so the gap is beyond seed noise.")
-    )
+        return said.format(gap=number(gap, ".5f"))
+    if gap <= noise[0]:
+        said = (
+            _(
+                "The two lowest means differ by {gap}; two seeds of one choice ({choice}) ended {noise} "
+                "apart, so the gap is within seed noise."
+            )
+            if lowest
+            else _(
+                "The means differ by {gap}; two seeds of one choice ({choice}) ended {noise} apart, so the "
+                "gap is within seed noise."
+            )
+        )
+    else:
+        said = (
+            _(
+                "The two lowest means differ by {gap}; two seeds of one choice ({choice}) ended {noise} "
+                "apart, so the gap is beyond seed noise."
+            )
+            if lowest
+            else _(
+                "The means differ by {gap}; two seeds of one choice ({choice}) ended {noise} apart, so the "
+                "gap is beyond seed noise."
+            )
+        )
+    return said.format(gap=number(gap, ".5f"), choice=labelled(key, noise[1]), noise=number(noise[0], ".5f"))
 
 
-def compared(losses: dict[str, list[float]]) -> tuple[int, dict[int, str], str, str]:
-    """The second choice's mean loss against the first's (the book's) as one of "a clearly lower loss",
-    "a clearly higher loss", "about the same (within 10%)"; the choices also accepted when the gap is
-    beyond 10% but within seed noise, the verdict then, and the gap beside the noise in words."""
+def compared(losses: dict[str, list[float]], key: str) -> tuple[str, dict[str, str], str, str]:
+    """The second choice's mean loss against the first's (the book's) as one of the choices "lower" (a
+    clearly lower loss), "higher", "same" (within 10%); the choices also accepted when the gap is beyond
+    10% but within seed noise, the verdict then, and the gap beside the noise in words."""
     means = [mean(v) for v in losses.values()]
     book, other = means[0], means[1]
     gap, noise = abs(other - book), seed_noise(losses)
-    words = noise_words(gap, noise)
+    words = noise_words(gap, noise, key)
     if gap <= CLOSE * book:
-        return 2, {}, "", words
-    outcome = 0 if other < book else 1
+        return "same", {}, "", words
+    outcome = "lower" if other < book else "higher"
     if noise is None or gap > noise[0]:
         return outcome, {}, "", words
-    also = {2: f"Within seed noise: {words}"}
-    direction = "lower" if outcome == 0 else "higher"
-    return outcome, also, f"{direction} by more than 10%, but within seed noise", words
+    also = {"same": _("Within seed noise: {words}").format(words=words)}
+    verdict = (
+        _("lower by more than 10%, but within seed noise")
+        if outcome == "lower"
+        else _("higher by more than 10%, but within seed noise")
+    )
+    return outcome, also, verdict, words
 
 
 def attention_parameters(scoring: str) -> int:
@@ -741,21 +900,24 @@ def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     parameters, and the trained runs' losses (opened runs, else the measured table)."""
     counts = [attention_parameters("additive"), attention_parameters("dot")]
     found, tensors, losses = switch_results(runs, "gru_bahdanau", "scoring")
-    outcome, also, verdict, words = compared(losses)
+    outcome, also, verdict, words = compared(losses, "scoring")
+    sizes = _(
+        "At the book's sizes (H = 32) additive attention has {additive} parameters (W_q and W_k, H × H "
+        "each, and w_v, H); dot-product scoring has {dot}: the decoder's GRU state and the encoder's outputs "
+        "are both H wide and are compared as they are."
+    ).format(additive=counts[0], dot=counts[1])
     return result(
-        f"At the book's sizes (H = 32) additive attention has {counts[0]} parameters (W_q and W_k, H × H "
-        f"each, and w_v, H); dot-product scoring has {counts[1]}: the decoder's GRU state and the "
-        f"encoder's outputs are both H wide and are compared as they are. {found} {words}",
+        f"{sizes} {found} {words}",
         [
             shown(
-                "attention parameters",
+                _("attention parameters"),
                 torch.tensor(counts, dtype=torch.float64),
                 ["scoring"],
                 columns=["additive", "dot"],
                 scale="sequential",
             ),
             *tensors,
-            spread_table(losses),
+            spread_table(losses, "scoring"),
         ],
         outcome,
         [code(UnprojectedDotProductAttention.attend)],
@@ -765,38 +927,43 @@ def dot_in_bahdanau(runs: dict[str, LoadedRun]) -> dict[str, Any]:
 
 
 def learned_or_no_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
-    """The book's Transformer with sinusoidal, learned or no positions (model.positional_encoding); every
-    choice whose mean final loss is within seed noise of the lowest is accepted."""
-    found, tensors, losses = switch_results(runs, "transformer", "positional_encoding")
-    means = {label: mean(v) for label, v in losses.items()}
-    lowest = min(means, key=lambda label: means[label])
+    """The book's Transformer with sinusoidal, learned or no positions (model.positional_encoding, the
+    choices' ids); every choice whose mean final loss is within seed noise of the lowest is accepted."""
+    key = "positional_encoding"
+    found, tensors, losses = switch_results(runs, "transformer", key)
+    means = {value: mean(v) for value, v in losses.items()}
+    lowest = min(means, key=lambda value: means[value])
     noise = seed_noise(losses)
-    names = ("sinus", "learned", "none")
-
-    def index(label: str) -> int:
-        return next((k for k, n in enumerate(names) if label.startswith(n)), 0)
-
     tied = [
-        label
-        for label in means
-        if label != lowest and noise is not None and means[label] - means[lowest] <= noise[0]
+        value
+        for value in means
+        if value != lowest and noise is not None and means[value] - means[lowest] <= noise[0]
     ]
     also = {
-        index(label): f"Within seed noise of {lowest}: {noise_words(means[label] - means[lowest], noise)}"
-        for label in tied
+        value: _("Within seed noise of {choice}: {words}").format(
+            choice=choice_text("learned_or_no_positions", lowest),
+            words=noise_words(means[value] - means[lowest], noise, key),
+        )
+        for value in tied
     }
-    choices = texts()["learned_or_no_positions"]["choices"]
+    choices = list(texts()["learned_or_no_positions"]["choices"])
     verdict = (
-        " or ".join(choices[k] for k in sorted({index(lowest), *also})) + ": within seed noise of each other"
+        _("{choices}: within seed noise of each other").format(
+            choices=format_list(
+                [choice_text("learned_or_no_positions", c) for c in choices if c == lowest or c in also],
+                style="or",
+                locale=BABEL_LOCALE[current_language()],
+            )
+        )
         if also
         else ""
     )
-    runner_up = min((v for label, v in means.items() if label != lowest), default=means[lowest])
-    words = noise_words(runner_up - means[lowest], noise).replace("The means", "The two lowest means", 1)
+    runner_up = min((v for value, v in means.items() if value != lowest), default=means[lowest])
+    words = noise_words(runner_up - means[lowest], noise, key, lowest=True)
     return result(
         f"{found} {words}",
-        [*tensors, spread_table(losses)],
-        index(lowest),
+        [*tensors, spread_table(losses, key)],
+        lowest,
         [code(LearnedPositionalEncoding.forward)],
         also,
         verdict,
@@ -806,10 +973,10 @@ def learned_or_no_positions(runs: dict[str, LoadedRun]) -> dict[str, Any]:
 def batch_norm_trained(runs: dict[str, LoadedRun]) -> dict[str, Any]:
     """The book's Transformer trained with BatchNorm in every add & norm (model.norm: batch)."""
     found, tensors, losses = switch_results(runs, "transformer", "norm")
-    outcome, also, verdict, words = compared(losses)
+    outcome, also, verdict, words = compared(losses, "norm")
     return result(
         f"{found} {words}",
-        [*tensors, spread_table(losses)],
+        [*tensors, spread_table(losses, "norm")],
         outcome,
         [code(AddNorm.forward)],
         also,
@@ -841,8 +1008,9 @@ EXERCISES: dict[str, Exercise] = {
 
 
 def available(runs: dict[str, LoadedRun]) -> dict[str, dict[str, Any]]:
-    """The exercises the opened runs allow (exercises.yaml's `needs`), in order, each with its question
-    and link naming the run it experiments on."""
+    """The exercises the opened runs allow (exercises.yaml's `needs`), in order, each with its section,
+    question, choices ({"id", "text"}), reading and link in the language in force, the question and link
+    naming the run it experiments on."""
     names = {
         "run": next(iter(runs), None),
         "transformer": first_transformer(runs),
@@ -859,9 +1027,11 @@ def available(runs: dict[str, LoadedRun]) -> dict[str, dict[str, Any]]:
             return template.replace("{transformer}", run).replace("{run}", run)
 
         listing[name] = {
-            **entry,
             "name": name,
-            "question": filled(entry["question"]),
+            "section": _(entry["section"]),
+            "question": filled(_(entry["question"])),
+            "choices": [{"id": choice, "text": _(words)} for choice, words in entry["choices"].items()],
+            "reading": _(entry["reading"]),
             "link": filled(entry["link"]),
         }
     return listing
@@ -869,8 +1039,9 @@ def available(runs: dict[str, LoadedRun]) -> dict[str, dict[str, Any]]:
 
 def exercises_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[str, Any]:
     """Without `exercise`: every exercise's question and offered predictions, nothing computed. With
-    `exercise` and a `prediction` (one of its choices): that exercise's experiment, run now, and
-    whether it bears the prediction out."""
+    `exercise` and a `prediction` (the id of one of its choices, the same in every language): that
+    exercise's experiment, run now, and whether it bears the prediction out (`accepted`: the ids of the
+    choices it bears out; `outcome`: that in words)."""
     listing = available(runs)
     name = text(state, "exercise", "", 64).strip()
     if not name:
@@ -878,17 +1049,18 @@ def exercises_panel(runs: dict[str, LoadedRun], state: dict[str, Any]) -> dict[s
         return answer([], [], [], exercises=[{k: e[k] for k in asked} for e in listing.values()])
     entry = listing.get(name)
     if entry is None:
-        raise LabError(f"exercise: {name[:40]!r} is not one of {', '.join(listing)}")
-    prediction = choice(state, "prediction", "", tuple(entry["choices"]))
+        raise LabError(
+            _("exercise: {name} is not one of {names}").format(name=repr(name[:40]), names=", ".join(listing))
+        )
+    words = {c["id"]: c["text"] for c in entry["choices"]}
+    prediction = choice(state, "prediction", "", tuple(words))
     found = EXERCISES[name](runs)
-    choices = entry["choices"]
-    also = {choices[k]: why for k, why in found.pop("also").items()}
-    outcome = choices[found["outcome"]]
+    also, verdict, outcome = found.pop("also"), found.pop("verdict"), found.pop("outcome")
     answered = {
         **entry,
         **found,
-        "outcome": found.pop("verdict") or outcome,
-        "accepted": [c for c in choices if c == outcome or c in also],
+        "outcome": verdict or words[outcome],
+        "accepted": [c for c in words if c == outcome or c in also],
         "why": also.get(prediction, ""),
         "prediction": prediction,
         "right": prediction == outcome or prediction in also,

@@ -580,18 +580,20 @@ function draw(section, result) {
 
 // Exercises, predict first: the listing holds the questions only. An exercise's experiment runs on the
 // server when the learner commits a prediction (the button, or Enter), and the page shows whether the
-// result bears it out. Predictions and answers are kept here, so leaving the tab loses none of them.
-const predictions = new Map(); // exercise name -> { choice, answered (the server's answer, once run) }
+// result bears it out. Predictions and answers are kept here, so leaving the tab loses none of them. A
+// prediction is kept by its choice's id, the same in every language; after a language switch each
+// committed exercise asks for its answer again in the new language (its prediction committed already).
+const predictions = new Map(); // exercise name -> { choice (id), pending, answered (the server's answer), lang }
 
 function drawExercise(exercise) {
   const box = element("form", { class: "exercise", "data-name": exercise.name });
   box.append(element("h3", {}, `${exercise.section}: ${exercise.question}`));
   const options = element("fieldset", { class: "choices" });
   options.append(element("legend", {}, t("your prediction, before the experiment runs:")));
-  for (const text of exercise.choices) {
+  for (const choice of exercise.choices) { // the value is the choice's id; its text, the page's language
     const label = element("label");
-    label.append(element("input", { type: "radio", name: `guess-${exercise.name}`, value: text, class: "guess" }),
-                 ` ${text}`);
+    label.append(element("input", { type: "radio", name: `guess-${exercise.name}`, value: choice.id, class: "guess" }),
+                 ` ${choice.text}`);
     options.append(label);
   }
   const commit = element("button", { type: "submit", class: "commit" }, t("commit my prediction and run the experiment"));
@@ -603,12 +605,14 @@ function drawExercise(exercise) {
   if (kept.choice) {
     for (const radio of $$("input.guess", box)) radio.checked = radio.value === kept.choice;
   }
-  const lock = (locked = true) => {
-    for (const input of [...$$("input.guess", box), commit]) input.disabled = locked;
-  };
-  if (kept.answered) {
-    lock();
-    drawAnswer(answer, mine, kept.answered);
+  if (kept.pending || kept.answered) lockExercise(box);
+  if (kept.pending || (kept.answered && kept.lang !== attnMtI18n.language())) {
+    const prediction = choiceText(exercise.choices, kept.choice);
+    mine.textContent = t("you predicted: {prediction}; running the experiment…", { prediction });
+    if (kept.answered) answer.append(element("p", { class: "note" }, t("computing…"))); // until it is translated
+    if (!kept.pending) askExercise(exercise.name, kept.choice);
+  } else if (kept.answered) {
+    drawAnswer(box, kept.answered);
   }
   box.addEventListener("change", () => {
     if (chosen()) predictions.set(exercise.name, { ...predictions.get(exercise.name), choice: chosen().value });
@@ -619,7 +623,7 @@ function drawExercise(exercise) {
       box.requestSubmit();
     }
   });
-  box.addEventListener("submit", async (event) => {
+  box.addEventListener("submit", (event) => {
     event.preventDefault();
     if (commit.disabled) return;
     const picked = chosen();
@@ -627,48 +631,81 @@ function drawExercise(exercise) {
       mine.textContent = t("choose what you expect first");
       return;
     }
-    lock();
-    mine.textContent = t("you predicted: {prediction}; running the experiment…", { prediction: picked.value });
+    lockExercise(box);
+    const prediction = choiceText(exercise.choices, picked.value);
+    mine.textContent = t("you predicted: {prediction}; running the experiment…", { prediction });
     mine.className = "mine";
-    // No answer, or an error: the prediction is open again, so it can be committed once more.
-    const failed = (why) => {
-      lock(false);
-      mine.textContent = t("{why}; commit again to run the experiment", { why });
-      mine.className = "mine failed";
-    };
-    let response;
-    let body;
-    try {
-      response = await fetch(`/api/exercises?lang=${attnMtI18n.language()}`, {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ exercise: exercise.name, prediction: picked.value }),
-      });
-      body = await response.json();
-    } catch (error) {
-      failed(t("the lab did not answer: {error}", { error }) + (response ? ` (HTTP ${response.status})` : ""));
-      return;
-    }
-    if (!response.ok) {
-      failed(`${body.error} (HTTP ${response.status})`);
-      return;
-    }
-    const answered = body.exercises[0];
-    predictions.set(exercise.name, { choice: picked.value, answered });
-    drawAnswer(answer, mine, answered);
+    askExercise(exercise.name, picked.value);
   });
   return box;
 }
 
+function lockExercise(box, locked = true) {
+  for (const input of [...$$("input.guess", box), $("button.commit", box)]) input.disabled = locked;
+}
+
+// The text of the choice whose id is `id`, among an exercise's choices ({ id, text }).
+function choiceText(choices, id) {
+  const found = choices.find((choice) => choice.id === id);
+  return found ? found.text : id;
+}
+
+// Run an exercise's experiment for the committed prediction `choice` (an id), in the page's language, and
+// show the answer in the exercise's box on the page when it arrives (the panel redraws its boxes when the
+// learner comes back to its tab or switches the language: the box shown then).
+async function askExercise(name, choice) {
+  const kept = predictions.get(name) || {};
+  const lang = attnMtI18n.language();
+  predictions.set(name, { ...kept, choice, pending: true });
+  let response;
+  let body;
+  let why = "";
+  try {
+    response = await fetch(`/api/exercises?lang=${lang}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ exercise: name, prediction: choice }),
+    });
+    body = await response.json();
+    if (!response.ok) why = `${body.error} (HTTP ${response.status})`;
+  } catch (error) {
+    why = t("the lab did not answer: {error}", { error }) + (response ? ` (HTTP ${response.status})` : "");
+  }
+  const box = $$("#panel-exercises .exercise").find((shown) => shown.dataset.name === name);
+  if (why) { // the prediction is open again, so it can be committed once more; a kept answer stays
+    predictions.set(name, { ...kept, choice, pending: false });
+    if (!box) return;
+    const mine = $("p.mine", box);
+    if (kept.answered) {
+      drawAnswer(box, kept.answered);
+      mine.textContent += ` (${why})`;
+      return;
+    }
+    lockExercise(box, false);
+    mine.textContent = t("{why}; commit again to run the experiment", { why });
+    mine.className = "mine failed";
+    return;
+  }
+  const answered = body.exercises[0];
+  predictions.set(name, { choice, answered, lang });
+  if (!box) return;
+  if (lang === attnMtI18n.language()) drawAnswer(box, answered);
+  else askExercise(name, choice); // the language changed while it ran: the answer in this one
+}
+
 // The verdict, and, when the experiment accepts more than one prediction (a gap within seed noise, or
 // the book's answer where attn-mt differs by design), which ones and why the learner's holds.
-function drawAnswer(answer, mine, answered) {
-  mine.textContent = t("you predicted: {prediction}. The experiment: {outcome}.", answered) + " "
+function drawAnswer(box, answered) {
+  const mine = $("p.mine", box);
+  const answer = $("div.answer", box);
+  const verdict = { prediction: choiceText(answered.choices, answered.prediction), outcome: answered.outcome };
+  const choices = answered.accepted.map((id) => choiceText(answered.choices, id)).join("; ");
+  mine.textContent = t("you predicted: {prediction}. The experiment: {outcome}.", verdict) + " "
     + (answered.right ? t("Your prediction holds.") : t("Your prediction does not hold."));
   mine.className = answered.right ? "mine right" : "mine wrong";
   answer.replaceChildren(element("p", { class: "found" }, answered.found));
   if (answered.accepted.length > 1) {
-    answer.append(element("p", { class: "accepted" }, t("Accepted: {choices}.", { choices: answered.accepted.join("; ") })));
+    answer.append(element("p", { class: "accepted" }, t("Accepted: {choices}.", { choices })));
   }
   if (answered.why) answer.append(element("p", { class: "why" }, answered.why));
   const figures = element("div", { class: "figures" });
