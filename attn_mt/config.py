@@ -320,6 +320,12 @@ class TrainConfig:
         "torch 2.11's dynamo on the card)",
         choices=("static", "dynamic"),
     )
+    capture_step: bool = key(
+        False,
+        help="CUDA with data.batch_shapes: the whole step (forward, loss, backward, clipping, the optimiser) "
+        "captured as one CUDA graph a batch shape and replayed, not compiled (the GRU model's path; for a "
+        "compiled step captured: compile true, compile_scope step, compile_mode cuda-graphs)",
+    )
     tf32: bool = key(False, help="CUDA only: float32 matrix products and cuDNN in TensorFloat-32")
     prefetch_batches: int = key(
         2, help="CUDA only: batches collated into pinned memory ahead, on a thread (0 = off)", minimum=0
@@ -715,10 +721,15 @@ def _check_whole_step(cfg: Config, problems: list[str]) -> None:
             problems.append(
                 "data.batch_shapes: fixed batch shapes need data.mode: split (book mode pads to num_steps)"
             )
-        if cfg.model.type != "transformer":
+        if (
+            cfg.model.type != "transformer"
+            and _sound(problems, "model.pack_padded")
+            and not cfg.model.pack_padded
+        ):
             problems.append(
                 "data.batch_shapes: the padding is exact only for a model that never reads its source "
-                f"padding (the transformer), but model.type is {cfg.model.type!r}"
+                "padding (the transformer, or gru_bahdanau with model.pack_padded: true), but this "
+                "gru_bahdanau's GRU reads it (model.pack_padded: false)"
             )
         if train.loss_average != "token":
             problems.append(
@@ -730,10 +741,13 @@ def _check_whole_step(cfg: Config, problems: list[str]) -> None:
         "train.compile_mode",
         "train.compile",
         "train.kernels",
+        "train.capture_step",
         "data.batch_shapes",
     )
     if not _sound(problems, *keys):
         return
+    if train.capture_step:
+        _check_capture(cfg, problems)
     if train.compile_mode == "cuda-graphs" and train.compile_scope != "step":
         problems.append(
             "train.compile_mode: cuda-graphs captures the whole step: it needs train.compile_scope: step"
@@ -751,6 +765,27 @@ def _check_whole_step(cfg: Config, problems: list[str]) -> None:
         problems.append(
             f"train.compile_mode: {train.compile_mode} captures one CUDA graph a batch shape: give "
             "data.batch_shapes (16 is enough for the corpus)"
+        )
+
+
+def _check_capture(cfg: Config, problems: list[str]) -> None:
+    """train.capture_step captures the eager step, one graph a fixed batch shape."""
+    train = cfg.train
+    if train.compile:
+        problems.append(
+            "train.capture_step captures the step as it runs, not compiled; for the compiled step "
+            "captured, set train.capture_step: false, train.compile_scope: step and train.compile_mode: "
+            "cuda-graphs (or train.compile: false)"
+        )
+    if train.kernels == "cpu":
+        problems.append(
+            "train.capture_step captures the book's modules and torch's loss; train.kernels: cpu cannot run "
+            "inside it (use auto or reference)"
+        )
+    if not cfg.data.batch_shapes:
+        problems.append(
+            "train.capture_step captures one CUDA graph a batch shape: give data.batch_shapes (16 is "
+            "enough for the corpus)"
         )
 
 

@@ -28,23 +28,26 @@ profile: each variant builds the Trainer `attn-mt train` builds and times its ow
 backward, clipping, the update, the loss totals, metrics.jsonl every train.log_every steps). Without
 --data the training set is drawn from scripts/profile_lengths.json (the joint histogram of source
 and target lengths of configs/transformer-gpu.yaml's training split) with random ids past the
-special tokens, batched by the same BucketTrainSet under data.max_tokens (and data.batch_shapes).
-A variant is a train.kernels value (reference, cpu, auto), +compile (train.compile), +graphs
-(compile_mode reduce-overhead), or +step, +step-graphs, +step-capture (the whole step compiled,
-train.compile_scope: step, modes default, reduce-overhead, cuda-graphs). Each compiles every batch
-shape (compile_s), runs --warmup steps, --steps timed steps and --trace-steps under torch.profiler.
-Printed per variant: ms a step, target tokens/s, MFU (training/flops.py's one definition, its
-arithmetic printed, over attn_mt/machine.py's peak or --peak-tflops), kernels a step, attention
-kernels a step by backend (flash, memory-efficient, cuDNN: their kernel names in the trace), the
-GPU's busy share, host syncs a step, the top ops, the attention's and loss's shares. A chrome trace
-a variant and profile.json go to --out; a failing variant does not stop the others (exit 1).
+special tokens, batched by the same BucketTrainSet under data.max_tokens (and data.batch_shapes). A
+variant is a train.kernels value (reference, cpu, auto), +compile (train.compile), +graphs
+(compile_mode reduce-overhead), +step, +step-graphs, +step-capture (the whole step compiled,
+train.compile_scope: step, modes default, reduce-overhead, cuda-graphs), or +capture (the whole step
+captured as it runs, not compiled: train.capture_step, the GRU model's way onto a card). Each
+compiles (or captures) every batch shape (compile_s), runs --warmup steps, --steps timed steps and
+--trace-steps under torch.profiler. Printed per variant: ms a step, target tokens/s, MFU
+(training/flops.py's one definition, its arithmetic printed, over attn_mt/machine.py's peak or
+--peak-tflops), kernels a step, attention kernels a step by backend (flash, memory-efficient, cuDNN:
+their kernel names in the trace), the GPU's busy share, host syncs a step, the top ops, the
+attention's and loss's shares. A chrome trace a variant and profile.json go to --out; a failing
+variant does not stop the others (exit 1).
 
-checkup: `check --quick` (the amp-auto run and its test BLEU, fp16, SIGKILL and --resume,
-translate, CTranslate2), `profile --variants reference` and, on CUDA, `profile --variants
-reference+step-capture --set data.batch_shapes=8`, each a subprocess given what is left of --minutes
-(at most its cap, in PARTS); a part past it is stopped ("cut at the budget"). One table goes to
-stdout and --out/checkup.md, with the targets (TARGETS) met or missed; on the CPU the parts run at
-CPU sizes and the table says it holds no GPU figure.
+checkup: `check --quick` (the amp-auto run and its test BLEU, fp16, SIGKILL and --resume, translate,
+CTranslate2), `profile --variants reference` and, on CUDA, the GRU model's step as it runs and
+captured (`profile configs/bahdanau-gpu.yaml --variants reference,reference+capture`) and `profile
+--variants reference+step-capture --set data.batch_shapes=2`, each a subprocess given what is left
+of --minutes (at most its cap, in PARTS); a part past it is stopped ("cut at the budget"). One table
+goes to stdout and --out/checkup.md, with the targets (TARGETS) met or missed; on the CPU the parts
+run at CPU sizes and the table says it holds no GPU figure.
 """
 
 from __future__ import annotations
@@ -632,6 +635,8 @@ TOP = 12  # ops listed in each table
 KERNELS = ("reference", "cpu", "auto")  # train.kernels values
 WHOLE_STEP_MODES = {"step": "default", "step-graphs": "reduce-overhead", "step-capture": "cuda-graphs"}
 """Variant suffixes that compile the whole step (train.compile_scope: step), and their train.compile_mode."""
+CAPTURE = "capture"
+"""The variant suffix that captures the step as it runs, not compiled (train.capture_step)."""
 
 
 @dataclass
@@ -764,7 +769,9 @@ def profile_trainer(variant: str, args: argparse.Namespace, device: torch.device
 
     kernels, _, extra = variant.partition("+")
     settings = [f"train.kernels={kernels}"]
-    if extra or args.compile:
+    if extra == CAPTURE:
+        settings.append("train.capture_step=true")
+    elif extra or args.compile:
         settings.append("train.compile=true")
     mode = "reduce-overhead" if extra == "graphs" else args.compile_mode
     if extra in WHOLE_STEP_MODES:  # the whole step compiled (training/whole_step.py)
@@ -1074,7 +1081,12 @@ def profile_main(args: argparse.Namespace) -> int:
 # ===== checkup: check --quick and the step's profiles within one budget =====
 BUDGET_MINUTES = 9.0
 CHECK_ROWS = "auto,fp16,resume,translate,eval,ctranslate2"
-PARTS = {"check": 300, "profile-eager": 60, "profile-step": 240}  # each part's cap in seconds
+PARTS = {
+    "check": 300,
+    "profile-eager": 60,
+    "profile-gru": 90,
+    "profile-step": 240,
+}  # each part's cap in seconds
 TARGETS = {"steady_tokens_per_s": 1.3e6, "gpu_busy": 0.9, "host_syncs_per_step": 0.0, "bleu": 53.5}
 CHECKUP_COLUMNS = (
     "part",
@@ -1122,6 +1134,19 @@ def plan_parts(args: argparse.Namespace) -> list[Part]:
         Part("profile-eager", [*profile, "--variants", "reference", "--out", str(out / "profile-eager")]),
     ]
     if cuda:
+        # the GRU model's step as it runs and captured whole (train.capture_step), 16 shapes, no compiling
+        gru = [*gpu, "profile", str(ROOT / "configs" / "bahdanau-gpu.yaml"), "--device", args.device]
+        gru += [
+            "--warmup",
+            "5",
+            "--steps",
+            "20",
+            "--trace-steps",
+            "1",
+            "--variants",
+            f"reference,reference+{CAPTURE}",
+        ]
+        parts.append(Part("profile-gru", [*gru, "--out", str(out / "profile-gru")]))
         # two static shapes: two graphs sharing one pool, compiled in under a minute (docs/gpu.md)
         captured = ["--variants", "reference+step-capture", "--set", "data.batch_shapes=2"]
         captured += ["--set", "train.compile_shapes=static"]
@@ -1334,7 +1359,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants",
         default="reference,reference+compile",
         help="train.kernels values (reference, cpu, auto), each alone or +compile, +graphs, +step, "
-        "+step-graphs or +step-capture",
+        "+step-graphs, +step-capture or +capture (train.capture_step: the step captured, not compiled)",
     )
     profile.add_argument("--compile", action="store_true", help="compile every variant (train.compile)")
     profile.add_argument("--compile-mode", default=None, help="torch.compile mode, e.g. reduce-overhead")
@@ -1398,10 +1423,10 @@ def finish_profile_args(parser: argparse.ArgumentParser, args: argparse.Namespac
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     for variant in args.variants:
         kernels, _, extra = variant.partition("+")
-        if kernels not in KERNELS or extra not in ("", "compile", "graphs", *WHOLE_STEP_MODES):
+        if kernels not in KERNELS or extra not in ("", "compile", "graphs", *WHOLE_STEP_MODES, CAPTURE):
             parser.error(
                 f"--variants: {variant!r} is not one of {', '.join(KERNELS)} "
-                f"(+compile, +graphs, +{', +'.join(WHOLE_STEP_MODES)})"
+                f"(+compile, +graphs, +{', +'.join(WHOLE_STEP_MODES)}, +{CAPTURE})"
             )
     if args.warmup < 0 or args.steps < 1 or args.trace_steps < 1:
         parser.error("--steps and --trace-steps must be at least 1, --warmup at least 0")

@@ -1,5 +1,5 @@
 """Fixed batch shapes (data.batch_shapes): few shapes, little padding, every pair once, and padding that
-changes no loss or gradient of the Transformer."""
+changes no loss or gradient of the Transformer or the packed GRU model."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from attn_mt.models.build import build_model
 from attn_mt.training.loss import masked_cross_entropy
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_CONFIG = ROOT / "configs" / "transformer-gpu.yaml"
 
 
 def lengths(pairs: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -78,9 +77,14 @@ def test_padding_to_a_shape_adds_rows_without_loss_that_trimming_keeps():
     assert real_shares([shaped]) == (4 / 12, 4 / 20)
 
 
-def test_the_transformers_loss_and_gradients_ignore_the_shapes_padding():
+@pytest.mark.parametrize(
+    "model_settings",
+    [[], ["model.type=gru_bahdanau", "model.num_layers=2", "model.pack_padded=true"]],
+    ids=["transformer", "packed-gru"],
+)
+def test_the_models_loss_and_gradients_ignore_the_shapes_padding(model_settings):
     torch.manual_seed(0)
-    cfg = load_config(TINY)
+    cfg = load_config(TINY, model_settings)
     model = build_model(cfg.model, 20, 20).eval()
     src = torch.randint(4, 20, (3, 5))  # (B, S)
     tgt = torch.randint(4, 20, (3, 6))  # (B, T)
@@ -101,16 +105,28 @@ def test_the_transformers_loss_and_gradients_ignore_the_shapes_padding():
 
 def test_batch_shapes_are_checked_against_the_model_and_the_loss():
     with pytest.raises(ConfigError) as error:
-        load_config(TINY, ["data.batch_shapes=8", "model.type=gru_bahdanau", "train.loss_average=book"])
-    assert "model.type is 'gru_bahdanau'" in str(error.value) and "loss_average: book" in str(error.value)
+        load_config(
+            TINY,
+            [
+                "data.batch_shapes=8",
+                "model.type=gru_bahdanau",
+                "model.pack_padded=false",
+                "train.loss_average=book",
+            ],
+        )
+    assert "model.pack_padded: false" in str(error.value) and "loss_average: book" in str(error.value)
+    assert load_config(TINY, ["data.batch_shapes=8", "model.type=gru_bahdanau"]).model.pack_padded
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("scale", [1, 4])
-def test_on_the_whole_corpus_16_shapes_keep_most_target_cells_real(corpus_path, scale):
-    """configs/transformer-gpu.yaml's pairs, at its token budget and at 4x it: at most 16 shapes an epoch, the
-    same every epoch, at least 85% of the target cells real tokens, every pair in one batch."""
-    cfg = load_config(GPU_CONFIG, [f"data.max_tokens={16384 * scale}", "data.batch_shapes=16"])
+@pytest.mark.parametrize(
+    "config, max_tokens", [("transformer-gpu", 16384), ("transformer-gpu", 65536), ("bahdanau-gpu", 8192)]
+)
+def test_on_the_whole_corpus_16_shapes_keep_most_target_cells_real(corpus_path, config, max_tokens):
+    """The GPU configs' pairs, at their token budgets (and the Transformer's at 4x): at most 16 shapes an
+    epoch, the same every epoch, at least 85% of the target cells real tokens, every pair in one batch."""
+    path = ROOT / "configs" / f"{config}.yaml"
+    cfg = load_config(path, [f"data.max_tokens={max_tokens}", "data.batch_shapes=16"])
     train = load_data(cfg.data, str(corpus_path)).train
     seen = []
     for epoch in (0, 1):

@@ -367,12 +367,18 @@ def test_more_steps_than_one_epoch_holds_is_refused_with_the_epochs_size(tmp_pat
 
 
 # ----- checkup -----
-def test_the_dry_run_lists_the_three_parts_within_the_budget_and_runs_nothing(capsys, monkeypatch):
+def test_the_dry_run_lists_the_four_parts_within_the_budget_and_runs_nothing(capsys, monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     assert gpu.main(["checkup", "--dry-run", "--data", "corpus.zip"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(" ")[0] for line in lines[:-1]] == ["check", "profile-eager", "profile-step"]
-    check, eager, step = lines[:3]
+    assert [line.split(" ")[0] for line in lines[:-1]] == [
+        "check",
+        "profile-eager",
+        "profile-gru",
+        "profile-step",
+    ]
+    check, eager, gru, step = lines[:4]
+    assert "bahdanau-gpu.yaml --device cuda" in gru and "--variants reference,reference+capture" in gru
     assert "gpu.py check --device cuda --quick --data corpus.zip --rows auto,fp16,resume," in check
     assert "ctranslate2" in check and "eval" in check
     assert "gpu.py profile" in eager and "transformer-gpu.yaml --device cuda" in eager

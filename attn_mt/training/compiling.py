@@ -142,10 +142,10 @@ class WarmedUp(Protocol):
 
 
 def warm_up(trainer: WarmedUp, epochs: int = 3) -> None:
-    """Under train.compile: compile every batch shape of the trainer's next `epochs` epochs before its clock
-    starts, adding the time to `trainer.compile_s`."""
+    """Under train.compile or a captured step: compile (and capture) every batch shape of the trainer's next
+    `epochs` epochs before its clock starts, adding the time to `trainer.compile_s`."""
     tc = trainer.cfg.train
-    if tc.compile:
+    if tc.compile or trainer.whole_step is not None:
         first = trainer.progress.epoch
         last = max(min(first + epochs, tc.epochs), first + 1)
         plan = [ix for e in range(first, last) for ix in trainer.data.train.plan(e, tc.seed)]
@@ -157,4 +157,5 @@ def warm_up(trainer: WarmedUp, epochs: int = 3) -> None:
         else:
             seconds = compile_shapes(lambda: trainer.untraced_passes(batches, trainer.amp), trainer.device)
         trainer.compile_s += seconds
-        log.info("compiled %d batch shape(s) in %.1f s, outside the training time", len(batches), seconds)
+        done = "compiled" if tc.compile else "captured"
+        log.info("%s %d batch shape(s) in %.1f s, outside the training time", done, len(batches), seconds)

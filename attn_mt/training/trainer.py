@@ -175,7 +175,7 @@ class Trainer:
         self.model.train()
         if self.amp == "auto":  # train.amp=auto on a CPU with native bf16: the faster of float32 and bf16
             self.amp = auto_amp(self, self.data.train.plan(self.progress.epoch, tc.seed))
-        if tc.compile and tc.compile_scope == "step" and self.whole_step is None:
+        if ((tc.compile and tc.compile_scope == "step") or tc.capture_step) and self.whole_step is None:
             self.whole_step = build_whole_step(self)
         warm_up(self)
         self.session = Session(training_start=time.perf_counter() - self.progress.elapsed_s - self.hook_s)

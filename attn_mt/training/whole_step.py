@@ -14,10 +14,14 @@ the schedule run eagerly, a few hundred small launches a step. Here one function
 and returns the loss sum and the gradient norm as device tensors (nothing is read back). The
 function is compiled by torch.compile (`train.compile_mode: default`: inductor, dynamo splitting it
 at the backward), or compiled with CUDA graphs (`reduce-overhead`: torch.compile's own graph trees),
-or compiled and then captured whole by `torch.cuda.graphs`, one graph a batch shape (`cuda-graphs`);
-the last two need the fixed batch shapes of data.batch_shapes. `whole_step_refusal` names what it
-cannot run: several processes (DDP), gradient accumulation and fp16's gradient scaler (which reads
-the gradients back every step); the trainer then logs it in one line and compiles the module alone.
+or compiled and then captured whole by `torch.cuda.graphs`, one graph a batch shape (`cuda-graphs`),
+or captured as it runs, not compiled (`train.capture_step`: the GRU model, whose cuDNN GRUs torch.compile
+leaves out of its graphs, with its packed encoder in the form a graph holds:
+kernels/cuda/captured_bahdanau.py); the captures need the fixed batch shapes of data.batch_shapes.
+`whole_step_refusal` names what it cannot run: several processes (DDP), gradient accumulation and
+fp16's gradient scaler (which reads the gradients back every step); the trainer then logs it in one
+line and compiles the module alone (or, under train.capture_step, runs the plain step). Where CUDA
+refuses a capture, one log line says so and every step runs uncaptured.
 Before the clock (`warm_up`) every shape is compiled (and captured) on a copy of the training state,
 which is put back afterwards, so the run's numbers are those of a run that did not warm up.
 """
@@ -33,6 +37,7 @@ import torch
 from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
+from attn_mt.kernels.cuda.captured_bahdanau import for_capture
 from attn_mt.run.device import autocast_context
 from attn_mt.training.compiling import compile_options
 from attn_mt.training.loss import masked_cross_entropy
@@ -54,13 +59,19 @@ def whole_step_refusal(tc: Any, device: torch.device, processes: int, amp: str, 
         return "fp16's gradient scaler reads the gradients back every step"
     if switches:
         return "a model with an exercise switch trains on the plain step"
-    if tc.compile_mode in GRAPH_MODES and device.type != "cuda":
+    if tc.capture_step and device.type != "cuda":
+        return f"train.capture_step captures CUDA graphs, but the device is {device.type}"
+    if tc.compile and tc.compile_mode in GRAPH_MODES and device.type != "cuda":
         return f"train.compile_mode: {tc.compile_mode} captures CUDA graphs, but the device is {device.type}"
     return None
 
 
 class WholeStep:
-    """One optimiser step of one batch as one compiled function (captured per shape under cuda-graphs)."""
+    """One optimiser step of one batch as one function: compiled, captured per shape, or both.
+
+    Under train.capture_step the function runs as it is (on a CPU, where nothing is captured, that is
+    the step a card captures, for tests); else torch.compile compiles it.
+    """
 
     def __init__(
         self,
@@ -84,7 +95,9 @@ class WholeStep:
         self.lr = torch.tensor(
             float(optimizer.param_groups[0]["lr"]), device=self.device
         )  # filled every step
-        self.capture = tc.compile_mode == "cuda-graphs"
+        graphs = tc.capture_step or tc.compile_mode == "cuda-graphs"
+        self.capture = graphs and self.device.type == "cuda"
+        self.net = for_capture(model) if graphs else model  # the GRU model's encoder without host lengths
         for group in optimizer.param_groups:  # AdamW refuses a capture otherwise (after a resume too)
             group["capturable"] = group["capturable"] or self.capture
         mode = "reduce-overhead" if tc.compile_mode == "reduce-overhead" else None
@@ -93,7 +106,7 @@ class WholeStep:
         # of 16); without fixed shapes torch's automatic dynamic shapes (seen to recompile in a later epoch)
         dynamic = (tc.compile_shapes == "dynamic") if static_shapes else None
         options = {"mode": mode, "dynamic": dynamic} if compile_options is None else compile_options
-        self.compiled = torch.compile(self.train, **options)
+        self.compiled = self.train if tc.capture_step else torch.compile(self.train, **options)
         self.graphs: dict[tuple[int, ...], CapturedStep] = {}
         self.pool = (
             torch.cuda.graph_pool_handle() if self.capture else None
@@ -106,7 +119,7 @@ class WholeStep:
         bos = torch.full_like(tgt[:, :1], self.bos_id)  # (B, 1)
         tgt_in = torch.cat([bos, tgt[:, :-1]], dim=1)  # (B, T): <bos>, then the targets shifted right
         with autocast_context(self.device, self.amp):
-            logits = self.model(src, src_lens, tgt_in)  # (B, T, V)
+            logits = self.net(src, src_lens, tgt_in)  # (B, T, V)
         total = masked_cross_entropy(logits, tgt, tgt_lens, self.label_smoothing)
         divisor = tgt_lens.sum().clamp(min=1) if self.per_token else tgt.shape[1]
         (total / divisor).backward()
@@ -131,10 +144,29 @@ class WholeStep:
                 return self.compiled(*batch.tensors())
             key = shape_key(batch)
             if key not in self.graphs:
-                self.graphs[key] = CapturedStep(self.compiled, batch, self.pool)
+                try:
+                    self.graphs[key] = CapturedStep(self.compiled, batch, self.pool)
+                except RuntimeError as error:
+                    self.refused(key, error)
+                    return self.compiled(*batch.tensors())
             return self.graphs[key].replay(batch)
         finally:
             group["lr"] = rate  # the schedule and the checkpoints keep a float
+
+    def refused(self, key: tuple[int, ...], error: RuntimeError) -> None:
+        """CUDA refused to capture the step of shape `key`: one log line, and no capture from now on.
+
+        An error the device keeps (an illegal memory access) is raised again by the synchronisation.
+        """
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        log.warning(
+            "CUDA refused to capture the training step of batch shape %s (%s): every step runs uncaptured",
+            key,
+            first,
+        )
+        self.capture, self.graphs = False, {}
 
     def warm_up(self, batches: Sequence[Batch]) -> None:
         """Compile (and capture) the step for each of `batches`' shapes, then put the training state back."""
@@ -242,6 +274,9 @@ def build_whole_step(trainer: StepOwner) -> WholeStep | None:
     )
     if why is None and trainer.speed.name != "reference":
         why = f"train.kernels: {trainer.speed.name} runs its own pass"
+    if why is not None and tc.capture_step:
+        log.info("train.capture_step: the step runs uncaptured: %s", why)
+        return None
     if why is not None:
         log.info("train.compile_scope: step falls back to compiling the model alone: %s", why)
         trainer.net = torch.compile(trainer.net, **compile_options(trainer.compile_options, tc.compile_mode))
