@@ -4,6 +4,7 @@ it runs no op that reads the device back or packs by the lengths, and a refused 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import pytest
@@ -207,3 +208,32 @@ def test_capture_step_is_checked_against_compiling_the_kernels_and_the_shapes():
 
 def test_the_kernel_module_is_reached_through_its_package():
     assert captured_bahdanau.__name__ == "attn_mt.kernels.cuda.captured_bahdanau"
+
+
+class FakeStream:
+    """A CUDA stream's calls that CapturedStep makes, doing nothing (the CPU runs in order)."""
+
+    def wait_stream(self, other: object) -> None:
+        """Nothing to wait for."""
+
+
+def test_each_warm_up_step_and_the_capture_start_from_no_gradients(tmp_path, monkeypatch):
+    """Otherwise the backward adds into the last step's gradients, and every replay adds again."""
+    made = trainer(tmp_path, "run", CAPTURE)
+    made.start()
+    step = capturable_step(made)
+    fresh = []
+
+    def watched(*inputs):
+        fresh.append(all(p.grad is None for p in step.params))
+        return step.train(*inputs)
+
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", object)
+    monkeypatch.setattr(torch.cuda, "graph", lambda graph, pool=None: contextlib.nullcontext())
+    batch = made.collate(made.data.train.plan(0, 0)[0])
+    captured = whole_step.CapturedStep(watched, batch, step.params, pool=None)
+    assert fresh == [True, True, True]  # two warm-up steps, then the capture
+    assert all(p.grad is not None for p in step.params) and captured.outputs[0].dim() == 0

@@ -133,8 +133,7 @@ class WholeStep:
 
     def run(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """One step on `batch` (already on the device) at the optimiser's current learning rate."""
-        for param in self.params:  # a first backward allocates them; none is added into (no add_ a tensor)
-            param.grad = None
+        no_gradients(self.params)  # a first backward allocates them; none is added into (no add_ a tensor)
         group = self.optimizer.param_groups[0]
         rate = group["lr"]
         self.lr.fill_(rate)  # no wait: a fill kernel
@@ -145,7 +144,7 @@ class WholeStep:
             key = shape_key(batch)
             if key not in self.graphs:
                 try:
-                    self.graphs[key] = CapturedStep(self.compiled, batch, self.pool)
+                    self.graphs[key] = CapturedStep(self.compiled, batch, self.params, self.pool)
                 except RuntimeError as error:
                     self.refused(key, error)
                     return self.compiled(*batch.tensors())
@@ -185,19 +184,25 @@ class CapturedStep:
     """The compiled step of one batch shape captured as one CUDA graph, with its own input tensors.
 
     torch.cuda.graphs' whole-network capture: a few steps on a side stream first (they compile and
-    allocate what the step keeps: gradients, AdamW's moments), then the capture, which runs
-    nothing; every replay reads the batch copied into `inputs` and the learning rate tensor. The
-    gradients the capture allocated live in the graph's memory pool and are rewritten by each replay.
+    allocate what the step keeps: AdamW's moments), then the capture, which runs nothing; every
+    replay reads the batch copied into `inputs` and the learning rate tensor. Every gradient is None
+    before each of those steps and before the capture, so the backward allocates its gradients
+    (inside the graph's memory pool, for the capture) rather than adding into the last step's: each
+    replay writes them anew.
     """
 
-    def __init__(self, step: Any, batch: Batch, pool: Any, warm_steps: int = 2):
+    def __init__(
+        self, step: Any, batch: Batch, params: Sequence[torch.Tensor], pool: Any, warm_steps: int = 2
+    ):
         self.inputs = [t.clone() for t in batch.tensors()]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(warm_steps):
+                no_gradients(params)
                 step(*self.inputs)
         torch.cuda.current_stream().wait_stream(side)
+        no_gradients(params)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool):
             self.outputs = step(*self.inputs)
@@ -208,6 +213,12 @@ class CapturedStep:
             kept.copy_(new, non_blocking=True)
         self.graph.replay()
         return self.outputs
+
+
+def no_gradients(params: Sequence[torch.Tensor]) -> None:
+    """Set every gradient to None: the next backward allocates them instead of adding into them."""
+    for param in params:
+        param.grad = None
 
 
 class TrainingState:
