@@ -37,7 +37,6 @@ import torch
 from attn_mt.config import Config
 from attn_mt.data.batch import Batch
 from attn_mt.data.dataset import NMTData
-from attn_mt.kernels.cuda.captured_bahdanau import for_capture
 from attn_mt.run.device import autocast_context
 from attn_mt.training.compiling import compile_options
 from attn_mt.training.loss import masked_cross_entropy
@@ -97,7 +96,11 @@ class WholeStep:
         )  # filled every step
         graphs = tc.capture_step or tc.compile_mode == "cuda-graphs"
         self.capture = graphs and self.device.type == "cuda"
-        self.net = for_capture(model) if graphs else model  # the GRU model's encoder without host lengths
+        self.net = model
+        if graphs:  # the GRU model without host lengths; a run that captures nothing never imports kernels/
+            from attn_mt.kernels.cuda.captured_bahdanau import for_capture
+
+            self.net = for_capture(model)
         for group in optimizer.param_groups:  # AdamW refuses a capture otherwise (after a resume too)
             group["capturable"] = group["capturable"] or self.capture
         mode = "reduce-overhead" if tc.compile_mode == "reduce-overhead" else None
