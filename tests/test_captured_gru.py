@@ -237,3 +237,18 @@ def test_each_warm_up_step_and_the_capture_start_from_no_gradients(tmp_path, mon
     captured = whole_step.CapturedStep(watched, batch, step.params, pool=None)
     assert fresh == [True, True, True]  # two warm-up steps, then the capture
     assert all(p.grad is not None for p in step.params) and captured.outputs[0].dim() == 0
+
+
+def test_under_bf16_autocast_on_a_card_the_layered_gru_runs_in_float32_as_the_books(monkeypatch):
+    """The branch CUDA's bf16 autocast takes (run_gru's), run on the CPU by saying it applies."""
+    from attn_mt.models import bahdanau
+
+    monkeypatch.setattr(bahdanau, "gru_in_float32", lambda device_type: True)
+    monkeypatch.setattr(captured_bahdanau, "gru_in_float32", lambda device_type: True)
+    model = gru_model()
+    src, lens, _ = batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        packed, layered = model.encode(src, lens), CapturedBahdanau(model).encode(src, lens)
+    assert layered["memory"].dtype == layered["hidden"].dtype == torch.float32
+    assert_float32_close(layered["memory"], packed["memory"], terms=50)
+    assert_float32_close(layered["hidden"], packed["hidden"], terms=50)
