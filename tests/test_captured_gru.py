@@ -158,9 +158,11 @@ class Ops(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_the_step_a_card_captures_reads_nothing_back_and_packs_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("model", ["gru_bahdanau", "transformer"])
+def test_the_step_a_card_captures_reads_nothing_back_and_packs_nothing(tmp_path, monkeypatch, model):
+    """The GRU model's, and the Transformer's (which a card compiles before capturing: the same function)."""
     monkeypatch.setattr(attention, "reads_back", lambda device: False)  # as on CUDA: no check of empty rows
-    made = trainer(tmp_path, "run", CAPTURE)
+    made = trainer(tmp_path, "run", [*CAPTURE, f"model.type={model}", "model.dropout=0.1"])
     made.start()
     step = capturable_step(made)
     tensors = made.collate(made.data.train.plan(0, 0)[0]).tensors()
@@ -168,9 +170,8 @@ def test_the_step_a_card_captures_reads_nothing_back_and_packs_nothing(tmp_path,
         made.untraced_passes([made.collate(made.data.train.plan(0, 0)[0])], made.amp)
     with Ops() as captured:
         total, norm = step.train(*tensors)
-    assert (
-        "aten::_pack_padded_sequence" in plain.names
-    )  # the book's packed encoder, which a graph cannot replay
+    packs = "aten::_pack_padded_sequence" in plain.names  # the book's packed encoder: no graph replays it
+    assert packs == (model == "gru_bahdanau")
     assert not NOT_CAPTURABLE & captured.names, NOT_CAPTURABLE & captured.names
     assert "aten::_fused_adam_" in captured.names and total.dim() == norm.dim() == 0
 
