@@ -20,7 +20,7 @@ from attn_mt.kernels.cuda.captured_bahdanau import CapturedBahdanau, for_capture
 from attn_mt.models import attention
 from attn_mt.models.bahdanau import GRUBahdanau
 from attn_mt.run.run_dir import RunPaths
-from attn_mt.training import whole_step
+from attn_mt.training import checkpointing, whole_step
 from attn_mt.training.trainer import Trainer
 from attn_mt.training.whole_step import WholeStep
 
@@ -253,3 +253,18 @@ def test_under_bf16_autocast_on_a_card_the_layered_gru_runs_in_float32_as_the_bo
     assert layered["memory"].dtype == layered["hidden"].dtype == torch.float32
     assert_float32_close(layered["memory"], packed["memory"], terms=50)
     assert_float32_close(layered["hidden"], packed["hidden"], terms=50)
+
+
+def test_a_checkpoint_of_a_captured_run_restores_an_optimiser_that_captures_nothing(tmp_path):
+    """Off CUDA, foreach Adam refuses capturable=True; a resumed run that captures sets it again."""
+    made = trainer(tmp_path, "captured", CAPTURE)
+    made.start()
+    made.whole_step = capturable_step(made)
+    made.optimizer.param_groups[0]["capturable"] = True  # as WholeStep leaves it on a card
+    losses(made, 1)
+    state = checkpointing.trainer_state(made)
+    assert state["optimizer"]["param_groups"][0]["capturable"] is True
+    resumed = trainer(tmp_path, "resumed", [])
+    checkpointing.restore_trainer(resumed, state)
+    assert [group["capturable"] for group in resumed.optimizer.param_groups] == [False]
+    assert losses(resumed, 1)[0] > 0

@@ -67,6 +67,8 @@ def restore_trainer(trainer: Checkpointed, state: dict[str, Any]) -> None:
     """Continue from a checkpoint trainer_state wrote (loaded and checked to fit by run/run_dir_rules.py)."""
     trainer.model.load_state_dict(state["model"])
     trainer.optimizer.load_state_dict(trainer.params.from_checkpoint(state["optimizer"]))
+    for group in trainer.optimizer.param_groups:  # a captured run's flag: foreach Adam refuses it off CUDA;
+        group["capturable"] = False  # a captured step sets it again (training/whole_step.py)
     trainer.schedule.load_state_dict(state["scheduler"])
     restore_scaler(trainer.scaler, state["scaler"])
     restore_rng(state["rng"], trainer.device)
