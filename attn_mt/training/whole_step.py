@@ -162,7 +162,8 @@ class WholeStep:
         """
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
         log.warning(
             "CUDA refused to capture the training step of batch shape %s (%s): every step runs uncaptured",
             key,

@@ -17,6 +17,7 @@ graph its launches cost nothing on the host.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import torch
@@ -32,15 +33,14 @@ def gru_layer(rnn: nn.GRU, layer: int, inputs: torch.Tensor) -> torch.Tensor:
     """Layer `layer` of `rnn` alone over inputs (B, S, E or H) from a zero state: its outputs (B, S, H)."""
     weights = [getattr(rnn, f"{name}_l{layer}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
     start = inputs.new_zeros(1, inputs.shape[0], rnn.hidden_size)  # (1, B, H)
-    with warnings.catch_warnings():
+    in_float32 = gru_in_float32(inputs.device.type)  # outside autocast, as models/bahdanau.py's run_gru
+    precision = torch.autocast(inputs.device.type, enabled=False) if in_float32 else contextlib.nullcontext()
+    with warnings.catch_warnings(), precision:
         # a layer's weights may not be one flat cuDNN buffer: cuDNN copies them, all that it warns of
         warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
-        if not gru_in_float32(inputs.device.type):
-            return torch.gru(inputs, start, weights, True, 1, 0.0, rnn.training, False, True)[0]
-        with torch.autocast(inputs.device.type, enabled=False):  # as models/bahdanau.py's run_gru
-            return torch.gru(inputs.float(), start.float(), weights, True, 1, 0.0, rnn.training, False, True)[
-                0
-            ]
+        if in_float32:
+            inputs, start = inputs.float(), start.float()
+        return torch.gru(inputs, start, weights, True, 1, 0.0, rnn.training, False, True)[0]
 
 
 def layered_gru(rnn: nn.GRU, inputs: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,7 +63,7 @@ def layered_gru(rnn: nn.GRU, inputs: torch.Tensor, lens: torch.Tensor) -> tuple[
 
 
 class CapturedBahdanau(KernelBacked):
-    """The book's GRUBahdanau with its packed encoder replaced by `layered_gru`; all else its own."""
+    """The book's packed GRUBahdanau with its encoder replaced by `layered_gru`; all else its own."""
 
     def __init__(self, model: GRUBahdanau):
         super().__init__(model)
@@ -72,8 +72,6 @@ class CapturedBahdanau(KernelBacked):
         """The book's encode: outputs (B, S, H), the decoder's start (L, B, H), the mask; no host read."""
         model = self.model
         check_source(src, src_lens)
-        if not model.encoder.pack_padded:  # the book's GRU reads the padding: nothing to replace
-            return model.encode(src, src_lens)
         memory, hidden = layered_gru(model.encoder.rnn, model.encoder.embedding(src), src_lens)
         return model.encoded(memory, hidden, src_lens)
 
